@@ -1,0 +1,263 @@
+//! `Edm.DateTime`: UTC instants in 100-ns ticks since 0001-01-01T00:00:00Z, the
+//! resolution Azure keeps (7 fractional digits). Hand-written because it sits on
+//! the hot path (every Timestamp of every response) and its range and formats are
+//! Azure's, not ISO's in general.
+
+use std::fmt;
+
+/// Ticks (100 ns) since 0001-01-01T00:00:00Z.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct DateTime(pub i64);
+
+const TICKS_PER_SECOND: i64 = 10_000_000;
+const TICKS_PER_DAY: i64 = 86_400 * TICKS_PER_SECOND;
+/// Days from 0001-01-01 to 1970-01-01.
+const UNIX_EPOCH_DAYS: i64 = 719_162;
+
+impl DateTime {
+    /// 1601-01-01T00:00:00Z, the earliest value Azure stores.
+    pub const MIN: DateTime = DateTime(504_911_232_000_000_000);
+    /// 9999-12-31T23:59:59.9999999Z.
+    pub const MAX: DateTime = DateTime(3_155_378_975_999_999_999);
+
+    pub fn now() -> DateTime {
+        let d = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        DateTime(UNIX_EPOCH_DAYS * TICKS_PER_DAY + (d.as_nanos() / 100) as i64)
+    }
+
+    pub fn ticks(self) -> i64 {
+        self.0
+    }
+
+    /// Seconds since the Unix epoch (may be negative).
+    pub fn unix_seconds(self) -> i64 {
+        (self.0 - UNIX_EPOCH_DAYS * TICKS_PER_DAY).div_euclid(TICKS_PER_SECOND)
+    }
+
+    pub fn from_unix_seconds(s: i64) -> DateTime {
+        DateTime(UNIX_EPOCH_DAYS * TICKS_PER_DAY + s * TICKS_PER_SECOND)
+    }
+
+    pub fn in_azure_range(self) -> bool {
+        self >= DateTime::MIN && self <= DateTime::MAX
+    }
+
+    /// Parses ISO 8601 as clients send it: `YYYY-MM-DDTHH:MM[:SS[.f…]][Z|±HH:MM]`.
+    /// No offset means UTC. Fractions beyond 7 digits are truncated. Returns `None`
+    /// for anything malformed, including out-of-range fields; the caller decides
+    /// whether a valid but out-of-Azure-range instant is an error.
+    pub fn parse(s: &str) -> Option<DateTime> {
+        let b = s.as_bytes();
+        let num = |r: std::ops::Range<usize>| -> Option<i64> {
+            let part = b.get(r)?;
+            if part.is_empty() || !part.iter().all(u8::is_ascii_digit) {
+                return None;
+            }
+            Some(part.iter().fold(0i64, |a, d| a * 10 + i64::from(d - b'0')))
+        };
+        if b.len() < 16
+            || b[4] != b'-'
+            || b[7] != b'-'
+            || !(b[10] == b'T' || b[10] == b't' || b[10] == b' ')
+            || b[13] != b':'
+        {
+            return None;
+        }
+        let (year, month, day) = (num(0..4)?, num(5..7)?, num(8..10)?);
+        let (hour, minute) = (num(11..13)?, num(14..16)?);
+        let mut i = 16;
+        let mut second = 0;
+        let mut frac = 0i64;
+        if b.get(i) == Some(&b':') {
+            second = num(i + 1..i + 3)?;
+            i += 3;
+            if b.get(i) == Some(&b'.') {
+                i += 1;
+                let start = i;
+                let mut digits = 0;
+                while let Some(d) = b.get(i).filter(|d| d.is_ascii_digit()) {
+                    if digits < 7 {
+                        frac = frac * 10 + i64::from(d - b'0');
+                        digits += 1;
+                    }
+                    i += 1;
+                }
+                if i == start {
+                    return None;
+                }
+                for _ in digits..7 {
+                    frac *= 10;
+                }
+            }
+        }
+        let offset_minutes = match b.get(i) {
+            None => 0,
+            Some(b'Z') | Some(b'z') if i + 1 == b.len() => 0,
+            Some(&sign @ (b'+' | b'-')) if b.len() == i + 6 && b[i + 3] == b':' => {
+                let m = num(i + 1..i + 3)? * 60 + num(i + 4..i + 6)?;
+                if sign == b'+' {
+                    m
+                } else {
+                    -m
+                }
+            }
+            _ => return None,
+        };
+        if !(1..=12).contains(&month)
+            || day < 1
+            || day > days_in_month(year, month)
+            || hour > 23
+            || minute > 59
+            || second > 59
+            || year < 1
+        {
+            return None;
+        }
+        let days = days_from_civil(year, month, day);
+        let ticks = days * TICKS_PER_DAY
+            + ((hour * 60 + minute - offset_minutes) * 60 + second) * TICKS_PER_SECOND
+            + frac;
+        Some(DateTime(ticks))
+    }
+
+    /// Writes `YYYY-MM-DDTHH:MM:SS.fffffffZ`.
+    pub fn write_iso(self, out: &mut String) {
+        let days = self.0.div_euclid(TICKS_PER_DAY);
+        let rem = self.0.rem_euclid(TICKS_PER_DAY);
+        let (y, m, d) = civil_from_days(days);
+        let secs = rem / TICKS_PER_SECOND;
+        let frac = rem % TICKS_PER_SECOND;
+        let mut buf = [0u8; 28];
+        let put = |buf: &mut [u8], at: usize, width: usize, mut v: i64| {
+            for k in (0..width).rev() {
+                buf[at + k] = b'0' + (v % 10) as u8;
+                v /= 10;
+            }
+        };
+        put(&mut buf, 0, 4, y);
+        buf[4] = b'-';
+        put(&mut buf, 5, 2, m);
+        buf[7] = b'-';
+        put(&mut buf, 8, 2, d);
+        buf[10] = b'T';
+        put(&mut buf, 11, 2, secs / 3600);
+        buf[13] = b':';
+        put(&mut buf, 14, 2, secs / 60 % 60);
+        buf[16] = b':';
+        put(&mut buf, 17, 2, secs % 60);
+        buf[19] = b'.';
+        put(&mut buf, 20, 7, frac);
+        buf[27] = b'Z';
+        // All bytes written above are ASCII.
+        out.push_str(std::str::from_utf8(&buf).unwrap_or_default());
+    }
+
+    pub fn to_iso(self) -> String {
+        let mut s = String::with_capacity(28);
+        self.write_iso(&mut s);
+        s
+    }
+}
+
+impl fmt::Display for DateTime {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.to_iso())
+    }
+}
+
+fn is_leap(y: i64) -> bool {
+    (y % 4 == 0 && y % 100 != 0) || y % 400 == 0
+}
+
+fn days_in_month(y: i64, m: i64) -> i64 {
+    match m {
+        2 if is_leap(y) => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    }
+}
+
+/// Days since 0001-01-01 (proleptic Gregorian), after H. Hinnant's algorithm.
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    // 719468 shifts the algorithm's 0000-03-01 epoch to 1970; then to 0001-01-01.
+    era * 146_097 + doe - 719_468 + UNIX_EPOCH_DAYS
+}
+
+fn civil_from_days(days: i64) -> (i64, i64, i64) {
+    let z = days - UNIX_EPOCH_DAYS + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + if m <= 2 { 1 } else { 0 };
+    (y, m, d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_seven_digits() {
+        for s in [
+            "2024-06-04T08:15:30.1234567Z",
+            "1601-01-01T00:00:00.0000000Z",
+            "9999-12-31T23:59:59.9999999Z",
+            "2000-02-29T00:00:00.0000001Z",
+        ] {
+            assert_eq!(DateTime::parse(s).map(DateTime::to_iso).as_deref(), Some(s));
+        }
+    }
+
+    #[test]
+    fn range_constants_are_the_documented_instants() {
+        assert_eq!(DateTime::MIN.to_iso(), "1601-01-01T00:00:00.0000000Z");
+        assert_eq!(DateTime::MAX.to_iso(), "9999-12-31T23:59:59.9999999Z");
+        assert_eq!(
+            DateTime::from_unix_seconds(0).to_iso(),
+            "1970-01-01T00:00:00.0000000Z"
+        );
+    }
+
+    #[test]
+    fn accepts_client_variants() {
+        let want = DateTime::parse("2024-06-04T08:15:30.0000000Z");
+        assert_eq!(DateTime::parse("2024-06-04T08:15:30Z"), want);
+        assert_eq!(DateTime::parse("2024-06-04T08:15:30"), want);
+        assert_eq!(DateTime::parse("2024-06-04T10:15:30+02:00"), want);
+        assert_eq!(DateTime::parse("2024-06-04T08:15:30.000000000Z"), want);
+        assert_eq!(
+            DateTime::parse("2024-06-04T08:15Z")
+                .map(|d| d.to_iso())
+                .as_deref(),
+            Some("2024-06-04T08:15:00.0000000Z")
+        );
+    }
+
+    #[test]
+    fn rejects_malformed() {
+        for s in [
+            "",
+            "2024-13-01T00:00:00Z",
+            "2023-02-29T00:00:00Z",
+            "2024-06-04",
+            "2024-06-04T08:15:30.Z",
+            "2024-06-04T08:15:30Zjunk",
+            "abcd-06-04T08:15:30Z",
+        ] {
+            assert_eq!(DateTime::parse(s), None, "{s}");
+        }
+    }
+}

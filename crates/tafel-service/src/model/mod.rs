@@ -1,0 +1,12 @@
+//! The Table service data model: values, entities and their stored encoding.
+
+pub mod codec;
+mod datetime;
+mod entity;
+mod guid;
+mod value;
+
+pub use datetime::DateTime;
+pub use entity::{etag_for, Entity, Property};
+pub use guid::Guid;
+pub use value::{EdmType, Value};

@@ -1,0 +1,633 @@
+//! The embedded backend: one redb file in the data directory.
+//!
+//! Invariants:
+//! - Every write runs on the single writer thread, which takes all writes queued
+//!   at that moment, applies them one after another in one redb transaction and
+//!   commits it with `Durability::Immediate` (fsync) before answering any of them.
+//!   This is group commit: concurrent writers share one sync, and each sees the
+//!   effects of those queued before it exactly as if they ran alone.
+//! - Entity rows live under `table id (u64, big-endian) ++ EntityKey`; a table's
+//!   id is never reused, so rows of a deleted table can never reappear under a new
+//!   table of the same name.
+//! - Reads use redb's MVCC snapshots and never wait for the writer.
+
+use std::ops::Bound;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::Path;
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::thread;
+use std::time::Instant;
+
+use async_trait::async_trait;
+use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
+use tokio::sync::oneshot;
+
+use crate::error::StoreError;
+use crate::key::EntityKey;
+use crate::traits::{Decide, Mutation, Outcome, ScanPage, ScanRequest, Store, TableRecord};
+
+/// `account 0x00 lowercase-table-name` → `id u64 LE, name len u16 LE, name, acl`.
+const TABLES: TableDefinition<&[u8], &[u8]> = TableDefinition::new("tables");
+/// `table id u64 BE ++ EntityKey` → entity value.
+const ENTITIES: TableDefinition<&[u8], &[u8]> = TableDefinition::new("entities");
+/// Counters and per-account settings.
+const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
+
+const NEXT_TABLE_ID: &str = "next_table_id";
+/// Upper bound of jobs folded into one commit, so one commit's latency stays bounded.
+const MAX_GROUP: usize = 512;
+
+pub struct EmbeddedOptions {
+    /// Bytes of page cache redb may use.
+    pub cache_size: usize,
+}
+
+impl Default for EmbeddedOptions {
+    fn default() -> Self {
+        EmbeddedOptions {
+            cache_size: 256 << 20,
+        }
+    }
+}
+
+type Reply<T> = oneshot::Sender<Result<T, StoreError>>;
+
+enum Job {
+    CreateTable {
+        account: String,
+        name: String,
+        reply: Reply<bool>,
+    },
+    DeleteTable {
+        account: String,
+        name: String,
+        reply: Reply<bool>,
+    },
+    SetAcl {
+        account: String,
+        name: String,
+        acl: Vec<u8>,
+        reply: Reply<bool>,
+    },
+    SetProps {
+        account: String,
+        value: Vec<u8>,
+        reply: Reply<()>,
+    },
+    Write {
+        account: String,
+        table: String,
+        keys: Vec<EntityKey>,
+        decide: Decide,
+        reply: Reply<Outcome>,
+    },
+}
+
+pub struct EmbeddedStore {
+    db: Arc<Database>,
+    jobs: std::sync::Mutex<Option<mpsc::Sender<Job>>>,
+    writer: std::sync::Mutex<Option<thread::JoinHandle<()>>>,
+}
+
+fn table_key(account: &str, name: &str) -> Vec<u8> {
+    let mut k = Vec::with_capacity(account.len() + 1 + name.len());
+    k.extend_from_slice(account.as_bytes());
+    k.push(0);
+    k.extend(name.bytes().map(|b| b.to_ascii_lowercase()));
+    k
+}
+
+fn props_key(account: &str) -> String {
+    format!("props/{account}")
+}
+
+struct TableValue {
+    id: u64,
+    record: TableRecord,
+}
+
+fn encode_table(id: u64, name: &str, acl: &[u8]) -> Vec<u8> {
+    let mut v = Vec::with_capacity(10 + name.len() + acl.len());
+    v.extend_from_slice(&id.to_le_bytes());
+    v.extend_from_slice(&(name.len() as u16).to_le_bytes());
+    v.extend_from_slice(name.as_bytes());
+    v.extend_from_slice(acl);
+    v
+}
+
+fn decode_table(v: &[u8]) -> Result<TableValue, StoreError> {
+    let corrupt = || StoreError::Backend("corrupt table record".into());
+    let id = u64::from_le_bytes(
+        v.get(..8)
+            .ok_or_else(corrupt)?
+            .try_into()
+            .map_err(|_| corrupt())?,
+    );
+    let len = u16::from_le_bytes(
+        v.get(8..10)
+            .ok_or_else(corrupt)?
+            .try_into()
+            .map_err(|_| corrupt())?,
+    ) as usize;
+    let name = v.get(10..10 + len).ok_or_else(corrupt)?;
+    let name = String::from_utf8(name.to_vec()).map_err(|_| corrupt())?;
+    Ok(TableValue {
+        id,
+        record: TableRecord {
+            name,
+            acl: v[10 + len..].to_vec(),
+        },
+    })
+}
+
+fn row_key(id: u64, key: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(8 + key.len());
+    k.extend_from_slice(&id.to_be_bytes());
+    k.extend_from_slice(key);
+    k
+}
+
+fn be(e: impl std::fmt::Display) -> StoreError {
+    StoreError::backend(e)
+}
+
+impl EmbeddedStore {
+    /// Opens (or creates) the store in `dir`.
+    pub fn open(dir: &Path, options: EmbeddedOptions) -> Result<Self, StoreError> {
+        std::fs::create_dir_all(dir).map_err(be)?;
+        let db = Database::builder()
+            .set_cache_size(options.cache_size)
+            .create(dir.join("tafel.redb"))
+            .map_err(be)?;
+        // Create the tables up front so readers never see them missing.
+        let txn = db.begin_write().map_err(be)?;
+        {
+            txn.open_table(TABLES).map_err(be)?;
+            txn.open_table(ENTITIES).map_err(be)?;
+            txn.open_table(META).map_err(be)?;
+        }
+        txn.commit().map_err(be)?;
+        let db = Arc::new(db);
+        let (tx, rx) = mpsc::channel();
+        let writer_db = db.clone();
+        let writer = thread::Builder::new()
+            .name("tafel-writer".into())
+            .spawn(move || writer_loop(&writer_db, rx))
+            .map_err(be)?;
+        Ok(EmbeddedStore {
+            db,
+            jobs: std::sync::Mutex::new(Some(tx)),
+            writer: std::sync::Mutex::new(Some(writer)),
+        })
+    }
+
+    async fn submit<T>(&self, make: impl FnOnce(Reply<T>) -> Job) -> Result<T, StoreError> {
+        let (reply, rx) = oneshot::channel();
+        {
+            let guard = self.jobs.lock().map_err(be)?;
+            let sender = guard
+                .as_ref()
+                .ok_or_else(|| StoreError::Backend("store is shut down".into()))?;
+            sender
+                .send(make(reply))
+                .map_err(|_| StoreError::Backend("writer stopped".into()))?;
+        }
+        rx.await
+            .map_err(|_| StoreError::Backend("writer dropped a request".into()))?
+    }
+
+    fn read_table(&self, account: &str, name: &str) -> Result<Option<TableValue>, StoreError> {
+        let txn = self.db.begin_read().map_err(be)?;
+        let tables = txn.open_table(TABLES).map_err(be)?;
+        let found = tables
+            .get(table_key(account, name).as_slice())
+            .map_err(be)?;
+        found.map(|v| decode_table(v.value())).transpose()
+    }
+}
+
+/// The writer thread: group commit, see the module invariants.
+fn writer_loop(db: &Database, rx: mpsc::Receiver<Job>) {
+    while let Ok(first) = rx.recv() {
+        let mut group = vec![first];
+        while group.len() < MAX_GROUP {
+            match rx.try_recv() {
+                Ok(job) => group.push(job),
+                Err(_) => break,
+            }
+        }
+        run_group(db, group);
+    }
+}
+
+/// A reply waiting for the commit.
+enum Pending {
+    Bool(Reply<bool>, Result<bool, StoreError>),
+    Unit(Reply<()>, Result<(), StoreError>),
+    Outcome(Reply<Outcome>, Result<Outcome, StoreError>),
+}
+
+impl Pending {
+    fn send(self, commit: &Result<(), String>) {
+        // A dropped receiver means the client went away; nothing to do.
+        match (self, commit) {
+            (Pending::Bool(tx, r), Ok(())) => drop(tx.send(r)),
+            (Pending::Unit(tx, r), Ok(())) => drop(tx.send(r)),
+            (Pending::Outcome(tx, r), Ok(())) => drop(tx.send(r)),
+            (Pending::Bool(tx, _), Err(e)) => drop(tx.send(Err(StoreError::Backend(e.clone())))),
+            (Pending::Unit(tx, _), Err(e)) => drop(tx.send(Err(StoreError::Backend(e.clone())))),
+            (Pending::Outcome(tx, _), Err(e)) => drop(tx.send(Err(StoreError::Backend(e.clone())))),
+        }
+    }
+}
+
+fn run_group(db: &Database, group: Vec<Job>) {
+    let mut pending = Vec::with_capacity(group.len());
+    let result = (|| -> Result<(), String> {
+        let mut txn = db.begin_write().map_err(|e| e.to_string())?;
+        txn.set_durability(Durability::Immediate)
+            .map_err(|e| e.to_string())?;
+        {
+            let mut tables = txn.open_table(TABLES).map_err(|e| e.to_string())?;
+            let mut entities = txn.open_table(ENTITIES).map_err(|e| e.to_string())?;
+            let mut meta = txn.open_table(META).map_err(|e| e.to_string())?;
+            let mut w = Writer {
+                tables: &mut tables,
+                entities: &mut entities,
+                meta: &mut meta,
+            };
+            for job in group {
+                pending.push(w.apply(job));
+            }
+        }
+        txn.commit().map_err(|e| e.to_string())
+    })();
+    if let Err(e) = &result {
+        tracing::error!(error = %e, "commit failed; failing every request of the group");
+    }
+    for p in pending {
+        p.send(&result);
+    }
+}
+
+struct Writer<'a, 't> {
+    tables: &'a mut redb::Table<'t, &'static [u8], &'static [u8]>,
+    entities: &'a mut redb::Table<'t, &'static [u8], &'static [u8]>,
+    meta: &'a mut redb::Table<'t, &'static str, &'static [u8]>,
+}
+
+impl Writer<'_, '_> {
+    fn apply(&mut self, job: Job) -> Pending {
+        match job {
+            Job::CreateTable {
+                account,
+                name,
+                reply,
+            } => Pending::Bool(reply, self.create_table(&account, &name)),
+            Job::DeleteTable {
+                account,
+                name,
+                reply,
+            } => Pending::Bool(reply, self.delete_table(&account, &name)),
+            Job::SetAcl {
+                account,
+                name,
+                acl,
+                reply,
+            } => Pending::Bool(reply, self.set_acl(&account, &name, &acl)),
+            Job::SetProps {
+                account,
+                value,
+                reply,
+            } => {
+                let r = self
+                    .meta
+                    .insert(props_key(&account).as_str(), value.as_slice())
+                    .map(|_| ())
+                    .map_err(be);
+                Pending::Unit(reply, r)
+            }
+            Job::Write {
+                account,
+                table,
+                keys,
+                decide,
+                reply,
+            } => Pending::Outcome(reply, self.write(&account, &table, &keys, decide)),
+        }
+    }
+
+    fn table(&self, account: &str, name: &str) -> Result<Option<TableValue>, StoreError> {
+        let found = self
+            .tables
+            .get(table_key(account, name).as_slice())
+            .map_err(be)?;
+        found.map(|v| decode_table(v.value())).transpose()
+    }
+
+    fn create_table(&mut self, account: &str, name: &str) -> Result<bool, StoreError> {
+        if self.table(account, name)?.is_some() {
+            return Ok(false);
+        }
+        let id = match self.meta.get(NEXT_TABLE_ID).map_err(be)? {
+            Some(v) => u64::from_le_bytes(v.value().try_into().map_err(be)?),
+            None => 1,
+        };
+        self.meta
+            .insert(NEXT_TABLE_ID, (id + 1).to_le_bytes().as_slice())
+            .map_err(be)?;
+        self.tables
+            .insert(
+                table_key(account, name).as_slice(),
+                encode_table(id, name, &[]).as_slice(),
+            )
+            .map_err(be)?;
+        Ok(true)
+    }
+
+    fn delete_table(&mut self, account: &str, name: &str) -> Result<bool, StoreError> {
+        let Some(t) = self.table(account, name)? else {
+            return Ok(false);
+        };
+        self.tables
+            .remove(table_key(account, name).as_slice())
+            .map_err(be)?;
+        let lo = t.id.to_be_bytes();
+        let hi = (t.id + 1).to_be_bytes();
+        self.entities
+            .retain_in(lo.as_slice()..hi.as_slice(), |_, _| false)
+            .map_err(be)?;
+        Ok(true)
+    }
+
+    fn set_acl(&mut self, account: &str, name: &str, acl: &[u8]) -> Result<bool, StoreError> {
+        let Some(t) = self.table(account, name)? else {
+            return Ok(false);
+        };
+        self.tables
+            .insert(
+                table_key(account, name).as_slice(),
+                encode_table(t.id, &t.record.name, acl).as_slice(),
+            )
+            .map_err(be)?;
+        Ok(true)
+    }
+
+    fn write(
+        &mut self,
+        account: &str,
+        table: &str,
+        keys: &[EntityKey],
+        decide: Decide,
+    ) -> Result<Outcome, StoreError> {
+        let Some(t) = self.table(account, table)? else {
+            return Err(StoreError::TableNotFound);
+        };
+        let full: Vec<Vec<u8>> = keys.iter().map(|k| row_key(t.id, k.as_bytes())).collect();
+        let mut current: Vec<Option<Vec<u8>>> = Vec::with_capacity(keys.len());
+        for k in &full {
+            current.push(
+                self.entities
+                    .get(k.as_slice())
+                    .map_err(be)?
+                    .map(|v| v.value().to_vec()),
+            );
+        }
+        let views: Vec<Option<&[u8]>> = current.iter().map(|c| c.as_deref()).collect();
+        let decision = catch_unwind(AssertUnwindSafe(|| decide(&views)))
+            .map_err(|_| StoreError::Backend("write decision panicked".into()))?;
+        if !decision.mutations.is_empty() {
+            if decision.mutations.len() != full.len() {
+                return Err(StoreError::Backend(
+                    "decision does not cover every key".into(),
+                ));
+            }
+            for (k, m) in full.iter().zip(decision.mutations) {
+                match m {
+                    Mutation::Put(v) => {
+                        self.entities
+                            .insert(k.as_slice(), v.as_slice())
+                            .map_err(be)?;
+                    }
+                    Mutation::Delete => {
+                        self.entities.remove(k.as_slice()).map_err(be)?;
+                    }
+                    Mutation::Keep => {}
+                }
+            }
+        }
+        Ok(decision.outcome)
+    }
+}
+
+fn scan(db: &Database, id: u64, request: ScanRequest) -> Result<ScanPage, StoreError> {
+    let txn = db.begin_read().map_err(be)?;
+    let entities = txn.open_table(ENTITIES).map_err(be)?;
+    let mut rows = Vec::new();
+    let mut examined: u32 = 0;
+    let table_end = (id + 1).to_be_bytes();
+    for range in &request.ranges {
+        if range.is_empty() {
+            continue;
+        }
+        let lo = row_key(id, &range.start);
+        let hi = match &range.end {
+            Some(e) => row_key(id, e),
+            None => table_end.to_vec(),
+        };
+        let iter = entities
+            .range::<&[u8]>((
+                Bound::Included(lo.as_slice()),
+                Bound::Excluded(hi.as_slice()),
+            ))
+            .map_err(be)?;
+        for item in iter {
+            let (k, v) = item.map_err(be)?;
+            let key = EntityKey::from_bytes(k.value()[8..].to_vec());
+            examined = examined.wrapping_add(1);
+            if examined % 512 == 0 && request.deadline.is_some_and(|d| Instant::now() >= d) {
+                return Ok(ScanPage {
+                    rows,
+                    next: Some(key),
+                });
+            }
+            let keep = request.filter.as_ref().is_none_or(|f| f(&key, v.value()));
+            if !keep {
+                continue;
+            }
+            if rows.len() == request.limit {
+                // One more match exists: that is where the next page starts.
+                return Ok(ScanPage {
+                    rows,
+                    next: Some(key),
+                });
+            }
+            rows.push((key, v.value().to_vec()));
+        }
+    }
+    Ok(ScanPage { rows, next: None })
+}
+
+#[async_trait]
+impl Store for EmbeddedStore {
+    async fn create_table(&self, account: &str, name: &str) -> Result<bool, StoreError> {
+        let (account, name) = (account.to_owned(), name.to_owned());
+        self.submit(|reply| Job::CreateTable {
+            account,
+            name,
+            reply,
+        })
+        .await
+    }
+
+    async fn delete_table(&self, account: &str, name: &str) -> Result<bool, StoreError> {
+        let (account, name) = (account.to_owned(), name.to_owned());
+        self.submit(|reply| Job::DeleteTable {
+            account,
+            name,
+            reply,
+        })
+        .await
+    }
+
+    async fn get_table(
+        &self,
+        account: &str,
+        name: &str,
+    ) -> Result<Option<TableRecord>, StoreError> {
+        Ok(self.read_table(account, name)?.map(|t| t.record))
+    }
+
+    async fn set_table_acl(
+        &self,
+        account: &str,
+        name: &str,
+        acl: Vec<u8>,
+    ) -> Result<bool, StoreError> {
+        let (account, name) = (account.to_owned(), name.to_owned());
+        self.submit(|reply| Job::SetAcl {
+            account,
+            name,
+            acl,
+            reply,
+        })
+        .await
+    }
+
+    async fn list_tables(
+        &self,
+        account: &str,
+        from: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<TableRecord>, StoreError> {
+        let txn = self.db.begin_read().map_err(be)?;
+        let tables = txn.open_table(TABLES).map_err(be)?;
+        let lo = table_key(account, from.unwrap_or(""));
+        let mut hi = account.as_bytes().to_vec();
+        hi.push(1);
+        let mut out = Vec::new();
+        for item in tables
+            .range::<&[u8]>(lo.as_slice()..hi.as_slice())
+            .map_err(be)?
+        {
+            if out.len() >= limit {
+                break;
+            }
+            let (_, v) = item.map_err(be)?;
+            out.push(decode_table(v.value())?.record);
+        }
+        Ok(out)
+    }
+
+    async fn get_entity(
+        &self,
+        account: &str,
+        table: &str,
+        key: &EntityKey,
+    ) -> Result<Option<Vec<u8>>, StoreError> {
+        let txn = self.db.begin_read().map_err(be)?;
+        let tables = txn.open_table(TABLES).map_err(be)?;
+        let t = match tables
+            .get(table_key(account, table).as_slice())
+            .map_err(be)?
+        {
+            Some(v) => decode_table(v.value())?,
+            None => return Err(StoreError::TableNotFound),
+        };
+        let entities = txn.open_table(ENTITIES).map_err(be)?;
+        let found = entities
+            .get(row_key(t.id, key.as_bytes()).as_slice())
+            .map_err(be)?;
+        Ok(found.map(|v| v.value().to_vec()))
+    }
+
+    async fn scan_entities(
+        &self,
+        account: &str,
+        table: &str,
+        request: ScanRequest,
+    ) -> Result<ScanPage, StoreError> {
+        let t = self
+            .read_table(account, table)?
+            .ok_or(StoreError::TableNotFound)?;
+        let db = self.db.clone();
+        tokio::task::spawn_blocking(move || scan(&db, t.id, request))
+            .await
+            .map_err(be)?
+    }
+
+    async fn write_entities(
+        &self,
+        account: &str,
+        table: &str,
+        keys: Vec<EntityKey>,
+        decide: Decide,
+    ) -> Result<Outcome, StoreError> {
+        let (account, table) = (account.to_owned(), table.to_owned());
+        self.submit(|reply| Job::Write {
+            account,
+            table,
+            keys,
+            decide,
+            reply,
+        })
+        .await
+    }
+
+    async fn get_service_properties(&self, account: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        let txn = self.db.begin_read().map_err(be)?;
+        let meta = txn.open_table(META).map_err(be)?;
+        Ok(meta
+            .get(props_key(account).as_str())
+            .map_err(be)?
+            .map(|v| v.value().to_vec()))
+    }
+
+    async fn set_service_properties(
+        &self,
+        account: &str,
+        value: Vec<u8>,
+    ) -> Result<(), StoreError> {
+        let account = account.to_owned();
+        self.submit(|reply| Job::SetProps {
+            account,
+            value,
+            reply,
+        })
+        .await
+    }
+
+    async fn shutdown(&self) -> Result<(), StoreError> {
+        // Dropping the sender lets the writer finish the queued jobs and exit.
+        self.jobs.lock().map_err(be)?.take();
+        let handle = self.writer.lock().map_err(be)?.take();
+        if let Some(h) = handle {
+            tokio::task::spawn_blocking(move || h.join())
+                .await
+                .map_err(be)?
+                .map_err(|_| be("writer panicked"))?;
+        }
+        Ok(())
+    }
+}

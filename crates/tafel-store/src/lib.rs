@@ -1,0 +1,18 @@
+//! Storage layer of Tafel: the [`Store`] trait every backend implements, the
+//! order-preserving entity key encoding they share, and the embedded backend.
+//!
+//! The store knows accounts, tables (by case-insensitive name) and opaque entity
+//! values under ordered keys. It never interprets an entity's properties: filtering,
+//! merging and conditional checks are decided by the service layer through the
+//! closures it hands to [`Store::scan_entities`] and [`Store::write_entities`].
+
+pub mod embedded;
+pub mod error;
+pub mod key;
+mod traits;
+
+pub use error::StoreError;
+pub use key::{EntityKey, KeyRange};
+pub use traits::{
+    Decide, Decision, Mutation, Outcome, RowFilter, ScanPage, ScanRequest, Store, TableRecord,
+};

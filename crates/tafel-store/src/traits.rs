@@ -1,0 +1,123 @@
+//! The storage contract. A backend provides per-account tables addressed by
+//! case-insensitive name, and entity values under ordered [`EntityKey`]s, with
+//! atomic read-modify-write of several entities of one table.
+
+use std::any::Any;
+use std::sync::Arc;
+use std::time::Instant;
+
+use async_trait::async_trait;
+
+use crate::error::StoreError;
+use crate::key::{EntityKey, KeyRange};
+
+/// A table as stored: its name with the case it was created with, and the opaque
+/// access-policy blob the service keeps for it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TableRecord {
+    pub name: String,
+    pub acl: Vec<u8>,
+}
+
+/// Decides, from a row's key and value, whether a scan returns it. Runs on the
+/// backend's threads, so it must be cheap and must not block.
+pub type RowFilter = Arc<dyn Fn(&EntityKey, &[u8]) -> bool + Send + Sync>;
+
+/// One page of an ordered scan.
+pub struct ScanRequest {
+    /// Sorted, non-overlapping ranges to visit in order.
+    pub ranges: Vec<KeyRange>,
+    /// At most this many matching rows are returned.
+    pub limit: usize,
+    /// Rows the filter rejects are skipped; `None` returns every row.
+    pub filter: Option<RowFilter>,
+    /// Stop early (returning a continuation) once this instant has passed.
+    pub deadline: Option<Instant>,
+}
+
+pub struct ScanPage {
+    pub rows: Vec<(EntityKey, Vec<u8>)>,
+    /// Where the next page starts (inclusive), when the scan stopped before the end
+    /// of its ranges and at least one more row may match.
+    pub next: Option<EntityKey>,
+}
+
+/// What a write does to one of the keys it locked.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Mutation {
+    Put(Vec<u8>),
+    Delete,
+    Keep,
+}
+
+/// A value the service passes through a write and gets back (its result or error).
+pub type Outcome = Box<dyn Any + Send>;
+
+/// The service's verdict on a locked set of rows.
+pub struct Decision {
+    /// One mutation per key, in key order; empty means "change nothing".
+    pub mutations: Vec<Mutation>,
+    pub outcome: Outcome,
+}
+
+/// Given the current value of each requested key (`None` = absent), decides what to
+/// write. Runs inside the backend's transaction: everything it sees and writes is
+/// atomic with respect to every other write.
+pub type Decide = Box<dyn FnOnce(&[Option<&[u8]>]) -> Decision + Send>;
+
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// Creates a table; `Ok(false)` if one with the same name ignoring case exists.
+    async fn create_table(&self, account: &str, name: &str) -> Result<bool, StoreError>;
+    /// Deletes a table and all its entities; `Ok(false)` if there was none.
+    async fn delete_table(&self, account: &str, name: &str) -> Result<bool, StoreError>;
+    /// Looks a table up by name, ignoring case.
+    async fn get_table(&self, account: &str, name: &str)
+        -> Result<Option<TableRecord>, StoreError>;
+    /// Replaces a table's access-policy blob; `Ok(false)` if the table does not exist.
+    async fn set_table_acl(
+        &self,
+        account: &str,
+        name: &str,
+        acl: Vec<u8>,
+    ) -> Result<bool, StoreError>;
+    /// Up to `limit` tables in case-insensitive name order, starting at the first
+    /// whose lowercase name is >= `from`.
+    async fn list_tables(
+        &self,
+        account: &str,
+        from: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<TableRecord>, StoreError>;
+
+    async fn get_entity(
+        &self,
+        account: &str,
+        table: &str,
+        key: &EntityKey,
+    ) -> Result<Option<Vec<u8>>, StoreError>;
+
+    async fn scan_entities(
+        &self,
+        account: &str,
+        table: &str,
+        request: ScanRequest,
+    ) -> Result<ScanPage, StoreError>;
+
+    /// Atomically reads `keys` (distinct, of one table), lets `decide` choose the
+    /// mutations, applies them and makes them durable before returning.
+    async fn write_entities(
+        &self,
+        account: &str,
+        table: &str,
+        keys: Vec<EntityKey>,
+        decide: Decide,
+    ) -> Result<Outcome, StoreError>;
+
+    async fn get_service_properties(&self, account: &str) -> Result<Option<Vec<u8>>, StoreError>;
+    async fn set_service_properties(&self, account: &str, value: Vec<u8>)
+        -> Result<(), StoreError>;
+
+    /// Makes everything acknowledged durable and stops accepting writes.
+    async fn shutdown(&self) -> Result<(), StoreError>;
+}
