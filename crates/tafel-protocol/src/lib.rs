@@ -1,14 +1,7 @@
-pub fn add(left: u64, right: u64) -> u64 {
-    left + right
-}
+//! Protocol layer of Tafel: the Azure Table REST protocol on top of the service
+//! layer. OData JSON entity and table payloads, the `$filter` parser, the `$batch`
+//! multipart codec, resource paths and the per-operation request handling that the
+//! HTTP layer calls (for top-level requests and for batch sub-requests alike).
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn it_works() {
-        let result = add(2, 2);
-        assert_eq!(result, 4);
-    }
-}
+pub mod batch;
+pub mod filter;

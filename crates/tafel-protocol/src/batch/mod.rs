@@ -1,0 +1,1 @@
+//! `$batch` multipart/mixed codec.

@@ -1,0 +1,1 @@
+//! `$filter` parser: OData filter text to the service layer's [`tafel_service::query::Expr`].
