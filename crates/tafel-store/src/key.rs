@@ -12,17 +12,43 @@
 //! Keys never contain U+0000 (the service rejects control characters), so 0x00 is a
 //! safe separator that also makes a shorter PartitionKey sort first.
 
+use std::cmp::Ordering;
 use std::fmt;
+use std::ops::Bound;
 
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct EntityKey(Vec<u8>);
 
-fn push_mapped(out: &mut Vec<u8>, s: &str) {
-    out.extend(s.bytes().map(|b| match b {
+fn map_byte(b: u8) -> u8 {
+    match b {
         0xEE => 0xF5,
         0xEF => 0xF6,
         other => other,
-    }));
+    }
+}
+
+fn push_mapped(out: &mut Vec<u8>, s: &str) {
+    out.extend(s.bytes().map(map_byte));
+}
+
+/// Compares mapped bytes `enc` with the mapping of `s`, without building it. The
+/// mapping is injective per byte, so the first differing position decides.
+fn cmp_mapped(enc: &[u8], s: &str) -> Ordering {
+    let s = s.as_bytes();
+    match enc.iter().zip(s).position(|(&e, &b)| e != map_byte(b)) {
+        Some(i) => enc[i].cmp(&map_byte(s[i])),
+        None => enc.len().cmp(&s.len()),
+    }
+}
+
+/// Azure's string order (UTF-16 code units, ordinal) without transcoding: the same
+/// lead-byte mapping as the key encoding, applied at the first differing byte.
+pub fn azure_str_cmp(a: &str, b: &str) -> Ordering {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    match a.iter().zip(b).position(|(x, y)| x != y) {
+        Some(i) => map_byte(a[i]).cmp(&map_byte(b[i])),
+        None => a.len().cmp(&b.len()),
+    }
 }
 
 fn unmap(bytes: &[u8]) -> String {
@@ -75,6 +101,16 @@ impl EntityKey {
     pub fn keys(&self) -> (String, String) {
         let (p, r) = self.split();
         (unmap(p), unmap(r))
+    }
+
+    /// Compares the PartitionKey with `s` in Azure order, without decoding it.
+    pub fn cmp_partition_key(&self, s: &str) -> Ordering {
+        cmp_mapped(self.split().0, s)
+    }
+
+    /// Compares the RowKey with `s` in Azure order, without decoding it.
+    pub fn cmp_row_key(&self, s: &str) -> Ordering {
+        cmp_mapped(self.split().1, s)
     }
 }
 
@@ -153,6 +189,45 @@ impl KeyRange {
         v
     }
 
+    /// Keys of partition `pk` whose RowKey lies within `lower`..`upper`.
+    pub fn rows(pk: &str, lower: Bound<&str>, upper: Bound<&str>) -> Self {
+        let prefix = Self::pk_lower(pk);
+        let with = |rk: &str, tail: Option<u8>| {
+            let mut v = Vec::with_capacity(prefix.len() + rk.len() + 1);
+            v.extend_from_slice(&prefix);
+            push_mapped(&mut v, rk);
+            v.extend(tail);
+            v
+        };
+        // A RowKey never contains U+0000, so `rk 0x00` is the first key after `rk`
+        // and every longer RowKey starting with `rk`.
+        let start = match lower {
+            Bound::Unbounded => prefix.clone(),
+            Bound::Included(rk) => with(rk, None),
+            Bound::Excluded(rk) => with(rk, Some(0)),
+        };
+        let end = match upper {
+            Bound::Unbounded => Self::pk_after(pk),
+            Bound::Included(rk) => with(rk, Some(0)),
+            Bound::Excluded(rk) => with(rk, None),
+        };
+        KeyRange {
+            start,
+            end: Some(end),
+        }
+    }
+
+    /// The PartitionKey shared by every key in this range, when the range lies
+    /// within a single partition.
+    pub fn single_partition(&self) -> Option<String> {
+        let pk = &self.start[..memchr0(&self.start)?];
+        let mut partition_end = Vec::with_capacity(pk.len() + 1);
+        partition_end.extend_from_slice(pk);
+        partition_end.push(1);
+        let end = self.end.as_deref()?;
+        (end <= partition_end.as_slice()).then(|| unmap(pk))
+    }
+
     pub fn contains(&self, key: &[u8]) -> bool {
         key >= self.start.as_slice() && self.end.as_deref().is_none_or(|e| key < e)
     }
@@ -212,6 +287,93 @@ mod tests {
             k.keys(),
             ("p\u{E123}x\u{1F600}".to_string(), "r'ow".to_string())
         );
+    }
+
+    const SAMPLES: [&str; 14] = [
+        "",
+        "a",
+        "ab",
+        "b",
+        "\u{7f}",
+        "é",
+        "\u{D7FF}",
+        "\u{E000}",
+        "\u{FFFD}",
+        "\u{10000}",
+        "\u{1F600}",
+        "a\u{1F600}",
+        "a\u{FFFF}",
+        "z",
+    ];
+
+    #[test]
+    fn string_and_key_comparisons_follow_utf16() {
+        for a in SAMPLES {
+            for b in SAMPLES {
+                assert_eq!(azure_str_cmp(a, b), utf16_cmp(a, b), "{a:?} vs {b:?}");
+                let k = EntityKey::new(a, b);
+                assert_eq!(k.cmp_partition_key(b), utf16_cmp(a, b), "{a:?} vs {b:?}");
+                assert_eq!(k.cmp_row_key(a), utf16_cmp(b, a), "{b:?} vs {a:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn row_ranges_hold_exactly_their_rows() {
+        use Bound::{Excluded, Included, Unbounded};
+        let bounds = |s| [Unbounded, Included(s), Excluded(s)];
+        for lo in SAMPLES {
+            for hi in SAMPLES {
+                for lower in bounds(lo) {
+                    for upper in bounds(hi) {
+                        let r = KeyRange::rows("p", lower, upper);
+                        assert_eq!(r.single_partition().as_deref(), Some("p"));
+                        for pk in ["", "p", "p\u{1F600}", "pa", "o", "q"] {
+                            for rk in SAMPLES {
+                                let inside = pk == "p"
+                                    && match lower {
+                                        Unbounded => true,
+                                        Included(l) => utf16_cmp(rk, l).is_ge(),
+                                        Excluded(l) => utf16_cmp(rk, l).is_gt(),
+                                    }
+                                    && match upper {
+                                        Unbounded => true,
+                                        Included(h) => utf16_cmp(rk, h).is_le(),
+                                        Excluded(h) => utf16_cmp(rk, h).is_lt(),
+                                    };
+                                let k = EntityKey::new(pk, rk);
+                                assert_eq!(r.contains(k.as_bytes()), inside, "{r:?} {k:?}");
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn single_partition_is_detected() {
+        assert_eq!(
+            KeyRange::partition("a\u{E000}")
+                .single_partition()
+                .as_deref(),
+            Some("a\u{E000}")
+        );
+        assert_eq!(
+            KeyRange::point("a", "b").single_partition().as_deref(),
+            Some("a")
+        );
+        assert_eq!(KeyRange::all().single_partition(), None);
+        let two = KeyRange {
+            start: KeyRange::pk_lower("a"),
+            end: Some(KeyRange::pk_lower("b")),
+        };
+        assert_eq!(two.single_partition(), None);
+        let open = KeyRange {
+            start: KeyRange::pk_lower("a"),
+            end: None,
+        };
+        assert_eq!(open.single_partition(), None);
     }
 
     #[test]
