@@ -1,0 +1,137 @@
+// Starts the real tafel binary for the JS SDK tests (like tests/python/conftest.py):
+// $TAFEL_BIN or <repo>/target/release/tafel, on a free loopback port, with a fresh data dir.
+import { spawn } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import fs from "node:fs";
+import net from "node:net";
+import os from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+
+export const ACCOUNT = "devstoreaccount1";
+export const KEY =
+  "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==";
+const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..");
+
+export function tafelBinary() {
+  return process.env.TAFEL_BIN || path.join(REPO_ROOT, "target", "release", "tafel");
+}
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.unref();
+    srv.on("error", reject);
+    srv.listen(0, "127.0.0.1", () => {
+      const { port } = srv.address();
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+function canConnect(port) {
+  return new Promise((resolve) => {
+    const sock = net.connect({ host: "127.0.0.1", port });
+    sock.setTimeout(500);
+    sock.once("connect", () => {
+      sock.destroy();
+      resolve(true);
+    });
+    sock.once("error", () => resolve(false));
+    sock.once("timeout", () => {
+      sock.destroy();
+      resolve(false);
+    });
+  });
+}
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+/** A unique, valid table name (letters/digits, starts with a letter). */
+export function uniqueTableName(prefix = "js") {
+  return (prefix + randomBytes(10).toString("hex")).slice(0, 63);
+}
+
+export async function startServer({ timeoutMs = 60000 } = {}) {
+  const bin = tafelBinary();
+  if (!fs.existsSync(bin)) {
+    throw new Error(`tafel binary not found at ${bin}; run \`cargo build --release -p tafel\` or set TAFEL_BIN`);
+  }
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "tafel-js-"));
+  const dataDir = path.join(dir, "data");
+  const logPath = path.join(dir, "tafel.log");
+  const port = await freePort();
+  const logFd = fs.openSync(logPath, "a");
+  const child = spawn(
+    bin,
+    ["serve", "--host", "127.0.0.1", "--port", String(port), "--data-dir", dataDir],
+    {
+      stdio: ["ignore", logFd, logFd],
+      env: { RUST_LOG: "info", ...process.env },
+    },
+  );
+  fs.closeSync(logFd);
+  let exited = null;
+  child.on("exit", (code, signal) => {
+    exited = { code, signal };
+  });
+
+  const logTail = (lines = 80) => {
+    try {
+      return fs.readFileSync(logPath, "utf8").split("\n").slice(-lines).join("\n");
+    } catch {
+      return "";
+    }
+  };
+
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    if (exited) {
+      throw new Error(`tafel exited during startup (${JSON.stringify(exited)}):\n${logTail()}`);
+    }
+    if (await canConnect(port)) break;
+    if (Date.now() > deadline) {
+      child.kill("SIGKILL");
+      throw new Error(`tafel did not accept connections within ${timeoutMs} ms:\n${logTail()}`);
+    }
+    await sleep(50);
+  }
+
+  const url = `http://127.0.0.1:${port}/${ACCOUNT}`;
+  const connStr =
+    `DefaultEndpointsProtocol=http;AccountName=${ACCOUNT};AccountKey=${KEY};` +
+    `TableEndpoint=${url};`;
+
+  async function stop() {
+    if (exited) return exited;
+    const done = new Promise((resolve) => child.once("exit", (code, signal) => resolve({ code, signal })));
+    child.kill("SIGTERM");
+    const timer = setTimeout(() => child.kill("SIGKILL"), 15000);
+    const result = await done;
+    clearTimeout(timer);
+    if (!process.env.TAFEL_KEEP_DATA) fs.rmSync(dir, { recursive: true, force: true });
+    return result;
+  }
+
+  return {
+    port,
+    url,
+    connStr,
+    dataDir,
+    logPath,
+    logTail,
+    stop,
+    isRunning: () => exited === null,
+  };
+}
+
+/** The error code of an SDK RestError (body `odata.error.code` or x-ms-error-code header). */
+export function errorCode(err) {
+  return (
+    err?.code ??
+    err?.details?.errorCode ??
+    err?.details?.odataError?.code ??
+    err?.response?.parsedBody?.odataError?.code ??
+    err?.response?.headers?.get?.("x-ms-error-code")
+  );
+}
