@@ -67,7 +67,7 @@ export async function startServer({ timeoutMs = 60000 } = {}) {
     ["serve", "--host", "127.0.0.1", "--port", String(port), "--data-dir", dataDir],
     {
       stdio: ["ignore", logFd, logFd],
-      env: { RUST_LOG: "info", ...process.env },
+      env: { RUST_LOG: "info", NO_COLOR: "1", ...process.env },
     },
   );
   fs.closeSync(logFd);

@@ -342,6 +342,7 @@ class TafelServer:
         env = dict(os.environ)
         env.setdefault("RUST_LOG", "info")
         env.setdefault("RUST_BACKTRACE", "1")
+        env.setdefault("NO_COLOR", "1")
         cmd = [
             str(self.binary),
             "serve",
@@ -545,3 +546,18 @@ def bulk_insert(raw: RawClient, table: str, entities: Sequence[dict], threads: i
         results = list(pool.map(one, entities))
     bad = [(e.get("PartitionKey"), e.get("RowKey"), res) for e, res in zip(entities, results) if res[0] != 204]
     assert not bad, f"{len(bad)} inserts failed, first: {bad[:3]}"
+
+
+def sdk_error_code(exc) -> Optional[str]:
+    """The service error code of an azure-core HttpResponseError. Some SDK paths (e.g.
+    create_entity) re-raise the undecoded error, so fall back to the response itself."""
+    code = getattr(exc, "error_code", None)
+    if code is not None:
+        return str(getattr(code, "value", code))
+    resp = getattr(exc, "response", None)
+    if resp is None:
+        return None
+    try:
+        return jsonlib.loads(resp.text())["odata.error"]["code"]
+    except Exception:  # noqa: BLE001
+        return resp.headers.get("x-ms-error-code")

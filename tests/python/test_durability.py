@@ -1,0 +1,147 @@
+"""Durability: acknowledged writes survive kill -9 and graceful shutdown (SIGTERM)."""
+
+import threading
+import time
+
+from conftest import JSON_FULL, assert_error, bulk_insert, entity_path, unique_table_name
+
+
+def snapshot(srv, table):
+    """Every entity of the table at fullmetadata (incl. Timestamp and odata.etag)."""
+    return srv.raw.query_all(table, accept=JSON_FULL)
+
+
+def tables(srv, prefix):
+    r = srv.raw.get("/Tables", query={"$filter": f"TableName ge '{prefix}' and TableName lt '{prefix}{{'"})
+    assert r.status_code == 200, r.text
+    return sorted(t["TableName"] for t in r.json()["value"])
+
+
+def populate(srv, n=500):
+    raw = srv.raw
+    table = unique_table_name("dur")
+    assert raw.create_table(table).status_code == 201
+    other = unique_table_name("durother")
+    assert raw.create_table(other).status_code == 201
+    gone = unique_table_name("durgone")
+    assert raw.create_table(gone).status_code == 201
+    assert raw.delete_table(gone).status_code == 204
+    entities = [
+        {
+            "PartitionKey": f"p{i % 7}",
+            "RowKey": f"{i:06d}",
+            "N": i,
+            "Big": str(2**40 + i),
+            "Big@odata.type": "Edm.Int64",
+            "D": 0.5 + i,
+            "When": "2024-06-04T08:15:30.1234567Z",
+            "When@odata.type": "Edm.DateTime",
+            "Bytes": "AAECAw==",
+            "Bytes@odata.type": "Edm.Binary",
+            "Text": "ü" * (i % 50),
+        }
+        for i in range(n)
+    ]
+    bulk_insert(raw, table, entities, threads=8)
+    # Overwrites and deletes must be durable too (last write wins).
+    for i in range(0, n, 10):
+        r = raw.request("MERGE", entity_path(table, f"p{i % 7}", f"{i:06d}"), json={"Merged": True}, headers={"If-Match": "*"})
+        assert r.status_code == 204, r.text
+    for i in range(5, n, 20):
+        r = raw.delete(entity_path(table, f"p{i % 7}", f"{i:06d}"), headers={"If-Match": "*"})
+        assert r.status_code == 204, r.text
+    return table, other, gone
+
+
+def check_same(srv, table, before, names_before, prefix="dur"):
+    after = snapshot(srv, table)
+    assert len(after) == len(before)
+    assert after == before, "entities changed across restart"
+    assert tables(srv, prefix) == names_before
+    # ETag headers on single reads still match.
+    for e in before[:: max(1, len(before) // 10)]:
+        r = srv.raw.get_entity(table, e["PartitionKey"], e["RowKey"])
+        assert r.status_code == 200, r.text
+        assert r.headers["ETag"] == e["odata.etag"]
+
+
+def test_kill9_keeps_acknowledged_writes(fresh_server):
+    srv = fresh_server
+    table, other, gone = populate(srv)
+    before = snapshot(srv, table)
+    assert len(before) == 500 - 25
+    assert sum(1 for e in before if e.get("Merged")) == 50
+    names_before = tables(srv, "dur")
+    assert gone not in names_before and other in names_before
+
+    srv.kill9()
+    srv.start()
+    check_same(srv, table, before, names_before)
+    # Writable after recovery, and recovery is repeatable.
+    assert_error(srv.raw.insert(table, {"PartitionKey": "p0", "RowKey": "000000"}), 409, "EntityAlreadyExists")
+    r = srv.raw.insert(table, {"PartitionKey": "new", "RowKey": "1"})
+    assert r.status_code == 201, r.text
+    before = snapshot(srv, table)
+    srv.kill9()
+    srv.start()
+    check_same(srv, table, before, names_before)
+
+
+def test_sigterm_graceful_shutdown_and_restart(fresh_server):
+    srv = fresh_server
+    table, _, _ = populate(srv, n=300)
+    before = snapshot(srv, table)
+    names_before = tables(srv, "dur")
+    t0 = time.monotonic()
+    code = srv.stop()
+    assert code == 0, f"tafel exit code after SIGTERM: {code}"
+    assert time.monotonic() - t0 < 15
+    srv.start()
+    check_same(srv, table, before, names_before)
+
+
+def test_kill9_during_concurrent_writes(fresh_server):
+    """Every write acknowledged before SIGKILL is present afterwards, intact."""
+    srv = fresh_server
+    raw = srv.raw
+    table = unique_table_name("crash")
+    assert raw.create_table(table).status_code == 201
+    acked = {}
+    lock = threading.Lock()
+    stop = threading.Event()
+
+    def writer(w):
+        i = 0
+        while not stop.is_set() and i < 5000:
+            rk = f"{w:02d}-{i:05d}"
+            try:
+                r = raw.insert(table, {"PartitionKey": f"w{w}", "RowKey": rk, "V": i}, headers={"Prefer": "return-no-content"}, timeout=10)
+            except Exception:  # noqa: BLE001 - the server goes away mid-request
+                return
+            if r.status_code == 204:
+                with lock:
+                    acked[(f"w{w}", rk)] = i
+            i += 1
+
+    threads = [threading.Thread(target=writer, args=(w,)) for w in range(6)]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        with lock:
+            if len(acked) >= 600:
+                break
+        time.sleep(0.02)
+    srv.kill9()
+    stop.set()
+    for t in threads:
+        t.join(30)
+    with lock:
+        acked_now = dict(acked)
+    assert len(acked_now) > 50, f"only {len(acked_now)} writes acknowledged before the kill"
+    srv.start()
+    stored = {(e["PartitionKey"], e["RowKey"]): e["V"] for e in raw.query_all(table)}
+    missing = [k for k in acked_now if k not in stored]
+    assert not missing, f"{len(missing)} acknowledged writes lost, e.g. {missing[:5]}"
+    wrong = [k for k, v in acked_now.items() if stored[k] != v]
+    assert not wrong, wrong[:5]
