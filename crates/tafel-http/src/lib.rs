@@ -1,14 +1,13 @@
-pub fn add(left: u64, right: u64) -> u64 {
-    left + right
-}
+//! HTTP layer of Tafel: the server, account addressing, authentication (Shared
+//! Key, Shared Key Lite) and the common response headers. Everything below it is
+//! the protocol layer.
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+pub mod accounts;
+pub mod addressing;
+mod auth;
+pub mod pipeline;
+pub mod server;
 
-    #[test]
-    fn it_works() {
-        let result = add(2, 2);
-        assert_eq!(result, 4);
-    }
-}
+pub use accounts::Accounts;
+pub use pipeline::AppState;
+pub use server::serve;

@@ -4,4 +4,13 @@
 //! HTTP layer calls (for top-level requests and for batch sub-requests alike).
 
 pub mod batch;
+pub mod continuation;
+pub mod error_body;
 pub mod filter;
+pub mod handlers;
+pub mod json;
+pub mod request;
+pub mod resource;
+
+pub use handlers::handle;
+pub use request::{effective_method, Context, Request, Response};

@@ -2,8 +2,14 @@
 //! and the operations (tables, entities, batches) on top of a [`tafel_store::Store`].
 //! It knows nothing of HTTP or JSON.
 
+pub mod access;
+mod clock;
 pub mod error;
 pub mod model;
+mod ops;
 pub mod query;
+pub mod validate;
 
+pub use access::{Access, Action};
 pub use error::{Error, ErrorCode, Result};
+pub use ops::{BatchFailure, Ctx, EntityPage, EntityQuery, IfMatch, Service, TablePage, TableQuery, WriteKind, WriteOp};

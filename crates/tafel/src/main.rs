@@ -1,3 +1,108 @@
-fn main() {
-    println!("Hello, world!");
+//! `tafel`: an Azure Table Storage–compatible server.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use clap::{Args, Parser, Subcommand};
+use tafel_http::{Accounts, AppState};
+use tafel_service::Service;
+use tafel_store::embedded::{EmbeddedOptions, EmbeddedStore};
+use tafel_store::Store;
+
+#[derive(Parser)]
+#[command(name = "tafel", version, about = "An Azure Table Storage–compatible server")]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    serve: ServeArgs,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the server (the default).
+    Serve(ServeArgs),
+}
+
+#[derive(Args, Clone)]
+struct ServeArgs {
+    /// Address to listen on.
+    #[arg(long, env = "TAFEL_HOST", default_value = "127.0.0.1")]
+    host: String,
+    /// Port to listen on (Azurite's table port by default).
+    #[arg(long, env = "TAFEL_PORT", default_value_t = 10002)]
+    port: u16,
+    /// Directory holding the data.
+    #[arg(long, env = "TAFEL_DATA_DIR", default_value = "./tafel-data")]
+    data_dir: PathBuf,
+    /// An account as NAME:BASE64KEY[:BASE64KEY2]; repeatable. Default: the
+    /// emulator account devstoreaccount1 with its well-known key.
+    #[arg(long = "account", env = "TAFEL_ACCOUNTS", value_delimiter = ';')]
+    accounts: Vec<String>,
+    /// Log filter (error, warn, info, debug, trace, or a tracing directive).
+    #[arg(long, env = "TAFEL_LOG", default_value = "info")]
+    log: String,
+    /// Page cache of the embedded store, in MiB.
+    #[arg(long, env = "TAFEL_CACHE_MB", default_value_t = 256)]
+    cache_mb: usize,
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    let args = match cli.command {
+        Some(Command::Serve(a)) => a,
+        None => cli.serve,
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_new(&args.log).unwrap_or_else(|_| "info".into()))
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
+    tokio::runtime::Builder::new_multi_thread().enable_all().build()?.block_on(serve(args))
+}
+
+async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    let accounts = if args.accounts.is_empty() {
+        Accounts::dev()
+    } else {
+        Accounts::from_specs(&args.accounts).map_err(anyhow::Error::msg)?
+    };
+    let store = Arc::new(
+        EmbeddedStore::open(&args.data_dir, EmbeddedOptions { cache_size: args.cache_mb << 20 })
+            .with_context(|| format!("opening the store in {}", args.data_dir.display()))?,
+    );
+    let state = Arc::new(AppState { service: Service::new(store.clone()), accounts });
+    let addr: SocketAddr = format!("{}:{}", args.host, args.port).parse().context("bad --host/--port")?;
+    let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("binding {addr}"))?;
+    let names: Vec<&str> = state.accounts.names().collect();
+    tracing::info!(data_dir = %args.data_dir.display(), accounts = ?names, "listening on {}", listener.local_addr()?);
+    tafel_http::serve(listener, state, shutdown_signal()).await?;
+    tracing::info!("draining the store");
+    store.shutdown().await?;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = term => {}
+    }
+    tracing::info!("shutdown requested");
 }

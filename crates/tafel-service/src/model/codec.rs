@@ -172,6 +172,14 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// Overwrites the Timestamp of encoded bytes (encoded first with a placeholder so
+/// the expensive part happens outside the store's write transaction).
+pub fn set_timestamp(bytes: &mut [u8], ts: DateTime) {
+    if let Some(slot) = bytes.get_mut(1..9) {
+        slot.copy_from_slice(&ts.0.to_le_bytes());
+    }
+}
+
 /// The stored Timestamp, or `None` for corrupt bytes.
 pub fn timestamp(bytes: &[u8]) -> Option<DateTime> {
     Reader { b: bytes, at: 0 }.header().map(|h| h.0)

@@ -1,0 +1,54 @@
+//! Storage accounts and their keys.
+
+use std::collections::HashMap;
+
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine;
+
+/// The well-known emulator account and key (spec/auth.md §1).
+pub const DEV_ACCOUNT: &str = "devstoreaccount1";
+pub const DEV_KEY: &str = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==";
+
+#[derive(Debug, Clone, Default)]
+pub struct Accounts {
+    keys: HashMap<String, Vec<Vec<u8>>>,
+}
+
+impl Accounts {
+    /// Parses `NAME:BASE64KEY[:BASE64KEY2]` specs; the first key is the primary.
+    pub fn from_specs<S: AsRef<str>>(specs: &[S]) -> Result<Self, String> {
+        let mut a = Accounts::default();
+        for spec in specs {
+            let spec = spec.as_ref();
+            let mut parts = spec.split(':');
+            let name = parts.next().filter(|n| !n.is_empty()).ok_or_else(|| format!("bad account spec '{spec}'"))?;
+            if !name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit()) {
+                return Err(format!("account name '{name}' must be lowercase letters and digits"));
+            }
+            let keys = parts
+                .map(|k| STANDARD.decode(k.trim()).map_err(|_| format!("account '{name}': key is not base64")))
+                .collect::<Result<Vec<_>, _>>()?;
+            if keys.is_empty() {
+                return Err(format!("account '{name}' has no key"));
+            }
+            a.keys.insert(name.to_owned(), keys);
+        }
+        Ok(a)
+    }
+
+    pub fn dev() -> Self {
+        Accounts::from_specs(&[format!("{DEV_ACCOUNT}:{DEV_KEY}")]).unwrap_or_default()
+    }
+
+    pub fn keys(&self, account: &str) -> Option<&[Vec<u8>]> {
+        self.keys.get(account).map(Vec::as_slice)
+    }
+
+    pub fn contains(&self, account: &str) -> bool {
+        self.keys.contains_key(account)
+    }
+
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.keys.keys().map(String::as_str)
+    }
+}

@@ -1,0 +1,89 @@
+//! Which account a request is for, and the resource path below it (README §1):
+//! path-style (`http://127.0.0.1:10002/acct/Tables`) when the host is an IP
+//! address, `localhost` or has no dot; otherwise host-style, the account being the
+//! first DNS label (`acct.table.localhost:10002/Tables`).
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Address {
+    pub account: String,
+    /// The path below the account root, percent-encoded as sent.
+    pub path: String,
+    /// `scheme://host[/account]`, the root that `odata.*` URLs and `Location` use.
+    pub base_url: String,
+    /// Addressed through the `-secondary` host.
+    pub secondary: bool,
+}
+
+fn is_path_style(host: &str) -> bool {
+    let hostname = if let Some(rest) = host.strip_prefix('[') {
+        // IPv6 literal.
+        return rest.contains(']');
+    } else {
+        host.rsplit_once(':').map_or(host, |(h, port)| if port.bytes().all(|b| b.is_ascii_digit()) { h } else { host })
+    };
+    hostname.eq_ignore_ascii_case("localhost")
+        || !hostname.contains('.')
+        || hostname.parse::<std::net::Ipv4Addr>().is_ok()
+}
+
+/// Splits a request into account and resource path. `None` if no account can be
+/// found (empty path in path-style).
+pub fn resolve(host: &str, raw_path: &str) -> Option<Address> {
+    if is_path_style(host) {
+        let trimmed = raw_path.strip_prefix('/').unwrap_or(raw_path);
+        let (account, rest) = match trimmed.find('/') {
+            Some(i) => (&trimmed[..i], &trimmed[i..]),
+            None => (trimmed, ""),
+        };
+        if account.is_empty() {
+            return None;
+        }
+        let (account, secondary) = split_secondary(account);
+        Some(Address {
+            account: account.to_owned(),
+            path: rest.to_owned(),
+            base_url: format!("http://{host}/{account}"),
+            secondary,
+        })
+    } else {
+        let label = host.split('.').next()?;
+        let (account, secondary) = split_secondary(label);
+        Some(Address {
+            account: account.to_ascii_lowercase(),
+            path: raw_path.to_owned(),
+            base_url: format!("http://{host}"),
+            secondary,
+        })
+    }
+}
+
+fn split_secondary(account: &str) -> (&str, bool) {
+    match account.strip_suffix("-secondary") {
+        Some(a) => (a, true),
+        None => (account, false),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn path_style() {
+        let a = resolve("127.0.0.1:10002", "/devstoreaccount1/Tables").expect("resolves");
+        assert_eq!((a.account.as_str(), a.path.as_str()), ("devstoreaccount1", "/Tables"));
+        assert_eq!(a.base_url, "http://127.0.0.1:10002/devstoreaccount1");
+        let a = resolve("localhost:10002", "/devstoreaccount1").expect("resolves");
+        assert_eq!(a.path, "");
+        assert!(resolve("127.0.0.1:10002", "/").is_none());
+    }
+
+    #[test]
+    fn host_style() {
+        let a = resolve("devstoreaccount1.table.localhost:10002", "/Tables").expect("resolves");
+        assert_eq!((a.account.as_str(), a.path.as_str()), ("devstoreaccount1", "/Tables"));
+        let a = resolve("acct-secondary.table.core.windows.net", "/t()").expect("resolves");
+        assert_eq!(a.account, "acct");
+        assert!(a.secondary);
+    }
+}

@@ -1,0 +1,182 @@
+//! One request's path through the HTTP layer: address → version → body →
+//! authenticate → protocol handler → common response headers. Every failure
+//! becomes Azure's error response here, in one place.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{HeaderMap, HeaderValue, Method, StatusCode};
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use percent_encoding::percent_decode_str;
+use tafel_protocol::json::MetadataLevel;
+use tafel_protocol::{error_body, handlers, Context, Request, Response};
+use tafel_service::{Ctx, Error, ErrorCode, Service};
+
+use crate::accounts::Accounts;
+use crate::addressing;
+use crate::auth::{self, Signed};
+
+/// The version we answer with when the client sent none.
+pub const DEFAULT_VERSION: &str = "2019-02-02";
+/// Largest body accepted (the `$batch` limit); single entities are far smaller
+/// and are checked against the entity-size rules by the service.
+pub const MAX_BODY: usize = 4 * 1024 * 1024;
+
+pub struct AppState {
+    pub service: Service,
+    pub accounts: Accounts,
+}
+
+/// Query-string pairs, percent-decoded (`+` stays a plus, as in Azure).
+pub fn parse_query(raw: Option<&str>) -> Vec<(String, String)> {
+    let Some(raw) = raw else { return Vec::new() };
+    raw.split('&')
+        .filter(|p| !p.is_empty())
+        .map(|pair| {
+            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+            let dec = |s: &str| percent_decode_str(s).decode_utf8_lossy().into_owned();
+            (dec(k), dec(v))
+        })
+        .collect()
+}
+
+struct Meta {
+    request_id: String,
+    version: String,
+    client_request_id: Option<HeaderValue>,
+    /// Error body format: `None` = XML.
+    error_level: Option<MetadataLevel>,
+}
+
+pub async fn handle(state: Arc<AppState>, req: hyper::Request<Incoming>) -> Response {
+    let request_id = uuid::Uuid::new_v4().to_string();
+    let headers = req.headers();
+    let mut meta = Meta {
+        request_id,
+        version: headers
+            .get("x-ms-version")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+            .unwrap_or_else(|| DEFAULT_VERSION.to_owned()),
+        client_request_id: headers.get("x-ms-client-request-id").cloned(),
+        error_level: Some(MetadataLevel::Minimal),
+    };
+    let head_request = req.method() == Method::HEAD;
+    let mut resp = match run(&state, req, &mut meta).await {
+        Ok(r) => r,
+        Err(e) => error_response(&e, &meta),
+    };
+    finish(&mut resp, &meta);
+    if head_request {
+        resp.body = Bytes::new();
+    }
+    resp
+}
+
+fn error_response(e: &Error, meta: &Meta) -> Response {
+    let (ct, body) = match meta.error_level {
+        Some(level) => error_body::json(e, level, &meta.request_id, None),
+        None => error_body::xml(e, &meta.request_id),
+    };
+    let status = StatusCode::from_u16(e.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let mut resp = Response::with_body(status, ct, body);
+    resp.set("x-ms-error-code", e.code.as_str());
+    resp
+}
+
+fn finish(resp: &mut Response, meta: &Meta) {
+    resp.set("x-ms-request-id", &meta.request_id);
+    resp.set("x-ms-version", &meta.version);
+    resp.set("date", &httpdate::fmt_http_date(std::time::SystemTime::now()));
+    resp.set("cache-control", "no-cache");
+    resp.set("x-content-type-options", "nosniff");
+    resp.set("server", concat!("Tafel/", env!("CARGO_PKG_VERSION")));
+    if resp.headers.get("content-type").is_some_and(|c| c.as_bytes().starts_with(b"application/json")) {
+        resp.set("dataserviceversion", "3.0;");
+    }
+    if let Some(id) = &meta.client_request_id {
+        resp.headers.insert("x-ms-client-request-id", id.clone());
+    }
+}
+
+/// `x-ms-version`s before JSON existed cannot be answered in JSON.
+fn check_version(headers: &HeaderMap) -> Result<(), Error> {
+    let Some(v) = headers.get("x-ms-version") else { return Ok(()) };
+    let v = v.to_str().map_err(|_| Error::new(ErrorCode::InvalidHeaderValue))?.trim();
+    let well_formed = v.len() == 10 && v.as_bytes()[4] == b'-' && v.as_bytes()[7] == b'-';
+    if !well_formed {
+        return Err(Error::with_message(ErrorCode::InvalidHeaderValue, format!("The x-ms-version '{v}' is not a valid version.")));
+    }
+    if v < "2013-08-15" {
+        return Err(Error::new(ErrorCode::JsonFormatNotSupported));
+    }
+    Ok(())
+}
+
+async fn run(state: &AppState, req: hyper::Request<Incoming>, meta: &mut Meta) -> Result<Response, Error> {
+    let (parts, body) = req.into_parts();
+    let raw_path = parts.uri.path().to_owned();
+    let query = parse_query(parts.uri.query());
+    if query.iter().any(|(k, _)| k == "comp" || k == "restype") {
+        meta.error_level = None;
+    }
+    if let Some(id) = &meta.client_request_id {
+        if id.len() > 1024 {
+            meta.client_request_id = None;
+            return Err(Error::with_message(ErrorCode::InvalidHeaderValue, "x-ms-client-request-id exceeds 1024 characters."));
+        }
+    }
+    let host = parts
+        .headers
+        .get(http::header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .map(str::to_owned)
+        .or_else(|| parts.uri.authority().map(|a| a.to_string()))
+        .unwrap_or_else(|| "127.0.0.1".to_owned());
+    let address = addressing::resolve(&host, &raw_path)
+        .ok_or_else(|| Error::with_message(ErrorCode::InvalidUri, "The request URI names no storage account."))?;
+    check_version(&parts.headers)?;
+
+    if let Some(len) = parts.headers.get(http::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<usize>().ok()) {
+        if len > MAX_BODY {
+            return Err(Error::new(ErrorCode::RequestBodyTooLarge));
+        }
+    }
+    let body = Limited::new(body, MAX_BODY)
+        .collect()
+        .await
+        .map_err(|_| Error::new(ErrorCode::RequestBodyTooLarge))?
+        .to_bytes();
+
+    let access = auth::authenticate(
+        &state.accounts,
+        &Signed {
+            method: parts.method.as_str(),
+            account: &address.account,
+            raw_path: &raw_path,
+            query: &query,
+            headers: &parts.headers,
+        },
+    )?;
+
+    let method = tafel_protocol::effective_method(&parts.method, &parts.headers)?;
+    let request = Request { method, path: address.path, query, headers: parts.headers, body };
+    if !handlers::wants_xml_errors(&request) {
+        meta.error_level = Some(handlers::metadata_level(&request).unwrap_or(MetadataLevel::Minimal));
+    }
+    let cx = Context {
+        ctx: Ctx { account: address.account, access },
+        base_url: address.base_url,
+        request_id: meta.request_id.clone(),
+    };
+    tafel_protocol::handle(&state.service, &cx, &request).await
+}
+
+/// Converts a protocol response into hyper's.
+pub fn into_hyper(resp: Response) -> hyper::Response<Full<Bytes>> {
+    let mut out = hyper::Response::new(Full::new(resp.body));
+    *out.status_mut() = resp.status;
+    *out.headers_mut() = resp.headers;
+    out
+}

@@ -1,0 +1,144 @@
+//! Entity operations: get, query, insert, update/merge (and their upserts), delete.
+
+use http::StatusCode;
+use tafel_service::model::{etag_for, Entity};
+use tafel_service::{validate, EntityQuery, Error, ErrorCode, IfMatch, Result, Service, WriteKind, WriteOp};
+
+use super::{apply_prefer, metadata_level, prefer, require_json_body, top, unsupported_options};
+use crate::continuation;
+use crate::filter::parse_filter;
+use crate::json::{content_type, decode_entity, write_json_str, EntityFormat, MetadataLevel};
+use crate::request::{Context, Request, Response};
+use crate::resource::entity_path;
+
+pub const ETAG_HEADER: &str = "etag";
+
+/// `$select` as a list; `None` for all properties.
+fn select(req: &Request) -> Option<Vec<String>> {
+    let raw = req.param("$select")?.trim();
+    if raw.is_empty() || raw == "*" {
+        return None;
+    }
+    Some(raw.split(',').map(|s| s.trim().to_owned()).filter(|s| !s.is_empty()).collect())
+}
+
+/// The JSON body of a single entity (Get Entity, Insert with content, batch parts).
+pub fn entity_response_body(cx: &Context, level: MetadataLevel, table: &str, e: &Entity, select: Option<&[String]>) -> Vec<u8> {
+    let f = EntityFormat { level, base_url: &cx.base_url, account: &cx.ctx.account, table, select };
+    let mut out = Vec::with_capacity(512);
+    f.write(&mut out, e, true);
+    out
+}
+
+pub async fn get(svc: &Service, cx: &Context, req: &Request, table: &str, (pk, rk): (&str, &str)) -> Result<Response> {
+    let level = metadata_level(req)?;
+    validate::table_name(table)?;
+    let entity = svc.get_entity(&cx.ctx, table, pk, rk).await?;
+    let sel = select(req);
+    let body = entity_response_body(cx, level, table, &entity, sel.as_deref());
+    let mut resp = Response::with_body(StatusCode::OK, content_type(level), body);
+    if let Some(etag) = entity.etag() {
+        resp.set(ETAG_HEADER, &etag);
+    }
+    Ok(resp)
+}
+
+pub async fn query(svc: &Service, cx: &Context, req: &Request, table: &str) -> Result<Response> {
+    let level = metadata_level(req)?;
+    validate::table_name(table)?;
+    unsupported_options(req)?;
+    let filter = match req.param("$filter").filter(|f| !f.trim().is_empty()) {
+        Some(f) => Some(parse_filter(f)?),
+        None => None,
+    };
+    let resume = match req.param("NextPartitionKey") {
+        Some(pk) => {
+            let rk = req.param("NextRowKey").map(continuation::decode).transpose()?.unwrap_or_default();
+            Some((continuation::decode(pk)?, rk))
+        }
+        None => None,
+    };
+    let q = EntityQuery { filter, top: top(req)?, resume };
+    let page = svc.query_entities(&cx.ctx, table, &q).await?;
+    let sel = select(req);
+    let f = EntityFormat { level, base_url: &cx.base_url, account: &cx.ctx.account, table, select: sel.as_deref() };
+    let mut out = Vec::with_capacity(64 + page.entities.len() * 256);
+    out.push(b'{');
+    if level != MetadataLevel::No {
+        out.extend_from_slice(b"\"odata.metadata\":");
+        write_json_str(&mut out, &format!("{}/$metadata#{table}", cx.base_url));
+        out.push(b',');
+    }
+    out.extend_from_slice(b"\"value\":[");
+    for (i, e) in page.entities.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        f.write(&mut out, e, false);
+    }
+    out.extend_from_slice(b"]}");
+    let mut resp = Response::with_body(StatusCode::OK, content_type(level), out);
+    if let Some((pk, rk)) = &page.next {
+        resp.set("x-ms-continuation-nextpartitionkey", &continuation::encode(pk));
+        resp.set("x-ms-continuation-nextrowkey", &continuation::encode(rk));
+    }
+    Ok(resp)
+}
+
+pub async fn insert(svc: &Service, cx: &Context, req: &Request, table: &str) -> Result<Response> {
+    let level = metadata_level(req)?;
+    validate::table_name(table)?;
+    require_json_body(req)?;
+    let mut entity = decode_entity(&req.body, None)?;
+    let op = WriteOp { kind: WriteKind::Insert, entity, if_match: IfMatch::None };
+    entity = op.entity.clone();
+    let ts = svc.write_entity(&cx.ctx, table, op).await?;
+    entity.timestamp = Some(ts);
+    let body = entity_response_body(cx, level, table, &entity, None);
+    let mut resp = Response::with_body(StatusCode::CREATED, content_type(level), body);
+    resp.set(ETAG_HEADER, &etag_for(ts));
+    let location = format!("{}/{}", cx.base_url, entity_path(table, &entity.partition_key, &entity.row_key));
+    resp.set("location", &location);
+    let pref = prefer(req);
+    if pref == Some(false) {
+        resp.set("dataserviceid", &location);
+    }
+    apply_prefer(&mut resp, pref);
+    Ok(resp)
+}
+
+pub async fn update(
+    svc: &Service,
+    cx: &Context,
+    req: &Request,
+    table: &str,
+    keys: (&str, &str),
+    merge: bool,
+) -> Result<Response> {
+    metadata_level(req)?;
+    validate::table_name(table)?;
+    require_json_body(req)?;
+    let entity = decode_entity(&req.body, Some(keys))?;
+    let if_match = IfMatch::parse(req.header("if-match"));
+    let kind = if merge { WriteKind::Merge } else { WriteKind::Replace };
+    let ts = svc.write_entity(&cx.ctx, table, WriteOp { kind, entity, if_match }).await?;
+    let mut resp = Response::new(StatusCode::NO_CONTENT);
+    resp.set(ETAG_HEADER, &etag_for(ts));
+    Ok(resp)
+}
+
+pub async fn delete(svc: &Service, cx: &Context, req: &Request, table: &str, (pk, rk): (&str, &str)) -> Result<Response> {
+    validate::table_name(table)?;
+    let if_match = match IfMatch::parse(req.header("if-match")) {
+        IfMatch::None => {
+            return Err(Error::with_message(
+                ErrorCode::MissingRequiredHeader,
+                "An If-Match header is required to delete an entity; use '*' to delete unconditionally.",
+            ))
+        }
+        m => m,
+    };
+    let entity = Entity::new(pk, rk);
+    svc.write_entity(&cx.ctx, table, WriteOp { kind: WriteKind::Delete, entity, if_match }).await?;
+    Ok(Response::new(StatusCode::NO_CONTENT))
+}

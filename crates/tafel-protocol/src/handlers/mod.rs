@@ -1,0 +1,138 @@
+//! Request → service call → response, one module per operation family.
+
+mod entities;
+mod tables;
+
+use http::{Method, StatusCode};
+use tafel_service::{Error, ErrorCode, Result, Service};
+
+use crate::json::{negotiate, MetadataLevel};
+use crate::request::{Context, Request, Response};
+use crate::resource::{self, Resource};
+
+pub use entities::{entity_response_body, ETAG_HEADER};
+
+/// The response's JSON metadata level (`$format` over `Accept`).
+pub fn metadata_level(req: &Request) -> Result<MetadataLevel> {
+    negotiate(req.param("$format"), req.header("accept"))
+}
+
+/// Whether errors for this request are written as XML (service and ACL
+/// operations), rather than JSON.
+pub fn wants_xml_errors(req: &Request) -> bool {
+    req.param("comp").is_some() || req.param("restype").is_some()
+}
+
+fn method_not_allowed() -> Error {
+    Error::new(ErrorCode::MethodNotAllowed)
+}
+
+/// Runs one operation.
+pub async fn handle(svc: &Service, cx: &Context, req: &Request) -> Result<Response> {
+    let resource = resource::parse(&req.path)?;
+    let merge = Method::from_bytes(b"MERGE").map_err(Error::internal)?;
+    match resource {
+        Resource::Tables => match req.method {
+            Method::GET | Method::HEAD => tables::query(svc, cx, req).await,
+            Method::POST => tables::create(svc, cx, req).await,
+            _ => Err(method_not_allowed()),
+        },
+        Resource::Table(name) => match req.method {
+            Method::DELETE => tables::delete(svc, cx, &name).await,
+            _ => Err(method_not_allowed()),
+        },
+        Resource::EntitySet(table) => match req.method {
+            Method::GET | Method::HEAD => entities::query(svc, cx, req, &table).await,
+            Method::POST => entities::insert(svc, cx, req, &table).await,
+            _ => Err(method_not_allowed()),
+        },
+        Resource::Entity { table, partition_key, row_key } => {
+            let keys = (partition_key.as_str(), row_key.as_str());
+            if req.method == Method::GET || req.method == Method::HEAD {
+                entities::get(svc, cx, req, &table, keys).await
+            } else if req.method == Method::PUT {
+                entities::update(svc, cx, req, &table, keys, false).await
+            } else if req.method == merge || req.method == Method::PATCH {
+                entities::update(svc, cx, req, &table, keys, true).await
+            } else if req.method == Method::DELETE {
+                entities::delete(svc, cx, req, &table, keys).await
+            } else {
+                Err(method_not_allowed())
+            }
+        }
+        Resource::Batch | Resource::Service => Err(Error::with_message(
+            ErrorCode::NotImplemented,
+            "The requested operation is not implemented on the specified resource.",
+        )),
+    }
+}
+
+/// Parses `$top`: 1 to 1000.
+pub(crate) fn top(req: &Request) -> Result<Option<usize>> {
+    let Some(raw) = req.param("$top") else { return Ok(None) };
+    let n: i64 = raw.trim().parse().map_err(|_| {
+        Error::with_message(ErrorCode::InvalidQueryParameterValue, format!("The value '{raw}' of $top is not a number."))
+    })?;
+    if !(1..=1000).contains(&n) {
+        return Err(Error::with_message(
+            ErrorCode::OutOfRangeInput,
+            format!("The value {n} of $top is outside the range 1 to 1000."),
+        ));
+    }
+    Ok(Some(n as usize))
+}
+
+/// Refuses request bodies that are not JSON.
+pub(crate) fn require_json_body(req: &Request) -> Result<()> {
+    let Some(ct) = req.header("content-type") else { return Ok(()) };
+    let essence = ct.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+    match essence.as_str() {
+        "application/json" | "" => {
+            if ct.to_ascii_lowercase().contains("odata=verbose") {
+                Err(Error::new(ErrorCode::JsonVerboseFormatNotSupported))
+            } else {
+                Ok(())
+            }
+        }
+        "application/atom+xml" | "application/xml" => Err(Error::new(ErrorCode::AtomFormatNotSupported)),
+        _ => Err(Error::new(ErrorCode::MediaTypeNotSupported)),
+    }
+}
+
+/// `Prefer: return-no-content` / `return-content`, if sent.
+pub(crate) fn prefer(req: &Request) -> Option<bool> {
+    let p = req.header("prefer")?.to_ascii_lowercase();
+    if p.contains("return-no-content") {
+        Some(false)
+    } else if p.contains("return-content") {
+        Some(true)
+    } else {
+        None
+    }
+}
+
+/// Applies the `Prefer` outcome to a 201-with-body response.
+pub(crate) fn apply_prefer(resp: &mut Response, prefer: Option<bool>) {
+    match prefer {
+        Some(false) => {
+            resp.status = StatusCode::NO_CONTENT;
+            resp.body = bytes::Bytes::new();
+            resp.headers.remove("content-type");
+            resp.set("preference-applied", "return-no-content");
+        }
+        Some(true) => resp.set("preference-applied", "return-content"),
+        None => {}
+    }
+}
+
+pub(crate) fn unsupported_options(req: &Request) -> Result<()> {
+    for opt in ["$orderby", "$skip", "$expand", "$count", "$inlinecount", "$search", "$apply"] {
+        if req.param(opt).is_some() {
+            return Err(Error::with_message(
+                ErrorCode::NotImplemented,
+                format!("The query option {opt} is not supported by the Table service."),
+            ));
+        }
+    }
+    Ok(())
+}

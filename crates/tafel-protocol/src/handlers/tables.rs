@@ -1,0 +1,80 @@
+//! Query Tables, Create Table, Delete Table.
+
+use http::StatusCode;
+use tafel_service::{Result, Service, TableQuery};
+
+use super::{apply_prefer, metadata_level, prefer, require_json_body, top};
+use crate::filter::parse_filter;
+use crate::json::{content_type, decode_table_name, write_json_str, MetadataLevel};
+use crate::request::{Context, Request, Response};
+
+fn write_table(out: &mut Vec<u8>, cx: &Context, level: MetadataLevel, name: &str, single: bool) {
+    out.push(b'{');
+    if level != MetadataLevel::No && single {
+        out.extend_from_slice(b"\"odata.metadata\":");
+        write_json_str(out, &format!("{}/$metadata#Tables/@Element", cx.base_url));
+        out.push(b',');
+    }
+    if level == MetadataLevel::Full {
+        out.extend_from_slice(b"\"odata.type\":");
+        write_json_str(out, &format!("{}.Tables", cx.ctx.account));
+        out.extend_from_slice(b",\"odata.id\":");
+        write_json_str(out, &format!("{}/Tables('{name}')", cx.base_url));
+        out.extend_from_slice(b",\"odata.editLink\":");
+        write_json_str(out, &format!("Tables('{name}')"));
+        out.push(b',');
+    }
+    out.extend_from_slice(b"\"TableName\":");
+    write_json_str(out, name);
+    out.push(b'}');
+}
+
+pub async fn query(svc: &Service, cx: &Context, req: &Request) -> Result<Response> {
+    let level = metadata_level(req)?;
+    let filter = match req.param("$filter").filter(|f| !f.trim().is_empty()) {
+        Some(f) => Some(parse_filter(f)?),
+        None => None,
+    };
+    let q = TableQuery { filter, top: top(req)?, next_table: req.param("NextTableName").map(str::to_owned) };
+    let page = svc.query_tables(&cx.ctx, &q).await?;
+    let mut out = Vec::with_capacity(64 + page.names.len() * 48);
+    out.push(b'{');
+    if level != MetadataLevel::No {
+        out.extend_from_slice(b"\"odata.metadata\":");
+        write_json_str(&mut out, &format!("{}/$metadata#Tables", cx.base_url));
+        out.push(b',');
+    }
+    out.extend_from_slice(b"\"value\":[");
+    for (i, name) in page.names.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        write_table(&mut out, cx, level, name, false);
+    }
+    out.extend_from_slice(b"]}");
+    let mut resp = Response::with_body(StatusCode::OK, content_type(level), out);
+    if let Some(next) = &page.next_table {
+        resp.set("x-ms-continuation-nexttablename", next);
+    }
+    Ok(resp)
+}
+
+pub async fn create(svc: &Service, cx: &Context, req: &Request) -> Result<Response> {
+    let level = metadata_level(req)?;
+    require_json_body(req)?;
+    let name = decode_table_name(&req.body)?;
+    let name = svc.create_table(&cx.ctx, &name).await?;
+    let mut out = Vec::with_capacity(128);
+    write_table(&mut out, cx, level, &name, true);
+    let mut resp = Response::with_body(StatusCode::CREATED, content_type(level), out);
+    let location = format!("{}/Tables('{name}')", cx.base_url);
+    resp.set("location", &location);
+    resp.set("dataserviceid", &location);
+    apply_prefer(&mut resp, prefer(req));
+    Ok(resp)
+}
+
+pub async fn delete(svc: &Service, cx: &Context, name: &str) -> Result<Response> {
+    svc.delete_table(&cx.ctx, name).await?;
+    Ok(Response::new(StatusCode::NO_CONTENT))
+}

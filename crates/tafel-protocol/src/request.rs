@@ -1,0 +1,84 @@
+//! The protocol's view of a request and response, independent of the HTTP
+//! server, so `$batch` sub-requests run through exactly the same handlers.
+
+use bytes::Bytes;
+use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
+use tafel_service::{Ctx, Error, ErrorCode, Result};
+
+/// Everything a handler needs to know besides the request itself.
+#[derive(Debug, Clone)]
+pub struct Context {
+    pub ctx: Ctx,
+    /// Scheme + host (+ `/account` in path-style), for `odata.*` URLs and `Location`.
+    pub base_url: String,
+    pub request_id: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct Request {
+    /// The effective verb (after `X-HTTP-Method` tunnelling).
+    pub method: Method,
+    /// Path below the account root, percent-encoded as sent.
+    pub path: String,
+    /// Query parameters, names and values percent-decoded, in order.
+    pub query: Vec<(String, String)>,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+}
+
+impl Request {
+    pub fn param(&self, name: &str) -> Option<&str> {
+        self.query.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+    }
+
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Response {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+}
+
+impl Response {
+    pub fn new(status: StatusCode) -> Self {
+        Response { status, headers: HeaderMap::new(), body: Bytes::new() }
+    }
+
+    pub fn with_body(status: StatusCode, content_type: &str, body: impl Into<Bytes>) -> Self {
+        let mut r = Response::new(status);
+        r.set("content-type", content_type);
+        r.body = body.into();
+        r
+    }
+
+    /// Sets a header; values that are not valid header text are skipped (they
+    /// are always produced by us, from validated input).
+    pub fn set(&mut self, name: &'static str, value: &str) {
+        if let Ok(v) = HeaderValue::from_str(value) {
+            self.headers.insert(HeaderName::from_static(name), v);
+        }
+    }
+}
+
+/// The verb a request means: `POST` with `X-HTTP-Method` is that verb.
+pub fn effective_method(method: &Method, headers: &HeaderMap) -> Result<Method> {
+    let mut values = headers.get_all("x-http-method").iter();
+    let Some(first) = values.next() else { return Ok(method.clone()) };
+    if values.next().is_some() {
+        return Err(Error::new(ErrorCode::XMethodIncorrectCount));
+    }
+    if method != Method::POST {
+        return Err(Error::new(ErrorCode::XMethodNotUsingPost));
+    }
+    match first.to_str().map(str::trim) {
+        Ok(v) if v.eq_ignore_ascii_case("MERGE") => Method::from_bytes(b"MERGE").map_err(Error::internal),
+        Ok(v) if v.eq_ignore_ascii_case("PUT") => Ok(Method::PUT),
+        Ok(v) if v.eq_ignore_ascii_case("DELETE") => Ok(Method::DELETE),
+        Ok(v) if v.eq_ignore_ascii_case("PATCH") => Ok(Method::PATCH),
+        _ => Err(Error::new(ErrorCode::XMethodIncorrectValue)),
+    }
+}

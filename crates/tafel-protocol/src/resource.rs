@@ -1,0 +1,159 @@
+//! Resource paths below the account root (README §1): the table collection, one
+//! table, an entity set, one entity, `$batch` and the service root.
+
+use percent_encoding::{percent_decode_str, utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
+use tafel_service::{Error, ErrorCode, Result};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Resource {
+    /// `/` (service properties and stats).
+    Service,
+    /// `/Tables` or `/Tables()`.
+    Tables,
+    /// `/Tables('name')`.
+    Table(String),
+    /// `/name` or `/name()`.
+    EntitySet(String),
+    /// `/name(PartitionKey='p',RowKey='r')`.
+    Entity { table: String, partition_key: String, row_key: String },
+    /// `/$batch`.
+    Batch,
+}
+
+fn invalid_uri() -> Error {
+    Error::with_message(ErrorCode::InvalidUri, "The requested URI does not represent any resource on the server.")
+}
+
+/// Parses a path relative to the account root, still percent-encoded as sent.
+pub fn parse(raw_path: &str) -> Result<Resource> {
+    let decoded = percent_decode_str(raw_path).decode_utf8().map_err(|_| invalid_uri())?;
+    let path = decoded.strip_prefix('/').unwrap_or(&decoded);
+    if path.is_empty() {
+        return Ok(Resource::Service);
+    }
+    if path == "$batch" {
+        return Ok(Resource::Batch);
+    }
+    let (name, args) = match path.find('(') {
+        Some(i) => {
+            let rest = path[i + 1..].strip_suffix(')').ok_or_else(invalid_uri)?;
+            (&path[..i], Some(rest))
+        }
+        None => (path.strip_suffix('/').unwrap_or(path), None),
+    };
+    if name.is_empty() || name.contains('/') {
+        return Err(invalid_uri());
+    }
+    if name == "Tables" {
+        return match args.map(str::trim) {
+            None | Some("") => Ok(Resource::Tables),
+            Some(a) => Ok(Resource::Table(parse_string_literal(a)?)),
+        };
+    }
+    match args.map(str::trim) {
+        None | Some("") => Ok(Resource::EntitySet(name.to_owned())),
+        Some(a) => {
+            let (partition_key, row_key) = parse_keys(a)?;
+            Ok(Resource::Entity { table: name.to_owned(), partition_key, row_key })
+        }
+    }
+}
+
+/// `'text'` with `''` standing for one quote.
+fn parse_string_literal(s: &str) -> Result<String> {
+    let (value, rest) = take_literal(s)?;
+    if !rest.trim().is_empty() {
+        return Err(invalid_uri());
+    }
+    Ok(value)
+}
+
+/// Reads a quoted literal at the start of `s`; returns it and what follows.
+fn take_literal(s: &str) -> Result<(String, &str)> {
+    let s = s.trim_start();
+    let body = s.strip_prefix('\'').ok_or_else(invalid_uri)?;
+    let mut out = String::with_capacity(body.len());
+    let mut chars = body.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        if c == '\'' {
+            if matches!(chars.peek(), Some((_, '\''))) {
+                chars.next();
+                out.push('\'');
+            } else {
+                return Ok((out, &body[i + 1..]));
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    Err(invalid_uri())
+}
+
+/// `PartitionKey='p',RowKey='r'` (either order, whitespace tolerated).
+fn parse_keys(s: &str) -> Result<(String, String)> {
+    let mut pk = None;
+    let mut rk = None;
+    let mut rest = s;
+    for i in 0..2 {
+        let (name, after) = rest.split_once('=').ok_or_else(invalid_uri)?;
+        let (value, after) = take_literal(after)?;
+        match name.trim() {
+            "PartitionKey" if pk.is_none() => pk = Some(value),
+            "RowKey" if rk.is_none() => rk = Some(value),
+            _ => return Err(invalid_uri()),
+        }
+        let after = after.trim_start();
+        rest = if i == 0 { after.strip_prefix(',').ok_or_else(invalid_uri)? } else { after };
+    }
+    if !rest.trim().is_empty() {
+        return Err(invalid_uri());
+    }
+    match (pk, rk) {
+        (Some(p), Some(r)) => Ok((p, r)),
+        _ => Err(invalid_uri()),
+    }
+}
+
+/// Characters kept raw in key literals of `odata.id` / `Location` URLs.
+const KEY_ENCODE: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'_').remove(b'.').remove(b'~').remove(b'\'');
+
+/// `table(PartitionKey='p',RowKey='r')` with keys OData-quoted and percent-encoded.
+pub fn entity_path(table: &str, pk: &str, rk: &str) -> String {
+    let quote = |k: &str| utf8_percent_encode(&k.replace('\'', "''"), KEY_ENCODE).to_string();
+    format!("{table}(PartitionKey='{}',RowKey='{}')", quote(pk), quote(rk))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entity(t: &str, p: &str, r: &str) -> Resource {
+        Resource::Entity { table: t.into(), partition_key: p.into(), row_key: r.into() }
+    }
+
+    #[test]
+    fn paths() {
+        assert_eq!(parse("/").ok(), Some(Resource::Service));
+        assert_eq!(parse("").ok(), Some(Resource::Service));
+        assert_eq!(parse("/Tables").ok(), Some(Resource::Tables));
+        assert_eq!(parse("/Tables()").ok(), Some(Resource::Tables));
+        assert_eq!(parse("/Tables('abc')").ok(), Some(Resource::Table("abc".into())));
+        assert_eq!(parse("/Tables(%27abc%27)").ok(), Some(Resource::Table("abc".into())));
+        assert_eq!(parse("/$batch").ok(), Some(Resource::Batch));
+        assert_eq!(parse("/mytable").ok(), Some(Resource::EntitySet("mytable".into())));
+        assert_eq!(parse("/mytable()").ok(), Some(Resource::EntitySet("mytable".into())));
+        assert_eq!(parse("/t(PartitionKey='a',RowKey='b')").ok(), Some(entity("t", "a", "b")));
+        assert_eq!(parse("/t(PartitionKey='a', RowKey='b')").ok(), Some(entity("t", "a", "b")));
+        assert_eq!(parse("/t(RowKey='b',PartitionKey='a')").ok(), Some(entity("t", "a", "b")));
+        assert_eq!(parse("/t(PartitionKey='O''Brien',RowKey='')").ok(), Some(entity("t", "O'Brien", "")));
+        assert_eq!(parse("/t(PartitionKey=%27a%20b%27,RowKey=%27(x,y)%27)").ok(), Some(entity("t", "a b", "(x,y)")));
+        assert!(parse("/t(PartitionKey='a')").is_err());
+        assert!(parse("/t(PartitionKey='a',RowKey='b'").is_err());
+        assert!(parse("/t(PartitionKey='a',RowKey='b',X='c')").is_err());
+    }
+
+    #[test]
+    fn entity_paths_quote_and_encode() {
+        assert_eq!(entity_path("t", "O'B", "a b"), "t(PartitionKey='O''B',RowKey='a%20b')");
+    }
+}

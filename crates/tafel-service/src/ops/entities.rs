@@ -1,0 +1,98 @@
+//! Reading entities: get by key and query.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tafel_store::{EntityKey, KeyRange, RowFilter, ScanRequest};
+
+use super::{Ctx, Service};
+use crate::access::Action;
+use crate::error::{Error, ErrorCode, Result};
+use crate::model::{codec, Entity};
+use crate::query::{eval_stored, plan_entities};
+use crate::query::Expr;
+
+pub const MAX_PAGE: usize = 1000;
+/// Azure returns a partial page with a continuation after this much work.
+const PAGE_BUDGET: Duration = Duration::from_secs(5);
+
+#[derive(Debug, Clone, Default)]
+pub struct EntityQuery {
+    pub filter: Option<Expr>,
+    pub top: Option<usize>,
+    /// `(NextPartitionKey, NextRowKey)` of the previous page.
+    pub resume: Option<(String, String)>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct EntityPage {
+    pub entities: Vec<Entity>,
+    /// Where the next page starts, if there may be one.
+    pub next: Option<(String, String)>,
+}
+
+pub(crate) fn decode(key: &EntityKey, bytes: &[u8]) -> Result<Entity> {
+    let (pk, rk) = key.keys();
+    codec::decode(pk, rk, bytes).ok_or_else(|| Error::internal("corrupt stored entity"))
+}
+
+impl Service {
+    pub async fn get_entity(&self, ctx: &Ctx, table: &str, pk: &str, rk: &str) -> Result<Entity> {
+        ctx.access.check(Action::ReadEntity, Some(table), Some((pk, rk)))?;
+        let key = EntityKey::new(pk, rk);
+        match self.store.get_entity(&ctx.account, table, &key).await? {
+            Some(bytes) => codec::decode(pk.to_owned(), rk.to_owned(), &bytes)
+                .ok_or_else(|| Error::internal("corrupt stored entity")),
+            None => Err(Error::new(ErrorCode::ResourceNotFound)),
+        }
+    }
+
+    pub async fn query_entities(&self, ctx: &Ctx, table: &str, q: &EntityQuery) -> Result<EntityPage> {
+        ctx.access.check(Action::ReadEntity, Some(table), None)?;
+        let plan = plan_entities(q.filter.as_ref());
+        let mut ranges = plan.ranges;
+        if let Some((pk, rk)) = &q.resume {
+            let from = EntityKey::new(pk, rk);
+            ranges = resume_ranges(ranges, from.as_bytes());
+        }
+        let filter: Option<RowFilter> = plan.residual.map(|expr| {
+            let expr = Arc::new(expr);
+            Arc::new(move |k: &EntityKey, v: &[u8]| eval_stored(&expr, k, v)) as RowFilter
+        });
+        let limit = q.top.unwrap_or(MAX_PAGE).clamp(1, MAX_PAGE);
+        let request = ScanRequest { ranges, limit, filter, deadline: Some(Instant::now() + PAGE_BUDGET) };
+        let page = self.store.scan_entities(&ctx.account, table, request).await?;
+        let entities = page.rows.iter().map(|(k, v)| decode(k, v)).collect::<Result<Vec<_>>>()?;
+        Ok(EntityPage { entities, next: page.next.map(|k| k.keys()) })
+    }
+}
+
+/// The part of `ranges` at or after `from`.
+fn resume_ranges(ranges: Vec<KeyRange>, from: &[u8]) -> Vec<KeyRange> {
+    ranges
+        .into_iter()
+        .filter_map(|mut r| {
+            if r.start.as_slice() < from {
+                r.start = from.to_vec();
+            }
+            (!r.is_empty()).then_some(r)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resume_drops_ranges_before_the_token() {
+        let a = KeyRange::partition("a");
+        let c = KeyRange::partition("c");
+        let from = EntityKey::new("b", "x");
+        let out = resume_ranges(vec![a, c.clone()], from.as_bytes());
+        assert_eq!(out, vec![c]);
+        let mid = EntityKey::new("a", "m");
+        let out = resume_ranges(vec![KeyRange::partition("a")], mid.as_bytes());
+        assert_eq!(out[0].start, mid.as_bytes());
+    }
+}

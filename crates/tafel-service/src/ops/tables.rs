@@ -1,0 +1,83 @@
+//! Create, delete and query tables.
+
+use super::{Ctx, Service};
+use crate::access::Action;
+use crate::error::{Error, ErrorCode, Result};
+use crate::query::eval_table_name;
+use crate::query::Expr;
+use crate::validate;
+
+pub const MAX_PAGE: usize = 1000;
+
+#[derive(Debug, Clone, Default)]
+pub struct TableQuery {
+    pub filter: Option<Expr>,
+    pub top: Option<usize>,
+    /// The `NextTableName` token of the previous page.
+    pub next_table: Option<String>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct TablePage {
+    pub names: Vec<String>,
+    pub next_table: Option<String>,
+}
+
+impl Service {
+    /// Creates a table; returns its name as stored.
+    pub async fn create_table(&self, ctx: &Ctx, name: &str) -> Result<String> {
+        ctx.access.check(Action::CreateTable, Some(name), None)?;
+        validate::table_name(name)?;
+        if self.store.create_table(&ctx.account, name).await? {
+            Ok(name.to_owned())
+        } else {
+            Err(Error::new(ErrorCode::TableAlreadyExists))
+        }
+    }
+
+    pub async fn delete_table(&self, ctx: &Ctx, name: &str) -> Result<()> {
+        ctx.access.check(Action::DeleteTable, Some(name), None)?;
+        validate::table_name(name).map_err(|_| Error::new(ErrorCode::TableNotFound))?;
+        if self.store.delete_table(&ctx.account, name).await? {
+            Ok(())
+        } else {
+            Err(Error::new(ErrorCode::TableNotFound))
+        }
+    }
+
+    /// Fails with `TableNotFound` unless the table exists; returns its stored name.
+    pub async fn table_exists(&self, ctx: &Ctx, name: &str) -> Result<String> {
+        match self.store.get_table(&ctx.account, name).await? {
+            Some(t) => Ok(t.name),
+            None => Err(Error::new(ErrorCode::TableNotFound)),
+        }
+    }
+
+    pub async fn query_tables(&self, ctx: &Ctx, q: &TableQuery) -> Result<TablePage> {
+        ctx.access.check(Action::QueryTables, None, None)?;
+        let want = q.top.unwrap_or(MAX_PAGE).clamp(1, MAX_PAGE);
+        let mut from = q.next_table.as_deref().map(str::to_ascii_lowercase);
+        let mut page = TablePage::default();
+        loop {
+            // One extra row tells whether another page exists.
+            let batch = self.store.list_tables(&ctx.account, from.as_deref(), MAX_PAGE + 1).await?;
+            let exhausted = batch.len() <= MAX_PAGE;
+            for (i, t) in batch.iter().enumerate() {
+                if i == MAX_PAGE {
+                    from = Some(t.name.to_ascii_lowercase());
+                    break;
+                }
+                if q.filter.as_ref().is_none_or(|f| eval_table_name(f, &t.name)) {
+                    if page.names.len() == want {
+                        page.next_table = Some(t.name.clone());
+                        return Ok(page);
+                    }
+                    page.names.push(t.name.clone());
+                }
+            }
+            if exhausted {
+                return Ok(page);
+            }
+        }
+    }
+}

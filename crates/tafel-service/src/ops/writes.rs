@@ -1,0 +1,190 @@
+//! Every entity write, single or in a batch, goes through [`Service::write`]: the
+//! store locks the keys, and one closure checks every condition against the
+//! current rows and produces all mutations under a single Timestamp. A batch is
+//! thus atomic, and a failed condition leaves nothing written.
+
+use tafel_store::{Decision, EntityKey, Mutation};
+
+use super::{Ctx, Service};
+use crate::access::Action;
+use crate::error::{Error, ErrorCode, Result};
+use crate::model::{codec, etag_for, DateTime, Entity, Property};
+use crate::validate;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteKind {
+    Insert,
+    /// Update (with If-Match) or insert-or-replace (without).
+    Replace,
+    /// Merge (with If-Match) or insert-or-merge (without).
+    Merge,
+    Delete,
+}
+
+/// The `If-Match` of a write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IfMatch {
+    /// Absent: Replace and Merge become upserts.
+    None,
+    /// `*`: the entity must exist.
+    Any,
+    /// The entity must exist with this ETag.
+    Etag(String),
+}
+
+impl IfMatch {
+    pub fn parse(header: Option<&str>) -> IfMatch {
+        match header.map(str::trim) {
+            None => IfMatch::None,
+            Some("*") => IfMatch::Any,
+            Some(e) => IfMatch::Etag(e.to_owned()),
+        }
+    }
+
+    fn matches(&self, current: DateTime) -> bool {
+        match self {
+            IfMatch::None | IfMatch::Any => true,
+            // Clients send the weak form; accept its strong twin too.
+            IfMatch::Etag(e) => {
+                let want = etag_for(current);
+                e == &want || want.strip_prefix("W/") == Some(e.as_str())
+            }
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct WriteOp {
+    pub kind: WriteKind,
+    /// The entity to write; for deletes only its keys matter.
+    pub entity: Entity,
+    pub if_match: IfMatch,
+}
+
+/// Why a batch failed: the index of the failing operation and its error.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BatchFailure {
+    pub index: usize,
+    pub error: Error,
+}
+
+/// An operation ready to run inside the store's transaction.
+struct Prepared {
+    kind: WriteKind,
+    if_match: IfMatch,
+    /// Insert/Replace: the stored bytes with a placeholder Timestamp.
+    bytes: Vec<u8>,
+    /// Merge: the properties to lay over the current ones.
+    merge: Vec<Property>,
+}
+
+type WriteOutcome = std::result::Result<DateTime, BatchFailure>;
+
+impl Service {
+    /// Runs one write; returns the new Timestamp (unused for deletes).
+    pub async fn write_entity(&self, ctx: &Ctx, table: &str, op: WriteOp) -> Result<DateTime> {
+        self.write(ctx, table, vec![op]).await.map_err(|f| f.error)
+    }
+
+    /// Runs writes on distinct entities of one table atomically: all or none.
+    /// Every written entity gets the same returned Timestamp.
+    pub async fn write(&self, ctx: &Ctx, table: &str, ops: Vec<WriteOp>) -> std::result::Result<DateTime, BatchFailure> {
+        let fail = |index| move |error| BatchFailure { index, error };
+        let mut keys = Vec::with_capacity(ops.len());
+        let mut prepared = Vec::with_capacity(ops.len());
+        for (i, op) in ops.into_iter().enumerate() {
+            let e = &op.entity;
+            let action = match (op.kind, &op.if_match) {
+                (WriteKind::Insert, _) => Action::InsertEntity,
+                (WriteKind::Delete, _) => Action::DeleteEntity,
+                (_, IfMatch::None) => Action::UpsertEntity,
+                _ => Action::UpdateEntity,
+            };
+            ctx.access.check(action, Some(table), Some((&e.partition_key, &e.row_key))).map_err(fail(i))?;
+            if op.kind == WriteKind::Delete {
+                validate::key(&e.partition_key, "PartitionKey").map_err(fail(i))?;
+                validate::key(&e.row_key, "RowKey").map_err(fail(i))?;
+            } else {
+                validate::entity(e).map_err(fail(i))?;
+            }
+            keys.push(EntityKey::new(&e.partition_key, &e.row_key));
+            let (bytes, merge) = match op.kind {
+                WriteKind::Insert | WriteKind::Replace => (codec::encode(DateTime(0), &e.properties), Vec::new()),
+                WriteKind::Merge => (Vec::new(), op.entity.properties),
+                WriteKind::Delete => (Vec::new(), Vec::new()),
+            };
+            prepared.push(Prepared { kind: op.kind, if_match: op.if_match, bytes, merge });
+        }
+        let clock = self.clock.clone();
+        let decide = Box::new(move |current: &[Option<&[u8]>]| {
+            let outcome = decide(&clock, prepared, current);
+            match outcome {
+                Ok((ts, mutations)) => Decision { mutations, outcome: Box::new(Ok::<_, BatchFailure>(ts)) },
+                Err(f) => Decision { mutations: Vec::new(), outcome: Box::new(Err::<DateTime, _>(f)) },
+            }
+        });
+        let outcome = self
+            .store
+            .write_entities(&ctx.account, table, keys, decide)
+            .await
+            .map_err(|e| BatchFailure { index: 0, error: e.into() })?;
+        match outcome.downcast::<WriteOutcome>() {
+            Ok(result) => *result,
+            Err(_) => Err(BatchFailure { index: 0, error: Error::internal("unexpected write outcome") }),
+        }
+    }
+}
+
+/// The check-then-mutate step, run atomically by the store.
+fn decide(
+    clock: &crate::clock::Clock,
+    prepared: Vec<Prepared>,
+    current: &[Option<&[u8]>],
+) -> std::result::Result<(DateTime, Vec<Mutation>), BatchFailure> {
+    let mut newest: Option<DateTime> = None;
+    for (i, (op, cur)) in prepared.iter().zip(current).enumerate() {
+        let cur_ts = match cur {
+            Some(bytes) => Some(codec::timestamp(bytes).ok_or_else(|| BatchFailure { index: i, error: Error::internal("corrupt stored entity") })?),
+            None => None,
+        };
+        let err = |code| Err(BatchFailure { index: i, error: Error::new(code) });
+        match (op.kind, cur_ts) {
+            (WriteKind::Insert, Some(_)) => return err(ErrorCode::EntityAlreadyExists),
+            (WriteKind::Insert, None) => {}
+            (_, None) if op.if_match != IfMatch::None || op.kind == WriteKind::Delete => {
+                return err(ErrorCode::ResourceNotFound);
+            }
+            (_, Some(ts)) if !op.if_match.matches(ts) => return err(ErrorCode::UpdateConditionNotSatisfied),
+            _ => {}
+        }
+        newest = newest.max(cur_ts);
+    }
+    let ts = clock.next_after(newest);
+    let mut mutations = Vec::with_capacity(prepared.len());
+    for (op, cur) in prepared.into_iter().zip(current) {
+        mutations.push(match op.kind {
+            WriteKind::Delete => Mutation::Delete,
+            WriteKind::Insert | WriteKind::Replace => {
+                let mut bytes = op.bytes;
+                codec::set_timestamp(&mut bytes, ts);
+                Mutation::Put(bytes)
+            }
+            WriteKind::Merge => {
+                let mut props = match cur {
+                    Some(bytes) => codec::decode(String::new(), String::new(), bytes)
+                        .map(|e| e.properties)
+                        .unwrap_or_default(),
+                    None => Vec::new(),
+                };
+                for p in op.merge {
+                    match props.iter_mut().find(|q| q.name == p.name) {
+                        Some(q) => q.value = p.value,
+                        None => props.push(p),
+                    }
+                }
+                Mutation::Put(codec::encode(ts, &props))
+            }
+        });
+    }
+    Ok((ts, mutations))
+}
