@@ -8,9 +8,8 @@ use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Method, StatusCode};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
-use percent_encoding::percent_decode_str;
 use tafel_protocol::json::MetadataLevel;
-use tafel_protocol::{error_body, handlers, Context, Request, Response};
+use tafel_protocol::{error_body, handlers, parse_query, Context, Request, Response};
 use tafel_service::{Ctx, Error, ErrorCode, Service};
 
 use crate::accounts::Accounts;
@@ -26,19 +25,6 @@ pub const MAX_BODY: usize = 4 * 1024 * 1024;
 pub struct AppState {
     pub service: Service,
     pub accounts: Accounts,
-}
-
-/// Query-string pairs, percent-decoded (`+` stays a plus, as in Azure).
-pub fn parse_query(raw: Option<&str>) -> Vec<(String, String)> {
-    let Some(raw) = raw else { return Vec::new() };
-    raw.split('&')
-        .filter(|p| !p.is_empty())
-        .map(|pair| {
-            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-            let dec = |s: &str| percent_decode_str(s).decode_utf8_lossy().into_owned();
-            (dec(k), dec(v))
-        })
-        .collect()
 }
 
 struct Meta {

@@ -13,4 +13,4 @@ pub mod request;
 pub mod resource;
 
 pub use handlers::handle;
-pub use request::{effective_method, Context, Request, Response};
+pub use request::{effective_method, parse_query, Context, Request, Response};

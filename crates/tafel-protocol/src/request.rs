@@ -3,6 +3,7 @@
 
 use bytes::Bytes;
 use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
+use percent_encoding::percent_decode_str;
 use tafel_service::{Ctx, Error, ErrorCode, Result};
 
 /// Everything a handler needs to know besides the request itself.
@@ -62,6 +63,19 @@ impl Response {
             self.headers.insert(HeaderName::from_static(name), v);
         }
     }
+}
+
+/// Query-string pairs, percent-decoded (`+` stays a plus, as in Azure).
+pub fn parse_query(raw: Option<&str>) -> Vec<(String, String)> {
+    let Some(raw) = raw else { return Vec::new() };
+    raw.split('&')
+        .filter(|p| !p.is_empty())
+        .map(|pair| {
+            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+            let dec = |s: &str| percent_decode_str(s).decode_utf8_lossy().into_owned();
+            (dec(k), dec(v))
+        })
+        .collect()
 }
 
 /// The verb a request means: `POST` with `X-HTTP-Method` is that verb.

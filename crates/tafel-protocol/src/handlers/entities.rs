@@ -30,7 +30,7 @@ pub fn entity_response_body(cx: &Context, level: MetadataLevel, table: &str, e: 
     out
 }
 
-pub async fn get(svc: &Service, cx: &Context, req: &Request, table: &str, (pk, rk): (&str, &str)) -> Result<Response> {
+pub(crate) async fn get(svc: &Service, cx: &Context, req: &Request, table: &str, (pk, rk): (&str, &str)) -> Result<Response> {
     let level = metadata_level(req)?;
     validate::table_name(table)?;
     let entity = svc.get_entity(&cx.ctx, table, pk, rk).await?;

@@ -1,5 +1,6 @@
 //! Request → service call → response, one module per operation family.
 
+mod batch;
 mod entities;
 mod tables;
 
@@ -60,7 +61,11 @@ pub async fn handle(svc: &Service, cx: &Context, req: &Request) -> Result<Respon
                 Err(method_not_allowed())
             }
         }
-        Resource::Batch | Resource::Service => Err(Error::with_message(
+        Resource::Batch => match req.method {
+            Method::POST => batch::batch(svc, cx, req).await,
+            _ => Err(method_not_allowed()),
+        },
+        Resource::Service => Err(Error::with_message(
             ErrorCode::NotImplemented,
             "The requested operation is not implemented on the specified resource.",
         )),
