@@ -2,5 +2,11 @@
 //! names, and the planner that turns it into key ranges.
 
 pub mod ast;
+pub mod eval;
+pub mod plan;
+#[cfg(test)]
+mod tests;
 
 pub use ast::{CompareOp, Expr};
+pub use eval::{eval_entity, eval_stored, eval_table_name};
+pub use plan::{plan_entities, Plan};
