@@ -213,8 +213,8 @@ def test_query_tables_paging_top2(raw):
         assert all(len(p) <= 2 for p in pages), pages
         assert len(pages) >= 4, pages
         flat = sum(pages, [])
-        # Ordinal order of the stored names, each exactly once.
-        assert flat == sorted(names), flat
+        # Each table exactly once (order: see test_query_tables_order_is_ordinal).
+        assert sorted(flat) == sorted(names) and len(flat) == len(names), flat
         # Same via percent-encoded option names.
         r = raw.get(
             "/Tables",
@@ -224,8 +224,26 @@ def test_query_tables_paging_top2(raw):
             ],
         )
         assert r.status_code == 200, r.text
-        assert [t["TableName"] for t in r.json()["value"]] == sorted(names)[:3]
+        got = [t["TableName"] for t in r.json()["value"]]
+        assert len(got) == 3 and set(got) <= set(names), got
         assert "x-ms-continuation-NextTableName" in r.headers
+    finally:
+        for n in names:
+            raw.delete_table(n)
+
+
+def test_query_tables_order_is_ordinal(raw):
+    """operations.md §1 / query.md: tables are listed in ordinal order of the stored
+    (original-case) name: upper-case letters sort before lower-case ones."""
+    prefix = "Ord" + uid(10)
+    names = [f"{prefix}{c}" for c in ("e", "A", "c", "b", "D", "a9", "a1")]
+    for n in names:
+        assert raw.create_table(n).status_code == 201
+    try:
+        flat = sum(list_table_names(raw, prefix), [])
+        assert flat == sorted(names), flat  # A, D, a1, a9, b, c, e
+        flat = sum(list_table_names(raw, prefix, top=3), [])
+        assert flat == sorted(names), flat
     finally:
         for n in names:
             raw.delete_table(n)

@@ -58,6 +58,7 @@ def check_order(keys, table=None):
     data = [k for k in rest if not k.endswith("@odata.type")]
     system = [k for k in data if k in ("PartitionKey", "RowKey", "Timestamp")]
     assert data[: len(system)] == system, keys
+    assert system == [k for k in ("PartitionKey", "RowKey", "Timestamp") if k in data], keys
     for i, k in enumerate(rest):
         if k.endswith("@odata.type"):
             assert i + 1 < len(rest) and rest[i + 1] == k[: -len("@odata.type")], f"{k} not right before its value: {keys}"
