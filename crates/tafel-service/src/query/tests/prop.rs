@@ -98,6 +98,13 @@ fn filter() -> impl Strategy<Value = Expr> {
             .prop_map(|n| Expr::Property(n.into())),
         1 => any::<bool>().prop_map(Expr::Bool),
     ];
+    // Key conditions in the shapes the planner turns into exact ranges.
+    let rows_of_partition = (
+        compare("PartitionKey", string()),
+        prop::collection::vec(compare("RowKey", string()), 1..3),
+    )
+        .prop_map(|(pk, rks)| Expr::And(std::iter::once(pk).chain(rks).collect()));
+    let leaf = prop_oneof![3 => leaf, 2 => rows_of_partition];
     leaf.prop_recursive(4, 24, 4, |inner| {
         prop_oneof![
             prop::collection::vec(inner.clone(), 1..4).prop_map(Expr::And),
@@ -112,7 +119,7 @@ proptest! {
 
     #[test]
     fn planned_scan_equals_full_scan(
-        entities in prop::collection::vec(entity(), 0..24),
+        entities in prop::collection::vec(entity(), 0..48),
         f in filter(),
     ) {
         let mut rows: Vec<(EntityKey, Vec<u8>, Entity)> = entities
