@@ -45,9 +45,7 @@ pub struct EmbeddedOptions {
 
 impl Default for EmbeddedOptions {
     fn default() -> Self {
-        EmbeddedOptions {
-            cache_size: 256 << 20,
-        }
+        EmbeddedOptions { cache_size: 256 << 20 }
     }
 }
 
@@ -118,18 +116,8 @@ fn encode_table(id: u64, name: &str, acl: &[u8]) -> Vec<u8> {
 
 fn decode_table(v: &[u8]) -> Result<TableValue, StoreError> {
     let corrupt = || StoreError::Backend("corrupt table record".into());
-    let id = u64::from_le_bytes(
-        v.get(..8)
-            .ok_or_else(corrupt)?
-            .try_into()
-            .map_err(|_| corrupt())?,
-    );
-    let len = u16::from_le_bytes(
-        v.get(8..10)
-            .ok_or_else(corrupt)?
-            .try_into()
-            .map_err(|_| corrupt())?,
-    ) as usize;
+    let id = u64::from_le_bytes(v.get(..8).ok_or_else(corrupt)?.try_into().map_err(|_| corrupt())?);
+    let len = u16::from_le_bytes(v.get(8..10).ok_or_else(corrupt)?.try_into().map_err(|_| corrupt())?) as usize;
     let name = v.get(10..10 + len).ok_or_else(corrupt)?;
     let name = String::from_utf8(name.to_vec()).map_err(|_| corrupt())?;
     Ok(TableValue {
@@ -200,9 +188,7 @@ impl EmbeddedStore {
     fn read_table(&self, account: &str, name: &str) -> Result<Option<TableValue>, StoreError> {
         let txn = self.db.begin_read().map_err(be)?;
         let tables = txn.open_table(TABLES).map_err(be)?;
-        let found = tables
-            .get(table_key(account, name).as_slice())
-            .map_err(be)?;
+        let found = tables.get(table_key(account, name).as_slice()).map_err(be)?;
         found.map(|v| decode_table(v.value())).transpose()
     }
 }
@@ -246,8 +232,7 @@ fn run_group(db: &Database, group: Vec<Job>) {
     let mut pending = Vec::with_capacity(group.len());
     let result = (|| -> Result<(), String> {
         let mut txn = db.begin_write().map_err(|e| e.to_string())?;
-        txn.set_durability(Durability::Immediate)
-            .map_err(|e| e.to_string())?;
+        txn.set_durability(Durability::Immediate).map_err(|e| e.to_string())?;
         {
             let mut tables = txn.open_table(TABLES).map_err(|e| e.to_string())?;
             let mut entities = txn.open_table(ENTITIES).map_err(|e| e.to_string())?;
@@ -280,27 +265,15 @@ struct Writer<'a, 't> {
 impl Writer<'_, '_> {
     fn apply(&mut self, job: Job) -> Pending {
         match job {
-            Job::CreateTable {
-                account,
-                name,
-                reply,
-            } => Pending::Bool(reply, self.create_table(&account, &name)),
-            Job::DeleteTable {
-                account,
-                name,
-                reply,
-            } => Pending::Bool(reply, self.delete_table(&account, &name)),
+            Job::CreateTable { account, name, reply } => Pending::Bool(reply, self.create_table(&account, &name)),
+            Job::DeleteTable { account, name, reply } => Pending::Bool(reply, self.delete_table(&account, &name)),
             Job::SetAcl {
                 account,
                 name,
                 acl,
                 reply,
             } => Pending::Bool(reply, self.set_acl(&account, &name, &acl)),
-            Job::SetProps {
-                account,
-                value,
-                reply,
-            } => {
+            Job::SetProps { account, value, reply } => {
                 let r = self
                     .meta
                     .insert(props_key(&account).as_str(), value.as_slice())
@@ -319,10 +292,7 @@ impl Writer<'_, '_> {
     }
 
     fn table(&self, account: &str, name: &str) -> Result<Option<TableValue>, StoreError> {
-        let found = self
-            .tables
-            .get(table_key(account, name).as_slice())
-            .map_err(be)?;
+        let found = self.tables.get(table_key(account, name).as_slice()).map_err(be)?;
         found.map(|v| decode_table(v.value())).transpose()
     }
 
@@ -350,9 +320,7 @@ impl Writer<'_, '_> {
         let Some(t) = self.table(account, name)? else {
             return Ok(false);
         };
-        self.tables
-            .remove(table_key(account, name).as_slice())
-            .map_err(be)?;
+        self.tables.remove(table_key(account, name).as_slice()).map_err(be)?;
         let lo = t.id.to_be_bytes();
         let hi = (t.id + 1).to_be_bytes();
         self.entities
@@ -374,41 +342,26 @@ impl Writer<'_, '_> {
         Ok(true)
     }
 
-    fn write(
-        &mut self,
-        account: &str,
-        table: &str,
-        keys: &[EntityKey],
-        decide: Decide,
-    ) -> Result<Outcome, StoreError> {
+    fn write(&mut self, account: &str, table: &str, keys: &[EntityKey], decide: Decide) -> Result<Outcome, StoreError> {
         let Some(t) = self.table(account, table)? else {
             return Err(StoreError::TableNotFound);
         };
         let full: Vec<Vec<u8>> = keys.iter().map(|k| row_key(t.id, k.as_bytes())).collect();
         let mut current: Vec<Option<Vec<u8>>> = Vec::with_capacity(keys.len());
         for k in &full {
-            current.push(
-                self.entities
-                    .get(k.as_slice())
-                    .map_err(be)?
-                    .map(|v| v.value().to_vec()),
-            );
+            current.push(self.entities.get(k.as_slice()).map_err(be)?.map(|v| v.value().to_vec()));
         }
         let views: Vec<Option<&[u8]>> = current.iter().map(|c| c.as_deref()).collect();
         let decision = catch_unwind(AssertUnwindSafe(|| decide(&views)))
             .map_err(|_| StoreError::Backend("write decision panicked".into()))?;
         if !decision.mutations.is_empty() {
             if decision.mutations.len() != full.len() {
-                return Err(StoreError::Backend(
-                    "decision does not cover every key".into(),
-                ));
+                return Err(StoreError::Backend("decision does not cover every key".into()));
             }
             for (k, m) in full.iter().zip(decision.mutations) {
                 match m {
                     Mutation::Put(v) => {
-                        self.entities
-                            .insert(k.as_slice(), v.as_slice())
-                            .map_err(be)?;
+                        self.entities.insert(k.as_slice(), v.as_slice()).map_err(be)?;
                     }
                     Mutation::Delete => {
                         self.entities.remove(k.as_slice()).map_err(be)?;
@@ -437,20 +390,14 @@ fn scan(db: &Database, id: u64, request: ScanRequest) -> Result<ScanPage, StoreE
             None => table_end.to_vec(),
         };
         let iter = entities
-            .range::<&[u8]>((
-                Bound::Included(lo.as_slice()),
-                Bound::Excluded(hi.as_slice()),
-            ))
+            .range::<&[u8]>((Bound::Included(lo.as_slice()), Bound::Excluded(hi.as_slice())))
             .map_err(be)?;
         for item in iter {
             let (k, v) = item.map_err(be)?;
             let key = EntityKey::from_bytes(k.value()[8..].to_vec());
             examined = examined.wrapping_add(1);
-            if examined % 512 == 0 && request.deadline.is_some_and(|d| Instant::now() >= d) {
-                return Ok(ScanPage {
-                    rows,
-                    next: Some(key),
-                });
+            if examined.is_multiple_of(512) && request.deadline.is_some_and(|d| Instant::now() >= d) {
+                return Ok(ScanPage { rows, next: Some(key) });
             }
             let keep = request.filter.as_ref().is_none_or(|f| f(&key, v.value()));
             if !keep {
@@ -458,10 +405,7 @@ fn scan(db: &Database, id: u64, request: ScanRequest) -> Result<ScanPage, StoreE
             }
             if rows.len() == request.limit {
                 // One more match exists: that is where the next page starts.
-                return Ok(ScanPage {
-                    rows,
-                    next: Some(key),
-                });
+                return Ok(ScanPage { rows, next: Some(key) });
             }
             rows.push((key, v.value().to_vec()));
         }
@@ -473,38 +417,19 @@ fn scan(db: &Database, id: u64, request: ScanRequest) -> Result<ScanPage, StoreE
 impl Store for EmbeddedStore {
     async fn create_table(&self, account: &str, name: &str) -> Result<bool, StoreError> {
         let (account, name) = (account.to_owned(), name.to_owned());
-        self.submit(|reply| Job::CreateTable {
-            account,
-            name,
-            reply,
-        })
-        .await
+        self.submit(|reply| Job::CreateTable { account, name, reply }).await
     }
 
     async fn delete_table(&self, account: &str, name: &str) -> Result<bool, StoreError> {
         let (account, name) = (account.to_owned(), name.to_owned());
-        self.submit(|reply| Job::DeleteTable {
-            account,
-            name,
-            reply,
-        })
-        .await
+        self.submit(|reply| Job::DeleteTable { account, name, reply }).await
     }
 
-    async fn get_table(
-        &self,
-        account: &str,
-        name: &str,
-    ) -> Result<Option<TableRecord>, StoreError> {
+    async fn get_table(&self, account: &str, name: &str) -> Result<Option<TableRecord>, StoreError> {
         Ok(self.read_table(account, name)?.map(|t| t.record))
     }
 
-    async fn set_table_acl(
-        &self,
-        account: &str,
-        name: &str,
-        acl: Vec<u8>,
-    ) -> Result<bool, StoreError> {
+    async fn set_table_acl(&self, account: &str, name: &str, acl: Vec<u8>) -> Result<bool, StoreError> {
         let (account, name) = (account.to_owned(), name.to_owned());
         self.submit(|reply| Job::SetAcl {
             account,
@@ -527,10 +452,7 @@ impl Store for EmbeddedStore {
         let mut hi = account.as_bytes().to_vec();
         hi.push(1);
         let mut out = Vec::new();
-        for item in tables
-            .range::<&[u8]>(lo.as_slice()..hi.as_slice())
-            .map_err(be)?
-        {
+        for item in tables.range::<&[u8]>(lo.as_slice()..hi.as_slice()).map_err(be)? {
             if out.len() >= limit {
                 break;
             }
@@ -540,37 +462,20 @@ impl Store for EmbeddedStore {
         Ok(out)
     }
 
-    async fn get_entity(
-        &self,
-        account: &str,
-        table: &str,
-        key: &EntityKey,
-    ) -> Result<Option<Vec<u8>>, StoreError> {
+    async fn get_entity(&self, account: &str, table: &str, key: &EntityKey) -> Result<Option<Vec<u8>>, StoreError> {
         let txn = self.db.begin_read().map_err(be)?;
         let tables = txn.open_table(TABLES).map_err(be)?;
-        let t = match tables
-            .get(table_key(account, table).as_slice())
-            .map_err(be)?
-        {
+        let t = match tables.get(table_key(account, table).as_slice()).map_err(be)? {
             Some(v) => decode_table(v.value())?,
             None => return Err(StoreError::TableNotFound),
         };
         let entities = txn.open_table(ENTITIES).map_err(be)?;
-        let found = entities
-            .get(row_key(t.id, key.as_bytes()).as_slice())
-            .map_err(be)?;
+        let found = entities.get(row_key(t.id, key.as_bytes()).as_slice()).map_err(be)?;
         Ok(found.map(|v| v.value().to_vec()))
     }
 
-    async fn scan_entities(
-        &self,
-        account: &str,
-        table: &str,
-        request: ScanRequest,
-    ) -> Result<ScanPage, StoreError> {
-        let t = self
-            .read_table(account, table)?
-            .ok_or(StoreError::TableNotFound)?;
+    async fn scan_entities(&self, account: &str, table: &str, request: ScanRequest) -> Result<ScanPage, StoreError> {
+        let t = self.read_table(account, table)?.ok_or(StoreError::TableNotFound)?;
         let db = self.db.clone();
         tokio::task::spawn_blocking(move || scan(&db, t.id, request))
             .await
@@ -604,18 +509,9 @@ impl Store for EmbeddedStore {
             .map(|v| v.value().to_vec()))
     }
 
-    async fn set_service_properties(
-        &self,
-        account: &str,
-        value: Vec<u8>,
-    ) -> Result<(), StoreError> {
+    async fn set_service_properties(&self, account: &str, value: Vec<u8>) -> Result<(), StoreError> {
         let account = account.to_owned();
-        self.submit(|reply| Job::SetProps {
-            account,
-            value,
-            reply,
-        })
-        .await
+        self.submit(|reply| Job::SetProps { account, value, reply }).await
     }
 
     async fn shutdown(&self) -> Result<(), StoreError> {

@@ -34,15 +34,24 @@ pub fn verify(keys: &[Vec<u8>], req: &Signed<'_>, authorization: &str) -> Result
         "SharedKeyLite" => true,
         _ => return Err(Error::new(ErrorCode::InvalidAuthenticationInfo)),
     };
-    let (account, signature) =
-        credential.trim().split_once(':').ok_or_else(|| Error::new(ErrorCode::InvalidAuthenticationInfo))?;
+    let (account, signature) = credential
+        .trim()
+        .split_once(':')
+        .ok_or_else(|| Error::new(ErrorCode::InvalidAuthenticationInfo))?;
     if account != req.account {
-        return Err(failed("The account in the Authorization header does not match the request's account."));
+        return Err(failed(
+            "The account in the Authorization header does not match the request's account.",
+        ));
     }
-    let signature = STANDARD.decode(signature.trim()).map_err(|_| failed("The signature is not valid base64."))?;
+    let signature = STANDARD
+        .decode(signature.trim())
+        .map_err(|_| failed("The signature is not valid base64."))?;
 
     // The signed date is x-ms-date when present, else Date; try both.
-    let dates: Vec<&str> = [header(req, "x-ms-date"), header(req, "date")].into_iter().filter(|d| !d.is_empty()).collect();
+    let dates: Vec<&str> = [header(req, "x-ms-date"), header(req, "date")]
+        .into_iter()
+        .filter(|d| !d.is_empty())
+        .collect();
     let Some(first) = dates.first() else {
         return Err(failed("Request date header not specified."));
     };
@@ -69,7 +78,9 @@ pub fn verify(keys: &[Vec<u8>], req: &Signed<'_>, authorization: &str) -> Result
                 )
             };
             for key in keys {
-                let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(key) else { continue };
+                let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(key) else {
+                    continue;
+                };
                 mac.update(to_sign.as_bytes());
                 if mac.verify_slice(&signature).is_ok() {
                     return Ok(());
@@ -92,11 +103,17 @@ fn canonical_resource(account: &str, path: &str, comp: Option<&str>) -> String {
 }
 
 fn check_skew(date: &str) -> Result<()> {
-    let when = httpdate::parse_http_date(date).map_err(|_| failed("The request date header is not a valid RFC 1123 date."))?;
+    let when =
+        httpdate::parse_http_date(date).map_err(|_| failed("The request date header is not a valid RFC 1123 date."))?;
     let now = SystemTime::now();
-    let skew = now.duration_since(when).or_else(|_| when.duration_since(now)).unwrap_or_default();
+    let skew = now
+        .duration_since(when)
+        .or_else(|_| when.duration_since(now))
+        .unwrap_or_default();
     if skew > MAX_SKEW {
-        return Err(failed("The request date is more than 15 minutes from the server's clock."));
+        return Err(failed(
+            "The request date is more than 15 minutes from the server's clock.",
+        ));
     }
     Ok(())
 }
@@ -118,11 +135,20 @@ mod tests {
         let date = httpdate::fmt_http_date(SystemTime::now());
         let mut headers = HeaderMap::new();
         headers.insert("x-ms-date", date.parse().expect("header"));
-        let req = Signed { method: "GET", account: "devstoreaccount1", raw_path: "/devstoreaccount1/Tables", query: &[], headers: &headers };
-        let sig = sign(&key, &format!("GET\n\n\n{date}\n/devstoreaccount1/devstoreaccount1/Tables"));
-        assert!(verify(&[key.clone()], &req, &format!("SharedKey devstoreaccount1:{sig}")).is_ok());
+        let req = Signed {
+            method: "GET",
+            account: "devstoreaccount1",
+            raw_path: "/devstoreaccount1/Tables",
+            query: &[],
+            headers: &headers,
+        };
+        let sig = sign(
+            &key,
+            &format!("GET\n\n\n{date}\n/devstoreaccount1/devstoreaccount1/Tables"),
+        );
+        assert!(verify(std::slice::from_ref(&key), &req, &format!("SharedKey devstoreaccount1:{sig}")).is_ok());
         let lite = sign(&key, &format!("{date}\n/devstoreaccount1/devstoreaccount1/Tables"));
-        assert!(verify(&[key.clone()], &req, &format!("SharedKeyLite devstoreaccount1:{lite}")).is_ok());
+        assert!(verify(std::slice::from_ref(&key), &req, &format!("SharedKeyLite devstoreaccount1:{lite}")).is_ok());
         let err = verify(&[key], &req, &format!("SharedKey devstoreaccount1:{lite}")).map_err(|e| e.code);
         assert_eq!(err, Err(ErrorCode::AuthenticationFailed));
     }
