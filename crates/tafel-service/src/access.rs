@@ -1,7 +1,17 @@
 //! What the credential of a request may do. The HTTP layer authenticates and
 //! builds an [`Access`]; every service operation asks it before acting.
+//!
+//! Shared Key is the account owner ([`Access::Full`]). A shared access signature
+//! is a [`SasGrant`]: a service SAS names one table, a subset of `raud` and
+//! optionally a key range; an account SAS names resource types (`s`ervice,
+//! `c`ontainer = table, `o`bject = entity) and a subset of `rwdlacup`. The
+//! operation → permission tables are those of spec/auth.md §4–§5.
 
-use crate::error::Result;
+use std::sync::Arc;
+
+use tafel_store::{EntityKey, KeyRange};
+
+use crate::error::{Error, ErrorCode, Result};
 
 /// The kinds of action the Table service authorises separately.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,14 +37,488 @@ pub enum Action {
 pub enum Access {
     /// Shared Key / Shared Key Lite: the account's owner.
     Full,
+    /// A verified, currently valid shared access signature.
+    Sas(Arc<SasGrant>),
+}
+
+/// What a shared access signature grants, once its signature, time window, IP
+/// and protocol have been checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SasGrant {
+    /// Service SAS (`tn=`): entity operations on one table.
+    Table(TableGrant),
+    /// Account SAS (`ss=`/`srt=`).
+    Account(AccountGrant),
+}
+
+/// Service-SAS permissions (`sp` letters `r a u d`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TablePermissions {
+    pub query: bool,
+    pub add: bool,
+    pub update: bool,
+    pub delete: bool,
+}
+
+impl TablePermissions {
+    /// Parses letters from `raud` in any order; `None` for any other letter.
+    pub fn parse(s: &str) -> Option<Self> {
+        let mut p = TablePermissions::default();
+        for c in s.chars() {
+            match c {
+                'r' => p.query = true,
+                'a' => p.add = true,
+                'u' => p.update = true,
+                'd' => p.delete = true,
+                _ => return None,
+            }
+        }
+        Some(p)
+    }
+
+    /// The letters in Azure's canonical order (`raud`).
+    pub fn canonical(&self) -> String {
+        [
+            (self.query, 'r'),
+            (self.add, 'a'),
+            (self.update, 'u'),
+            (self.delete, 'd'),
+        ]
+        .iter()
+        .filter(|(on, _)| *on)
+        .map(|(_, c)| *c)
+        .collect()
+    }
+}
+
+/// Account-SAS permissions (`sp` letters `r w d l a c u p`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct AccountPermissions {
+    pub read: bool,
+    pub write: bool,
+    pub delete: bool,
+    pub list: bool,
+    pub add: bool,
+    pub create: bool,
+    pub update: bool,
+    pub process: bool,
+}
+
+impl AccountPermissions {
+    /// Parses account-SAS letters. Letters that only other Storage services use
+    /// (`x t f i y`) are accepted and grant nothing here; unknown letters → `None`.
+    pub fn parse(s: &str) -> Option<Self> {
+        let mut p = AccountPermissions::default();
+        for c in s.chars() {
+            match c {
+                'r' => p.read = true,
+                'w' => p.write = true,
+                'd' => p.delete = true,
+                'l' => p.list = true,
+                'a' => p.add = true,
+                'c' => p.create = true,
+                'u' => p.update = true,
+                'p' => p.process = true,
+                'x' | 't' | 'f' | 'i' | 'y' => {}
+                _ => return None,
+            }
+        }
+        Some(p)
+    }
+}
+
+/// Account-SAS resource types (`srt` letters `s c o`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ResourceTypes {
+    pub service: bool,
+    pub container: bool,
+    pub object: bool,
+}
+
+impl ResourceTypes {
+    pub fn parse(s: &str) -> Option<Self> {
+        let mut r = ResourceTypes::default();
+        for c in s.chars() {
+            match c {
+                's' => r.service = true,
+                'c' => r.container = true,
+                'o' => r.object = true,
+                _ => return None,
+            }
+        }
+        Some(r)
+    }
+}
+
+/// A service SAS: one table, `raud` permissions, optionally a key range.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableGrant {
+    /// `tn`, matched case-insensitively.
+    pub table: String,
+    pub permissions: TablePermissions,
+    /// `[spk,srk] ..= [epk,erk]` as encoded keys; `None` = the whole table.
+    pub range: Option<KeyRange>,
+}
+
+impl TableGrant {
+    /// The encoded key range of `spk`/`srk`/`epk`/`erk` (all inclusive): a
+    /// start PartitionKey without RowKey starts at the partition's first row, an
+    /// end PartitionKey without RowKey ends after the partition's last row.
+    /// `None` when no bound is given. A RowKey bound needs its PartitionKey.
+    pub fn key_range(
+        spk: Option<&str>,
+        srk: Option<&str>,
+        epk: Option<&str>,
+        erk: Option<&str>,
+    ) -> Result<Option<KeyRange>> {
+        let malformed =
+            || Error::new(ErrorCode::AuthenticationFailed).with_detail("srk and erk need spk and epk respectively.");
+        let start = match (spk, srk) {
+            (None, None) => Vec::new(),
+            (Some(p), None) => KeyRange::pk_lower(p),
+            (Some(p), Some(r)) => EntityKey::new(p, r).as_bytes().to_vec(),
+            (None, Some(_)) => return Err(malformed()),
+        };
+        let end = match (epk, erk) {
+            (None, None) => None,
+            (Some(p), None) => Some(KeyRange::pk_after(p)),
+            (Some(p), Some(r)) => Some(KeyRange::key_after(&EntityKey::new(p, r))),
+            (None, Some(_)) => return Err(malformed()),
+        };
+        if start.is_empty() && end.is_none() {
+            return Ok(None);
+        }
+        Ok(Some(KeyRange { start, end }))
+    }
+
+    fn check(&self, action: Action, table: Option<&str>, keys: Option<(&str, &str)>) -> Result<()> {
+        let p = &self.permissions;
+        let allowed = match action {
+            Action::ReadEntity => p.query,
+            Action::InsertEntity => p.add,
+            Action::UpdateEntity => p.update,
+            Action::UpsertEntity => p.add && p.update,
+            Action::DeleteEntity => p.delete,
+            // A service SAS reaches the entities of its table, nothing else.
+            _ => return Err(resource_type_mismatch()),
+        };
+        if !table.is_some_and(|t| t.eq_ignore_ascii_case(&self.table)) {
+            return Err(resource_type_mismatch());
+        }
+        if !allowed {
+            return Err(permission_mismatch());
+        }
+        // Reads are clipped to the range instead (see `Access::clip`).
+        if action != Action::ReadEntity {
+            if let (Some(range), Some((pk, rk))) = (&self.range, keys) {
+                if !range.contains(EntityKey::new(pk, rk).as_bytes()) {
+                    return Err(permission_mismatch());
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// An account SAS (with `ss` already known to include the Table service).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AccountGrant {
+    pub resource_types: ResourceTypes,
+    pub permissions: AccountPermissions,
+}
+
+impl AccountGrant {
+    fn check(&self, action: Action) -> Result<()> {
+        let (t, p) = (&self.resource_types, &self.permissions);
+        let (type_ok, allowed) = match action {
+            Action::GetServiceProperties | Action::GetServiceStats => (t.service, p.read),
+            Action::SetServiceProperties => (t.service, p.write),
+            Action::QueryTables => (t.container, p.list),
+            // Azure documents `a`/`c`, Azurite `c`/`w`: any of them creates.
+            Action::CreateTable => (t.container, p.add || p.create || p.write),
+            Action::DeleteTable => (t.container, p.delete),
+            // Table ACLs are Shared Key only.
+            Action::GetTableAcl | Action::SetTableAcl => (t.container, false),
+            Action::ReadEntity => (t.object, p.read),
+            Action::InsertEntity => (t.object, p.add),
+            Action::UpdateEntity => (t.object, p.update),
+            Action::UpsertEntity => (t.object, p.add && p.update),
+            Action::DeleteEntity => (t.object, p.delete),
+        };
+        if !type_ok {
+            return Err(resource_type_mismatch());
+        }
+        if !allowed {
+            return Err(permission_mismatch());
+        }
+        Ok(())
+    }
+}
+
+fn permission_mismatch() -> Error {
+    Error::new(ErrorCode::AuthorizationPermissionMismatch)
+}
+
+fn resource_type_mismatch() -> Error {
+    Error::new(ErrorCode::AuthorizationResourceTypeMismatch)
 }
 
 impl Access {
     /// Fails with Azure's authorization error if `action` on `table` (and, for
     /// entity writes, the entity with these keys) is outside the grant.
-    pub fn check(&self, _action: Action, _table: Option<&str>, _keys: Option<(&str, &str)>) -> Result<()> {
+    pub fn check(&self, action: Action, table: Option<&str>, keys: Option<(&str, &str)>) -> Result<()> {
         match self {
             Access::Full => Ok(()),
+            Access::Sas(grant) => match &**grant {
+                SasGrant::Table(g) => g.check(action, table, keys),
+                SasGrant::Account(g) => g.check(action),
+            },
         }
+    }
+
+    /// The key range reads are limited to, if any.
+    pub fn key_range(&self) -> Option<&KeyRange> {
+        match self {
+            Access::Sas(grant) => match &**grant {
+                SasGrant::Table(g) => g.range.as_ref(),
+                SasGrant::Account(_) => None,
+            },
+            Access::Full => None,
+        }
+    }
+
+    /// Whether the entity `(pk, rk)` lies within the grant's key range.
+    pub fn covers_key(&self, pk: &str, rk: &str) -> bool {
+        self.key_range()
+            .is_none_or(|r| r.contains(EntityKey::new(pk, rk).as_bytes()))
+    }
+
+    /// Restricts sorted, disjoint scan ranges to the grant's key range (Azure adds
+    /// the range to the query's filter). The result stays sorted and disjoint.
+    pub fn clip(&self, ranges: Vec<KeyRange>) -> Vec<KeyRange> {
+        let Some(grant) = self.key_range() else { return ranges };
+        ranges
+            .into_iter()
+            .filter_map(|mut r| {
+                if r.start < grant.start {
+                    r.start.clone_from(&grant.start);
+                }
+                if let Some(g_end) = &grant.end {
+                    if r.end.as_ref().is_none_or(|e| e > g_end) {
+                        r.end = Some(g_end.clone());
+                    }
+                }
+                (!r.is_empty()).then_some(r)
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ALL: [Action; 13] = [
+        Action::QueryTables,
+        Action::CreateTable,
+        Action::DeleteTable,
+        Action::ReadEntity,
+        Action::InsertEntity,
+        Action::UpdateEntity,
+        Action::UpsertEntity,
+        Action::DeleteEntity,
+        Action::GetTableAcl,
+        Action::SetTableAcl,
+        Action::GetServiceProperties,
+        Action::SetServiceProperties,
+        Action::GetServiceStats,
+    ];
+
+    fn table_sas(sp: &str, range: Option<KeyRange>) -> Access {
+        let permissions = TablePermissions::parse(sp).expect("valid letters");
+        Access::Sas(Arc::new(SasGrant::Table(TableGrant {
+            table: "Orders".into(),
+            permissions,
+            range,
+        })))
+    }
+
+    fn account_sas(srt: &str, sp: &str) -> Access {
+        Access::Sas(Arc::new(SasGrant::Account(AccountGrant {
+            resource_types: ResourceTypes::parse(srt).expect("valid srt"),
+            permissions: AccountPermissions::parse(sp).expect("valid sp"),
+        })))
+    }
+
+    fn code(r: Result<()>) -> Option<ErrorCode> {
+        r.err().map(|e| e.code)
+    }
+
+    #[test]
+    fn each_service_sas_letter_allows_exactly_its_operations() {
+        let needs: [(Action, &str); 5] = [
+            (Action::ReadEntity, "r"),
+            (Action::InsertEntity, "a"),
+            (Action::UpdateEntity, "u"),
+            (Action::UpsertEntity, "au"),
+            (Action::DeleteEntity, "d"),
+        ];
+        for sp in ["", "r", "a", "u", "d", "au", "raud"] {
+            let access = table_sas(sp, None);
+            for (action, need) in needs {
+                let ok = need.chars().all(|c| sp.contains(c));
+                let got = code(access.check(action, Some("orders"), Some(("p", "r"))));
+                let want = if ok {
+                    None
+                } else {
+                    Some(ErrorCode::AuthorizationPermissionMismatch)
+                };
+                assert_eq!(got, want, "sp={sp} {action:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn service_sas_is_bound_to_its_table_and_to_entities() {
+        let access = table_sas("raud", None);
+        assert_eq!(code(access.check(Action::ReadEntity, Some("ORDERS"), None)), None);
+        assert_eq!(
+            code(access.check(Action::ReadEntity, Some("other"), None)),
+            Some(ErrorCode::AuthorizationResourceTypeMismatch)
+        );
+        for action in ALL {
+            if matches!(
+                action,
+                Action::ReadEntity
+                    | Action::InsertEntity
+                    | Action::UpdateEntity
+                    | Action::UpsertEntity
+                    | Action::DeleteEntity
+            ) {
+                continue;
+            }
+            assert_eq!(
+                code(access.check(action, Some("orders"), None)),
+                Some(ErrorCode::AuthorizationResourceTypeMismatch),
+                "{action:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn account_sas_mapping() {
+        use ErrorCode::{AuthorizationPermissionMismatch as Perm, AuthorizationResourceTypeMismatch as Type};
+        let cases: [(Action, &str, &str); 13] = [
+            (Action::GetServiceProperties, "s", "r"),
+            (Action::SetServiceProperties, "s", "w"),
+            (Action::GetServiceStats, "s", "r"),
+            (Action::QueryTables, "c", "l"),
+            (Action::CreateTable, "c", "c"),
+            (Action::DeleteTable, "c", "d"),
+            (Action::GetTableAcl, "c", ""),
+            (Action::SetTableAcl, "c", ""),
+            (Action::ReadEntity, "o", "r"),
+            (Action::InsertEntity, "o", "a"),
+            (Action::UpdateEntity, "o", "u"),
+            (Action::UpsertEntity, "o", "au"),
+            (Action::DeleteEntity, "o", "d"),
+        ];
+        for (action, srt, sp) in cases {
+            let full = account_sas("sco", "rwdlacup");
+            let want = if sp.is_empty() { Some(Perm) } else { None };
+            assert_eq!(code(full.check(action, Some("t"), None)), want, "{action:?}");
+            let others: String = "sco".chars().filter(|c| !srt.contains(*c)).collect();
+            assert_eq!(
+                code(account_sas(&others, "rwdlacup").check(action, Some("t"), None)),
+                Some(Type),
+                "{action:?}"
+            );
+            if !sp.is_empty() {
+                for letter in sp.chars() {
+                    let without: String = "rwdlacup".chars().filter(|c| *c != letter).collect();
+                    // Create Table also accepts `a` and `w`.
+                    if action == Action::CreateTable {
+                        continue;
+                    }
+                    assert_eq!(
+                        code(account_sas(srt, &without).check(action, Some("t"), None)),
+                        Some(Perm),
+                        "{action:?} without {letter}"
+                    );
+                }
+                assert_eq!(
+                    code(account_sas(srt, sp).check(action, Some("t"), None)),
+                    None,
+                    "{action:?}"
+                );
+            }
+        }
+        for sp in ["a", "c", "w"] {
+            assert_eq!(
+                code(account_sas("c", sp).check(Action::CreateTable, Some("t"), None)),
+                None
+            );
+        }
+        assert_eq!(
+            code(account_sas("c", "rdlup").check(Action::CreateTable, Some("t"), None)),
+            Some(Perm)
+        );
+    }
+
+    #[test]
+    fn key_ranges_bound_writes_and_clip_reads() {
+        let range = TableGrant::key_range(Some("b"), Some("2"), Some("d"), None)
+            .expect("valid")
+            .expect("bounded");
+        let access = table_sas("raud", Some(range));
+        let write = |pk, rk| code(access.check(Action::InsertEntity, Some("orders"), Some((pk, rk))));
+        assert_eq!(write("b", "2"), None);
+        assert_eq!(write("b", "3"), None);
+        assert_eq!(write("c", ""), None);
+        assert_eq!(write("d", "\u{FFFF}"), None);
+        assert_eq!(write("b", "1"), Some(ErrorCode::AuthorizationPermissionMismatch));
+        assert_eq!(write("a", "9"), Some(ErrorCode::AuthorizationPermissionMismatch));
+        assert_eq!(write("da", ""), Some(ErrorCode::AuthorizationPermissionMismatch));
+        // Reads by key are not refused by `check`; the caller hides them.
+        assert_eq!(
+            code(access.check(Action::ReadEntity, Some("orders"), Some(("a", "1")))),
+            None
+        );
+        assert!(!access.covers_key("a", "1"));
+        assert!(access.covers_key("c", "x"));
+
+        let clipped = access.clip(vec![KeyRange::all()]);
+        assert_eq!(clipped.len(), 1);
+        assert!(clipped[0].contains(EntityKey::new("b", "2").as_bytes()));
+        assert!(!clipped[0].contains(EntityKey::new("b", "1").as_bytes()));
+        assert!(!clipped[0].contains(EntityKey::new("e", "").as_bytes()));
+        let parts = access.clip(vec![
+            KeyRange::partition("a"),
+            KeyRange::partition("c"),
+            KeyRange::partition("z"),
+        ]);
+        assert_eq!(parts, vec![KeyRange::partition("c")]);
+        // A single-row range: spk=epk, srk=erk.
+        let one = TableGrant::key_range(Some("p"), Some("r"), Some("p"), Some("r"))
+            .expect("valid")
+            .expect("bounded");
+        assert!(one.contains(EntityKey::new("p", "r").as_bytes()));
+        assert!(!one.contains(EntityKey::new("p", "r0").as_bytes()));
+        assert!(!one.contains(EntityKey::new("p", "").as_bytes()));
+        assert!(TableGrant::key_range(None, Some("r"), None, None).is_err());
+        assert_eq!(TableGrant::key_range(None, None, None, None).ok(), Some(None));
+    }
+
+    #[test]
+    fn permission_letters() {
+        assert_eq!(
+            TablePermissions::parse("dura").map(|p| p.canonical()),
+            Some("raud".to_owned())
+        );
+        assert_eq!(TablePermissions::parse("rw"), None);
+        assert!(AccountPermissions::parse("rwdlacupx").is_some());
+        assert!(AccountPermissions::parse("rz").is_none());
+        assert!(ResourceTypes::parse("sco").is_some());
+        assert!(ResourceTypes::parse("b").is_none());
     }
 }

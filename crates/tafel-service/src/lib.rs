@@ -3,13 +3,16 @@
 //! It knows nothing of HTTP or JSON.
 
 pub mod access;
+pub mod acl;
+mod blob;
 mod clock;
 pub mod error;
 pub mod model;
 mod ops;
+pub mod properties;
 pub mod query;
 pub mod validate;
 
-pub use access::{Access, Action};
+pub use access::{Access, AccountGrant, AccountPermissions, Action, ResourceTypes, SasGrant, TableGrant, TablePermissions};
 pub use error::{Error, ErrorCode, Result};
 pub use ops::{BatchFailure, Ctx, EntityPage, EntityQuery, IfMatch, Service, TablePage, TableQuery, WriteKind, WriteOp};
