@@ -292,3 +292,51 @@ it("listEntities paging over more than 1000 entities", async () => {
   );
   await client.deleteTable();
 });
+
+it("submitTransaction applies all or nothing", async () => {
+  const name = uniqueTableName("tx");
+  const client = tableClient(name);
+  await client.createTable();
+  await client.createEntity({ partitionKey: "p", rowKey: "upd", a: 1, b: 1 });
+  await client.createEntity({ partitionKey: "p", rowKey: "del" });
+  const res = await client.submitTransaction([
+    ["create", { partitionKey: "p", rowKey: "new", v: 1 }],
+    ["update", { partitionKey: "p", rowKey: "upd", a: 2 }, "Merge"],
+    ["upsert", { partitionKey: "p", rowKey: "ups", v: 3 }, "Replace"],
+    ["delete", { partitionKey: "p", rowKey: "del" }],
+  ]);
+  assert.equal(res.status, 202);
+  assert.equal(res.subResponses.length, 4);
+  assert.ok([201, 204].includes(res.subResponses[0].status), `insert: ${res.subResponses[0].status}`);
+  assert.deepEqual(
+    res.subResponses.slice(1).map((r) => r.status),
+    [204, 204, 204],
+  );
+  let rows = await collect(client.listEntities());
+  assert.deepEqual(
+    rows.map((e) => e.rowKey),
+    ["new", "upd", "ups"],
+  );
+  assert.equal(rows[1].a, 2);
+  assert.equal(rows[1].b, 1);
+
+  // A failing operation rolls the whole transaction back.
+  let caught;
+  try {
+    await client.submitTransaction([
+      ["create", { partitionKey: "p", rowKey: "another" }],
+      ["create", { partitionKey: "p", rowKey: "new" }],
+    ]);
+  } catch (err) {
+    caught = err;
+  }
+  assert.ok(caught, "expected the transaction to fail");
+  assert.equal(caught.statusCode, 409);
+  assert.equal(errorCode(caught), "EntityAlreadyExists");
+  rows = await collect(client.listEntities());
+  assert.deepEqual(
+    rows.map((e) => e.rowKey),
+    ["new", "upd", "ups"],
+  );
+  await client.deleteTable();
+});
