@@ -11,6 +11,7 @@ pub mod handlers;
 pub mod json;
 pub mod request;
 pub mod resource;
+pub mod xml;
 
 pub use handlers::handle;
 pub use request::{effective_method, parse_query, Context, Request, Response};

@@ -1,7 +1,9 @@
 //! Request → service call → response, one module per operation family.
 
+mod acl;
 mod batch;
 mod entities;
+mod service;
 mod tables;
 
 use http::{Method, StatusCode};
@@ -42,6 +44,11 @@ pub async fn handle(svc: &Service, cx: &Context, req: &Request) -> Result<Respon
             Method::DELETE => tables::delete(svc, cx, &name).await,
             _ => Err(method_not_allowed()),
         },
+        Resource::EntitySet(table) if req.param("comp") == Some("acl") => match req.method {
+            Method::GET | Method::HEAD => acl::get(svc, cx, &table).await,
+            Method::PUT => acl::set(svc, cx, req, &table).await,
+            _ => Err(method_not_allowed()),
+        },
         Resource::EntitySet(table) => match req.method {
             Method::GET | Method::HEAD => entities::query(svc, cx, req, &table).await,
             Method::POST => entities::insert(svc, cx, req, &table).await,
@@ -65,10 +72,7 @@ pub async fn handle(svc: &Service, cx: &Context, req: &Request) -> Result<Respon
             Method::POST => batch::batch(svc, cx, req).await,
             _ => Err(method_not_allowed()),
         },
-        Resource::Service => Err(Error::with_message(
-            ErrorCode::NotImplemented,
-            "The requested operation is not implemented on the specified resource.",
-        )),
+        Resource::Service => service::handle(svc, cx, req).await,
     }
 }
 
