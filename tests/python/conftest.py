@@ -131,10 +131,14 @@ class RawClient:
 
     @property
     def session(self) -> requests.Session:
+        # A new session after each server (re)start: no stale keep-alive connections.
         s = getattr(self._local, "session", None)
-        if s is None:
+        if s is None or getattr(self._local, "generation", None) != self.server.starts:
+            if s is not None:
+                s.close()
             s = requests.Session()
             self._local.session = s
+            self._local.generation = self.server.starts
         return s
 
     def request(
