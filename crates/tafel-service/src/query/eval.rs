@@ -71,11 +71,7 @@ fn eval<'e>(expr: &'e Expr, row: &impl Row<'e>) -> bool {
         Expr::Not(inner) => !eval(inner, row),
         Expr::Bool(b) => *b,
         Expr::Property(name) => row.is_true(name),
-        Expr::Compare {
-            property,
-            op,
-            value,
-        } => holds(*op, row.compare(property, value)),
+        Expr::Compare { property, op, value } => holds(*op, row.compare(property, value)),
     }
 }
 
@@ -166,9 +162,7 @@ impl<'e> Row<'e> for StoredRow<'_, 'e> {
             ("PartitionKey", Value::String(s)) => Found::Ordered(self.key.cmp_partition_key(s)),
             ("RowKey", Value::String(s)) => Found::Ordered(self.key.cmp_row_key(s)),
             ("PartitionKey" | "RowKey", _) => Found::NoMatch,
-            ("Timestamp", _) => {
-                compare_opt(codec::timestamp(self.stored).map(ValueRef::DateTime), value)
-            }
+            ("Timestamp", _) => compare_opt(codec::timestamp(self.stored).map(ValueRef::DateTime), value),
             _ => compare_opt(self.lookup(name), value),
         }
     }

@@ -144,10 +144,7 @@ impl Set {
                 None => return Set(out),
             }
         }
-        out.push(KeyRange {
-            start: from,
-            end: None,
-        });
+        out.push(KeyRange { start: from, end: None });
         Set(out)
     }
 }
@@ -200,14 +197,11 @@ fn plan(expr: &Expr, scope: Set) -> Planned {
             }
             Planned { set, exact }
         }
-        Expr::Compare {
-            property,
-            op,
-            value,
-        } => match (property.as_str(), value) {
-            ("PartitionKey", Value::String(pk)) => {
-                Planned::exact(scope.intersect(&partition_key_set(*op, pk)))
-            }
+        Expr::Compare { property, op, value } => match (property.as_str(), value) {
+            // Key ranges use U+0000 as the PartitionKey/RowKey separator, which
+            // stored keys never contain but a literal can (`%00`).
+            ("PartitionKey" | "RowKey", Value::String(v)) if v.contains('\0') => Planned::scope(scope),
+            ("PartitionKey", Value::String(pk)) => Planned::exact(scope.intersect(&partition_key_set(*op, pk))),
             ("RowKey", Value::String(rk)) => row_key_within(scope, *op, rk),
             // A key compared with a non-string literal never matches.
             ("PartitionKey" | "RowKey", _) => Planned::exact(Set::empty()),
@@ -266,8 +260,5 @@ fn row_key_within(scope: Set, op: CompareOp, rk: &str) -> Planned {
         };
         out.extend(Set(vec![range]).intersect(&Set::from_ranges(allowed)).0);
     }
-    Planned {
-        set: Set(out),
-        exact,
-    }
+    Planned { set: Set(out), exact }
 }

@@ -29,14 +29,7 @@ pub(super) fn assert_well_formed(ranges: &[KeyRange]) {
 }
 
 fn exact(e: &Expr, ranges: Vec<KeyRange>) {
-    assert_eq!(
-        plan(e),
-        Plan {
-            ranges,
-            residual: None
-        },
-        "{e:?}"
-    );
+    assert_eq!(plan(e), Plan { ranges, residual: None }, "{e:?}");
 }
 
 #[test]
@@ -67,14 +60,8 @@ fn partition_and_point_lookups() {
 #[test]
 fn partition_key_ranges() {
     let range = |start, end| KeyRange { start, end };
-    exact(
-        &pk(CompareOp::Gt, "m"),
-        vec![range(KeyRange::pk_after("m"), None)],
-    );
-    exact(
-        &pk(CompareOp::Ge, "m"),
-        vec![range(KeyRange::pk_lower("m"), None)],
-    );
+    exact(&pk(CompareOp::Gt, "m"), vec![range(KeyRange::pk_after("m"), None)]);
+    exact(&pk(CompareOp::Ge, "m"), vec![range(KeyRange::pk_lower("m"), None)]);
     exact(
         &pk(CompareOp::Lt, "m"),
         vec![range(vec![], Some(KeyRange::pk_lower("m")))],
@@ -85,10 +72,7 @@ fn partition_key_ranges() {
     );
     exact(
         &Expr::And(vec![pk(CompareOp::Ge, "abc"), pk(CompareOp::Lt, "abd")]),
-        vec![range(
-            KeyRange::pk_lower("abc"),
-            Some(KeyRange::pk_lower("abd")),
-        )],
+        vec![range(KeyRange::pk_lower("abc"), Some(KeyRange::pk_lower("abd")))],
     );
     exact(
         &pk(CompareOp::Ne, "m"),
@@ -131,12 +115,7 @@ fn row_key_prefix_idiom_in_a_partition() {
 fn or_of_point_lookups_gives_sorted_merged_ranges() {
     let point = |p: &str, r: &str| Expr::And(vec![pk(CompareOp::Eq, p), rk(CompareOp::Eq, r)]);
     exact(
-        &Expr::Or(vec![
-            point("b", "2"),
-            point("a", "1"),
-            point("b", "2"),
-            point("a", "0"),
-        ]),
+        &Expr::Or(vec![point("b", "2"), point("a", "1"), point("b", "2"), point("a", "0")]),
         vec![
             KeyRange::point("a", "0"),
             KeyRange::point("a", "1"),
@@ -145,11 +124,7 @@ fn or_of_point_lookups_gives_sorted_merged_ranges() {
     );
     // A whole partition swallows its points.
     exact(
-        &Expr::Or(vec![
-            point("a", "1"),
-            pk(CompareOp::Eq, "a"),
-            point("c", "1"),
-        ]),
+        &Expr::Or(vec![point("a", "1"), pk(CompareOp::Eq, "a"), point("c", "1")]),
         vec![KeyRange::partition("a"), KeyRange::point("c", "1")],
     );
     let many = Expr::Or((0..300).map(|i| point("p", &format!("r{i:03}"))).collect());
@@ -160,10 +135,7 @@ fn or_of_point_lookups_gives_sorted_merged_ranges() {
 
 #[test]
 fn contradictions_and_type_mismatches_scan_nothing() {
-    exact(
-        &Expr::And(vec![pk(CompareOp::Eq, "a"), pk(CompareOp::Eq, "b")]),
-        vec![],
-    );
+    exact(&Expr::And(vec![pk(CompareOp::Eq, "a"), pk(CompareOp::Eq, "b")]), vec![]);
     exact(&cmp("PartitionKey", CompareOp::Eq, Value::Int32(1)), vec![]);
     exact(&cmp("RowKey", CompareOp::Ne, Value::Int32(1)), vec![]);
     exact(
@@ -233,4 +205,17 @@ fn ranges_select_the_right_keys() {
     assert!(inside("a\u{1F600}", ""));
     assert!(!inside("a\u{E000}", "z"));
     assert!(!inside("ab", "z"));
+}
+
+#[test]
+fn key_literals_with_nul_are_not_ranges() {
+    // U+0000 separates the keys in the encoding: `'a\0b'` must not select the
+    // entity (PartitionKey `a`, RowKey `b`), so such literals stay in the residual.
+    for f in [
+        pk(CompareOp::Eq, "a\0b"),
+        pk(CompareOp::Gt, "a\0b"),
+        Expr::And(vec![pk(CompareOp::Eq, "a"), rk(CompareOp::Lt, "b\0")]),
+    ] {
+        assert_eq!(plan(&f).residual.as_ref(), Some(&f));
+    }
 }

@@ -30,6 +30,14 @@ fn key() -> impl Strategy<Value = String> {
     prop::sample::select(&KEYS[..]).prop_map(str::to_owned)
 }
 
+/// Literals may also hold U+0000, which stored keys never do.
+fn literal_key() -> impl Strategy<Value = String> {
+    prop_oneof![
+        8 => key(),
+        1 => prop::sample::select(vec!["a\0", "a\0b", "\0", "ab\0\u{1F600}"]).prop_map(str::to_owned),
+    ]
+}
+
 fn timestamp() -> impl Strategy<Value = DateTime> {
     (0i64..4).prop_map(|i| DateTime(DateTime::MIN.0 + i * 10_000_000))
 }
@@ -84,7 +92,7 @@ fn filter() -> impl Strategy<Value = Expr> {
             value,
         })
     };
-    let string = || key().prop_map(Value::String).boxed();
+    let string = || literal_key().prop_map(Value::String).boxed();
     let leaf = prop_oneof![
         4 => compare("PartitionKey", string()),
         4 => compare("RowKey", string()),
