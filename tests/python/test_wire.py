@@ -499,8 +499,34 @@ def test_bad_signature(raw, raw_table):
     assert_error(raw.get_entity(raw_table, "p", "r"), 404, "ResourceNotFound")
 
 
-def test_signature_covers_path_and_content_type(raw, server):
-    """A signature computed for another resource / content type must be refused."""
+def test_signature_covers_content_type(server):
+    """Content-Type is signed exactly as sent (auth.md §2)."""
+    import requests
+
+    from conftest import shared_key_string_to_sign, sign
+
+    name = unique_table_name("ctsig")
+    date = formatdate(usegmt=True)
+    sts = shared_key_string_to_sign("POST", "", "application/json", date, f"/{ACCOUNT}/{ACCOUNT}/Tables")
+    headers = {
+        "x-ms-date": date,
+        "x-ms-version": "2019-02-02",
+        "Accept": JSON_MINIMAL,
+        "Content-Type": "application/json;odata=nometadata",
+        "Authorization": f"SharedKey {ACCOUNT}:{sign(KEY, sts)}",
+    }
+    r = requests.post(f"{server.url}/Tables", data=json.dumps({"TableName": name}), headers=headers)
+    assert_error(r, 403, "AuthenticationFailed")
+    # Signed with the Content-Type actually sent: accepted.
+    sts = shared_key_string_to_sign("POST", "", headers["Content-Type"], date, f"/{ACCOUNT}/{ACCOUNT}/Tables")
+    headers["Authorization"] = f"SharedKey {ACCOUNT}:{sign(KEY, sts)}"
+    r = requests.post(f"{server.url}/Tables", data=json.dumps({"TableName": name}), headers=headers)
+    assert r.status_code == 201, (r.status_code, r.text)
+    server.raw.delete_table(name)
+
+
+def test_signature_covers_path_and_verb(raw, server):
+    """A signature computed for another resource / verb must be refused."""
     import requests
 
     from conftest import shared_key_string_to_sign, sign
