@@ -36,6 +36,13 @@ impl Accounts {
         Ok(a)
     }
 
+    /// Reads account specs from a file: one `NAME:KEY1[:KEY2]` per line; blank
+    /// lines and lines starting with `#` are skipped.
+    pub fn specs_from_file(path: &std::path::Path) -> Result<Vec<String>, String> {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
+        Ok(text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')).map(str::to_owned).collect())
+    }
+
     pub fn dev() -> Self {
         Accounts::from_specs(&[format!("{DEV_ACCOUNT}:{DEV_KEY}")]).unwrap_or_default()
     }
@@ -50,5 +57,24 @@ impl Accounts {
 
     pub fn names(&self) -> impl Iterator<Item = &str> {
         self.keys.keys().map(String::as_str)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accounts_file_and_two_keys() {
+        let path = std::env::temp_dir().join(format!("tafel-accounts-{}.txt", std::process::id()));
+        let text = format!("# accounts\n\n{DEV_ACCOUNT}:{DEV_KEY}:a2V5Mg==\n  other:b3RoZXI=  \n");
+        std::fs::write(&path, text).expect("write temp file");
+        let specs = Accounts::specs_from_file(&path).expect("reads");
+        let _ = std::fs::remove_file(&path);
+        assert_eq!(specs.len(), 2);
+        let a = Accounts::from_specs(&specs).expect("parses");
+        assert_eq!(a.keys(DEV_ACCOUNT).map(<[_]>::len), Some(2));
+        assert_eq!(a.keys("other"), Some(&[b"other".to_vec()][..]));
+        assert!(Accounts::specs_from_file(std::path::Path::new("/nonexistent/tafel")).is_err());
     }
 }

@@ -1,10 +1,11 @@
 //! HTTP layer of Tafel: the server, account addressing, authentication (Shared
-//! Key, Shared Key Lite) and the common response headers. Everything below it is
-//! the protocol layer.
+//! Key, Shared Key Lite, shared access signatures), CORS and the common response
+//! headers. Everything below it is the protocol layer.
 
 pub mod accounts;
 pub mod addressing;
 mod auth;
+pub mod cors;
 pub mod pipeline;
 pub mod server;
 

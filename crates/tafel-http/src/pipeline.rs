@@ -2,6 +2,7 @@
 //! authenticate → protocol handler → common response headers. Every failure
 //! becomes Azure's error response here, in one place.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -15,6 +16,7 @@ use tafel_service::{Ctx, Error, ErrorCode, Service};
 use crate::accounts::Accounts;
 use crate::addressing;
 use crate::auth::{self, Signed};
+use crate::cors;
 
 /// The version we answer with when the client sent none.
 pub const DEFAULT_VERSION: &str = "2019-02-02";
@@ -27,12 +29,21 @@ pub struct AppState {
     pub accounts: Accounts,
 }
 
+/// The client's address, put in each request's extensions by the server.
+#[derive(Debug, Clone, Copy)]
+pub struct PeerAddr(pub SocketAddr);
+
 struct Meta {
     request_id: String,
     version: String,
     client_request_id: Option<HeaderValue>,
     /// Error body format: `None` = XML.
     error_level: Option<MetadataLevel>,
+    /// The addressed account, once known (for CORS).
+    account: Option<String>,
+    /// `Origin` of a cross-origin request, and the request's verb.
+    origin: Option<String>,
+    method: Method,
 }
 
 pub async fn handle(state: Arc<AppState>, req: hyper::Request<Incoming>) -> Response {
@@ -47,12 +58,20 @@ pub async fn handle(state: Arc<AppState>, req: hyper::Request<Incoming>) -> Resp
             .unwrap_or_else(|| DEFAULT_VERSION.to_owned()),
         client_request_id: headers.get("x-ms-client-request-id").cloned(),
         error_level: Some(MetadataLevel::Minimal),
+        account: None,
+        origin: headers.get("origin").and_then(|v| v.to_str().ok()).map(str::to_owned),
+        method: req.method().clone(),
     };
     let head_request = req.method() == Method::HEAD;
     let mut resp = match run(&state, req, &mut meta).await {
         Ok(r) => r,
         Err(e) => error_response(&e, &meta),
     };
+    if let (Some(origin), Some(account)) = (&meta.origin, &meta.account) {
+        if meta.method != Method::OPTIONS {
+            cors::decorate(&state.service, account, origin, meta.method.as_str(), &mut resp).await;
+        }
+    }
     finish(&mut resp, &meta);
     if head_request {
         resp.body = Bytes::new();
@@ -122,6 +141,12 @@ async fn run(state: &AppState, req: hyper::Request<Incoming>, meta: &mut Meta) -
         .unwrap_or_else(|| "127.0.0.1".to_owned());
     let address = addressing::resolve(&host, &raw_path)
         .ok_or_else(|| Error::with_message(ErrorCode::InvalidUri, "The request URI names no storage account."))?;
+    meta.account = Some(address.account.clone());
+    if parts.method == Method::OPTIONS {
+        // CORS preflight: unauthenticated, answered from the stored rules.
+        meta.error_level = None;
+        return cors::preflight(&state.service, &state.accounts, &address.account, &parts.headers).await;
+    }
     check_version(&parts.headers)?;
 
     if let Some(len) = parts.headers.get(http::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<usize>().ok()) {
@@ -135,16 +160,20 @@ async fn run(state: &AppState, req: hyper::Request<Incoming>, meta: &mut Meta) -
         .map_err(|_| Error::new(ErrorCode::RequestBodyTooLarge))?
         .to_bytes();
 
+    let peer = parts.extensions.get::<PeerAddr>().map(|p| p.0.ip());
     let access = auth::authenticate(
         &state.accounts,
+        &state.service,
         &Signed {
             method: parts.method.as_str(),
             account: &address.account,
             raw_path: &raw_path,
             query: &query,
             headers: &parts.headers,
+            peer,
         },
-    )?;
+    )
+    .await?;
 
     let method = tafel_protocol::effective_method(&parts.method, &parts.headers)?;
     let request = Request { method, path: address.path, query, headers: parts.headers, body };

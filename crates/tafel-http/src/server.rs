@@ -12,7 +12,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 
-use crate::pipeline::{handle, into_hyper, AppState};
+use crate::pipeline::{handle, into_hyper, AppState, PeerAddr};
 
 /// Serves until `shutdown` completes, then waits (bounded) for open requests.
 pub async fn serve(listener: TcpListener, state: Arc<AppState>, shutdown: impl Future<Output = ()>) -> std::io::Result<()> {
@@ -23,7 +23,7 @@ pub async fn serve(listener: TcpListener, state: Arc<AppState>, shutdown: impl F
     loop {
         tokio::select! {
             accepted = listener.accept() => {
-                let (stream, _peer): (_, SocketAddr) = match accepted {
+                let (stream, peer): (_, SocketAddr) = match accepted {
                     Ok(a) => a,
                     Err(e) => {
                         tracing::warn!(error = %e, "accept failed");
@@ -33,7 +33,8 @@ pub async fn serve(listener: TcpListener, state: Arc<AppState>, shutdown: impl F
                 };
                 let _ = stream.set_nodelay(true);
                 let state = state.clone();
-                let svc = service_fn(move |req| {
+                let svc = service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
+                    req.extensions_mut().insert(PeerAddr(peer));
                     let state = state.clone();
                     async move { Ok::<_, Infallible>(into_hyper(handle(state, req).await)) }
                 });

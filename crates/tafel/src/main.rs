@@ -41,6 +41,10 @@ struct ServeArgs {
     /// emulator account devstoreaccount1 with its well-known key.
     #[arg(long = "account", env = "TAFEL_ACCOUNTS", value_delimiter = ';')]
     accounts: Vec<String>,
+    /// A file of accounts, one NAME:BASE64KEY[:BASE64KEY2] per line (`#` starts a
+    /// comment line); combined with --account.
+    #[arg(long = "accounts-file", env = "TAFEL_ACCOUNTS_FILE")]
+    accounts_file: Option<PathBuf>,
     /// Log filter (error, warn, info, debug, trace, or a tracing directive).
     #[arg(long, env = "TAFEL_LOG", default_value = "info")]
     log: String,
@@ -64,10 +68,14 @@ fn main() -> anyhow::Result<()> {
 }
 
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {
-    let accounts = if args.accounts.is_empty() {
+    let mut specs = args.accounts.clone();
+    if let Some(path) = &args.accounts_file {
+        specs.extend(Accounts::specs_from_file(path).map_err(anyhow::Error::msg)?);
+    }
+    let accounts = if specs.is_empty() {
         Accounts::dev()
     } else {
-        Accounts::from_specs(&args.accounts).map_err(anyhow::Error::msg)?
+        Accounts::from_specs(&specs).map_err(anyhow::Error::msg)?
     };
     let store = Arc::new(
         EmbeddedStore::open(&args.data_dir, EmbeddedOptions { cache_size: args.cache_mb << 20 })

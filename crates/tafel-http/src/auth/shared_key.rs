@@ -141,6 +141,7 @@ mod tests {
             raw_path: "/devstoreaccount1/Tables",
             query: &[],
             headers: &headers,
+            peer: None,
         };
         let sig = sign(
             &key,
