@@ -39,7 +39,10 @@ pub fn key(value: &str, which: &str) -> Result<()> {
             format!("The {which} exceeds the maximum allowed size (1KB)."),
         ));
     }
-    if let Some(c) = value.chars().find(|&c| matches!(c, '/' | '\\' | '#' | '?' | '\u{0}'..='\u{1f}' | '\u{7f}'..='\u{9f}')) {
+    if let Some(c) = value
+        .chars()
+        .find(|&c| matches!(c, '/' | '\\' | '#' | '?' | '\u{0}'..='\u{1f}' | '\u{7f}'..='\u{9f}'))
+    {
         return Err(Error::invalid_input(format!(
             "The {which} contains an invalid character U+{:04X}.",
             c as u32
@@ -83,12 +86,17 @@ pub fn value(v: &Value) -> Result<()> {
 pub fn entity(e: &Entity) -> Result<()> {
     key(&e.partition_key, "PartitionKey")?;
     key(&e.row_key, "RowKey")?;
-    if e.properties.len() > MAX_CUSTOM_PROPERTIES {
-        return Err(Error::new(ErrorCode::TooManyProperties));
-    }
     for p in &e.properties {
         property_name(&p.name)?;
         value(&p.value)?;
+    }
+    entity_limits(e)
+}
+
+/// The whole-entity limits: property count and size.
+pub fn entity_limits(e: &Entity) -> Result<()> {
+    if e.properties.len() > MAX_CUSTOM_PROPERTIES {
+        return Err(Error::new(ErrorCode::TooManyProperties));
     }
     if azure_size(e) > MAX_ENTITY_BYTES {
         return Err(Error::new(ErrorCode::EntityTooLarge));
@@ -104,7 +112,10 @@ pub fn azure_size(e: &Entity) -> usize {
     4 + prop(12, key_size(&e.partition_key))
         + prop(6, key_size(&e.row_key))
         + prop(9, 8)
-        + e.properties.iter().map(|p| prop(p.name.encode_utf16().count(), p.value.azure_size())).sum::<usize>()
+        + e.properties
+            .iter()
+            .map(|p| prop(p.name.encode_utf16().count(), p.value.azure_size()))
+            .sum::<usize>()
 }
 
 /// Timestamps are only ever produced by the server; a stored one outside Azure's
@@ -122,19 +133,38 @@ mod tests {
         assert!(table_name("abc").is_ok());
         assert!(table_name(&"a".repeat(63)).is_ok());
         assert_eq!(table_name("ab").map_err(|e| e.code), Err(ErrorCode::OutOfRangeInput));
-        assert_eq!(table_name(&"a".repeat(64)).map_err(|e| e.code), Err(ErrorCode::OutOfRangeInput));
-        assert_eq!(table_name("1abc").map_err(|e| e.code), Err(ErrorCode::InvalidResourceName));
-        assert_eq!(table_name("ab-c").map_err(|e| e.code), Err(ErrorCode::InvalidResourceName));
-        assert_eq!(table_name("Tables").map_err(|e| e.code), Err(ErrorCode::InvalidResourceName));
+        assert_eq!(
+            table_name(&"a".repeat(64)).map_err(|e| e.code),
+            Err(ErrorCode::OutOfRangeInput)
+        );
+        assert_eq!(
+            table_name("1abc").map_err(|e| e.code),
+            Err(ErrorCode::InvalidResourceName)
+        );
+        assert_eq!(
+            table_name("ab-c").map_err(|e| e.code),
+            Err(ErrorCode::InvalidResourceName)
+        );
+        assert_eq!(
+            table_name("Tables").map_err(|e| e.code),
+            Err(ErrorCode::InvalidResourceName)
+        );
     }
 
     #[test]
     fn keys() {
         assert!(key("", "RowKey").is_ok());
         assert!(key(&"é".repeat(512), "RowKey").is_ok());
-        assert_eq!(key(&"a".repeat(513), "RowKey").map_err(|e| e.code), Err(ErrorCode::KeyValueTooLarge));
+        assert_eq!(
+            key(&"a".repeat(513), "RowKey").map_err(|e| e.code),
+            Err(ErrorCode::KeyValueTooLarge)
+        );
         for bad in ["a/b", "a\\b", "a#b", "a?b", "\u{0}", "\u{1f}", "\u{7f}", "\u{9f}"] {
-            assert_eq!(key(bad, "RowKey").map_err(|e| e.code), Err(ErrorCode::InvalidInput), "{bad:?}");
+            assert_eq!(
+                key(bad, "RowKey").map_err(|e| e.code),
+                Err(ErrorCode::InvalidInput),
+                "{bad:?}"
+            );
         }
     }
 
@@ -143,9 +173,16 @@ mod tests {
         assert!(property_name("_a1").is_ok());
         assert!(property_name("Ünïcode").is_ok());
         assert!(property_name(&"a".repeat(255)).is_ok());
-        assert_eq!(property_name(&"a".repeat(256)).map_err(|e| e.code), Err(ErrorCode::PropertyNameTooLong));
+        assert_eq!(
+            property_name(&"a".repeat(256)).map_err(|e| e.code),
+            Err(ErrorCode::PropertyNameTooLong)
+        );
         for bad in ["", "1a", "a-b", "a b", "a.b", "a@b"] {
-            assert_eq!(property_name(bad).map_err(|e| e.code), Err(ErrorCode::PropertyNameInvalid), "{bad:?}");
+            assert_eq!(
+                property_name(bad).map_err(|e| e.code),
+                Err(ErrorCode::PropertyNameInvalid),
+                "{bad:?}"
+            );
         }
     }
 

@@ -29,6 +29,9 @@ use crate::traits::{Decide, Mutation, Outcome, ScanPage, ScanRequest, Store, Tab
 
 /// `account 0x00 lowercase-table-name` → `id u64 LE, name len u16 LE, name, acl`.
 const TABLES: TableDefinition<&[u8], &[u8]> = TableDefinition::new("tables");
+/// `account 0x00 table-name-as-created` → nothing: the listing order, which is
+/// ordinal on the stored name while lookups ignore case.
+const TABLE_ORDER: TableDefinition<&[u8], ()> = TableDefinition::new("table_order");
 /// `table id u64 BE ++ EntityKey` → entity value.
 const ENTITIES: TableDefinition<&[u8], &[u8]> = TableDefinition::new("entities");
 /// Counters and per-account settings.
@@ -86,6 +89,14 @@ pub struct EmbeddedStore {
     db: Arc<Database>,
     jobs: std::sync::Mutex<Option<mpsc::Sender<Job>>>,
     writer: std::sync::Mutex<Option<thread::JoinHandle<()>>>,
+}
+
+fn order_key(account: &str, name: &str) -> Vec<u8> {
+    let mut k = Vec::with_capacity(account.len() + 1 + name.len());
+    k.extend_from_slice(account.as_bytes());
+    k.push(0);
+    k.extend_from_slice(name.as_bytes());
+    k
 }
 
 fn table_key(account: &str, name: &str) -> Vec<u8> {
@@ -152,6 +163,7 @@ impl EmbeddedStore {
         let txn = db.begin_write().map_err(be)?;
         {
             txn.open_table(TABLES).map_err(be)?;
+            txn.open_table(TABLE_ORDER).map_err(be)?;
             txn.open_table(ENTITIES).map_err(be)?;
             txn.open_table(META).map_err(be)?;
         }
@@ -235,10 +247,12 @@ fn run_group(db: &Database, group: Vec<Job>) {
         txn.set_durability(Durability::Immediate).map_err(|e| e.to_string())?;
         {
             let mut tables = txn.open_table(TABLES).map_err(|e| e.to_string())?;
+            let mut order = txn.open_table(TABLE_ORDER).map_err(|e| e.to_string())?;
             let mut entities = txn.open_table(ENTITIES).map_err(|e| e.to_string())?;
             let mut meta = txn.open_table(META).map_err(|e| e.to_string())?;
             let mut w = Writer {
                 tables: &mut tables,
+                order: &mut order,
                 entities: &mut entities,
                 meta: &mut meta,
             };
@@ -258,6 +272,7 @@ fn run_group(db: &Database, group: Vec<Job>) {
 
 struct Writer<'a, 't> {
     tables: &'a mut redb::Table<'t, &'static [u8], &'static [u8]>,
+    order: &'a mut redb::Table<'t, &'static [u8], ()>,
     entities: &'a mut redb::Table<'t, &'static [u8], &'static [u8]>,
     meta: &'a mut redb::Table<'t, &'static str, &'static [u8]>,
 }
@@ -313,6 +328,7 @@ impl Writer<'_, '_> {
                 encode_table(id, name, &[]).as_slice(),
             )
             .map_err(be)?;
+        self.order.insert(order_key(account, name).as_slice(), ()).map_err(be)?;
         Ok(true)
     }
 
@@ -321,6 +337,7 @@ impl Writer<'_, '_> {
             return Ok(false);
         };
         self.tables.remove(table_key(account, name).as_slice()).map_err(be)?;
+        self.order.remove(order_key(account, &t.record.name).as_slice()).map_err(be)?;
         let lo = t.id.to_be_bytes();
         let hi = (t.id + 1).to_be_bytes();
         self.entities
@@ -440,24 +457,24 @@ impl Store for EmbeddedStore {
         .await
     }
 
-    async fn list_tables(
-        &self,
-        account: &str,
-        from: Option<&str>,
-        limit: usize,
-    ) -> Result<Vec<TableRecord>, StoreError> {
+    async fn list_tables(&self, account: &str, from: Option<&str>, limit: usize) -> Result<Vec<TableRecord>, StoreError> {
         let txn = self.db.begin_read().map_err(be)?;
+        let order = txn.open_table(TABLE_ORDER).map_err(be)?;
         let tables = txn.open_table(TABLES).map_err(be)?;
-        let lo = table_key(account, from.unwrap_or(""));
+        let lo = order_key(account, from.unwrap_or(""));
         let mut hi = account.as_bytes().to_vec();
         hi.push(1);
+        let prefix = account.len() + 1;
         let mut out = Vec::new();
-        for item in tables.range::<&[u8]>(lo.as_slice()..hi.as_slice()).map_err(be)? {
+        for item in order.range::<&[u8]>(lo.as_slice()..hi.as_slice()).map_err(be)? {
             if out.len() >= limit {
                 break;
             }
-            let (_, v) = item.map_err(be)?;
-            out.push(decode_table(v.value())?.record);
+            let (k, _) = item.map_err(be)?;
+            let name = std::str::from_utf8(k.value().get(prefix..).unwrap_or_default()).map_err(be)?;
+            if let Some(v) = tables.get(table_key(account, name).as_slice()).map_err(be)? {
+                out.push(decode_table(v.value())?.record);
+            }
         }
         Ok(out)
     }

@@ -72,17 +72,11 @@ pub trait Store: Send + Sync + 'static {
     /// Deletes a table and all its entities; `Ok(false)` if there was none.
     async fn delete_table(&self, account: &str, name: &str) -> Result<bool, StoreError>;
     /// Looks a table up by name, ignoring case.
-    async fn get_table(&self, account: &str, name: &str)
-        -> Result<Option<TableRecord>, StoreError>;
+    async fn get_table(&self, account: &str, name: &str) -> Result<Option<TableRecord>, StoreError>;
     /// Replaces a table's access-policy blob; `Ok(false)` if the table does not exist.
-    async fn set_table_acl(
-        &self,
-        account: &str,
-        name: &str,
-        acl: Vec<u8>,
-    ) -> Result<bool, StoreError>;
-    /// Up to `limit` tables in case-insensitive name order, starting at the first
-    /// whose lowercase name is >= `from`.
+    async fn set_table_acl(&self, account: &str, name: &str, acl: Vec<u8>) -> Result<bool, StoreError>;
+    /// Up to `limit` tables in ordinal order of their stored names, starting at
+    /// the first whose name is >= `from`.
     async fn list_tables(
         &self,
         account: &str,
@@ -90,19 +84,9 @@ pub trait Store: Send + Sync + 'static {
         limit: usize,
     ) -> Result<Vec<TableRecord>, StoreError>;
 
-    async fn get_entity(
-        &self,
-        account: &str,
-        table: &str,
-        key: &EntityKey,
-    ) -> Result<Option<Vec<u8>>, StoreError>;
+    async fn get_entity(&self, account: &str, table: &str, key: &EntityKey) -> Result<Option<Vec<u8>>, StoreError>;
 
-    async fn scan_entities(
-        &self,
-        account: &str,
-        table: &str,
-        request: ScanRequest,
-    ) -> Result<ScanPage, StoreError>;
+    async fn scan_entities(&self, account: &str, table: &str, request: ScanRequest) -> Result<ScanPage, StoreError>;
 
     /// Atomically reads `keys` (distinct, of one table), lets `decide` choose the
     /// mutations, applies them and makes them durable before returning.
@@ -115,8 +99,7 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<Outcome, StoreError>;
 
     async fn get_service_properties(&self, account: &str) -> Result<Option<Vec<u8>>, StoreError>;
-    async fn set_service_properties(&self, account: &str, value: Vec<u8>)
-        -> Result<(), StoreError>;
+    async fn set_service_properties(&self, account: &str, value: Vec<u8>) -> Result<(), StoreError>;
 
     /// Makes everything acknowledged durable and stops accepting writes.
     async fn shutdown(&self) -> Result<(), StoreError>;

@@ -56,15 +56,18 @@ impl Service {
     pub async fn query_tables(&self, ctx: &Ctx, q: &TableQuery) -> Result<TablePage> {
         ctx.access.check(Action::QueryTables, None, None)?;
         let want = q.top.unwrap_or(MAX_PAGE).clamp(1, MAX_PAGE);
-        let mut from = q.next_table.as_deref().map(str::to_ascii_lowercase);
+        let mut from = q.next_table.clone();
         let mut page = TablePage::default();
         loop {
             // One extra row tells whether another page exists.
-            let batch = self.store.list_tables(&ctx.account, from.as_deref(), MAX_PAGE + 1).await?;
+            let batch = self
+                .store
+                .list_tables(&ctx.account, from.as_deref(), MAX_PAGE + 1)
+                .await?;
             let exhausted = batch.len() <= MAX_PAGE;
             for (i, t) in batch.iter().enumerate() {
                 if i == MAX_PAGE {
-                    from = Some(t.name.to_ascii_lowercase());
+                    from = Some(t.name.clone());
                     break;
                 }
                 if q.filter.as_ref().is_none_or(|f| eval_table_name(f, &t.name)) {

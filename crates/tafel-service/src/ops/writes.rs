@@ -8,7 +8,7 @@ use tafel_store::{Decision, EntityKey, Mutation};
 use super::{Ctx, Service};
 use crate::access::Action;
 use crate::error::{Error, ErrorCode, Result};
-use crate::model::{codec, etag_for, DateTime, Entity, Property};
+use crate::model::{codec, etag_for, DateTime, Entity};
 use crate::validate;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,8 +74,8 @@ struct Prepared {
     if_match: IfMatch,
     /// Insert/Replace: the stored bytes with a placeholder Timestamp.
     bytes: Vec<u8>,
-    /// Merge: the properties to lay over the current ones.
-    merge: Vec<Property>,
+    /// Merge: the entity whose properties are laid over the current ones.
+    merge: Entity,
 }
 
 type WriteOutcome = std::result::Result<DateTime, BatchFailure>;
@@ -88,7 +88,12 @@ impl Service {
 
     /// Runs writes on distinct entities of one table atomically: all or none.
     /// Every written entity gets the same returned Timestamp.
-    pub async fn write(&self, ctx: &Ctx, table: &str, ops: Vec<WriteOp>) -> std::result::Result<DateTime, BatchFailure> {
+    pub async fn write(
+        &self,
+        ctx: &Ctx,
+        table: &str,
+        ops: Vec<WriteOp>,
+    ) -> std::result::Result<DateTime, BatchFailure> {
         let fail = |index| move |error| BatchFailure { index, error };
         let mut keys = Vec::with_capacity(ops.len());
         let mut prepared = Vec::with_capacity(ops.len());
@@ -100,7 +105,9 @@ impl Service {
                 (_, IfMatch::None) => Action::UpsertEntity,
                 _ => Action::UpdateEntity,
             };
-            ctx.access.check(action, Some(table), Some((&e.partition_key, &e.row_key))).map_err(fail(i))?;
+            ctx.access
+                .check(action, Some(table), Some((&e.partition_key, &e.row_key)))
+                .map_err(fail(i))?;
             if op.kind == WriteKind::Delete {
                 validate::key(&e.partition_key, "PartitionKey").map_err(fail(i))?;
                 validate::key(&e.row_key, "RowKey").map_err(fail(i))?;
@@ -109,28 +116,45 @@ impl Service {
             }
             keys.push(EntityKey::new(&e.partition_key, &e.row_key));
             let (bytes, merge) = match op.kind {
-                WriteKind::Insert | WriteKind::Replace => (codec::encode(DateTime(0), &e.properties), Vec::new()),
-                WriteKind::Merge => (Vec::new(), op.entity.properties),
-                WriteKind::Delete => (Vec::new(), Vec::new()),
+                WriteKind::Insert | WriteKind::Replace => (codec::encode(DateTime(0), &e.properties), Entity::default()),
+                WriteKind::Merge => (Vec::new(), op.entity),
+                WriteKind::Delete => (Vec::new(), Entity::default()),
             };
-            prepared.push(Prepared { kind: op.kind, if_match: op.if_match, bytes, merge });
+            prepared.push(Prepared {
+                kind: op.kind,
+                if_match: op.if_match,
+                bytes,
+                merge,
+            });
         }
         let clock = self.clock.clone();
         let decide = Box::new(move |current: &[Option<&[u8]>]| {
             let outcome = decide(&clock, prepared, current);
             match outcome {
-                Ok((ts, mutations)) => Decision { mutations, outcome: Box::new(Ok::<_, BatchFailure>(ts)) },
-                Err(f) => Decision { mutations: Vec::new(), outcome: Box::new(Err::<DateTime, _>(f)) },
+                Ok((ts, mutations)) => Decision {
+                    mutations,
+                    outcome: Box::new(Ok::<_, BatchFailure>(ts)),
+                },
+                Err(f) => Decision {
+                    mutations: Vec::new(),
+                    outcome: Box::new(Err::<DateTime, _>(f)),
+                },
             }
         });
         let outcome = self
             .store
             .write_entities(&ctx.account, table, keys, decide)
             .await
-            .map_err(|e| BatchFailure { index: 0, error: e.into() })?;
+            .map_err(|e| BatchFailure {
+                index: 0,
+                error: e.into(),
+            })?;
         match outcome.downcast::<WriteOutcome>() {
             Ok(result) => *result,
-            Err(_) => Err(BatchFailure { index: 0, error: Error::internal("unexpected write outcome") }),
+            Err(_) => Err(BatchFailure {
+                index: 0,
+                error: Error::internal("unexpected write outcome"),
+            }),
         }
     }
 }
@@ -144,10 +168,18 @@ fn decide(
     let mut newest: Option<DateTime> = None;
     for (i, (op, cur)) in prepared.iter().zip(current).enumerate() {
         let cur_ts = match cur {
-            Some(bytes) => Some(codec::timestamp(bytes).ok_or_else(|| BatchFailure { index: i, error: Error::internal("corrupt stored entity") })?),
+            Some(bytes) => Some(codec::timestamp(bytes).ok_or_else(|| BatchFailure {
+                index: i,
+                error: Error::internal("corrupt stored entity"),
+            })?),
             None => None,
         };
-        let err = |code| Err(BatchFailure { index: i, error: Error::new(code) });
+        let err = |code| {
+            Err(BatchFailure {
+                index: i,
+                error: Error::new(code),
+            })
+        };
         match (op.kind, cur_ts) {
             (WriteKind::Insert, Some(_)) => return err(ErrorCode::EntityAlreadyExists),
             (WriteKind::Insert, None) => {}
@@ -161,7 +193,7 @@ fn decide(
     }
     let ts = clock.next_after(newest);
     let mut mutations = Vec::with_capacity(prepared.len());
-    for (op, cur) in prepared.into_iter().zip(current) {
+    for (i, (op, cur)) in prepared.into_iter().zip(current).enumerate() {
         mutations.push(match op.kind {
             WriteKind::Delete => Mutation::Delete,
             WriteKind::Insert | WriteKind::Replace => {
@@ -170,19 +202,22 @@ fn decide(
                 Mutation::Put(bytes)
             }
             WriteKind::Merge => {
-                let mut props = match cur {
-                    Some(bytes) => codec::decode(String::new(), String::new(), bytes)
+                let mut merged = op.merge;
+                let overlay = std::mem::take(&mut merged.properties);
+                if let Some(bytes) = cur {
+                    merged.properties = codec::decode(String::new(), String::new(), bytes)
                         .map(|e| e.properties)
-                        .unwrap_or_default(),
-                    None => Vec::new(),
-                };
-                for p in op.merge {
-                    match props.iter_mut().find(|q| q.name == p.name) {
+                        .unwrap_or_default();
+                }
+                for p in overlay {
+                    match merged.properties.iter_mut().find(|q| q.name == p.name) {
                         Some(q) => q.value = p.value,
-                        None => props.push(p),
+                        None => merged.properties.push(p),
                     }
                 }
-                Mutation::Put(codec::encode(ts, &props))
+                // The limits hold for the merged entity, not only for the request's part.
+                validate::entity_limits(&merged).map_err(|error| BatchFailure { index: i, error })?;
+                Mutation::Put(codec::encode(ts, &merged.properties))
             }
         });
     }
