@@ -39,6 +39,11 @@ pub fn resolve(host: &str, raw_path: &str) -> Option<Address> {
             return None;
         }
         let (account, secondary) = split_secondary(account);
+        // The SDKs address a path-style secondary as `/acct-secondary/acct/…`.
+        let rest = match rest.strip_prefix('/').and_then(|r| r.strip_prefix(account)) {
+            Some(after) if secondary && (after.is_empty() || after.starts_with('/')) => after,
+            _ => rest,
+        };
         Some(Address {
             account: account.to_owned(),
             path: rest.to_owned(),
@@ -82,6 +87,12 @@ mod tests {
     fn host_style() {
         let a = resolve("devstoreaccount1.table.localhost:10002", "/Tables").expect("resolves");
         assert_eq!((a.account.as_str(), a.path.as_str()), ("devstoreaccount1", "/Tables"));
+        let a = resolve("127.0.0.1:10002", "/acct-secondary/acct/").expect("resolves");
+        assert_eq!((a.account.as_str(), a.path.as_str(), a.secondary), ("acct", "/", true));
+        let a = resolve("127.0.0.1:10002", "/acct-secondary/Tables").expect("resolves");
+        assert_eq!((a.account.as_str(), a.path.as_str()), ("acct", "/Tables"));
+        let a = resolve("127.0.0.1:10002", "/acct/acct").expect("resolves");
+        assert_eq!(a.path, "/acct");
         let a = resolve("acct-secondary.table.core.windows.net", "/t()").expect("resolves");
         assert_eq!(a.account, "acct");
         assert!(a.secondary);

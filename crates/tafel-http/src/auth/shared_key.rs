@@ -65,6 +65,13 @@ pub fn verify(keys: &[Vec<u8>], req: &Signed<'_>, authorization: &str) -> Result
             resources.push(canonical_resource(req.account, &decoded, comp));
         }
     }
+    // Requests to the path-style secondary (`/acct-secondary/acct/…`, as the SDKs
+    // build it) are signed with the primary path.
+    if let Some(rest) = req.raw_path.strip_prefix(&format!("/{}-secondary", req.account)) {
+        if rest.is_empty() || rest.starts_with('/') {
+            resources.push(canonical_resource(req.account, rest, comp));
+        }
+    }
     for date in &dates {
         for resource in &resources {
             let to_sign = if lite {
