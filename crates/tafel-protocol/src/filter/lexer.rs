@@ -101,11 +101,7 @@ impl<'a> Lexer<'a> {
             Some(_) => {
                 let c = self.text[pos..].chars().next().unwrap_or_default();
                 if !is_word_start(c) {
-                    return Err(syntax_error(
-                        self.text,
-                        pos,
-                        &format!("unexpected character '{c}'"),
-                    ));
+                    return Err(syntax_error(self.text, pos, &format!("unexpected character '{c}'")));
                 }
                 self.word()?
             }
@@ -165,18 +161,14 @@ impl<'a> Lexer<'a> {
                     .filter(|_| body.len() == 36)
                     .ok_or_else(|| syntax_error(self.text, start, "invalid guid literal"))?,
             ),
-            _ => Value::Binary(
-                hex(body)
-                    .ok_or_else(|| syntax_error(self.text, start, "invalid binary literal"))?,
-            ),
+            _ => Value::Binary(hex(body).ok_or_else(|| syntax_error(self.text, start, "invalid binary literal"))?),
         };
         self.end_of_literal()?;
         Ok(Kind::Lit(value))
     }
 
     fn datetime(&self, body: &str, pos: usize) -> Result<DateTime, Error> {
-        let dt = DateTime::parse(body)
-            .ok_or_else(|| syntax_error(self.text, pos, "invalid datetime literal"))?;
+        let dt = DateTime::parse(body).ok_or_else(|| syntax_error(self.text, pos, "invalid datetime literal"))?;
         if !dt.in_azure_range() {
             return Err(error_at(
                 ErrorCode::OutOfRangeInput,

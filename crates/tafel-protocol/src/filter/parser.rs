@@ -79,10 +79,7 @@ impl<'a> Parser<'a> {
     }
 
     fn pos(&self) -> usize {
-        self.tokens
-            .get(self.at)
-            .or(self.tokens.last())
-            .map_or(0, |t| t.pos)
+        self.tokens.get(self.at).or(self.tokens.last()).map_or(0, |t| t.pos)
     }
 
     fn bump(&mut self) {
@@ -187,19 +184,9 @@ impl<'a> Parser<'a> {
         }
     }
 
-    fn comparison(
-        &self,
-        left: Operand,
-        op: CompareOp,
-        right: Operand,
-        right_pos: usize,
-    ) -> Result<Expr, Error> {
+    fn comparison(&self, left: Operand, op: CompareOp, right: Operand, right_pos: usize) -> Result<Expr, Error> {
         match (left, right) {
-            (Operand::Property(property), Operand::Literal(value)) => Ok(Expr::Compare {
-                property,
-                op,
-                value,
-            }),
+            (Operand::Property(property), Operand::Literal(value)) => Ok(Expr::Compare { property, op, value }),
             (Operand::Literal(value), Operand::Property(property)) => Ok(Expr::Compare {
                 property,
                 op: op.flipped(),
@@ -239,9 +226,7 @@ impl<'a> Parser<'a> {
                 }
             }
             Kind::End => return Err(self.syntax("unexpected end of filter")),
-            Kind::Open | Kind::Close => {
-                return Err(self.syntax("expected a property name or literal"))
-            }
+            Kind::Open | Kind::Close => return Err(self.syntax("expected a property name or literal")),
         };
         self.bump();
         Ok(operand)

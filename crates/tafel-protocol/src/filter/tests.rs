@@ -47,10 +47,7 @@ fn string_literals() {
     assert_eq!(literal("'a b  c'"), Value::String("a b  c".into()));
     assert_eq!(literal("'and or ( )'"), Value::String("and or ( )".into()));
     assert_eq!(literal("'é\u{1F600}'"), Value::String("é\u{1F600}".into()));
-    assert_eq!(
-        literal("\"say \"\"hi\"\"\""),
-        Value::String("say \"hi\"".into())
-    );
+    assert_eq!(literal("\"say \"\"hi\"\"\""), Value::String("say \"hi\"".into()));
 }
 
 #[test]
@@ -110,23 +107,11 @@ fn typed_literals() {
 
 #[test]
 fn typed_literal_errors() {
-    assert_eq!(
-        code("P eq datetime'2024-13-01T00:00:00Z'"),
-        ErrorCode::InvalidInput
-    );
+    assert_eq!(code("P eq datetime'2024-13-01T00:00:00Z'"), ErrorCode::InvalidInput);
     assert_eq!(code("P eq datetime'yesterday'"), ErrorCode::InvalidInput);
-    assert_eq!(
-        code("P eq datetime'2024-01-01T00:00:00Z"),
-        ErrorCode::InvalidInput
-    );
-    assert_eq!(
-        code("P eq datetime'1600-12-31T23:59:59Z'"),
-        ErrorCode::OutOfRangeInput
-    );
-    assert_eq!(
-        code("P eq datetime'0001-01-01T00:00:00Z'"),
-        ErrorCode::OutOfRangeInput
-    );
+    assert_eq!(code("P eq datetime'2024-01-01T00:00:00Z"), ErrorCode::InvalidInput);
+    assert_eq!(code("P eq datetime'1600-12-31T23:59:59Z'"), ErrorCode::OutOfRangeInput);
+    assert_eq!(code("P eq datetime'0001-01-01T00:00:00Z'"), ErrorCode::OutOfRangeInput);
     assert_eq!(
         code("P eq guid'3f2504e0-4f89-11d3-9a0c-0305e82c330'"),
         ErrorCode::InvalidInput
@@ -152,10 +137,7 @@ fn literal_on_the_left_is_normalised() {
         parse("'a' lt RowKey"),
         cmp("RowKey", CompareOp::Gt, Value::String("a".into()))
     );
-    assert_eq!(
-        parse("5 ge Age"),
-        cmp("Age", CompareOp::Le, Value::Int32(5))
-    );
+    assert_eq!(parse("5 ge Age"), cmp("Age", CompareOp::Le, Value::Int32(5)));
     assert_eq!(parse("true eq Active"), eq("Active", Value::Boolean(true)));
     assert_eq!(parse("1 ne A"), cmp("A", CompareOp::Ne, Value::Int32(1)));
 }
@@ -172,10 +154,7 @@ fn every_operator_case_insensitively() {
     ] {
         assert_eq!(parse(&format!("A {word} 1")), cmp("A", op, Value::Int32(1)));
         let upper = word.to_uppercase();
-        assert_eq!(
-            parse(&format!("A {upper} 1")),
-            cmp("A", op, Value::Int32(1))
-        );
+        assert_eq!(parse(&format!("A {upper} 1")), cmp("A", op, Value::Int32(1)));
     }
     assert_eq!(
         parse("A eq 1 AND B eq 2 Or NOT C"),
@@ -225,10 +204,7 @@ fn chains_are_flattened() {
         parse("A eq 1 or (A eq 1 or A eq 1) or ((A eq 1))"),
         Expr::Or(vec![a(), a(), a(), a()])
     );
-    assert_eq!(
-        parse("A eq 1 and (A eq 1 and A eq 1)"),
-        Expr::And(vec![a(), a(), a()])
-    );
+    assert_eq!(parse("A eq 1 and (A eq 1 and A eq 1)"), Expr::And(vec![a(), a(), a()]));
     assert_eq!(parse("((((A eq 1))))"), a());
 }
 
@@ -331,10 +307,7 @@ fn unsupported_comparisons_and_features() {
     assert_eq!(code("not false"), ErrorCode::InvalidInput);
     assert_eq!(code("true and (false or true)"), ErrorCode::InvalidInput);
     assert_eq!(code("startswith(Name, 'a')"), ErrorCode::NotImplemented);
-    assert_eq!(
-        code("substringof('a', Name) eq true"),
-        ErrorCode::NotImplemented
-    );
+    assert_eq!(code("substringof('a', Name) eq true"), ErrorCode::NotImplemented);
     assert_eq!(code("length (Name) eq 3"), ErrorCode::NotImplemented);
     assert_eq!(code("Age add 1 eq 3"), ErrorCode::NotImplemented);
     assert_eq!(code("Age eq null"), ErrorCode::NotImplemented);
@@ -353,10 +326,7 @@ fn long_or_chains_parse_flat_and_fast() {
         other => panic!("{other:?}"),
     }
     assert!(start.elapsed() < std::time::Duration::from_millis(500));
-    let wide = (0..5000)
-        .map(|i| format!("A eq {i}"))
-        .collect::<Vec<_>>()
-        .join(" or ");
+    let wide = (0..5000).map(|i| format!("A eq {i}")).collect::<Vec<_>>().join(" or ");
     assert!(matches!(parse(&wide), Expr::Or(items) if items.len() == 5000));
 }
 
@@ -367,11 +337,7 @@ fn deep_nesting_is_an_error_not_a_stack_overflow() {
     let ok = format!("{}A", "not ".repeat(MAX_DEPTH));
     assert!(parse_filter(&ok).is_ok());
     for text in [
-        format!(
-            "{}A eq 1{}",
-            "(".repeat(MAX_DEPTH + 1),
-            ")".repeat(MAX_DEPTH + 1)
-        ),
+        format!("{}A eq 1{}", "(".repeat(MAX_DEPTH + 1), ")".repeat(MAX_DEPTH + 1)),
         "(".repeat(10_000),
         format!("{}A eq 1", "(".repeat(100_000)),
         format!("{}A", "not ".repeat(10_000)),
@@ -385,10 +351,7 @@ fn deep_nesting_is_an_error_not_a_stack_overflow() {
 
 #[test]
 fn long_filters_are_quoted_shortly_in_errors() {
-    let text = format!(
-        "{} and",
-        "A eq 1 and ".repeat(5000).trim_end_matches(" and ")
-    );
+    let text = format!("{} and", "A eq 1 and ".repeat(5000).trim_end_matches(" and "));
     let err = parse_filter(&text).map(|_| ()).unwrap_err();
     assert!(err.message.len() < 400, "{}", err.message.len());
 }
@@ -399,11 +362,7 @@ fn long_filters_are_quoted_shortly_in_errors() {
 fn print(expr: &Expr, out: &mut String) {
     match expr {
         Expr::And(items) | Expr::Or(items) => {
-            let sep = if matches!(expr, Expr::And(_)) {
-                " and "
-            } else {
-                " or "
-            };
+            let sep = if matches!(expr, Expr::And(_)) { " and " } else { " or " };
             for (i, item) in items.iter().enumerate() {
                 if i > 0 {
                     out.push_str(sep);
@@ -420,11 +379,7 @@ fn print(expr: &Expr, out: &mut String) {
         }
         Expr::Property(p) => out.push_str(p),
         Expr::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
-        Expr::Compare {
-            property,
-            op,
-            value,
-        } => {
+        Expr::Compare { property, op, value } => {
             let op = match op {
                 CompareOp::Eq => "eq",
                 CompareOp::Ne => "ne",
@@ -447,10 +402,7 @@ fn print_value(v: &Value) -> String {
         Value::Boolean(b) => b.to_string(),
         Value::DateTime(d) => format!("datetime'{d}'"),
         Value::Guid(g) => format!("guid'{g}'"),
-        Value::Binary(b) => format!(
-            "X'{}'",
-            b.iter().map(|x| format!("{x:02X}")).collect::<String>()
-        ),
+        Value::Binary(b) => format!("X'{}'", b.iter().map(|x| format!("{x:02X}")).collect::<String>()),
     }
 }
 
@@ -489,11 +441,7 @@ fn expr() -> impl Strategy<Value = Expr> {
         .any(|k| k.eq_ignore_ascii_case(n))
     });
     let leaf = prop_oneof![
-        (name.clone(), op(), value()).prop_map(|(property, op, value)| Expr::Compare {
-            property,
-            op,
-            value
-        }),
+        (name.clone(), op(), value()).prop_map(|(property, op, value)| Expr::Compare { property, op, value }),
         name.prop_map(Expr::Property),
         any::<bool>().prop_map(Expr::Bool),
     ];
