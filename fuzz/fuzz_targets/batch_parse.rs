@@ -5,8 +5,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use tafel_protocol::batch::{
-    new_boundaries, parse_batch, write_changeset_response, write_query_response, BatchKind,
-    SubResponse, MAX_PARTS,
+    new_boundaries, parse_batch, write_changeset_response, write_query_response, BatchKind, SubResponse, MAX_PARTS,
 };
 
 const CONTENT_TYPES: &[&str] = &[
@@ -24,10 +23,7 @@ fuzz_target!(|data: &[u8]| {
     };
     let (content_type, body) = if selector & 0x80 != 0 {
         match rest.iter().position(|b| *b == b'\n') {
-            Some(nl) => (
-                String::from_utf8_lossy(&rest[..nl]).into_owned(),
-                &rest[nl + 1..],
-            ),
+            Some(nl) => (String::from_utf8_lossy(&rest[..nl]).into_owned(), &rest[nl + 1..]),
             None => return,
         }
     } else {

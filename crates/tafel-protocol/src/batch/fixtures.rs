@@ -9,8 +9,7 @@
 //! r5 (`If-Match: *`), delete `r'6 x`.
 
 /// Endpoint `http://127.0.0.1:10002/devstoreaccount1` (Azurite-style).
-pub(super) const PY_AZURITE_CONTENT_TYPE: &str =
-    "multipart/mixed; boundary=batch_bcde9432-de34-4df3-9865-c50ed7511f10";
+pub(super) const PY_AZURITE_CONTENT_TYPE: &str = "multipart/mixed; boundary=batch_bcde9432-de34-4df3-9865-c50ed7511f10";
 pub(super) const PY_AZURITE: &str = concat!(
     "--batch_bcde9432-de34-4df3-9865-c50ed7511f10\r\n",
     "Content-Type: multipart/mixed; boundary=changeset_7fc7990f-3fc6-4626-a997-80ab50c0741c\r\n",
@@ -112,8 +111,7 @@ pub(super) const PY_AZURITE: &str = concat!(
 );
 
 /// Endpoint `http://localhost:10005/devstoreaccount1`: the Python SDK thinks it is Cosmos and tunnels merge as `POST` + `X-HTTP-Method: MERGE`.
-pub(super) const PY_COSMOS_CONTENT_TYPE: &str =
-    "multipart/mixed; boundary=batch_11d6d1a7-bec4-4ddd-aacc-ed7225b4fed6";
+pub(super) const PY_COSMOS_CONTENT_TYPE: &str = "multipart/mixed; boundary=batch_11d6d1a7-bec4-4ddd-aacc-ed7225b4fed6";
 pub(super) const PY_COSMOS: &str = concat!(
     "--batch_11d6d1a7-bec4-4ddd-aacc-ed7225b4fed6\r\n",
     "Content-Type: multipart/mixed; boundary=changeset_e89e3358-8b36-42ea-8a0c-a33118b1d3a8\r\n",
@@ -217,8 +215,7 @@ pub(super) const PY_COSMOS: &str = concat!(
 );
 
 /// Endpoint `http://127.0.0.1:10002/devstoreaccount1` (Azurite-style).
-pub(super) const JS_AZURITE_CONTENT_TYPE: &str =
-    "multipart/mixed; boundary=batch_2479ab89-eae2-42d1-979b-dcbbf9b86b2d";
+pub(super) const JS_AZURITE_CONTENT_TYPE: &str = "multipart/mixed; boundary=batch_2479ab89-eae2-42d1-979b-dcbbf9b86b2d";
 pub(super) const JS_AZURITE: &str = concat!(
     "--batch_2479ab89-eae2-42d1-979b-dcbbf9b86b2d\r\n",
     "content-type: multipart/mixed; boundary=changeset_43055b8f-8dc6-4272-8ff3-faf702fd24d9\r\n",
@@ -297,8 +294,7 @@ pub(super) const JS_AZURITE: &str = concat!(
 );
 
 /// Endpoint `http://localhost:10005/myacct`: the JS SDK thinks it is Cosmos (`POST` + `X-HTTP-Method: MERGE`).
-pub(super) const JS_COSMOS_CONTENT_TYPE: &str =
-    "multipart/mixed; boundary=batch_2815ac9d-e6e5-4fb8-901c-a86cf66ef4d5";
+pub(super) const JS_COSMOS_CONTENT_TYPE: &str = "multipart/mixed; boundary=batch_2815ac9d-e6e5-4fb8-901c-a86cf66ef4d5";
 pub(super) const JS_COSMOS: &str = concat!(
     "--batch_2815ac9d-e6e5-4fb8-901c-a86cf66ef4d5\r\n",
     "content-type: multipart/mixed; boundary=changeset_a4269043-ac18-4362-9413-51f3db4fafb3\r\n",
@@ -422,8 +418,7 @@ pub(super) const JS_2020: &str = concat!(
 
 /// Legacy `azure-storage` (Node, 2014) shape: `Content-ID` as a sub-request
 /// header, percent-encoded key quotes, no line break after the closing delimiter.
-pub(super) const NODE_LEGACY_CONTENT_TYPE: &str =
-    "multipart/mixed; boundary=batch_0000000-0000-0000-0000-000000000000";
+pub(super) const NODE_LEGACY_CONTENT_TYPE: &str = "multipart/mixed; boundary=batch_0000000-0000-0000-0000-000000000000";
 pub(super) const NODE_LEGACY: &str = concat!(
     "--batch_0000000-0000-0000-0000-000000000000\r\n",
     "Content-Type: multipart/mixed; boundary=changeset_0000000-0000-0000-0000-000000000000\r\n",

@@ -36,6 +36,5 @@ mod tests;
 
 pub use request::{parse_batch, BatchKind, BatchRequest, SubRequest, MAX_PARTS};
 pub use response::{
-    new_boundaries, reason_phrase, response_content_type, write_changeset_response,
-    write_query_response, SubResponse,
+    new_boundaries, reason_phrase, response_content_type, write_changeset_response, write_query_response, SubResponse,
 };

@@ -24,10 +24,7 @@ pub(crate) struct MediaType {
 impl MediaType {
     pub(crate) fn parse(value: &str) -> MediaType {
         let (essence, mut rest) = match value.find(';') {
-            Some(i) => (
-                value.get(..i).unwrap_or(value),
-                value.get(i + 1..).unwrap_or(""),
-            ),
+            Some(i) => (value.get(..i).unwrap_or(value), value.get(i + 1..).unwrap_or("")),
             None => (value, ""),
         };
         let mut params = Vec::new();
@@ -37,11 +34,7 @@ impl MediaType {
                 break;
             }
             let name_end = rest.find(['=', ';']).unwrap_or(rest.len());
-            let name = rest
-                .get(..name_end)
-                .unwrap_or("")
-                .trim()
-                .to_ascii_lowercase();
+            let name = rest.get(..name_end).unwrap_or("").trim().to_ascii_lowercase();
             rest = rest.get(name_end..).unwrap_or("");
             let Some(after_eq) = rest.strip_prefix('=') else {
                 // A parameter without a value: ignore it.
@@ -110,9 +103,7 @@ pub(crate) fn multipart_boundary(media: &MediaType, what: &str) -> Result<String
         )));
     }
     if boundary.len() > MAX_BOUNDARY_LEN || boundary.contains(['\r', '\n']) {
-        return Err(Error::invalid_input(format!(
-            "The {what} boundary is not valid."
-        )));
+        return Err(Error::invalid_input(format!("The {what} boundary is not valid.")));
     }
     Ok(boundary.to_string())
 }
@@ -134,10 +125,7 @@ fn classify(rest: &[u8]) -> Option<Delimiter> {
         None => (false, 0),
     };
     let tail = rest.get(from..)?;
-    let pad = tail
-        .iter()
-        .take_while(|b| **b == b' ' || **b == b'\t')
-        .count();
+    let pad = tail.iter().take_while(|b| **b == b' ' || **b == b'\t').count();
     let after_pad = tail.get(pad..)?;
     let line_break = if after_pad.is_empty() {
         0
@@ -167,11 +155,7 @@ fn classify(rest: &[u8]) -> Option<Delimiter> {
 /// delimiter; a final *open* delimiter followed by nothing but whitespace is
 /// taken as the closing one (early `@azure/data-tables` builds ended the batch
 /// that way and Azure accepted it).
-pub(crate) fn split_parts<'a>(
-    body: &'a [u8],
-    boundary: &str,
-    budget: &mut usize,
-) -> Result<Vec<&'a [u8]>, Error> {
+pub(crate) fn split_parts<'a>(body: &'a [u8], boundary: &str, budget: &mut usize) -> Result<Vec<&'a [u8]>, Error> {
     let mut dash_boundary = Vec::with_capacity(boundary.len() + 2);
     dash_boundary.extend_from_slice(b"--");
     dash_boundary.extend_from_slice(boundary.as_bytes());
@@ -201,9 +185,7 @@ pub(crate) fn split_parts<'a>(
         };
         if let Some(start) = current {
             if *budget == 0 {
-                return Err(Error::invalid_input(
-                    "The batch request contains too many parts.",
-                ));
+                return Err(Error::invalid_input("The batch request contains too many parts."));
             }
             *budget -= 1;
             parts.push(content_before(body, start, pos));
@@ -266,9 +248,7 @@ pub(crate) fn parse_header_block(mut data: &[u8]) -> Result<(Headers, &[u8]), Er
         }
         if line.first().is_some_and(|b| *b == b' ' || *b == b'\t') {
             let Some((_, value)) = headers.last_mut() else {
-                return Err(Error::invalid_input(
-                    "A header block starts with a continuation line.",
-                ));
+                return Err(Error::invalid_input("A header block starts with a continuation line."));
             };
             let more = String::from_utf8_lossy(line);
             let more = more.trim();
@@ -315,10 +295,7 @@ pub(crate) fn header<'h>(headers: &'h [(String, String)], name: &str) -> Option<
 pub(crate) fn truncate_for_message(bytes: &[u8]) -> String {
     const MAX: usize = 80;
     let text = String::from_utf8_lossy(bytes.get(..MAX.min(bytes.len())).unwrap_or_default());
-    let mut out: String = text
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect();
+    let mut out: String = text.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
     if bytes.len() > MAX {
         out.push('…');
     }
@@ -369,10 +346,7 @@ mod tests {
             "multipart/mixed; boundary=\"\"",
             "multipart/related; boundary=x",
         ] {
-            assert!(
-                multipart_boundary(&MediaType::parse(bad), "batch").is_err(),
-                "{bad}"
-            );
+            assert!(multipart_boundary(&MediaType::parse(bad), "batch").is_err(), "{bad}");
         }
         let long = format!("multipart/mixed; boundary={}", "x".repeat(300));
         assert!(multipart_boundary(&MediaType::parse(&long), "batch").is_err());
@@ -417,19 +391,13 @@ mod tests {
         let mut budget = 2;
         assert!(split_parts(body.as_bytes(), "b", &mut budget).is_err());
         let mut budget = 3;
-        assert_eq!(
-            split_parts(body.as_bytes(), "b", &mut budget)
-                .unwrap()
-                .len(),
-            3
-        );
+        assert_eq!(split_parts(body.as_bytes(), "b", &mut budget).unwrap().len(), 3);
         assert_eq!(budget, 0);
     }
 
     #[test]
     fn header_blocks() {
-        let (h, rest) =
-            parse_header_block(b"A: 1\r\nb:two  \r\n  folded\r\nC:\r\n\r\nbody\r\n").unwrap();
+        let (h, rest) = parse_header_block(b"A: 1\r\nb:two  \r\n  folded\r\nC:\r\n\r\nbody\r\n").unwrap();
         assert_eq!(
             h,
             [

@@ -6,8 +6,7 @@ use http::HeaderMap;
 use tafel_service::Error;
 
 use super::multipart::{
-    header, multipart_boundary, parse_header_block, split_line, split_parts, truncate_for_message,
-    MediaType,
+    header, multipart_boundary, parse_header_block, split_line, split_parts, truncate_for_message, MediaType,
 };
 
 /// Hard cap on the number of multipart parts (outer parts plus changeset parts)
@@ -115,9 +114,7 @@ pub fn parse_batch(content_type: &str, body: &[u8]) -> Result<BatchRequest, Erro
     for raw in outer {
         let (part_headers, content) = parse_header_block(raw)?;
         let Some(content_type) = header(&part_headers, "content-type") else {
-            return Err(Error::invalid_input(
-                "A batch part has no Content-Type header.",
-            ));
+            return Err(Error::invalid_input("A batch part has no Content-Type header."));
         };
         let media = MediaType::parse(content_type);
         match media.essence.as_str() {
@@ -126,9 +123,7 @@ pub fn parse_batch(content_type: &str, body: &[u8]) -> Result<BatchRequest, Erro
                     return Err(mixed_error());
                 }
                 if changeset.is_some() {
-                    return Err(Error::invalid_input(
-                        "A batch request may contain only one changeset.",
-                    ));
+                    return Err(Error::invalid_input("A batch request may contain only one changeset."));
                 }
                 let cs_boundary = multipart_boundary(&media, "changeset")?;
                 let cs_parts = split_parts(content, &cs_boundary, &mut budget)?;
@@ -194,17 +189,12 @@ fn mixed_error() -> Error {
 
 /// Parses the `application/http` content of one part: request line, headers,
 /// blank line, body.
-fn parse_sub_request(
-    part_headers: &[(String, String)],
-    mut content: &[u8],
-) -> Result<SubRequest, Error> {
+fn parse_sub_request(part_headers: &[(String, String)], mut content: &[u8]) -> Result<SubRequest, Error> {
     // Tolerate blank lines before the request line (RFC 9112 §2.2).
     let mut line;
     loop {
         if content.is_empty() {
-            return Err(Error::invalid_input(
-                "A batch part contains no HTTP request line.",
-            ));
+            return Err(Error::invalid_input("A batch part contains no HTTP request line."));
         }
         let (l, rest) = split_line(content);
         line = l;
@@ -276,9 +266,7 @@ fn parse_request_line(line: &[u8]) -> Result<(String, String), Error> {
 }
 
 fn is_http_version(token: &str) -> bool {
-    token
-        .get(..5)
-        .is_some_and(|p| p.eq_ignore_ascii_case("HTTP/"))
+    token.get(..5).is_some_and(|p| p.eq_ignore_ascii_case("HTTP/"))
 }
 
 #[cfg(test)]
@@ -301,13 +289,7 @@ mod tests {
             ok("  GET   /t(PartitionKey='a b',RowKey='c')   HTTP/1.1  "),
             ("GET".into(), "/t(PartitionKey='a b',RowKey='c')".into())
         );
-        for bad in [
-            "",
-            "POST",
-            "POST HTTP/1.1",
-            "P@ST /t HTTP/1.1",
-            "/t HTTP/1.1",
-        ] {
+        for bad in ["", "POST", "POST HTTP/1.1", "P@ST /t HTTP/1.1", "/t HTTP/1.1"] {
             assert!(parse_request_line(bad.as_bytes()).is_err(), "{bad:?}");
         }
         assert!(parse_request_line(b"POST /t\xff HTTP/1.1").is_err());
@@ -316,9 +298,7 @@ mod tests {
     #[test]
     fn path_and_query_forms() {
         assert_eq!(
-            strip_scheme_and_authority(
-                "http://127.0.0.1:10002/devstoreaccount1/t(PartitionKey='a')"
-            ),
+            strip_scheme_and_authority("http://127.0.0.1:10002/devstoreaccount1/t(PartitionKey='a')"),
             "/devstoreaccount1/t(PartitionKey='a')"
         );
         assert_eq!(

@@ -107,20 +107,13 @@ pub fn response_content_type(batch_boundary: &str) -> String {
 
 /// The body of a changeset response: one part per entry of `parts`, in order
 /// (all operations on success; the single failing operation on failure).
-pub fn write_changeset_response(
-    batch_boundary: &str,
-    changeset_boundary: &str,
-    parts: &[SubResponse],
-) -> Vec<u8> {
+pub fn write_changeset_response(batch_boundary: &str, changeset_boundary: &str, parts: &[SubResponse]) -> Vec<u8> {
     let size: usize = parts.iter().map(estimated_part_len).sum();
     let mut out = Vec::with_capacity(size + 256);
     push_line(&mut out, &["--", batch_boundary]);
     push_line(
         &mut out,
-        &[
-            "Content-Type: multipart/mixed; boundary=",
-            changeset_boundary,
-        ],
+        &["Content-Type: multipart/mixed; boundary=", changeset_boundary],
     );
     push_line(&mut out, &[]);
     for part in parts {
@@ -143,11 +136,7 @@ pub fn write_query_response(batch_boundary: &str, part: &SubResponse) -> Vec<u8>
 }
 
 fn estimated_part_len(part: &SubResponse) -> usize {
-    let headers: usize = part
-        .headers
-        .iter()
-        .map(|(n, v)| n.len() + v.len() + 4)
-        .sum();
+    let headers: usize = part.headers.iter().map(|(n, v)| n.len() + v.len() + 4).sum();
     120 + headers + part.body.len()
 }
 
@@ -160,12 +149,7 @@ fn write_http_part(out: &mut Vec<u8>, part: &SubResponse) {
     let mut status = itoa::Buffer::new();
     push_line(
         out,
-        &[
-            "HTTP/1.1 ",
-            status.format(part.status),
-            " ",
-            reason_phrase(part.status),
-        ],
+        &["HTTP/1.1 ", status.format(part.status), " ", reason_phrase(part.status)],
     );
     for (name, value) in &part.headers {
         push_sanitized(out, name);
@@ -188,10 +172,7 @@ fn push_line(out: &mut Vec<u8>, pieces: &[&str]) {
 /// Header text with CR/LF replaced by spaces so a value can never break the
 /// framing.
 fn push_sanitized(out: &mut Vec<u8>, text: &str) {
-    out.extend(
-        text.bytes()
-            .map(|b| if b == b'\r' || b == b'\n' { b' ' } else { b }),
-    );
+    out.extend(text.bytes().map(|b| if b == b'\r' || b == b'\n' { b' ' } else { b }));
 }
 
 #[cfg(test)]
@@ -221,10 +202,7 @@ mod tests {
             b1.trim_start_matches("batchresponse_"),
             c1.trim_start_matches("changesetresponse_")
         );
-        assert_eq!(
-            response_content_type(&b1),
-            format!("multipart/mixed; boundary={b1}")
-        );
+        assert_eq!(response_content_type(&b1), format!("multipart/mixed; boundary={b1}"));
     }
 
     #[test]

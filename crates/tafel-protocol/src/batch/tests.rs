@@ -36,8 +36,7 @@ const CT: &str = "multipart/mixed; boundary=batch_1";
 /// A batch with one changeset holding `parts` (each: MIME headers, blank line,
 /// request), CRLF line endings.
 fn changeset_body(parts: &[&str]) -> String {
-    let mut s =
-        String::from("--batch_1\r\nContent-Type: multipart/mixed; boundary=changeset_1\r\n\r\n");
+    let mut s = String::from("--batch_1\r\nContent-Type: multipart/mixed; boundary=changeset_1\r\n\r\n");
     for p in parts {
         s.push_str("--changeset_1\r\n");
         s.push_str(p);
@@ -47,8 +46,7 @@ fn changeset_body(parts: &[&str]) -> String {
     s
 }
 
-const HTTP_PART: &str =
-    "Content-Type: application/http\r\nContent-Transfer-Encoding: binary\r\n\r\n";
+const HTTP_PART: &str = "Content-Type: application/http\r\nContent-Transfer-Encoding: binary\r\n\r\n";
 
 fn op_part(request: &str) -> String {
     format!("{HTTP_PART}{request}")
@@ -60,10 +58,7 @@ fn op_part(request: &str) -> String {
 fn python_sdk_batch() {
     let b = parse(PY_AZURITE_CONTENT_TYPE, PY_AZURITE);
     assert_eq!(b.kind, BatchKind::Changeset);
-    assert_eq!(
-        methods(&b),
-        ["POST", "PATCH", "PUT", "PATCH", "PUT", "DELETE"]
-    );
+    assert_eq!(methods(&b), ["POST", "PATCH", "PUT", "PATCH", "PUT", "DELETE"]);
     let base = "http://127.0.0.1:10002/devstoreaccount1/orders";
     assert_eq!(b.operations[0].url, base);
     assert_eq!(
@@ -103,10 +98,7 @@ fn python_sdk_batch() {
 #[test]
 fn python_sdk_cosmos_style_merge() {
     let b = parse(PY_COSMOS_CONTENT_TYPE, PY_COSMOS);
-    assert_eq!(
-        methods(&b),
-        ["POST", "POST", "PUT", "POST", "PUT", "DELETE"]
-    );
+    assert_eq!(methods(&b), ["POST", "POST", "PUT", "POST", "PUT", "DELETE"]);
     assert_eq!(b.operations[0].header_str("x-http-method"), None);
     assert_eq!(b.operations[1].header_str("X-HTTP-Method"), Some("MERGE"));
     assert_eq!(b.operations[3].header_str("X-HTTP-Method"), Some("MERGE"));
@@ -119,18 +111,12 @@ fn python_sdk_cosmos_style_merge() {
 fn js_sdk_batch() {
     let b = parse(JS_AZURITE_CONTENT_TYPE, JS_AZURITE);
     assert_eq!(b.kind, BatchKind::Changeset);
-    assert_eq!(
-        methods(&b),
-        ["POST", "PATCH", "PUT", "PATCH", "PUT", "DELETE"]
-    );
+    assert_eq!(methods(&b), ["POST", "PATCH", "PUT", "PATCH", "PUT", "DELETE"]);
     for op in &b.operations {
         assert_eq!(op.content_id, None, "the JS SDK sends no Content-ID");
         assert!(op.header_str("x-ms-version").is_none());
     }
-    assert_eq!(
-        b.operations[0].header_str("prefer"),
-        Some("return-no-content")
-    );
+    assert_eq!(b.operations[0].header_str("prefer"), Some("return-no-content"));
     // The JS SDK writes an extra CRLF between the headers and the body.
     assert_eq!(
         body_str(&b.operations[0]),
@@ -150,10 +136,7 @@ fn js_sdk_batch() {
 #[test]
 fn js_sdk_cosmos_style_merge() {
     let b = parse(JS_COSMOS_CONTENT_TYPE, JS_COSMOS);
-    assert_eq!(
-        methods(&b),
-        ["POST", "POST", "PUT", "POST", "PUT", "DELETE"]
-    );
+    assert_eq!(methods(&b), ["POST", "POST", "PUT", "POST", "PUT", "DELETE"]);
     assert_eq!(b.operations[1].header_str("x-http-method"), Some("MERGE"));
     assert_eq!(b.operations[2].header_str("x-http-method"), None);
     assert_eq!(
@@ -205,10 +188,7 @@ fn spec_example_lf_equals_crlf() {
         "{\"PartitionKey\":\"2024-06\",\"RowKey\":\"A099\",\"Shipped\":true}"
     );
     assert!(lf.operations[2].body.is_empty());
-    assert_eq!(
-        lf.operations[0].header_str("dataserviceversion"),
-        Some("3.0;")
-    );
+    assert_eq!(lf.operations[0].header_str("dataserviceversion"), Some("3.0;"));
 }
 
 #[test]
@@ -246,8 +226,7 @@ fn quoted_boundary_and_parameter_order() {
         assert_eq!(methods(&parse(ct, &body)), ["DELETE"], "{ct}");
     }
     // Quoted changeset boundary too, with characters that need quoting.
-    let body = "--batch_1\r\nContent-Type: multipart/mixed; boundary=\"cs:1 x\"\r\n\r\n--cs:1 x\r\n"
-        .to_string()
+    let body = "--batch_1\r\nContent-Type: multipart/mixed; boundary=\"cs:1 x\"\r\n\r\n--cs:1 x\r\n".to_string()
         + HTTP_PART
         + "DELETE /t() HTTP/1.1\r\n\r\n\r\n--cs:1 x--\r\n--batch_1--\r\n";
     assert_eq!(methods(&parse(CT, &body)), ["DELETE"]);
@@ -255,8 +234,7 @@ fn quoted_boundary_and_parameter_order() {
 
 #[test]
 fn arbitrary_boundary_strings() {
-    let body = "--XYZ'()+_,-./:=?\r\nContent-Type: multipart/mixed; boundary=abc\r\n\r\n--abc\r\n"
-        .to_string()
+    let body = "--XYZ'()+_,-./:=?\r\nContent-Type: multipart/mixed; boundary=abc\r\n\r\n--abc\r\n".to_string()
         + HTTP_PART
         + "POST /t HTTP/1.1\r\n\r\n{}\r\n--abc--\r\n--XYZ'()+_,-./:=?--";
     let b = parse("multipart/mixed; boundary=\"XYZ'()+_,-./:=?\"", &body);
@@ -309,11 +287,7 @@ fn content_id_in_either_place() {
         &op_part("POST /t HTTP/1.1\r\n\r\n{}"),
     ]);
     let b = parse(CT, &body);
-    let ids: Vec<Option<&str>> = b
-        .operations
-        .iter()
-        .map(|o| o.content_id.as_deref())
-        .collect();
+    let ids: Vec<Option<&str>> = b.operations.iter().map(|o| o.content_id.as_deref()).collect();
     assert_eq!(ids, [Some("7"), Some("8"), Some("9"), None]);
 }
 
@@ -416,10 +390,7 @@ fn header_names_case_insensitive_and_folded_values() {
     let op = &b.operations[0];
     assert_eq!(op.content_id.as_deref(), Some("3"));
     assert_eq!(op.header_str("If-Match"), Some("*"));
-    assert_eq!(
-        op.header_str("accept"),
-        Some("application/json;odata=nometadata")
-    );
+    assert_eq!(op.header_str("accept"), Some("application/json;odata=nometadata"));
 }
 
 #[test]
@@ -428,11 +399,7 @@ fn repeated_sub_request_headers_are_all_kept() {
         "POST /t HTTP/1.1\r\nX-HTTP-Method: MERGE\r\nX-HTTP-Method: PUT\r\n\r\n{}",
     )]);
     let b = parse(CT, &body);
-    let all: Vec<_> = b.operations[0]
-        .headers
-        .get_all("x-http-method")
-        .iter()
-        .collect();
+    let all: Vec<_> = b.operations[0].headers.get_all("x-http-method").iter().collect();
     assert_eq!(all.len(), 2);
 }
 
@@ -531,12 +498,8 @@ fn error_get_mixed_with_changeset() {
     let cs = "--batch_1\r\nContent-Type: multipart/mixed; boundary=cs\r\n\r\n--cs\r\n".to_string()
         + HTTP_PART
         + "POST /t HTTP/1.1\r\n\r\n{}\r\n--cs--\r\n";
-    let get =
-        format!("--batch_1\r\n{HTTP_PART}GET /t(PartitionKey='a',RowKey='b') HTTP/1.1\r\n\r\n\r\n");
-    for body in [
-        format!("{cs}{get}--batch_1--\r\n"),
-        format!("{get}{cs}--batch_1--\r\n"),
-    ] {
+    let get = format!("--batch_1\r\n{HTTP_PART}GET /t(PartitionKey='a',RowKey='b') HTTP/1.1\r\n\r\n\r\n");
+    for body in [format!("{cs}{get}--batch_1--\r\n"), format!("{get}{cs}--batch_1--\r\n")] {
         let msg = parse_err(CT, &body);
         assert!(msg.contains("mix"), "{msg}");
     }
@@ -544,11 +507,9 @@ fn error_get_mixed_with_changeset() {
 
 #[test]
 fn error_lone_non_get_or_two_gets() {
-    let lone_post =
-        format!("--batch_1\r\n{HTTP_PART}POST /t HTTP/1.1\r\n\r\n{{}}\r\n--batch_1--\r\n");
+    let lone_post = format!("--batch_1\r\n{HTTP_PART}POST /t HTTP/1.1\r\n\r\n{{}}\r\n--batch_1--\r\n");
     parse_err(CT, &lone_post);
-    let get =
-        format!("--batch_1\r\n{HTTP_PART}GET /t(PartitionKey='a',RowKey='b') HTTP/1.1\r\n\r\n\r\n");
+    let get = format!("--batch_1\r\n{HTTP_PART}GET /t(PartitionKey='a',RowKey='b') HTTP/1.1\r\n\r\n\r\n");
     parse_err(CT, &format!("{get}{get}--batch_1--\r\n"));
 }
 
@@ -571,10 +532,7 @@ fn error_changeset_part_not_application_http() {
 #[test]
 fn error_outer_part_without_or_with_unknown_content_type() {
     parse_err(CT, "--batch_1\r\n\r\nGET /t HTTP/1.1\r\n\r\n--batch_1--");
-    parse_err(
-        CT,
-        "--batch_1\r\nContent-Type: text/plain\r\n\r\nhello\r\n--batch_1--",
-    );
+    parse_err(CT, "--batch_1\r\nContent-Type: text/plain\r\n\r\nhello\r\n--batch_1--");
     parse_err(CT, "--batch_1\r\n--batch_1--");
 }
 
@@ -616,10 +574,7 @@ fn error_too_many_parts() {
     let msg = parse_err(CT, &changeset_body(&parts));
     assert!(msg.contains("too many parts"), "{msg}");
     let parts: Vec<&str> = std::iter::repeat_n(op.as_str(), MAX_PARTS - 1).collect();
-    assert_eq!(
-        parse(CT, &changeset_body(&parts)).operations.len(),
-        MAX_PARTS - 1
-    );
+    assert_eq!(parse(CT, &changeset_body(&parts)).operations.len(), MAX_PARTS - 1);
 }
 
 #[test]
@@ -656,10 +611,7 @@ fn writer_matches_recorded_azure_success() {
         "changesetresponse_20e8418a-6031-4765-aecd-88045fbe9b1b",
         &update_delete_parts(),
     );
-    assert_eq!(
-        String::from_utf8(out).unwrap(),
-        AZURE_RESPONSE_UPDATE_DELETE
-    );
+    assert_eq!(String::from_utf8(out).unwrap(), AZURE_RESPONSE_UPDATE_DELETE);
 }
 
 #[test]
@@ -758,9 +710,7 @@ type ReadPart = (u16, Vec<(String, String)>, String);
 
 fn read_changeset_response(content_type: &str, body: &[u8]) -> Vec<ReadPart> {
     let text = std::str::from_utf8(body).unwrap();
-    let batch_boundary = content_type
-        .strip_prefix("multipart/mixed; boundary=")
-        .unwrap();
+    let batch_boundary = content_type.strip_prefix("multipart/mixed; boundary=").unwrap();
     let inner = text
         .strip_prefix(&format!("--{batch_boundary}\r\n"))
         .unwrap()
@@ -770,9 +720,7 @@ fn read_changeset_response(content_type: &str, body: &[u8]) -> Vec<ReadPart> {
     let cs_boundary = cs_header
         .strip_prefix("Content-Type: multipart/mixed; boundary=")
         .unwrap();
-    let cs_body = cs_body
-        .strip_suffix(&format!("--{cs_boundary}--\r\n"))
-        .unwrap();
+    let cs_body = cs_body.strip_suffix(&format!("--{cs_boundary}--\r\n")).unwrap();
     let mut parts = Vec::new();
     for chunk in cs_body.split(&format!("--{cs_boundary}\r\n")).skip(1) {
         let chunk = chunk.strip_suffix("\r\n").unwrap();
@@ -812,10 +760,7 @@ fn round_trip_parse_then_write() {
                 let id = op.content_id.clone().unwrap_or_else(|| (i + 1).to_string());
                 let r = SubResponse::new(if op.method == "POST" { 201 } else { 204 })
                     .header("Content-ID", id)
-                    .header(
-                        "ETag",
-                        format!("W/\"datetime'2024-06-04T08%3A15%3A30.{i:07}Z'\""),
-                    );
+                    .header("ETag", format!("W/\"datetime'2024-06-04T08%3A15%3A30.{i:07}Z'\""));
                 if op.method == "POST" {
                     r.header(
                         "Content-Type",
@@ -922,7 +867,8 @@ fn check_invariants(batch: &BatchRequest) {
 fn random_bytes_never_panic() {
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
     // Bytes drawn mostly from the characters that matter to the parser.
-    const ALPHABET: &[u8] = b"--\r\n\r\n b:;=\"Content-Type multipart/mixed application/http boundary=b GET /t HTTP/1.1 {}\t\x00\xff";
+    const ALPHABET: &[u8] =
+        b"--\r\n\r\n b:;=\"Content-Type multipart/mixed application/http boundary=b GET /t HTTP/1.1 {}\t\x00\xff";
     for _ in 0..3000 {
         let len = rng.below(400);
         let body: Vec<u8> = (0..len)
