@@ -1,0 +1,313 @@
+//! `tafel-bench`: drives any Azure Table endpoint (Tafel, Azurite, …) over HTTP/1.1
+//! keep-alive with Shared Key auth and reports throughput, latency percentiles, errors
+//! and (with `--verify`) read-back mismatches for each workload.
+//!
+//! ```text
+//! tafel-bench --endpoint http://127.0.0.1:10002/devstoreaccount1 --concurrency 32 --duration 10s
+//! tafel-bench --smoke --verify
+//! tafel-bench compare tafel.json azurite.json
+//! ```
+
+mod client;
+mod data;
+mod report;
+mod workloads;
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use http::Method;
+use serde_json::json;
+
+use crate::client::Endpoint;
+use crate::workloads::{Bench, Config, ALL};
+
+const DEV_KEY: &str = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==";
+
+#[derive(Parser)]
+#[command(name = "tafel-bench", version, about = "Benchmark an Azure Table endpoint")]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Print a side-by-side table of two `--json` result files (ratio = first / second).
+    Compare { first: String, second: String },
+}
+
+#[derive(Args)]
+struct RunArgs {
+    /// Table endpoint; path-style (`http://host:port/account`) or host-only with --account.
+    #[arg(long, default_value = "http://127.0.0.1:10002/devstoreaccount1")]
+    endpoint: String,
+    /// Account name (default: the first path segment of the endpoint).
+    #[arg(long)]
+    account: Option<String>,
+    /// Base64 account key (default: the well-known devstoreaccount1 key).
+    #[arg(long, default_value = DEV_KEY)]
+    key: String,
+    /// Requests in flight (one keep-alive connection each) [default: 32; 8 with --smoke].
+    #[arg(long)]
+    concurrency: Option<usize>,
+    /// Time budget of each workload, e.g. 10s, 500ms, 2m [default: 10s; 1s with --smoke].
+    #[arg(long, value_parser = parse_duration)]
+    duration: Option<Duration>,
+    /// Size of the preloaded data set for the read/merge/query/scan workloads
+    /// [default: 100000; 2000 with --smoke]. Rounded up to a multiple of 100.
+    #[arg(long)]
+    entities: Option<u64>,
+    /// Comma-separated workloads (default: all): insert, point-read, merge-upsert,
+    /// partition-query, scan-filter, batch-insert.
+    #[arg(long, value_delimiter = ',')]
+    workloads: Vec<String>,
+    /// Read back samples and compare every property; any mismatch or error → exit 1.
+    #[arg(long)]
+    verify: bool,
+    /// Print results as JSON on stdout (the table goes to stderr).
+    #[arg(long)]
+    json: bool,
+    /// Tiny sizes and ~1 s per workload (CI smoke test).
+    #[arg(long)]
+    smoke: bool,
+    /// Label of the target in the results (e.g. Tafel, Azurite).
+    #[arg(long, default_value = "target")]
+    name: String,
+    /// Upper bound on operations per workload (requests, queries or batches).
+    #[arg(long, default_value_t = 50_000_000)]
+    max_ops: u64,
+    /// Per-request timeout.
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    timeout: Duration,
+    /// Time budget of the preload phase.
+    #[arg(long, default_value = "1800s", value_parser = parse_duration)]
+    preload_timeout: Duration,
+    /// Verb of merge-upsert: MERGE (classic) or PATCH (what newer SDKs send).
+    #[arg(long, default_value = "MERGE")]
+    merge_verb: String,
+    /// Prefix of the two tables the run creates.
+    #[arg(long, default_value = "bench")]
+    table_prefix: String,
+    /// Keep the tables after the run (default: delete them).
+    #[arg(long)]
+    keep_tables: bool,
+    /// Runtime worker threads of the bench itself [default: 1 up to 4 cores, else cores/4].
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Seed of key choice and table names (default: from the clock).
+    #[arg(long)]
+    seed: Option<u64>,
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let (num, mult) = if let Some(n) = s.strip_suffix("ms") {
+        (n, 0.001)
+    } else if let Some(n) = s.strip_suffix('s') {
+        (n, 1.0)
+    } else if let Some(n) = s.strip_suffix('m') {
+        (n, 60.0)
+    } else if let Some(n) = s.strip_suffix('h') {
+        (n, 3600.0)
+    } else {
+        (s, 1.0)
+    };
+    let v: f64 = num.trim().parse().map_err(|_| format!("invalid duration {s:?}"))?;
+    if !(v.is_finite() && v >= 0.0) {
+        return Err(format!("invalid duration {s:?}"));
+    }
+    Ok(Duration::from_secs_f64(v * mult))
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    if let Some(Command::Compare { first, second }) = cli.command {
+        return compare(&first, &second);
+    }
+    let args = cli.run;
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let threads = args.threads.unwrap_or(if cores <= 4 { 1 } else { cores / 4 }).max(1);
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("tafel-bench: cannot start the runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match rt.block_on(run(args)) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("tafel-bench: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn compare(first: &str, second: &str) -> ExitCode {
+    let load = |p: &str| -> Result<serde_json::Value, String> {
+        let text = std::fs::read_to_string(p).map_err(|e| format!("{p}: {e}"))?;
+        serde_json::from_str(&text).map_err(|e| format!("{p}: {e}"))
+    };
+    match load(first).and_then(|a| load(second).and_then(|b| report::compare(&a, &b))) {
+        Ok(table) => {
+            print!("{table}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("tafel-bench compare: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+async fn run(args: RunArgs) -> Result<ExitCode, String> {
+    let smoke = args.smoke;
+    let concurrency = args.concurrency.unwrap_or(if smoke { 8 } else { 32 }).max(1);
+    let duration = args.duration.unwrap_or(Duration::from_secs(if smoke { 1 } else { 10 }));
+    let entities = args
+        .entities
+        .unwrap_or(if smoke { 2000 } else { 100_000 })
+        .max(100)
+        .div_ceil(100)
+        * 100;
+    let mut selected: Vec<String> = args
+        .workloads
+        .iter()
+        .map(|w| w.trim().to_ascii_lowercase())
+        .filter(|w| !w.is_empty())
+        .collect();
+    if selected.is_empty() || selected.iter().any(|w| w == "all") {
+        selected = ALL.iter().map(|s| s.to_string()).collect();
+    }
+    if let Some(bad) = selected.iter().find(|w| !ALL.contains(&w.as_str())) {
+        return Err(format!("unknown workload {bad:?} (known: {})", ALL.join(", ")));
+    }
+    let merge_verb = match args.merge_verb.to_ascii_uppercase().as_str() {
+        "MERGE" => Method::from_bytes(b"MERGE").map_err(|e| e.to_string())?,
+        "PATCH" => Method::PATCH,
+        other => return Err(format!("--merge-verb must be MERGE or PATCH, not {other}")),
+    };
+    let seed = args.seed.unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64)
+    });
+    let ep = Endpoint::new(&args.endpoint, args.account.as_deref(), &args.key, args.timeout)?;
+    let cfg = Config {
+        concurrency,
+        duration,
+        entities,
+        verify: args.verify,
+        max_ops: args.max_ops,
+        preload_timeout: args.preload_timeout,
+        merge_verb,
+        seed,
+    };
+    let bench = Arc::new(Bench::new(ep, cfg, &args.table_prefix));
+    eprintln!(
+        "tafel-bench: {} ({}) concurrency {concurrency}, {duration:?} per workload, data set {entities} entities, \
+         tables {}/{}{}",
+        args.endpoint,
+        args.name,
+        bench.data_table,
+        bench.ins_table,
+        if args.verify { ", verifying" } else { "" }
+    );
+    bench.setup().await?;
+
+    let mut rows = Vec::new();
+    let needs_data = selected.iter().any(|w| {
+        matches!(
+            w.as_str(),
+            "point-read" | "merge-upsert" | "partition-query" | "scan-filter"
+        )
+    });
+    let mut preload_ok = true;
+    if needs_data {
+        eprintln!("preload: {entities} entities in batches of 100…");
+        let row = bench.preload().await;
+        preload_ok = row.entities >= entities;
+        eprintln!("preload: {}", row.note);
+        rows.push(row);
+    }
+    for w in ALL.iter().filter(|w| selected.iter().any(|s| s == *w)) {
+        eprintln!("{w}: running for {duration:?}…");
+        let row = bench.workload(w).await?;
+        eprintln!(
+            "{w}: {:.1} {} ({} errors{})",
+            row.rate,
+            row.unit,
+            row.errors,
+            if row.verified > 0 {
+                format!(", {} of {} checks failed", row.mismatches, row.verified)
+            } else {
+                String::new()
+            }
+        );
+        rows.push(row);
+    }
+    if !args.keep_tables {
+        bench.teardown().await;
+    }
+
+    let table = report::results_table(&rows);
+    if args.json {
+        eprint!("{table}");
+        let out = json!({
+            "target": args.name,
+            "endpoint": args.endpoint,
+            "concurrency": concurrency,
+            "duration_s": duration.as_secs_f64(),
+            "entities": entities,
+            "verify": args.verify,
+            "results": rows.iter().map(report::Row::to_json).collect::<Vec<_>>(),
+        });
+        println!("{out}");
+    } else {
+        print!("{table}");
+    }
+
+    let errors: u64 = rows.iter().map(|r| r.errors).sum();
+    let mismatches: u64 = rows.iter().map(|r| r.mismatches).sum();
+    let verified: u64 = rows.iter().map(|r| r.verified).sum();
+    if !preload_ok {
+        eprintln!("tafel-bench: the preload did not complete; read results are not meaningful");
+        return Ok(ExitCode::FAILURE);
+    }
+    if args.verify {
+        if errors > 0 || mismatches > 0 {
+            eprintln!("tafel-bench: VERIFY FAILED: {mismatches} mismatches in {verified} checks, {errors} errors");
+            return Ok(ExitCode::FAILURE);
+        }
+        if verified == 0 {
+            eprintln!("tafel-bench: VERIFY FAILED: nothing was checked");
+            return Ok(ExitCode::FAILURE);
+        }
+        eprintln!("tafel-bench: verify OK ({verified} checks)");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_duration;
+    use std::time::Duration;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("10s"), Ok(Duration::from_secs(10)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("3"), Ok(Duration::from_secs(3)));
+        assert!(parse_duration("x").is_err());
+    }
+}
