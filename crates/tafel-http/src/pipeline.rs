@@ -97,7 +97,11 @@ fn finish(resp: &mut Response, meta: &Meta) {
     resp.set("cache-control", "no-cache");
     resp.set("x-content-type-options", "nosniff");
     resp.set("server", concat!("Tafel/", env!("CARGO_PKG_VERSION")));
-    if resp.headers.get("content-type").is_some_and(|c| c.as_bytes().starts_with(b"application/json")) {
+    if resp
+        .headers
+        .get("content-type")
+        .is_some_and(|c| c.as_bytes().starts_with(b"application/json"))
+    {
         resp.set("dataserviceversion", "3.0;");
     }
     if let Some(id) = &meta.client_request_id {
@@ -105,16 +109,46 @@ fn finish(resp: &mut Response, meta: &Meta) {
     }
 }
 
-/// `x-ms-version`s before JSON existed cannot be answered in JSON.
-fn check_version(headers: &HeaderMap) -> Result<(), Error> {
-    let Some(v) = headers.get("x-ms-version") else { return Ok(()) };
-    let v = v.to_str().map_err(|_| Error::new(ErrorCode::InvalidHeaderValue))?.trim();
-    let well_formed = v.len() == 10 && v.as_bytes()[4] == b'-' && v.as_bytes()[7] == b'-';
-    if !well_formed {
-        return Err(Error::with_message(ErrorCode::InvalidHeaderValue, format!("The x-ms-version '{v}' is not a valid version.")));
+/// A `Content-MD5` header must match the body it came with.
+fn check_content_md5(headers: &HeaderMap, body: &[u8]) -> Result<(), Error> {
+    use base64::Engine;
+    use md5::Digest;
+    let Some(sent) = headers.get("content-md5") else {
+        return Ok(());
+    };
+    let sent = base64::engine::general_purpose::STANDARD
+        .decode(sent.as_bytes())
+        .map_err(|_| Error::with_message(ErrorCode::InvalidHeaderValue, "Content-MD5 is not valid base64."))?;
+    if sent.as_slice() != md5::Md5::digest(body).as_slice() {
+        return Err(Error::new(ErrorCode::Md5Mismatch));
     }
-    if v < "2013-08-15" {
-        return Err(Error::new(ErrorCode::JsonFormatNotSupported));
+    Ok(())
+}
+
+/// Every published `x-ms-version` is accepted (clients.md: never reject a request for
+/// its version alone); only a value that is not a version at all is refused.
+fn check_version(headers: &HeaderMap) -> Result<(), Error> {
+    let Some(v) = headers.get("x-ms-version") else {
+        return Ok(());
+    };
+    let v = v
+        .to_str()
+        .map_err(|_| Error::new(ErrorCode::InvalidHeaderValue))?
+        .trim();
+    let b = v.as_bytes();
+    let well_formed = b.len() == 10
+        && b.iter().enumerate().all(|(i, c)| {
+            if i == 4 || i == 7 {
+                *c == b'-'
+            } else {
+                c.is_ascii_digit()
+            }
+        });
+    if !well_formed {
+        return Err(Error::with_message(
+            ErrorCode::InvalidHeaderValue,
+            format!("The value '{v}' of x-ms-version is not a version."),
+        ));
     }
     Ok(())
 }
@@ -129,7 +163,10 @@ async fn run(state: &AppState, req: hyper::Request<Incoming>, meta: &mut Meta) -
     if let Some(id) = &meta.client_request_id {
         if id.len() > 1024 {
             meta.client_request_id = None;
-            return Err(Error::with_message(ErrorCode::InvalidHeaderValue, "x-ms-client-request-id exceeds 1024 characters."));
+            return Err(Error::with_message(
+                ErrorCode::InvalidHeaderValue,
+                "x-ms-client-request-id exceeds 1024 characters.",
+            ));
         }
     }
     let host = parts
@@ -149,7 +186,11 @@ async fn run(state: &AppState, req: hyper::Request<Incoming>, meta: &mut Meta) -
     }
     check_version(&parts.headers)?;
 
-    if let Some(len) = parts.headers.get(http::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<usize>().ok()) {
+    if let Some(len) = parts
+        .headers
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<usize>().ok())
+    {
         if len > MAX_BODY {
             return Err(Error::new(ErrorCode::RequestBodyTooLarge));
         }
@@ -159,6 +200,7 @@ async fn run(state: &AppState, req: hyper::Request<Incoming>, meta: &mut Meta) -
         .await
         .map_err(|_| Error::new(ErrorCode::RequestBodyTooLarge))?
         .to_bytes();
+    check_content_md5(&parts.headers, &body)?;
 
     let peer = parts.extensions.get::<PeerAddr>().map(|p| p.0.ip());
     let access = auth::authenticate(
@@ -176,12 +218,21 @@ async fn run(state: &AppState, req: hyper::Request<Incoming>, meta: &mut Meta) -
     .await?;
 
     let method = tafel_protocol::effective_method(&parts.method, &parts.headers)?;
-    let request = Request { method, path: address.path, query, headers: parts.headers, body };
+    let request = Request {
+        method,
+        path: address.path,
+        query,
+        headers: parts.headers,
+        body,
+    };
     if !handlers::wants_xml_errors(&request) {
         meta.error_level = Some(handlers::metadata_level(&request).unwrap_or(MetadataLevel::Minimal));
     }
     let cx = Context {
-        ctx: Ctx { account: address.account, access },
+        ctx: Ctx {
+            account: address.account,
+            access,
+        },
         base_url: address.base_url,
         request_id: meta.request_id.clone(),
     };
