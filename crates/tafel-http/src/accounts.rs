@@ -21,12 +21,19 @@ impl Accounts {
         for spec in specs {
             let spec = spec.as_ref();
             let mut parts = spec.split(':');
-            let name = parts.next().filter(|n| !n.is_empty()).ok_or_else(|| format!("bad account spec '{spec}'"))?;
+            let name = parts
+                .next()
+                .filter(|n| !n.is_empty())
+                .ok_or_else(|| format!("bad account spec '{spec}'"))?;
             if !name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit()) {
                 return Err(format!("account name '{name}' must be lowercase letters and digits"));
             }
             let keys = parts
-                .map(|k| STANDARD.decode(k.trim()).map_err(|_| format!("account '{name}': key is not base64")))
+                .map(|k| {
+                    STANDARD
+                        .decode(k.trim())
+                        .map_err(|_| format!("account '{name}': key is not base64"))
+                })
                 .collect::<Result<Vec<_>, _>>()?;
             if keys.is_empty() {
                 return Err(format!("account '{name}' has no key"));
@@ -40,7 +47,12 @@ impl Accounts {
     /// lines and lines starting with `#` are skipped.
     pub fn specs_from_file(path: &std::path::Path) -> Result<Vec<String>, String> {
         let text = std::fs::read_to_string(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
-        Ok(text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')).map(str::to_owned).collect())
+        Ok(text
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.starts_with('#'))
+            .map(str::to_owned)
+            .collect())
     }
 
     pub fn dev() -> Self {

@@ -19,7 +19,13 @@ fn is_path_style(host: &str) -> bool {
         // IPv6 literal.
         return rest.contains(']');
     } else {
-        host.rsplit_once(':').map_or(host, |(h, port)| if port.bytes().all(|b| b.is_ascii_digit()) { h } else { host })
+        host.rsplit_once(':').map_or(host, |(h, port)| {
+            if port.bytes().all(|b| b.is_ascii_digit()) {
+                h
+            } else {
+                host
+            }
+        })
     };
     hostname.eq_ignore_ascii_case("localhost")
         || !hostname.contains('.')

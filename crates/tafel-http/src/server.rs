@@ -15,10 +15,16 @@ use tokio::net::TcpListener;
 use crate::pipeline::{handle, into_hyper, AppState, PeerAddr};
 
 /// Serves until `shutdown` completes, then waits (bounded) for open requests.
-pub async fn serve(listener: TcpListener, state: Arc<AppState>, shutdown: impl Future<Output = ()>) -> std::io::Result<()> {
+pub async fn serve(
+    listener: TcpListener,
+    state: Arc<AppState>,
+    shutdown: impl Future<Output = ()>,
+) -> std::io::Result<()> {
     let graceful = GracefulShutdown::new();
     let mut http = hyper::server::conn::http1::Builder::new();
-    http.timer(TokioTimer::new()).header_read_timeout(Duration::from_secs(30)).max_buf_size(1 << 20);
+    http.timer(TokioTimer::new())
+        .header_read_timeout(Duration::from_secs(30))
+        .max_buf_size(1 << 20);
     tokio::pin!(shutdown);
     loop {
         tokio::select! {

@@ -7,7 +7,11 @@ use crate::json::{content_type, write_json_str, MetadataLevel};
 
 fn message(err: &Error, request_id: &str, index: Option<usize>) -> String {
     let prefix = index.map(|i| format!("{i}:")).unwrap_or_default();
-    format!("{prefix}{}\nRequestId:{request_id}\nTime:{}", err.message, DateTime::now())
+    format!(
+        "{prefix}{}\nRequestId:{request_id}\nTime:{}",
+        err.message,
+        DateTime::now()
+    )
 }
 
 /// `{"odata.error":{"code":…,"message":{"lang":"en-US","value":…}}}`; `index`
@@ -49,7 +53,10 @@ pub fn xml(err: &Error, request_id: &str) -> (&'static str, Vec<u8>) {
         xml_escape(&message(err, request_id, None))
     );
     if let Some(d) = &err.detail {
-        s.push_str(&format!("<AuthenticationErrorDetail>{}</AuthenticationErrorDetail>", xml_escape(d)));
+        s.push_str(&format!(
+            "<AuthenticationErrorDetail>{}</AuthenticationErrorDetail>",
+            xml_escape(d)
+        ));
     }
     s.push_str("</Error>");
     ("application/xml", s.into_bytes())

@@ -46,7 +46,11 @@ pub struct Response {
 
 impl Response {
     pub fn new(status: StatusCode) -> Self {
-        Response { status, headers: HeaderMap::new(), body: Bytes::new() }
+        Response {
+            status,
+            headers: HeaderMap::new(),
+            body: Bytes::new(),
+        }
     }
 
     pub fn with_body(status: StatusCode, content_type: &str, body: impl Into<Bytes>) -> Self {
@@ -81,7 +85,9 @@ pub fn parse_query(raw: Option<&str>) -> Vec<(String, String)> {
 /// The verb a request means: `POST` with `X-HTTP-Method` is that verb.
 pub fn effective_method(method: &Method, headers: &HeaderMap) -> Result<Method> {
     let mut values = headers.get_all("x-http-method").iter();
-    let Some(first) = values.next() else { return Ok(method.clone()) };
+    let Some(first) = values.next() else {
+        return Ok(method.clone());
+    };
     if values.next().is_some() {
         return Err(Error::new(ErrorCode::XMethodIncorrectCount));
     }

@@ -15,13 +15,20 @@ pub enum Resource {
     /// `/name` or `/name()`.
     EntitySet(String),
     /// `/name(PartitionKey='p',RowKey='r')`.
-    Entity { table: String, partition_key: String, row_key: String },
+    Entity {
+        table: String,
+        partition_key: String,
+        row_key: String,
+    },
     /// `/$batch`.
     Batch,
 }
 
 fn invalid_uri() -> Error {
-    Error::with_message(ErrorCode::InvalidUri, "The requested URI does not represent any resource on the server.")
+    Error::with_message(
+        ErrorCode::InvalidUri,
+        "The requested URI does not represent any resource on the server.",
+    )
 }
 
 /// Parses a path relative to the account root, still percent-encoded as sent.
@@ -54,7 +61,11 @@ pub fn parse(raw_path: &str) -> Result<Resource> {
         None | Some("") => Ok(Resource::EntitySet(name.to_owned())),
         Some(a) => {
             let (partition_key, row_key) = parse_keys(a)?;
-            Ok(Resource::Entity { table: name.to_owned(), partition_key, row_key })
+            Ok(Resource::Entity {
+                table: name.to_owned(),
+                partition_key,
+                row_key,
+            })
         }
     }
 }
@@ -103,7 +114,11 @@ fn parse_keys(s: &str) -> Result<(String, String)> {
             _ => return Err(invalid_uri()),
         }
         let after = after.trim_start();
-        rest = if i == 0 { after.strip_prefix(',').ok_or_else(invalid_uri)? } else { after };
+        rest = if i == 0 {
+            after.strip_prefix(',').ok_or_else(invalid_uri)?
+        } else {
+            after
+        };
     }
     if !rest.trim().is_empty() {
         return Err(invalid_uri());
@@ -115,7 +130,12 @@ fn parse_keys(s: &str) -> Result<(String, String)> {
 }
 
 /// Characters kept raw in key literals of `odata.id` / `Location` URLs.
-const KEY_ENCODE: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'_').remove(b'.').remove(b'~').remove(b'\'');
+const KEY_ENCODE: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b'~')
+    .remove(b'\'');
 
 /// `table(PartitionKey='p',RowKey='r')` with keys OData-quoted and percent-encoded.
 pub fn entity_path(table: &str, pk: &str, rk: &str) -> String {
@@ -128,7 +148,11 @@ mod tests {
     use super::*;
 
     fn entity(t: &str, p: &str, r: &str) -> Resource {
-        Resource::Entity { table: t.into(), partition_key: p.into(), row_key: r.into() }
+        Resource::Entity {
+            table: t.into(),
+            partition_key: p.into(),
+            row_key: r.into(),
+        }
     }
 
     #[test]
@@ -142,11 +166,26 @@ mod tests {
         assert_eq!(parse("/$batch").ok(), Some(Resource::Batch));
         assert_eq!(parse("/mytable").ok(), Some(Resource::EntitySet("mytable".into())));
         assert_eq!(parse("/mytable()").ok(), Some(Resource::EntitySet("mytable".into())));
-        assert_eq!(parse("/t(PartitionKey='a',RowKey='b')").ok(), Some(entity("t", "a", "b")));
-        assert_eq!(parse("/t(PartitionKey='a', RowKey='b')").ok(), Some(entity("t", "a", "b")));
-        assert_eq!(parse("/t(RowKey='b',PartitionKey='a')").ok(), Some(entity("t", "a", "b")));
-        assert_eq!(parse("/t(PartitionKey='O''Brien',RowKey='')").ok(), Some(entity("t", "O'Brien", "")));
-        assert_eq!(parse("/t(PartitionKey=%27a%20b%27,RowKey=%27(x,y)%27)").ok(), Some(entity("t", "a b", "(x,y)")));
+        assert_eq!(
+            parse("/t(PartitionKey='a',RowKey='b')").ok(),
+            Some(entity("t", "a", "b"))
+        );
+        assert_eq!(
+            parse("/t(PartitionKey='a', RowKey='b')").ok(),
+            Some(entity("t", "a", "b"))
+        );
+        assert_eq!(
+            parse("/t(RowKey='b',PartitionKey='a')").ok(),
+            Some(entity("t", "a", "b"))
+        );
+        assert_eq!(
+            parse("/t(PartitionKey='O''Brien',RowKey='')").ok(),
+            Some(entity("t", "O'Brien", ""))
+        );
+        assert_eq!(
+            parse("/t(PartitionKey=%27a%20b%27,RowKey=%27(x,y)%27)").ok(),
+            Some(entity("t", "a b", "(x,y)"))
+        );
         assert!(parse("/t(PartitionKey='a')").is_err());
         assert!(parse("/t(PartitionKey='a',RowKey='b'").is_err());
         assert!(parse("/t(PartitionKey='a',RowKey='b',X='c')").is_err());

@@ -19,7 +19,10 @@ impl Clock {
         let mut prev = self.last.load(Ordering::Relaxed);
         loop {
             let next = now.max(prev + 1).max(floor.saturating_add(1));
-            match self.last.compare_exchange_weak(prev, next, Ordering::Relaxed, Ordering::Relaxed) {
+            match self
+                .last
+                .compare_exchange_weak(prev, next, Ordering::Relaxed, Ordering::Relaxed)
+            {
                 Ok(_) => return DateTime(next),
                 Err(actual) => prev = actual,
             }

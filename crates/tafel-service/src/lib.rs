@@ -13,6 +13,10 @@ pub mod properties;
 pub mod query;
 pub mod validate;
 
-pub use access::{Access, AccountGrant, AccountPermissions, Action, ResourceTypes, SasGrant, TableGrant, TablePermissions};
+pub use access::{
+    Access, AccountGrant, AccountPermissions, Action, ResourceTypes, SasGrant, TableGrant, TablePermissions,
+};
 pub use error::{Error, ErrorCode, Result};
-pub use ops::{BatchFailure, Ctx, EntityPage, EntityQuery, IfMatch, Service, TablePage, TableQuery, WriteKind, WriteOp};
+pub use ops::{
+    BatchFailure, Ctx, EntityPage, EntityQuery, IfMatch, Service, TablePage, TableQuery, WriteKind, WriteOp,
+};

@@ -337,7 +337,9 @@ impl Writer<'_, '_> {
             return Ok(false);
         };
         self.tables.remove(table_key(account, name).as_slice()).map_err(be)?;
-        self.order.remove(order_key(account, &t.record.name).as_slice()).map_err(be)?;
+        self.order
+            .remove(order_key(account, &t.record.name).as_slice())
+            .map_err(be)?;
         let lo = t.id.to_be_bytes();
         let hi = (t.id + 1).to_be_bytes();
         self.entities
@@ -457,7 +459,12 @@ impl Store for EmbeddedStore {
         .await
     }
 
-    async fn list_tables(&self, account: &str, from: Option<&str>, limit: usize) -> Result<Vec<TableRecord>, StoreError> {
+    async fn list_tables(
+        &self,
+        account: &str,
+        from: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<TableRecord>, StoreError> {
         let txn = self.db.begin_read().map_err(be)?;
         let order = txn.open_table(TABLE_ORDER).map_err(be)?;
         let tables = txn.open_table(TABLES).map_err(be)?;

@@ -159,10 +159,7 @@ impl KeyRange {
         let mut end = start.clone();
         start.push(0);
         end.push(1);
-        KeyRange {
-            start,
-            end: Some(end),
-        }
+        KeyRange { start, end: Some(end) }
     }
 
     /// Encoded prefix of a PartitionKey bound: keys whose PartitionKey is >= `pk`
@@ -211,10 +208,7 @@ impl KeyRange {
             Bound::Included(rk) => with(rk, Some(0)),
             Bound::Excluded(rk) => with(rk, None),
         };
-        KeyRange {
-            start,
-            end: Some(end),
-        }
+        KeyRange { start, end: Some(end) }
     }
 
     /// The PartitionKey shared by every key in this range, when the range lies
@@ -233,9 +227,7 @@ impl KeyRange {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.end
-            .as_deref()
-            .is_some_and(|e| e <= self.start.as_slice())
+        self.end.as_deref().is_some_and(|e| e <= self.start.as_slice())
     }
 }
 
@@ -283,10 +275,7 @@ mod tests {
     #[test]
     fn keys_round_trip() {
         let k = EntityKey::new("p\u{E123}x\u{1F600}", "r'ow");
-        assert_eq!(
-            k.keys(),
-            ("p\u{E123}x\u{1F600}".to_string(), "r'ow".to_string())
-        );
+        assert_eq!(k.keys(), ("p\u{E123}x\u{1F600}".to_string(), "r'ow".to_string()));
     }
 
     const SAMPLES: [&str; 14] = [
@@ -354,15 +343,10 @@ mod tests {
     #[test]
     fn single_partition_is_detected() {
         assert_eq!(
-            KeyRange::partition("a\u{E000}")
-                .single_partition()
-                .as_deref(),
+            KeyRange::partition("a\u{E000}").single_partition().as_deref(),
             Some("a\u{E000}")
         );
-        assert_eq!(
-            KeyRange::point("a", "b").single_partition().as_deref(),
-            Some("a")
-        );
+        assert_eq!(KeyRange::point("a", "b").single_partition().as_deref(), Some("a"));
         assert_eq!(KeyRange::all().single_partition(), None);
         let two = KeyRange {
             start: KeyRange::pk_lower("a"),

@@ -13,6 +13,4 @@ mod traits;
 
 pub use error::StoreError;
 pub use key::{EntityKey, KeyRange};
-pub use traits::{
-    Decide, Decision, Mutation, Outcome, RowFilter, ScanPage, ScanRequest, Store, TableRecord,
-};
+pub use traits::{Decide, Decision, Mutation, Outcome, RowFilter, ScanPage, ScanRequest, Store, TableRecord};

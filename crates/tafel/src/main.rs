@@ -64,7 +64,10 @@ fn main() -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
-    tokio::runtime::Builder::new_multi_thread().enable_all().build()?.block_on(serve(args))
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?
+        .block_on(serve(args))
 }
 
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {
@@ -78,12 +81,24 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         Accounts::from_specs(&specs).map_err(anyhow::Error::msg)?
     };
     let store = Arc::new(
-        EmbeddedStore::open(&args.data_dir, EmbeddedOptions { cache_size: args.cache_mb << 20 })
-            .with_context(|| format!("opening the store in {}", args.data_dir.display()))?,
+        EmbeddedStore::open(
+            &args.data_dir,
+            EmbeddedOptions {
+                cache_size: args.cache_mb << 20,
+            },
+        )
+        .with_context(|| format!("opening the store in {}", args.data_dir.display()))?,
     );
-    let state = Arc::new(AppState { service: Service::new(store.clone()), accounts });
-    let addr: SocketAddr = format!("{}:{}", args.host, args.port).parse().context("bad --host/--port")?;
-    let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("binding {addr}"))?;
+    let state = Arc::new(AppState {
+        service: Service::new(store.clone()),
+        accounts,
+    });
+    let addr: SocketAddr = format!("{}:{}", args.host, args.port)
+        .parse()
+        .context("bad --host/--port")?;
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("binding {addr}"))?;
     let names: Vec<&str> = state.accounts.names().collect();
     tracing::info!(data_dir = %args.data_dir.display(), accounts = ?names, "listening on {}", listener.local_addr()?);
     tafel_http::serve(listener, state, shutdown_signal()).await?;

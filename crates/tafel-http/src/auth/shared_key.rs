@@ -154,9 +154,19 @@ mod tests {
             &key,
             &format!("GET\n\n\n{date}\n/devstoreaccount1/devstoreaccount1/Tables"),
         );
-        assert!(verify(std::slice::from_ref(&key), &req, &format!("SharedKey devstoreaccount1:{sig}")).is_ok());
+        assert!(verify(
+            std::slice::from_ref(&key),
+            &req,
+            &format!("SharedKey devstoreaccount1:{sig}")
+        )
+        .is_ok());
         let lite = sign(&key, &format!("{date}\n/devstoreaccount1/devstoreaccount1/Tables"));
-        assert!(verify(std::slice::from_ref(&key), &req, &format!("SharedKeyLite devstoreaccount1:{lite}")).is_ok());
+        assert!(verify(
+            std::slice::from_ref(&key),
+            &req,
+            &format!("SharedKeyLite devstoreaccount1:{lite}")
+        )
+        .is_ok());
         let err = verify(&[key], &req, &format!("SharedKey devstoreaccount1:{lite}")).map_err(|e| e.code);
         assert_eq!(err, Err(ErrorCode::AuthenticationFailed));
     }

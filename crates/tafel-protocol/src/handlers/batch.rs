@@ -43,9 +43,16 @@ fn sub_request(cx: &Context, sub: &SubRequest) -> Result<Request> {
         Some(rest) if rest.is_empty() || rest.starts_with('/') => rest,
         _ => path,
     };
-    let method = Method::from_bytes(sub.method.as_bytes()).map_err(|_| Error::invalid_input("The batch operation's verb is not valid."))?;
+    let method = Method::from_bytes(sub.method.as_bytes())
+        .map_err(|_| Error::invalid_input("The batch operation's verb is not valid."))?;
     let method = effective_method(&method, &sub.headers)?;
-    Ok(Request { method, path: path.to_owned(), query: parse_query(query), headers: sub.headers.clone(), body: sub.body.clone() })
+    Ok(Request {
+        method,
+        path: path.to_owned(),
+        query: parse_query(query),
+        headers: sub.headers.clone(),
+        body: sub.body.clone(),
+    })
 }
 
 fn decode_op(cx: &Context, index: usize, sub: &SubRequest) -> Result<Op> {
@@ -58,26 +65,51 @@ fn decode_op(cx: &Context, index: usize, sub: &SubRequest) -> Result<Op> {
             require_json_body(&req)?;
             (table, WriteKind::Insert, decode_entity(&req.body, None)?)
         }
-        Resource::Entity { table, partition_key, row_key } => {
+        Resource::Entity {
+            table,
+            partition_key,
+            row_key,
+        } => {
             let keys = (partition_key.as_str(), row_key.as_str());
             match method {
                 "PUT" | "MERGE" | "PATCH" => {
                     require_json_body(&req)?;
-                    let kind = if method == "PUT" { WriteKind::Replace } else { WriteKind::Merge };
+                    let kind = if method == "PUT" {
+                        WriteKind::Replace
+                    } else {
+                        WriteKind::Merge
+                    };
                     (table, kind, decode_entity(&req.body, Some(keys))?)
                 }
                 "DELETE" => (table, WriteKind::Delete, Entity::new(partition_key, row_key)),
-                _ => return Err(Error::invalid_input("The batch operation's verb is not valid for this resource.")),
+                _ => {
+                    return Err(Error::invalid_input(
+                        "The batch operation's verb is not valid for this resource.",
+                    ))
+                }
             }
         }
-        _ => return Err(Error::invalid_input("A changeset may only contain entity insert, update, merge and delete operations.")),
+        _ => {
+            return Err(Error::invalid_input(
+                "A changeset may only contain entity insert, update, merge and delete operations.",
+            ))
+        }
     };
     validate::table_name(&table)?;
     let if_match = IfMatch::parse(req.header("if-match"));
     if kind == WriteKind::Delete && if_match == IfMatch::None {
-        return Err(Error::with_message(ErrorCode::MissingRequiredHeader, "An If-Match header is required to delete an entity."));
+        return Err(Error::with_message(
+            ErrorCode::MissingRequiredHeader,
+            "An If-Match header is required to delete an entity.",
+        ));
     }
-    Ok(Op { write: WriteOp { kind, entity, if_match }, table, content_id, level, prefer: prefer(&req) })
+    Ok(Op {
+        write: WriteOp { kind, entity, if_match },
+        table,
+        content_id,
+        level,
+        prefer: prefer(&req),
+    })
 }
 
 /// The error part of a failed changeset.
@@ -99,7 +131,10 @@ fn decode_changeset(cx: &Context, subs: &[SubRequest]) -> std::result::Result<Ve
         return Err((0, Error::invalid_input("The changeset contains no operations.")));
     }
     if subs.len() > MAX_OPERATIONS {
-        return Err((0, Error::invalid_input("The batch request operation exceeds the maximum 100 changes per change set.")));
+        return Err((
+            0,
+            Error::invalid_input("The batch request operation exceeds the maximum 100 changes per change set."),
+        ));
     }
     let mut ops: Vec<Op> = Vec::with_capacity(subs.len());
     let mut seen = HashSet::with_capacity(subs.len());
@@ -107,7 +142,10 @@ fn decode_changeset(cx: &Context, subs: &[SubRequest]) -> std::result::Result<Ve
         let op = decode_op(cx, i, sub).map_err(|e| (i, e))?;
         if let Some(first) = ops.first() {
             if !first.table.eq_ignore_ascii_case(&op.table) {
-                return Err((i, Error::invalid_input("All operations of a changeset must target the same table.")));
+                return Err((
+                    i,
+                    Error::invalid_input("All operations of a changeset must target the same table."),
+                ));
             }
             if first.write.entity.partition_key != op.write.entity.partition_key {
                 return Err((i, Error::new(ErrorCode::CommandsInBatchActOnDifferentPartitions)));
@@ -130,7 +168,11 @@ fn success_part(cx: &Context, op: &Op, ts: tafel_service::model::DateTime) -> Su
     let e = &op.write.entity;
     match op.write.kind {
         WriteKind::Insert => {
-            let location = format!("{}/{}", cx.base_url, entity_path(&op.table, &e.partition_key, &e.row_key));
+            let location = format!(
+                "{}/{}",
+                cx.base_url,
+                entity_path(&op.table, &e.partition_key, &e.row_key)
+            );
             if op.prefer == Some(false) {
                 part = part
                     .header("Preference-Applied", "return-no-content")
@@ -158,8 +200,16 @@ fn success_part(cx: &Context, op: &Op, ts: tafel_service::model::DateTime) -> Su
 }
 
 async fn changeset(svc: &Service, cx: &Context, subs: &[SubRequest]) -> Vec<SubResponse> {
-    let level_of = |i: usize| subs.get(i).and_then(|s| negotiate(None, s.header_str("accept")).ok()).unwrap_or(MetadataLevel::Minimal);
-    let content_id_of = |i: usize| subs.get(i).and_then(|s| s.content_id.clone()).unwrap_or_else(|| (i + 1).to_string());
+    let level_of = |i: usize| {
+        subs.get(i)
+            .and_then(|s| negotiate(None, s.header_str("accept")).ok())
+            .unwrap_or(MetadataLevel::Minimal)
+    };
+    let content_id_of = |i: usize| {
+        subs.get(i)
+            .and_then(|s| s.content_id.clone())
+            .unwrap_or_else(|| (i + 1).to_string())
+    };
     let ops = match decode_changeset(cx, subs) {
         Ok(ops) => ops,
         Err((i, e)) => return vec![error_part(cx, &e, i, &content_id_of(i), level_of(i))],
@@ -168,7 +218,13 @@ async fn changeset(svc: &Service, cx: &Context, subs: &[SubRequest]) -> Vec<SubR
     let writes = ops.iter().map(|o| o.write.clone()).collect();
     match svc.write(&cx.ctx, &table, writes).await {
         Ok(ts) => ops.iter().map(|op| success_part(cx, op, ts)).collect(),
-        Err(f) => vec![error_part(cx, &f.error, f.index, &content_id_of(f.index), level_of(f.index))],
+        Err(f) => vec![error_part(
+            cx,
+            &f.error,
+            f.index,
+            &content_id_of(f.index),
+            level_of(f.index),
+        )],
     }
 }
 
@@ -177,10 +233,14 @@ async fn query(svc: &Service, cx: &Context, sub: &SubRequest) -> SubResponse {
     let result = async {
         let req = sub_request(cx, sub)?;
         match resource::parse(&req.path)? {
-            Resource::Entity { table, partition_key, row_key } if req.method == Method::GET => {
-                get(svc, cx, &req, &table, (&partition_key, &row_key)).await
-            }
-            _ => Err(Error::invalid_input("A batch query must be a single GET of one entity.")),
+            Resource::Entity {
+                table,
+                partition_key,
+                row_key,
+            } if req.method == Method::GET => get(svc, cx, &req, &table, (&partition_key, &row_key)).await,
+            _ => Err(Error::invalid_input(
+                "A batch query must be a single GET of one entity.",
+            )),
         }
     }
     .await;
@@ -216,5 +276,9 @@ pub async fn batch(svc: &Service, cx: &Context, req: &Request) -> Result<Respons
             None => return Err(Error::invalid_input("The batch contains no operation.")),
         },
     };
-    Ok(Response::with_body(StatusCode::ACCEPTED, &response_content_type(&bb), body))
+    Ok(Response::with_body(
+        StatusCode::ACCEPTED,
+        &response_content_type(&bb),
+        body,
+    ))
 }

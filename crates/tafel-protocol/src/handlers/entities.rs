@@ -19,18 +19,41 @@ fn select(req: &Request) -> Option<Vec<String>> {
     if raw.is_empty() || raw == "*" {
         return None;
     }
-    Some(raw.split(',').map(|s| s.trim().to_owned()).filter(|s| !s.is_empty()).collect())
+    Some(
+        raw.split(',')
+            .map(|s| s.trim().to_owned())
+            .filter(|s| !s.is_empty())
+            .collect(),
+    )
 }
 
 /// The JSON body of a single entity (Get Entity, Insert with content, batch parts).
-pub fn entity_response_body(cx: &Context, level: MetadataLevel, table: &str, e: &Entity, select: Option<&[String]>) -> Vec<u8> {
-    let f = EntityFormat { level, base_url: &cx.base_url, account: &cx.ctx.account, table, select };
+pub fn entity_response_body(
+    cx: &Context,
+    level: MetadataLevel,
+    table: &str,
+    e: &Entity,
+    select: Option<&[String]>,
+) -> Vec<u8> {
+    let f = EntityFormat {
+        level,
+        base_url: &cx.base_url,
+        account: &cx.ctx.account,
+        table,
+        select,
+    };
     let mut out = Vec::with_capacity(512);
     f.write(&mut out, e, true);
     out
 }
 
-pub(crate) async fn get(svc: &Service, cx: &Context, req: &Request, table: &str, (pk, rk): (&str, &str)) -> Result<Response> {
+pub(crate) async fn get(
+    svc: &Service,
+    cx: &Context,
+    req: &Request,
+    table: &str,
+    (pk, rk): (&str, &str),
+) -> Result<Response> {
     let level = metadata_level(req)?;
     validate::table_name(table)?;
     let entity = svc.get_entity(&cx.ctx, table, pk, rk).await?;
@@ -53,15 +76,29 @@ pub async fn query(svc: &Service, cx: &Context, req: &Request, table: &str) -> R
     };
     let resume = match req.param("NextPartitionKey") {
         Some(pk) => {
-            let rk = req.param("NextRowKey").map(continuation::decode).transpose()?.unwrap_or_default();
+            let rk = req
+                .param("NextRowKey")
+                .map(continuation::decode)
+                .transpose()?
+                .unwrap_or_default();
             Some((continuation::decode(pk)?, rk))
         }
         None => None,
     };
-    let q = EntityQuery { filter, top: top(req)?, resume };
+    let q = EntityQuery {
+        filter,
+        top: top(req)?,
+        resume,
+    };
     let page = svc.query_entities(&cx.ctx, table, &q).await?;
     let sel = select(req);
-    let f = EntityFormat { level, base_url: &cx.base_url, account: &cx.ctx.account, table, select: sel.as_deref() };
+    let f = EntityFormat {
+        level,
+        base_url: &cx.base_url,
+        account: &cx.ctx.account,
+        table,
+        select: sel.as_deref(),
+    };
     let mut out = Vec::with_capacity(64 + page.entities.len() * 256);
     out.push(b'{');
     if level != MetadataLevel::No {
@@ -90,14 +127,22 @@ pub async fn insert(svc: &Service, cx: &Context, req: &Request, table: &str) -> 
     validate::table_name(table)?;
     require_json_body(req)?;
     let mut entity = decode_entity(&req.body, None)?;
-    let op = WriteOp { kind: WriteKind::Insert, entity, if_match: IfMatch::None };
+    let op = WriteOp {
+        kind: WriteKind::Insert,
+        entity,
+        if_match: IfMatch::None,
+    };
     entity = op.entity.clone();
     let ts = svc.write_entity(&cx.ctx, table, op).await?;
     entity.timestamp = Some(ts);
     let body = entity_response_body(cx, level, table, &entity, None);
     let mut resp = Response::with_body(StatusCode::CREATED, content_type(level), body);
     resp.set(ETAG_HEADER, &etag_for(ts));
-    let location = format!("{}/{}", cx.base_url, entity_path(table, &entity.partition_key, &entity.row_key));
+    let location = format!(
+        "{}/{}",
+        cx.base_url,
+        entity_path(table, &entity.partition_key, &entity.row_key)
+    );
     resp.set("location", &location);
     let pref = prefer(req);
     if pref == Some(false) {
@@ -121,13 +166,21 @@ pub async fn update(
     let entity = decode_entity(&req.body, Some(keys))?;
     let if_match = IfMatch::parse(req.header("if-match"));
     let kind = if merge { WriteKind::Merge } else { WriteKind::Replace };
-    let ts = svc.write_entity(&cx.ctx, table, WriteOp { kind, entity, if_match }).await?;
+    let ts = svc
+        .write_entity(&cx.ctx, table, WriteOp { kind, entity, if_match })
+        .await?;
     let mut resp = Response::new(StatusCode::NO_CONTENT);
     resp.set(ETAG_HEADER, &etag_for(ts));
     Ok(resp)
 }
 
-pub async fn delete(svc: &Service, cx: &Context, req: &Request, table: &str, (pk, rk): (&str, &str)) -> Result<Response> {
+pub async fn delete(
+    svc: &Service,
+    cx: &Context,
+    req: &Request,
+    table: &str,
+    (pk, rk): (&str, &str),
+) -> Result<Response> {
     validate::table_name(table)?;
     let if_match = match IfMatch::parse(req.header("if-match")) {
         IfMatch::None => {
@@ -139,6 +192,15 @@ pub async fn delete(svc: &Service, cx: &Context, req: &Request, table: &str, (pk
         m => m,
     };
     let entity = Entity::new(pk, rk);
-    svc.write_entity(&cx.ctx, table, WriteOp { kind: WriteKind::Delete, entity, if_match }).await?;
+    svc.write_entity(
+        &cx.ctx,
+        table,
+        WriteOp {
+            kind: WriteKind::Delete,
+            entity,
+            if_match,
+        },
+    )
+    .await?;
     Ok(Response::new(StatusCode::NO_CONTENT))
 }

@@ -54,7 +54,11 @@ pub async fn handle(svc: &Service, cx: &Context, req: &Request) -> Result<Respon
             Method::POST => entities::insert(svc, cx, req, &table).await,
             _ => Err(method_not_allowed()),
         },
-        Resource::Entity { table, partition_key, row_key } => {
+        Resource::Entity {
+            table,
+            partition_key,
+            row_key,
+        } => {
             let keys = (partition_key.as_str(), row_key.as_str());
             if req.method == Method::GET || req.method == Method::HEAD {
                 entities::get(svc, cx, req, &table, keys).await
@@ -80,7 +84,10 @@ pub async fn handle(svc: &Service, cx: &Context, req: &Request) -> Result<Respon
 pub(crate) fn top(req: &Request) -> Result<Option<usize>> {
     let Some(raw) = req.param("$top") else { return Ok(None) };
     let n: i64 = raw.trim().parse().map_err(|_| {
-        Error::with_message(ErrorCode::InvalidQueryParameterValue, format!("The value '{raw}' of $top is not a number."))
+        Error::with_message(
+            ErrorCode::InvalidQueryParameterValue,
+            format!("The value '{raw}' of $top is not a number."),
+        )
     })?;
     if !(1..=1000).contains(&n) {
         return Err(Error::with_message(
@@ -93,7 +100,9 @@ pub(crate) fn top(req: &Request) -> Result<Option<usize>> {
 
 /// Refuses request bodies that are not JSON.
 pub(crate) fn require_json_body(req: &Request) -> Result<()> {
-    let Some(ct) = req.header("content-type") else { return Ok(()) };
+    let Some(ct) = req.header("content-type") else {
+        return Ok(());
+    };
     let essence = ct.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
     match essence.as_str() {
         "application/json" | "" => {
@@ -135,7 +144,15 @@ pub(crate) fn apply_prefer(resp: &mut Response, prefer: Option<bool>) {
 }
 
 pub(crate) fn unsupported_options(req: &Request) -> Result<()> {
-    for opt in ["$orderby", "$skip", "$expand", "$count", "$inlinecount", "$search", "$apply"] {
+    for opt in [
+        "$orderby",
+        "$skip",
+        "$expand",
+        "$count",
+        "$inlinecount",
+        "$search",
+        "$apply",
+    ] {
         if req.param(opt).is_some() {
             return Err(Error::with_message(
                 ErrorCode::NotImplemented,

@@ -35,7 +35,11 @@ pub async fn query(svc: &Service, cx: &Context, req: &Request) -> Result<Respons
         Some(f) => Some(parse_filter(f)?),
         None => None,
     };
-    let q = TableQuery { filter, top: top(req)?, next_table: req.param("NextTableName").map(str::to_owned) };
+    let q = TableQuery {
+        filter,
+        top: top(req)?,
+        next_table: req.param("NextTableName").map(str::to_owned),
+    };
     let page = svc.query_tables(&cx.ctx, &q).await?;
     let mut out = Vec::with_capacity(64 + page.names.len() * 48);
     out.push(b'{');

@@ -69,11 +69,14 @@ pub fn decode_entity(body: &[u8], url_keys: Option<(&str, &str)>) -> Result<Enti
             continue;
         }
         let declared = match types.get(name.as_str()) {
-            Some(Json::String(t)) => Some(
-                EdmType::from_name(t)
-                    .ok_or_else(|| Error::invalid_input(format!("The type '{t}' of property '{name}' is not an Edm type.")))?,
-            ),
-            Some(_) => return Err(Error::invalid_input(format!("The type annotation of '{name}' is not a string."))),
+            Some(Json::String(t)) => Some(EdmType::from_name(t).ok_or_else(|| {
+                Error::invalid_input(format!("The type '{t}' of property '{name}' is not an Edm type."))
+            })?),
+            Some(_) => {
+                return Err(Error::invalid_input(format!(
+                    "The type annotation of '{name}' is not a string."
+                )))
+            }
             None => None,
         };
         match name.as_str() {
@@ -81,15 +84,25 @@ pub fn decode_entity(body: &[u8], url_keys: Option<(&str, &str)>) -> Result<Enti
                 let s = match (json, declared) {
                     (Json::String(s), None | Some(EdmType::String)) => s.clone(),
                     (Json::Null, _) => {
-                        return Err(Error::with_message(ErrorCode::PropertiesNeedValue, format!("The {name} is null.")))
+                        return Err(Error::with_message(
+                            ErrorCode::PropertiesNeedValue,
+                            format!("The {name} is null."),
+                        ))
                     }
                     _ => return Err(Error::new(ErrorCode::PrimaryKeyPropertyIsInvalidType)),
                 };
-                if name == "PartitionKey" { pk = Some(s) } else { rk = Some(s) }
+                if name == "PartitionKey" {
+                    pk = Some(s)
+                } else {
+                    rk = Some(s)
+                }
             }
             _ => {
                 if let Some(value) = typed_value(name, json, declared)? {
-                    properties.push(Property { name: name.clone(), value });
+                    properties.push(Property {
+                        name: name.clone(),
+                        value,
+                    });
                 }
             }
         }
@@ -98,15 +111,18 @@ pub fn decode_entity(body: &[u8], url_keys: Option<(&str, &str)>) -> Result<Enti
         Some((p, r)) => (p.to_owned(), r.to_owned()),
         None => match (pk, rk) {
             (Some(p), Some(r)) => (p, r),
-            _ => {
-                return Err(Error::with_message(
-                    ErrorCode::PropertiesNeedValue,
-                    "The values are not specified for all properties in the entity: PartitionKey and RowKey are required.",
-                ))
-            }
+            _ => return Err(Error::with_message(
+                ErrorCode::PropertiesNeedValue,
+                "The values are not specified for all properties in the entity: PartitionKey and RowKey are required.",
+            )),
         },
     };
-    Ok(Entity { partition_key, row_key, timestamp: None, properties })
+    Ok(Entity {
+        partition_key,
+        row_key,
+        timestamp: None,
+        properties,
+    })
 }
 
 fn bad_value(name: &str, ty: EdmType) -> Error {
@@ -125,7 +141,11 @@ fn typed_value(name: &str, json: &Json, declared: Option<EdmType>) -> Result<Opt
             Json::Bool(_) => EdmType::Boolean,
             Json::Number(n) if n.is_i64() || n.is_u64() => EdmType::Int32,
             Json::Number(_) => EdmType::Double,
-            _ => return Err(Error::invalid_input(format!("The property '{name}' holds an object or array, which is not supported."))),
+            _ => {
+                return Err(Error::invalid_input(format!(
+                    "The property '{name}' holds an object or array, which is not supported."
+                )))
+            }
         },
     };
     let bad = || bad_value(name, ty);
@@ -140,7 +160,10 @@ fn typed_value(name: &str, json: &Json, declared: Option<EdmType>) -> Result<Opt
         (EdmType::Int32, Json::Number(n)) => {
             let v = n.as_i64().ok_or_else(bad)?;
             Value::Int32(i32::try_from(v).map_err(|_| {
-                Error::with_message(ErrorCode::InvalidInput, format!("The value of property '{name}' is outside the Edm.Int32 range."))
+                Error::with_message(
+                    ErrorCode::InvalidInput,
+                    format!("The value of property '{name}' is outside the Edm.Int32 range."),
+                )
             })?)
         }
         (EdmType::Int32, Json::String(s)) => Value::Int32(s.trim().parse().map_err(|_| bad())?),
@@ -161,9 +184,11 @@ fn typed_value(name: &str, json: &Json, declared: Option<EdmType>) -> Result<Opt
         }),
         (EdmType::DateTime, Json::String(s)) => Value::DateTime(DateTime::parse(s).ok_or_else(bad)?),
         (EdmType::Guid, Json::String(s)) => Value::Guid(Guid::parse(s).ok_or_else(bad)?),
-        (EdmType::Binary, Json::String(s)) => {
-            Value::Binary(base64::engine::general_purpose::STANDARD.decode(s.as_bytes()).map_err(|_| bad())?)
-        }
+        (EdmType::Binary, Json::String(s)) => Value::Binary(
+            base64::engine::general_purpose::STANDARD
+                .decode(s.as_bytes())
+                .map_err(|_| bad())?,
+        ),
         _ => return Err(bad()),
     };
     Ok(Some(value))
@@ -174,11 +199,13 @@ pub fn decode_table_name(body: &[u8]) -> Result<String> {
     let members = parse_members(body)?;
     match members.iter().find(|(k, _)| k == "TableName").map(|(_, v)| v) {
         Some(Json::String(s)) => Ok(s.clone()),
-        Some(Json::Null) | None => Err(Error::with_message(ErrorCode::PropertiesNeedValue, "The TableName property is required.")),
+        Some(Json::Null) | None => Err(Error::with_message(
+            ErrorCode::PropertiesNeedValue,
+            "The TableName property is required.",
+        )),
         Some(_) => Err(Error::invalid_input("The TableName property must be a string.")),
     }
 }
-
 
 #[cfg(test)]
 mod tests {
@@ -210,14 +237,47 @@ mod tests {
 
     #[test]
     fn rejects_bad_input_with_azure_codes() {
-        assert_eq!(code(decode_entity(br#"{"PartitionKey":"a","RowKey":"b","X":1,"X":2}"#, None)), Some(ErrorCode::DuplicatePropertiesSpecified));
-        assert_eq!(code(decode_entity(br#"{"PartitionKey":"a"}"#, None)), Some(ErrorCode::PropertiesNeedValue));
-        assert_eq!(code(decode_entity(br#"{"PartitionKey":1,"RowKey":"b"}"#, None)), Some(ErrorCode::PrimaryKeyPropertyIsInvalidType));
-        assert_eq!(code(decode_entity(br#"{"PartitionKey":"a","RowKey":"b","X":{"y":1}}"#, None)), Some(ErrorCode::InvalidInput));
-        assert_eq!(code(decode_entity(br#"{"PartitionKey":"a","RowKey":"b","X":[1]}"#, None)), Some(ErrorCode::InvalidInput));
-        assert_eq!(code(decode_entity(br#"{"PartitionKey":"a","RowKey":"b","X":"1","X@odata.type":"Edm.Nope"}"#, None)), Some(ErrorCode::InvalidInput));
-        assert_eq!(code(decode_entity(br#"{"PartitionKey":"a","RowKey":"b","X":2147483648,"X@odata.type":"Edm.Int32"}"#, None)), Some(ErrorCode::InvalidInput));
-        assert_eq!(code(decode_entity(br#"{"PartitionKey":"a","RowKey":"b","X":"x","X@odata.type":"Edm.Guid"}"#, None)), Some(ErrorCode::InvalidInput));
+        assert_eq!(
+            code(decode_entity(br#"{"PartitionKey":"a","RowKey":"b","X":1,"X":2}"#, None)),
+            Some(ErrorCode::DuplicatePropertiesSpecified)
+        );
+        assert_eq!(
+            code(decode_entity(br#"{"PartitionKey":"a"}"#, None)),
+            Some(ErrorCode::PropertiesNeedValue)
+        );
+        assert_eq!(
+            code(decode_entity(br#"{"PartitionKey":1,"RowKey":"b"}"#, None)),
+            Some(ErrorCode::PrimaryKeyPropertyIsInvalidType)
+        );
+        assert_eq!(
+            code(decode_entity(br#"{"PartitionKey":"a","RowKey":"b","X":{"y":1}}"#, None)),
+            Some(ErrorCode::InvalidInput)
+        );
+        assert_eq!(
+            code(decode_entity(br#"{"PartitionKey":"a","RowKey":"b","X":[1]}"#, None)),
+            Some(ErrorCode::InvalidInput)
+        );
+        assert_eq!(
+            code(decode_entity(
+                br#"{"PartitionKey":"a","RowKey":"b","X":"1","X@odata.type":"Edm.Nope"}"#,
+                None
+            )),
+            Some(ErrorCode::InvalidInput)
+        );
+        assert_eq!(
+            code(decode_entity(
+                br#"{"PartitionKey":"a","RowKey":"b","X":2147483648,"X@odata.type":"Edm.Int32"}"#,
+                None
+            )),
+            Some(ErrorCode::InvalidInput)
+        );
+        assert_eq!(
+            code(decode_entity(
+                br#"{"PartitionKey":"a","RowKey":"b","X":"x","X@odata.type":"Edm.Guid"}"#,
+                None
+            )),
+            Some(ErrorCode::InvalidInput)
+        );
         assert_eq!(code(decode_entity(b"not json", None)), Some(ErrorCode::InvalidInput));
     }
 

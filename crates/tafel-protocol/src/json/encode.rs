@@ -74,7 +74,11 @@ pub fn write_entity(f: &EntityFormat<'_>, out: &mut Vec<u8>, e: &Entity, single:
         write_json_str(out, &format!("{}/$metadata#{}/@Element", f.base_url, f.table));
         out.push(b',');
     }
-    let path = if full { entity_path(f.table, &e.partition_key, &e.row_key) } else { String::new() };
+    let path = if full {
+        entity_path(f.table, &e.partition_key, &e.row_key)
+    } else {
+        String::new()
+    };
     if full {
         key(out, "odata.type");
         write_json_str(out, &format!("{}.{}", f.account, f.table));

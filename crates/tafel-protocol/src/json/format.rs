@@ -73,9 +73,21 @@ mod tests {
     fn negotiation() {
         assert_eq!(negotiate(None, None), Ok(MetadataLevel::Minimal));
         assert_eq!(negotiate(None, Some("application/json")), Ok(MetadataLevel::Minimal));
-        assert_eq!(negotiate(None, Some("application/json;odata=fullmetadata")), Ok(MetadataLevel::Full));
-        assert_eq!(negotiate(Some("application/json;odata=nometadata"), Some("application/json")), Ok(MetadataLevel::No));
-        assert_eq!(negotiate(None, Some("application/atom+xml")).map_err(|e| e.code), Err(ErrorCode::AtomFormatNotSupported));
-        assert_eq!(negotiate(None, Some("application/atom+xml, application/json;odata=nometadata")), Ok(MetadataLevel::No));
+        assert_eq!(
+            negotiate(None, Some("application/json;odata=fullmetadata")),
+            Ok(MetadataLevel::Full)
+        );
+        assert_eq!(
+            negotiate(Some("application/json;odata=nometadata"), Some("application/json")),
+            Ok(MetadataLevel::No)
+        );
+        assert_eq!(
+            negotiate(None, Some("application/atom+xml")).map_err(|e| e.code),
+            Err(ErrorCode::AtomFormatNotSupported)
+        );
+        assert_eq!(
+            negotiate(None, Some("application/atom+xml, application/json;odata=nometadata")),
+            Ok(MetadataLevel::No)
+        );
     }
 }

@@ -224,10 +224,7 @@ mod tests {
     use super::*;
 
     fn sample() -> Vec<Property> {
-        let p = |n: &str, value| Property {
-            name: n.into(),
-            value,
-        };
+        let p = |n: &str, value| Property { name: n.into(), value };
         vec![
             p("S", Value::String("héllo".into())),
             p("I", Value::Int32(-7)),

@@ -116,9 +116,8 @@ impl DateTime {
             return None;
         }
         let days = days_from_civil(year, month, day);
-        let ticks = days * TICKS_PER_DAY
-            + ((hour * 60 + minute - offset_minutes) * 60 + second) * TICKS_PER_SECOND
-            + frac;
+        let ticks =
+            days * TICKS_PER_DAY + ((hour * 60 + minute - offset_minutes) * 60 + second) * TICKS_PER_SECOND + frac;
         Some(DateTime(ticks))
     }
 
@@ -225,10 +224,7 @@ mod tests {
     fn range_constants_are_the_documented_instants() {
         assert_eq!(DateTime::MIN.to_iso(), "1601-01-01T00:00:00.0000000Z");
         assert_eq!(DateTime::MAX.to_iso(), "9999-12-31T23:59:59.9999999Z");
-        assert_eq!(
-            DateTime::from_unix_seconds(0).to_iso(),
-            "1970-01-01T00:00:00.0000000Z"
-        );
+        assert_eq!(DateTime::from_unix_seconds(0).to_iso(), "1970-01-01T00:00:00.0000000Z");
     }
 
     #[test]
@@ -239,9 +235,7 @@ mod tests {
         assert_eq!(DateTime::parse("2024-06-04T10:15:30+02:00"), want);
         assert_eq!(DateTime::parse("2024-06-04T08:15:30.000000000Z"), want);
         assert_eq!(
-            DateTime::parse("2024-06-04T08:15Z")
-                .map(|d| d.to_iso())
-                .as_deref(),
+            DateTime::parse("2024-06-04T08:15Z").map(|d| d.to_iso()).as_deref(),
             Some("2024-06-04T08:15:00.0000000Z")
         );
     }

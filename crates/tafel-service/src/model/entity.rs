@@ -29,10 +29,7 @@ impl Entity {
     }
 
     pub fn get(&self, name: &str) -> Option<&Value> {
-        self.properties
-            .iter()
-            .find(|p| p.name == name)
-            .map(|p| &p.value)
+        self.properties.iter().find(|p| p.name == name).map(|p| &p.value)
     }
 
     /// Sets a property, replacing any previous value of that name.

@@ -9,10 +9,7 @@ pub struct Guid(pub [u8; 16]);
 impl Guid {
     /// Parses `xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx` (any case, optionally in braces).
     pub fn parse(s: &str) -> Option<Guid> {
-        let s = s
-            .strip_prefix('{')
-            .and_then(|r| r.strip_suffix('}'))
-            .unwrap_or(s);
+        let s = s.strip_prefix('{').and_then(|r| r.strip_suffix('}')).unwrap_or(s);
         let b = s.as_bytes();
         if b.len() != 36 || [8, 13, 18, 23].iter().any(|&i| b[i] != b'-') {
             return None;

@@ -9,8 +9,8 @@ use super::{Ctx, Service};
 use crate::access::Action;
 use crate::error::{Error, ErrorCode, Result};
 use crate::model::{codec, Entity};
-use crate::query::{eval_stored, plan_entities};
 use crate::query::Expr;
+use crate::query::{eval_stored, plan_entities};
 
 pub const MAX_PAGE: usize = 1000;
 /// Azure returns a partial page with a continuation after this much work.
@@ -63,10 +63,22 @@ impl Service {
             Arc::new(move |k: &EntityKey, v: &[u8]| eval_stored(&expr, k, v)) as RowFilter
         });
         let limit = q.top.unwrap_or(MAX_PAGE).clamp(1, MAX_PAGE);
-        let request = ScanRequest { ranges, limit, filter, deadline: Some(Instant::now() + PAGE_BUDGET) };
+        let request = ScanRequest {
+            ranges,
+            limit,
+            filter,
+            deadline: Some(Instant::now() + PAGE_BUDGET),
+        };
         let page = self.store.scan_entities(&ctx.account, table, request).await?;
-        let entities = page.rows.iter().map(|(k, v)| decode(k, v)).collect::<Result<Vec<_>>>()?;
-        Ok(EntityPage { entities, next: page.next.map(|k| k.keys()) })
+        let entities = page
+            .rows
+            .iter()
+            .map(|(k, v)| decode(k, v))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(EntityPage {
+            entities,
+            next: page.next.map(|k| k.keys()),
+        })
     }
 }
 

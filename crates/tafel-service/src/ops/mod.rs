@@ -24,7 +24,10 @@ pub struct Ctx {
 
 impl Ctx {
     pub fn full(account: impl Into<String>) -> Self {
-        Ctx { account: account.into(), access: Access::Full }
+        Ctx {
+            account: account.into(),
+            access: Access::Full,
+        }
     }
 }
 
@@ -37,7 +40,10 @@ pub struct Service {
 
 impl Service {
     pub fn new(store: Arc<dyn Store>) -> Self {
-        Service { store, clock: Arc::new(Clock::default()) }
+        Service {
+            store,
+            clock: Arc::new(Clock::default()),
+        }
     }
 
     pub fn store(&self) -> &Arc<dyn Store> {

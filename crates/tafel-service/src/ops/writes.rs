@@ -116,7 +116,9 @@ impl Service {
             }
             keys.push(EntityKey::new(&e.partition_key, &e.row_key));
             let (bytes, merge) = match op.kind {
-                WriteKind::Insert | WriteKind::Replace => (codec::encode(DateTime(0), &e.properties), Entity::default()),
+                WriteKind::Insert | WriteKind::Replace => {
+                    (codec::encode(DateTime(0), &e.properties), Entity::default())
+                }
                 WriteKind::Merge => (Vec::new(), op.entity),
                 WriteKind::Delete => (Vec::new(), Entity::default()),
             };
