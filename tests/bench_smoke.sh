@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# CI smoke test of the benchmark tool: starts a Tafel (release build, fresh temp data dir,
+# a free port) and runs `tafel-bench --smoke --verify` against it: every workload for ~1 s
+# on a 2000-entity data set, with read-back verification of every property.
+# Builds nothing: expects target/release/tafel and target/release/tafel-bench
+# (cargo build --release -p tafel -p tafel-bench). Exits non-zero on any failure.
+#
+# Env: TAFEL_BIN, TAFEL_BENCH_BIN override the binaries.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+TAFEL_BIN="${TAFEL_BIN:-$ROOT/target/release/tafel}"
+BENCH_BIN="${TAFEL_BENCH_BIN:-$ROOT/target/release/tafel-bench}"
+for b in "$TAFEL_BIN" "$BENCH_BIN"; do
+  if [ ! -x "$b" ]; then
+    echo "bench_smoke: $b not found (cargo build --release -p tafel -p tafel-bench)" >&2
+    exit 2
+  fi
+done
+
+WORK="$(mktemp -d)"
+PID=""
+cleanup() {
+  if [ -n "$PID" ]; then
+    kill "$PID" 2>/dev/null || true
+    wait "$PID" 2>/dev/null || true
+  fi
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+# Port 0: the kernel picks a free port; Tafel logs the address it listens on.
+"$TAFEL_BIN" serve --host 127.0.0.1 --port 0 --data-dir "$WORK/data" --log info >"$WORK/tafel.log" 2>&1 &
+PID=$!
+ADDR=""
+for _ in $(seq 1 200); do
+  ADDR="$(grep -o 'listening on [0-9.]*:[0-9]*' "$WORK/tafel.log" | head -n1 | awk '{print $3}' || true)"
+  [ -n "$ADDR" ] && break
+  if ! kill -0 "$PID" 2>/dev/null; then
+    echo "bench_smoke: tafel exited early:" >&2
+    cat "$WORK/tafel.log" >&2
+    exit 1
+  fi
+  sleep 0.05
+done
+if [ -z "$ADDR" ]; then
+  echo "bench_smoke: tafel did not start listening within 10 s:" >&2
+  cat "$WORK/tafel.log" >&2
+  exit 1
+fi
+
+rc=0
+timeout 300 "$BENCH_BIN" --endpoint "http://$ADDR/devstoreaccount1" --smoke --verify --name Tafel || rc=$?
+if [ "$rc" -ne 0 ]; then
+  echo "bench_smoke: FAILED (tafel-bench exit $rc); server log tail:" >&2
+  tail -n 20 "$WORK/tafel.log" >&2
+  exit 1
+fi
+echo "bench_smoke: OK"
