@@ -5,17 +5,17 @@
 use std::collections::HashSet;
 
 use http::{Method, StatusCode};
-use tafel_service::model::{etag_for, Entity};
-use tafel_service::{validate, Error, ErrorCode, IfMatch, Result, Service, WriteKind, WriteOp};
+use tafel_service::model::etag_for;
+use tafel_service::{Error, ErrorCode, Result, Service, WriteKind, WriteOp};
 
-use super::entities::{entity_response_body, get};
-use super::{metadata_level, prefer, require_json_body};
+use super::entities::{decode_write, entity_response_body, get};
+use super::{metadata_level, prefer};
 use crate::batch::{
     new_boundaries, parse_batch, response_content_type, write_changeset_response, write_query_response, BatchKind,
     SubRequest, SubResponse,
 };
 use crate::error_body;
-use crate::json::{content_type, decode_entity, negotiate, MetadataLevel};
+use crate::json::{content_type, negotiate, MetadataLevel};
 use crate::request::{effective_method, parse_query, Context, Request, Response};
 use crate::resource::{self, entity_path, Resource};
 
@@ -59,52 +59,13 @@ fn decode_op(cx: &Context, index: usize, sub: &SubRequest) -> Result<Op> {
     let req = sub_request(cx, sub)?;
     let level = negotiate(None, req.header("accept"))?;
     let content_id = sub.content_id.clone().unwrap_or_else(|| (index + 1).to_string());
-    let method = req.method.as_str();
-    let (table, kind, entity) = match resource::parse(&req.path)? {
-        Resource::EntitySet(table) if method == "POST" => {
-            require_json_body(&req)?;
-            (table, WriteKind::Insert, decode_entity(&req.body, None)?)
-        }
-        Resource::Entity {
-            table,
-            partition_key,
-            row_key,
-        } => {
-            let keys = (partition_key.as_str(), row_key.as_str());
-            match method {
-                "PUT" | "MERGE" | "PATCH" => {
-                    require_json_body(&req)?;
-                    let kind = if method == "PUT" {
-                        WriteKind::Replace
-                    } else {
-                        WriteKind::Merge
-                    };
-                    (table, kind, decode_entity(&req.body, Some(keys))?)
-                }
-                "DELETE" => (table, WriteKind::Delete, Entity::new(partition_key, row_key)),
-                _ => {
-                    return Err(Error::invalid_input(
-                        "The batch operation's verb is not valid for this resource.",
-                    ))
-                }
-            }
-        }
-        _ => {
-            return Err(Error::invalid_input(
-                "A changeset may only contain entity insert, update, merge and delete operations.",
-            ))
-        }
-    };
-    validate::table_name(&table)?;
-    let if_match = IfMatch::parse(req.header("if-match"));
-    if kind == WriteKind::Delete && if_match == IfMatch::None {
-        return Err(Error::with_message(
-            ErrorCode::MissingRequiredHeader,
-            "An If-Match header is required to delete an entity.",
+    let Some((table, write)) = decode_write(&req, resource::parse(&req.path)?)? else {
+        return Err(Error::invalid_input(
+            "A changeset may only contain entity insert, update, merge and delete operations.",
         ));
-    }
+    };
     Ok(Op {
-        write: WriteOp { kind, entity, if_match },
+        write,
         table,
         content_id,
         level,

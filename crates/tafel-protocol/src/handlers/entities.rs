@@ -9,7 +9,7 @@ use crate::continuation;
 use crate::filter::parse_filter;
 use crate::json::{content_type, decode_entity, write_json_str, EntityFormat, MetadataLevel};
 use crate::request::{Context, Request, Response};
-use crate::resource::entity_path;
+use crate::resource::{entity_path, Resource};
 
 pub const ETAG_HEADER: &str = "etag";
 
@@ -122,85 +122,83 @@ pub async fn query(svc: &Service, cx: &Context, req: &Request, table: &str) -> R
     Ok(resp)
 }
 
-pub async fn insert(svc: &Service, cx: &Context, req: &Request, table: &str) -> Result<Response> {
-    let level = metadata_level(req)?;
-    validate::table_name(table)?;
-    require_json_body(req)?;
-    let mut entity = decode_entity(&req.body, None)?;
-    let op = WriteOp {
-        kind: WriteKind::Insert,
-        entity,
-        if_match: IfMatch::None,
+/// Decodes an entity write — insert, update, merge, delete and the two upserts — the
+/// same way for top-level requests and `$batch` sub-requests. `None` when the verb
+/// names no write on this resource.
+pub(crate) fn decode_write(req: &Request, resource: Resource) -> Result<Option<(String, WriteOp)>> {
+    let (table, kind, keys) = match (resource, req.method.as_str()) {
+        (Resource::EntitySet(table), "POST") => (table, WriteKind::Insert, None),
+        (
+            Resource::Entity {
+                table,
+                partition_key,
+                row_key,
+            },
+            method,
+        ) => {
+            let kind = match method {
+                "PUT" => WriteKind::Replace,
+                "MERGE" | "PATCH" => WriteKind::Merge,
+                "DELETE" => WriteKind::Delete,
+                _ => return Ok(None),
+            };
+            (table, kind, Some((partition_key, row_key)))
+        }
+        _ => return Ok(None),
     };
-    entity = op.entity.clone();
-    let ts = svc.write_entity(&cx.ctx, table, op).await?;
-    entity.timestamp = Some(ts);
-    let body = entity_response_body(cx, level, table, &entity, None);
-    let mut resp = Response::with_body(StatusCode::CREATED, content_type(level), body);
-    resp.set(ETAG_HEADER, &etag_for(ts));
-    let location = format!(
-        "{}/{}",
-        cx.base_url,
-        entity_path(table, &entity.partition_key, &entity.row_key)
-    );
-    resp.set("location", &location);
-    let pref = prefer(req);
-    if pref == Some(false) {
-        resp.set("dataserviceid", &location);
-    }
-    apply_prefer(&mut resp, pref);
-    Ok(resp)
-}
-
-pub async fn update(
-    svc: &Service,
-    cx: &Context,
-    req: &Request,
-    table: &str,
-    keys: (&str, &str),
-    merge: bool,
-) -> Result<Response> {
-    metadata_level(req)?;
-    validate::table_name(table)?;
-    require_json_body(req)?;
-    let entity = decode_entity(&req.body, Some(keys))?;
-    let if_match = IfMatch::parse(req.header("if-match"));
-    let kind = if merge { WriteKind::Merge } else { WriteKind::Replace };
-    let ts = svc
-        .write_entity(&cx.ctx, table, WriteOp { kind, entity, if_match })
-        .await?;
-    let mut resp = Response::new(StatusCode::NO_CONTENT);
-    resp.set(ETAG_HEADER, &etag_for(ts));
-    Ok(resp)
-}
-
-pub async fn delete(
-    svc: &Service,
-    cx: &Context,
-    req: &Request,
-    table: &str,
-    (pk, rk): (&str, &str),
-) -> Result<Response> {
-    validate::table_name(table)?;
-    let if_match = match IfMatch::parse(req.header("if-match")) {
-        IfMatch::None => {
+    validate::table_name(&table)?;
+    let entity = match (kind, keys) {
+        (WriteKind::Delete, Some((pk, rk))) => Entity::new(pk, rk),
+        (_, keys) => {
+            require_json_body(req)?;
+            decode_entity(&req.body, keys.as_ref().map(|(p, r)| (p.as_str(), r.as_str())))?
+        }
+    };
+    let if_match = match (kind, IfMatch::parse(req.header("if-match"))) {
+        (WriteKind::Insert, _) => IfMatch::None,
+        (WriteKind::Delete, IfMatch::None) => {
             return Err(Error::with_message(
                 ErrorCode::MissingRequiredHeader,
                 "An If-Match header is required to delete an entity; use '*' to delete unconditionally.",
             ))
         }
-        m => m,
+        (_, m) => m,
     };
-    let entity = Entity::new(pk, rk);
-    svc.write_entity(
-        &cx.ctx,
-        table,
-        WriteOp {
-            kind: WriteKind::Delete,
-            entity,
-            if_match,
-        },
-    )
-    .await?;
-    Ok(Response::new(StatusCode::NO_CONTENT))
+    Ok(Some((table, WriteOp { kind, entity, if_match })))
+}
+
+/// Runs an entity write and answers as Azure does: 201 with the entity (or 204
+/// under `Prefer: return-no-content`) for inserts, 204 with the new ETag for
+/// updates and merges, 204 for deletes.
+pub async fn write(svc: &Service, cx: &Context, req: &Request, resource: Resource) -> Result<Response> {
+    let level = metadata_level(req)?;
+    let Some((table, op)) = decode_write(req, resource)? else {
+        return Err(Error::new(ErrorCode::MethodNotAllowed));
+    };
+    let kind = op.kind;
+    let mut entity = (kind == WriteKind::Insert).then(|| op.entity.clone());
+    let ts = svc.write_entity(&cx.ctx, &table, op).await?;
+    let mut resp = Response::new(StatusCode::NO_CONTENT);
+    match (kind, entity.as_mut()) {
+        (WriteKind::Insert, Some(entity)) => {
+            entity.timestamp = Some(ts);
+            let body = entity_response_body(cx, level, &table, entity, None);
+            resp = Response::with_body(StatusCode::CREATED, content_type(level), body);
+            resp.set(ETAG_HEADER, &etag_for(ts));
+            let location = format!(
+                "{}/{}",
+                cx.base_url,
+                entity_path(&table, &entity.partition_key, &entity.row_key)
+            );
+            resp.set("location", &location);
+            let pref = prefer(req);
+            if pref == Some(false) {
+                resp.set("dataserviceid", &location);
+            }
+            apply_prefer(&mut resp, pref);
+        }
+        (WriteKind::Delete, _) => {}
+        _ => resp.set(ETAG_HEADER, &etag_for(ts)),
+    }
+    Ok(resp)
 }

@@ -33,7 +33,6 @@ fn method_not_allowed() -> Error {
 /// Runs one operation.
 pub async fn handle(svc: &Service, cx: &Context, req: &Request) -> Result<Response> {
     let resource = resource::parse(&req.path)?;
-    let merge = Method::from_bytes(b"MERGE").map_err(Error::internal)?;
     match resource {
         Resource::Tables => match req.method {
             Method::GET | Method::HEAD => tables::query(svc, cx, req).await,
@@ -51,27 +50,28 @@ pub async fn handle(svc: &Service, cx: &Context, req: &Request) -> Result<Respon
         },
         Resource::EntitySet(table) => match req.method {
             Method::GET | Method::HEAD => entities::query(svc, cx, req, &table).await,
-            Method::POST => entities::insert(svc, cx, req, &table).await,
-            _ => Err(method_not_allowed()),
+            _ => entities::write(svc, cx, req, Resource::EntitySet(table)).await,
         },
         Resource::Entity {
             table,
             partition_key,
             row_key,
-        } => {
-            let keys = (partition_key.as_str(), row_key.as_str());
-            if req.method == Method::GET || req.method == Method::HEAD {
-                entities::get(svc, cx, req, &table, keys).await
-            } else if req.method == Method::PUT {
-                entities::update(svc, cx, req, &table, keys, false).await
-            } else if req.method == merge || req.method == Method::PATCH {
-                entities::update(svc, cx, req, &table, keys, true).await
-            } else if req.method == Method::DELETE {
-                entities::delete(svc, cx, req, &table, keys).await
-            } else {
-                Err(method_not_allowed())
+        } => match req.method {
+            Method::GET | Method::HEAD => entities::get(svc, cx, req, &table, (&partition_key, &row_key)).await,
+            _ => {
+                entities::write(
+                    svc,
+                    cx,
+                    req,
+                    Resource::Entity {
+                        table,
+                        partition_key,
+                        row_key,
+                    },
+                )
+                .await
             }
-        }
+        },
         Resource::Batch => match req.method {
             Method::POST => batch::batch(svc, cx, req).await,
             _ => Err(method_not_allowed()),
