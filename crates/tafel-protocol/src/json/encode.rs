@@ -20,6 +20,14 @@ pub struct EntityFormat<'a> {
 }
 
 pub fn write_json_str(out: &mut Vec<u8>, s: &str) {
+    // Most keys and values need no escaping: copy them in one go.
+    if !s.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\') {
+        out.reserve(s.len() + 2);
+        out.push(b'"');
+        out.extend_from_slice(s.as_bytes());
+        out.push(b'"');
+        return;
+    }
     // Writing a &str into a Vec cannot fail.
     let _ = serde_json::to_writer(&mut *out, s);
 }
@@ -154,7 +162,11 @@ pub fn write_entity(f: &EntityFormat<'_>, out: &mut Vec<u8>, e: &Entity, single:
                 out.extend_from_slice(s.as_bytes());
                 out.push(b'"');
             }
-            Value::Guid(g) => write_json_str(out, &g.to_string()),
+            Value::Guid(g) => {
+                out.push(b'"');
+                g.write_canonical(out);
+                out.push(b'"');
+            }
             Value::Binary(b) => {
                 out.push(b'"');
                 out.extend_from_slice(base64::engine::general_purpose::STANDARD.encode(b).as_bytes());
@@ -167,4 +179,42 @@ pub fn write_entity(f: &EntityFormat<'_>, out: &mut Vec<u8>, e: &Entity, single:
         out.pop();
     }
     out.push(b'}');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn json(s: &str) -> String {
+        let mut out = Vec::new();
+        write_json_str(&mut out, s);
+        String::from_utf8(out).unwrap_or_default()
+    }
+
+    #[test]
+    fn strings_are_valid_json_on_both_paths() {
+        for s in [
+            "plain",
+            "",
+            "ünïcode ✓ \u{1F600}",
+            "quote\"d",
+            "back\\slash",
+            "line\nbreak\t",
+            "\u{1}\u{1f}",
+            "</script>",
+        ] {
+            let written = json(s);
+            let back: String = serde_json::from_str(&written).unwrap_or_else(|e| panic!("{written}: {e}"));
+            assert_eq!(back, s);
+        }
+        assert_eq!(json("plain"), "\"plain\"");
+    }
+
+    #[test]
+    fn guids_are_written_canonically() {
+        let g = tafel_service::model::Guid::parse("3F2504E0-4F89-11D3-9A0C-0305E82C3301").expect("valid guid");
+        let mut out = Vec::new();
+        g.write_canonical(&mut out);
+        assert_eq!(out, b"3f2504e0-4f89-11d3-9a0c-0305e82c3301");
+    }
 }

@@ -32,15 +32,26 @@ impl Guid {
     }
 }
 
-impl fmt::Display for Guid {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl Guid {
+    /// The canonical lowercase form, 36 ASCII bytes, written without `core::fmt`
+    /// (this runs for every Guid of every response).
+    pub fn write_canonical(&self, out: &mut Vec<u8>) {
+        const HEX: &[u8; 16] = b"0123456789abcdef";
         for (i, byte) in self.0.iter().enumerate() {
             if matches!(i, 4 | 6 | 8 | 10) {
-                f.write_str("-")?;
+                out.push(b'-');
             }
-            write!(f, "{byte:02x}")?;
+            out.push(HEX[usize::from(byte >> 4)]);
+            out.push(HEX[usize::from(byte & 0x0f)]);
         }
-        Ok(())
+    }
+}
+
+impl fmt::Display for Guid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut buf = Vec::with_capacity(36);
+        self.write_canonical(&mut buf);
+        f.write_str(std::str::from_utf8(&buf).map_err(|_| fmt::Error)?)
     }
 }
 
