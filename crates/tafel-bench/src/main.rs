@@ -62,7 +62,7 @@ struct RunArgs {
     /// [default: 100000; 2000 with --smoke]. Rounded up to a multiple of 100.
     #[arg(long)]
     entities: Option<u64>,
-    /// Comma-separated workloads (default: all): insert, point-read, merge-upsert,
+    /// Comma-separated workloads (default: all): insert, point-read, point-query, merge-upsert,
     /// partition-query, scan-filter, batch-insert.
     #[arg(long, value_delimiter = ',')]
     workloads: Vec<String>,
@@ -228,7 +228,7 @@ async fn run(args: RunArgs) -> Result<ExitCode, String> {
     let needs_data = selected.iter().any(|w| {
         matches!(
             w.as_str(),
-            "point-read" | "merge-upsert" | "partition-query" | "scan-filter"
+            "point-read" | "point-query" | "merge-upsert" | "partition-query" | "scan-filter"
         )
     });
     let mut preload_ok = true;

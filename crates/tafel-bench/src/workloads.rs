@@ -21,9 +21,10 @@ const UNKNOWN: u32 = u32::MAX;
 /// At most this many pages per query (a guard against a server looping on continuations).
 const MAX_PAGES: u32 = 100_000;
 
-pub const ALL: [&str; 6] = [
+pub const ALL: [&str; 7] = [
     "insert",
     "point-read",
+    "point-query",
     "merge-upsert",
     "partition-query",
     "scan-filter",
@@ -357,8 +358,9 @@ impl Bench {
                 self.verify_samples(&mut row, t.samples).await;
                 row
             }
-            "point-read" => {
-                let (t, el) = self.run(|b, w| b.point_read_worker(w)).await;
+            "point-read" | "point-query" => {
+                let as_query = name == "point-query";
+                let (t, el) = self.run(move |b, w| b.point_read_worker(w, as_query)).await;
                 let mut row = self.row(name, "ops/s", &t, el);
                 row.rate = crate::report::per_s(t.ops, el);
                 row
@@ -474,7 +476,9 @@ impl Bench {
         t
     }
 
-    async fn point_read_worker(self: Arc<Self>, w: u64) -> Tally {
+    /// A point read, by key (`as_query` false) or as the query `PartitionKey eq … and
+    /// RowKey eq …`, which the planner must make cost the same.
+    async fn point_read_worker(self: Arc<Self>, w: u64, as_query: bool) -> Tally {
         let mut t = Tally::new();
         let mut conn = Conn::new(&self.ep);
         let (deadline, max) = (self.deadline(), self.per_worker_ops());
@@ -482,7 +486,12 @@ impl Bench {
         while Instant::now() < deadline && t.ops + t.errors < max {
             let id = rng.below(self.cfg.entities);
             let (pk, rk) = (data::data_pk(id), data::rk(id));
-            let path = entity_path(&self.data_table, &pk, &rk);
+            let path = if as_query {
+                let filter = format!("PartitionKey eq '{pk}' and RowKey eq '{rk}'");
+                format!("/{}()?$filter={}", self.data_table, encode_query(&filter))
+            } else {
+                entity_path(&self.data_table, &pk, &rk)
+            };
             let req = match self.ep.request(&Method::GET, &path, None, Bytes::new(), &[]) {
                 Ok(r) => r,
                 Err(e) => {
@@ -499,7 +508,21 @@ impl Bench {
                     // Verify one read in 16 in full (keys, every value, every type).
                     let version = self.version(id);
                     if self.cfg.verify && t.ops % 16 == 1 && version != UNKNOWN {
-                        let res = data::verify_body(&r.body, &pk, &rk, &Values::new(id, version));
+                        let res = if as_query {
+                            // Exactly one entity, and the right one.
+                            match serde_json::from_slice::<Value>(&r.body) {
+                                Ok(v) => match v["value"].as_array().map(Vec::as_slice) {
+                                    Some([one]) => match one.as_object() {
+                                        Some(obj) => data::verify_entity(obj, &pk, &rk, &Values::new(id, version)),
+                                        None => Err("query result is not an object".into()),
+                                    },
+                                    _ => Err("point query did not return exactly one entity".into()),
+                                },
+                                Err(e) => Err(format!("invalid JSON: {e}")),
+                            }
+                        } else {
+                            data::verify_body(&r.body, &pk, &rk, &Values::new(id, version))
+                        };
                         t.check(&format!("point-read {pk}/{rk}"), res);
                     }
                 }
