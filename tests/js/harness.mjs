@@ -6,6 +6,7 @@ import fs from "node:fs";
 import net from "node:net";
 import os from "node:os";
 import path from "node:path";
+import { test } from "node:test";
 import { fileURLToPath } from "node:url";
 
 export const ACCOUNT = "devstoreaccount1";
@@ -134,4 +135,21 @@ export function errorCode(err) {
     err?.response?.parsedBody?.odataError?.code ??
     err?.response?.headers?.get?.("x-ms-error-code")
   );
+}
+
+/**
+ * `test`, but a failure's message carries the tail of the server log.
+ * `getServer` returns the suite's server (started in `before`, so read lazily).
+ */
+export function testWithLog(getServer) {
+  return (name, fn) =>
+    test(name, async (t) => {
+      try {
+        await fn(t);
+      } catch (err) {
+        const server = getServer();
+        if (server) err.message = `${err.message}\n--- tafel log (tail) ---\n${server.logTail(60)}`;
+        throw err;
+      }
+    });
 }

@@ -1,10 +1,10 @@
 // @azure/data-tables against the real tafel binary (node --test).
 import assert from "node:assert/strict";
-import { after, before, test } from "node:test";
+import { after, before } from "node:test";
 
 import { TableClient, TableServiceClient, odata } from "@azure/data-tables";
 
-import { errorCode, startServer, uniqueTableName } from "./harness.mjs";
+import { errorCode, startServer, uniqueTableName, testWithLog } from "./harness.mjs";
 
 const OPTS = { allowInsecureConnection: true };
 let server;
@@ -20,19 +20,7 @@ after(async () => {
   }
 });
 
-/** A test whose failure message carries the tail of the server log. */
-function it(name, fn) {
-  test(name, async (t) => {
-    try {
-      await fn(t);
-    } catch (err) {
-      if (server) {
-        err.message = `${err.message}\n--- tafel log (tail) ---\n${server.logTail(60)}`;
-      }
-      throw err;
-    }
-  });
-}
+const it = testWithLog(() => server);
 
 function serviceClient() {
   return TableServiceClient.fromConnectionString(server.connStr, OPTS);

@@ -1,7 +1,7 @@
 // Shared access signatures through @azure/data-tables: generateTableSas / generateAccountSas
 // tokens used with AzureSASCredential against the real tafel binary (node --test).
 import assert from "node:assert/strict";
-import { after, before, test } from "node:test";
+import { after, before } from "node:test";
 
 import {
   AzureNamedKeyCredential,
@@ -12,7 +12,7 @@ import {
   generateTableSas,
 } from "@azure/data-tables";
 
-import { ACCOUNT, KEY, errorCode, startServer, uniqueTableName } from "./harness.mjs";
+import { ACCOUNT, KEY, errorCode, startServer, uniqueTableName, testWithLog } from "./harness.mjs";
 
 const OPTS = { allowInsecureConnection: true };
 const CRED = new AzureNamedKeyCredential(ACCOUNT, KEY);
@@ -40,16 +40,7 @@ after(async () => {
   }
 });
 
-function it(name, fn) {
-  test(name, async (t) => {
-    try {
-      await fn(t);
-    } catch (err) {
-      if (server) err.message = `${err.message}\n--- tafel log (tail) ---\n${server.logTail(60)}`;
-      throw err;
-    }
-  });
-}
+const it = testWithLog(() => server);
 
 const inHours = (h) => new Date(Date.now() + h * 3600 * 1000);
 const sasTable = (name, sas) => new TableClient(server.url, name, new AzureSASCredential(sas), OPTS);
