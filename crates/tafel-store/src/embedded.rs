@@ -393,8 +393,13 @@ impl Writer<'_, '_> {
     }
 }
 
-fn scan(db: &Database, id: u64, request: ScanRequest) -> Result<ScanPage, StoreError> {
+/// One page of a scan, table lookup included, in a single snapshot.
+fn scan(db: &Database, table_key: &[u8], request: ScanRequest) -> Result<ScanPage, StoreError> {
     let txn = db.begin_read().map_err(be)?;
+    let id = match txn.open_table(TABLES).map_err(be)?.get(table_key).map_err(be)? {
+        Some(v) => decode_table(v.value())?.id,
+        None => return Err(StoreError::TableNotFound),
+    };
     let entities = txn.open_table(ENTITIES).map_err(be)?;
     let mut rows = Vec::new();
     let mut examined: u32 = 0;
@@ -499,9 +504,9 @@ impl Store for EmbeddedStore {
     }
 
     async fn scan_entities(&self, account: &str, table: &str, request: ScanRequest) -> Result<ScanPage, StoreError> {
-        let t = self.read_table(account, table)?.ok_or(StoreError::TableNotFound)?;
+        let key = table_key(account, table);
         let db = self.db.clone();
-        tokio::task::spawn_blocking(move || scan(&db, t.id, request))
+        tokio::task::spawn_blocking(move || scan(&db, &key, request))
             .await
             .map_err(be)?
     }
