@@ -24,7 +24,7 @@ use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinitio
 use tokio::sync::oneshot;
 
 use crate::error::StoreError;
-use crate::key::EntityKey;
+use crate::key::{EntityKey, KeyRef};
 use crate::traits::{Decide, Mutation, Outcome, ScanPage, ScanRequest, Store, TableRecord};
 
 /// `account 0x00 lowercase-table-name` → `id u64 LE, name len u16 LE, name, acl`.
@@ -418,20 +418,26 @@ fn scan(db: &Database, table_key: &[u8], request: ScanRequest) -> Result<ScanPag
             .map_err(be)?;
         for item in iter {
             let (k, v) = item.map_err(be)?;
-            let key = EntityKey::from_bytes(k.value()[8..].to_vec());
+            let key = KeyRef::new(k.value().get(8..).unwrap_or_default());
             examined = examined.wrapping_add(1);
             if examined.is_multiple_of(512) && request.deadline.is_some_and(|d| Instant::now() >= d) {
-                return Ok(ScanPage { rows, next: Some(key) });
+                return Ok(ScanPage {
+                    rows,
+                    next: Some(key.to_owned()),
+                });
             }
-            let keep = request.filter.as_ref().is_none_or(|f| f(&key, v.value()));
+            let keep = request.filter.as_ref().is_none_or(|f| f(key, v.value()));
             if !keep {
                 continue;
             }
             if rows.len() == request.limit {
                 // One more match exists: that is where the next page starts.
-                return Ok(ScanPage { rows, next: Some(key) });
+                return Ok(ScanPage {
+                    rows,
+                    next: Some(key.to_owned()),
+                });
             }
-            rows.push((key, v.value().to_vec()));
+            rows.push((key.to_owned(), v.value().to_vec()));
         }
     }
     Ok(ScanPage { rows, next: None })

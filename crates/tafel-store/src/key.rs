@@ -12,6 +12,7 @@
 //! Keys never contain U+0000 (the service rejects control characters), so 0x00 is a
 //! safe separator that also makes a shorter PartitionKey sort first.
 
+use std::borrow::Cow;
 use std::cmp::Ordering;
 use std::fmt;
 use std::ops::Bound;
@@ -82,36 +83,100 @@ impl EntityKey {
         &self.0
     }
 
-    fn split(&self) -> (&[u8], &[u8]) {
-        match memchr0(&self.0) {
-            Some(i) => (&self.0[..i], &self.0[i + 1..]),
-            None => (&self.0[..], &[]),
-        }
+    /// The key as a borrowed view.
+    pub fn view(&self) -> KeyRef<'_> {
+        KeyRef(&self.0)
     }
 
     pub fn partition_key(&self) -> String {
-        unmap(self.split().0)
+        self.view().partition_key()
     }
 
     pub fn row_key(&self) -> String {
-        unmap(self.split().1)
+        self.view().row_key()
     }
 
     /// Both keys, decoded.
     pub fn keys(&self) -> (String, String) {
-        let (p, r) = self.split();
-        (unmap(p), unmap(r))
+        self.view().keys()
     }
 
     /// Compares the PartitionKey with `s` in Azure order, without decoding it.
     pub fn cmp_partition_key(&self, s: &str) -> Ordering {
-        cmp_mapped(self.split().0, s)
+        self.view().cmp_partition_key(s)
     }
 
     /// Compares the RowKey with `s` in Azure order, without decoding it.
     pub fn cmp_row_key(&self, s: &str) -> Ordering {
+        self.view().cmp_row_key(s)
+    }
+}
+
+/// An encoded key borrowed from a backend's buffer, so scans can test rows
+/// without copying each key.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct KeyRef<'a>(&'a [u8]);
+
+impl<'a> KeyRef<'a> {
+    /// Wraps bytes produced by [`EntityKey::as_bytes`].
+    pub fn new(bytes: &'a [u8]) -> Self {
+        KeyRef(bytes)
+    }
+
+    pub fn as_bytes(self) -> &'a [u8] {
+        self.0
+    }
+
+    pub fn to_owned(self) -> EntityKey {
+        EntityKey(self.0.to_vec())
+    }
+
+    fn split(self) -> (&'a [u8], &'a [u8]) {
+        match memchr0(self.0) {
+            Some(i) => (&self.0[..i], &self.0[i + 1..]),
+            None => (self.0, &[]),
+        }
+    }
+
+    pub fn partition_key(self) -> String {
+        unmap(self.split().0)
+    }
+
+    pub fn row_key(self) -> String {
+        unmap(self.split().1)
+    }
+
+    /// Both keys, decoded.
+    pub fn keys(self) -> (String, String) {
+        let (p, r) = self.split();
+        (unmap(p), unmap(r))
+    }
+
+    /// Both keys, borrowed when they hold no remapped byte (0xF5/0xF6 never occur
+    /// in UTF-8, so their absence means the bytes are the keys' own UTF-8).
+    pub fn keys_cow(self) -> (Cow<'a, str>, Cow<'a, str>) {
+        let (p, r) = self.split();
+        (unmap_cow(p), unmap_cow(r))
+    }
+
+    /// Compares the PartitionKey with `s` in Azure order, without decoding it.
+    pub fn cmp_partition_key(self, s: &str) -> Ordering {
+        cmp_mapped(self.split().0, s)
+    }
+
+    /// Compares the RowKey with `s` in Azure order, without decoding it.
+    pub fn cmp_row_key(self, s: &str) -> Ordering {
         cmp_mapped(self.split().1, s)
     }
+}
+
+fn unmap_cow(bytes: &[u8]) -> Cow<'_, str> {
+    if !bytes.iter().any(|&b| b == 0xF5 || b == 0xF6) {
+        if let Ok(s) = std::str::from_utf8(bytes) {
+            return Cow::Borrowed(s);
+        }
+    }
+    Cow::Owned(unmap(bytes))
 }
 
 fn memchr0(b: &[u8]) -> Option<usize> {

@@ -12,5 +12,5 @@ pub mod key;
 mod traits;
 
 pub use error::StoreError;
-pub use key::{EntityKey, KeyRange};
+pub use key::{EntityKey, KeyRange, KeyRef};
 pub use traits::{Decide, Decision, Mutation, Outcome, RowFilter, ScanPage, ScanRequest, Store, TableRecord};

@@ -9,7 +9,7 @@ use std::time::Instant;
 use async_trait::async_trait;
 
 use crate::error::StoreError;
-use crate::key::{EntityKey, KeyRange};
+use crate::key::{EntityKey, KeyRange, KeyRef};
 
 /// A table as stored: its name with the case it was created with, and the opaque
 /// access-policy blob the service keeps for it.
@@ -21,7 +21,7 @@ pub struct TableRecord {
 
 /// Decides, from a row's key and value, whether a scan returns it. Runs on the
 /// backend's threads, so it must be cheap and must not block.
-pub type RowFilter = Arc<dyn Fn(&EntityKey, &[u8]) -> bool + Send + Sync>;
+pub type RowFilter = Arc<dyn Fn(KeyRef<'_>, &[u8]) -> bool + Send + Sync>;
 
 /// One page of an ordered scan.
 pub struct ScanRequest {

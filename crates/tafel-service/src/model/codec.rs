@@ -190,11 +190,16 @@ pub fn timestamp(bytes: &[u8]) -> Option<DateTime> {
 pub fn lookup<'a>(bytes: &'a [u8], name: &str) -> Option<ValueRef<'a>> {
     let mut r = Reader { b: bytes, at: 0 };
     let (_, count) = r.header()?;
+    // Scans call this for every row: compare raw name bytes, and validate UTF-8
+    // only of the value that is returned.
+    let want = name.as_bytes();
     for _ in 0..count {
-        let (n, v) = r.property(|n| n == name)?;
-        if n == name {
-            return v;
+        let ty = EdmType::from_tag(r.take(1)?[0])?;
+        let len = r.u16()? as usize;
+        if r.take(len)? == want {
+            return r.value(ty);
         }
+        r.skip(ty)?;
     }
     None
 }

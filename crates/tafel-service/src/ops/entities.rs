@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tafel_store::{EntityKey, KeyRange, RowFilter, ScanRequest};
+use tafel_store::{EntityKey, KeyRange, KeyRef, RowFilter, ScanRequest};
 
 use super::{Ctx, Service};
 use crate::access::Action;
@@ -60,7 +60,7 @@ impl Service {
         ranges = ctx.access.clip(ranges);
         let filter: Option<RowFilter> = plan.residual.map(|expr| {
             let expr = Arc::new(expr);
-            Arc::new(move |k: &EntityKey, v: &[u8]| eval_stored(&expr, k, v)) as RowFilter
+            Arc::new(move |k: KeyRef<'_>, v: &[u8]| eval_stored(&expr, k, v)) as RowFilter
         });
         let limit = q.top.unwrap_or(MAX_PAGE).clamp(1, MAX_PAGE);
         let request = ScanRequest {

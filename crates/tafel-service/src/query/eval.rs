@@ -12,7 +12,7 @@ use std::cell::Cell;
 use std::cmp::Ordering;
 
 use tafel_store::key::azure_str_cmp;
-use tafel_store::EntityKey;
+use tafel_store::KeyRef;
 
 use super::ast::{CompareOp, Expr};
 use crate::model::codec::{self, ValueRef};
@@ -20,7 +20,7 @@ use crate::model::{Entity, Value};
 
 /// Whether a stored entity matches. Reads only the properties the filter names,
 /// and compares key literals against the encoded key without decoding it.
-pub fn eval_stored(expr: &Expr, key: &EntityKey, stored: &[u8]) -> bool {
+pub fn eval_stored(expr: &Expr, key: KeyRef<'_>, stored: &[u8]) -> bool {
     eval(
         expr,
         &StoredRow {
@@ -136,7 +136,7 @@ impl Row<'_> for TableRow<'_> {
 }
 
 struct StoredRow<'a, 'e> {
-    key: &'a EntityKey,
+    key: KeyRef<'a>,
     stored: &'a [u8],
     /// The last property looked up: chains like `A eq 1 or A eq 2 or …` test one
     /// property many times, and each lookup walks the stored bytes.

@@ -239,12 +239,16 @@ fn corrupt_stored_bytes_do_not_panic() {
         cmp("A", CompareOp::Eq, Value::Int32(5)),
         cmp("Timestamp", CompareOp::Gt, Value::DateTime(DateTime::MIN)),
     ]);
-    assert!(eval_stored(&f, &key, &bytes));
+    assert!(eval_stored(&f, key.view(), &bytes));
     for cut in 0..bytes.len() {
-        let _ = eval_stored(&f, &key, &bytes[..cut]);
+        let _ = eval_stored(&f, key.view(), &bytes[..cut]);
     }
-    assert!(!eval_stored(&f, &key, &[]));
-    assert!(eval_stored(&cmp("PartitionKey", CompareOp::Eq, s("pk")), &key, &[]));
+    assert!(!eval_stored(&f, key.view(), &[]));
+    assert!(eval_stored(
+        &cmp("PartitionKey", CompareOp::Eq, s("pk")),
+        key.view(),
+        &[]
+    ));
 }
 
 #[test]

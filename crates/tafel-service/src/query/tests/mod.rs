@@ -34,7 +34,7 @@ fn matches(expr: &Expr, e: &Entity) -> bool {
     let decoded = eval_entity(expr, e);
     if e.timestamp.is_some() {
         let (key, bytes) = stored(e);
-        assert_eq!(eval_stored(expr, &key, &bytes), decoded, "{expr:?} on {e:?}");
+        assert_eq!(eval_stored(expr, key.view(), &bytes), decoded, "{expr:?} on {e:?}");
     }
     decoded
 }

@@ -150,7 +150,7 @@ proptest! {
         for range in &plan.ranges {
             for (k, b, _) in &rows {
                 if range.contains(k.as_bytes())
-                    && plan.residual.as_ref().is_none_or(|r| eval_stored(r, k, b))
+                    && plan.residual.as_ref().is_none_or(|r| eval_stored(r, k.view(), b))
                 {
                     planned.push(k);
                 }
