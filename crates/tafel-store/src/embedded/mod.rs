@@ -1,11 +1,13 @@
-//! The embedded backend: one redb file in the data directory.
+//! The embedded backend: one redb file and one write-ahead log in the data directory.
 //!
 //! Invariants:
 //! - Every write runs on the single writer thread, which takes all writes queued
-//!   at that moment, applies them one after another in one redb transaction and
-//!   commits it with `Durability::Immediate` (fsync) before answering any of them.
+//!   at that moment and applies them one after another in one redb transaction.
 //!   This is group commit: concurrent writers share one sync, and each sees the
 //!   effects of those queued before it exactly as if they ran alone.
+//! - No writer is answered before its changes are durable: either the group's
+//!   log record is synced before the (non-durable) redb commit makes it visible,
+//!   or the group commits durably itself (a checkpoint). See [`wal`].
 //! - Entity rows live under `table id (u64, big-endian) ++ EntityKey`; a table's
 //!   id is never reused, so rows of a deleted table can never reappear under a new
 //!   table of the same name.
@@ -17,12 +19,15 @@ use std::path::Path;
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::thread;
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+mod wal;
 
 use async_trait::async_trait;
 use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
 use tokio::sync::oneshot;
 
+use self::wal::{decode_ops, Op, Wal};
 use crate::error::StoreError;
 use crate::key::{EntityKey, KeyRef};
 use crate::traits::{Decide, Mutation, Outcome, ScanPage, ScanRequest, Store, TableRecord};
@@ -38,8 +43,25 @@ const ENTITIES: TableDefinition<&[u8], &[u8]> = TableDefinition::new("entities")
 const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
 
 const NEXT_TABLE_ID: &str = "next_table_id";
+/// META key of the number of the last log record the state includes.
+const WAL_SEQ: &str = "wal_seq";
 /// Upper bound of jobs folded into one commit, so one commit's latency stays bounded.
 const MAX_GROUP: usize = 512;
+/// A checkpoint at least this often while there are writes, so the log's replay
+/// stays short and redb can reuse the pages that non-durable commits freed.
+const CHECKPOINT_INTERVAL: Duration = Duration::from_secs(5);
+/// A checkpoint once this much log was written since the last: it writes every
+/// page changed since, so its duration (a stall for the writes queued behind it)
+/// grows with this.
+const CHECKPOINT_BYTES: u64 = 16 << 20;
+/// An idle writer checkpoints after this long without a write.
+const IDLE_CHECKPOINT: Duration = Duration::from_secs(1);
+
+/// Table tags in log records.
+const T_TABLES: u8 = 0;
+const T_ORDER: u8 = 1;
+const T_ENTITIES: u8 = 2;
+const T_META: u8 = 3;
 
 pub struct EmbeddedOptions {
     /// Bytes of page cache redb may use.
@@ -168,12 +190,23 @@ impl EmbeddedStore {
             txn.open_table(META).map_err(be)?;
         }
         txn.commit().map_err(be)?;
+        let applied = {
+            let txn = db.begin_read().map_err(be)?;
+            let meta = txn.open_table(META).map_err(be)?;
+            let seq = meta.get(WAL_SEQ).map_err(be)?;
+            seq.map(|v| decode_u64(v.value())).transpose()?.unwrap_or(0)
+        };
+        let (wal, records) = Wal::open(dir, applied).map_err(be)?;
+        if !records.is_empty() {
+            tracing::info!(records = records.len(), "replaying the write-ahead log");
+        }
+        replay(&db, &records)?;
         let db = Arc::new(db);
         let (tx, rx) = mpsc::channel();
         let writer_db = db.clone();
         let writer = thread::Builder::new()
             .name("tafel-writer".into())
-            .spawn(move || writer_loop(&writer_db, rx))
+            .spawn(move || writer_loop(&writer_db, wal, rx))
             .map_err(be)?;
         Ok(EmbeddedStore {
             db,
@@ -205,9 +238,60 @@ impl EmbeddedStore {
     }
 }
 
+fn decode_u64(v: &[u8]) -> Result<u64, StoreError> {
+    Ok(u64::from_le_bytes(v.try_into().map_err(be)?))
+}
+
+/// Applies the records found in the log on open, and commits them durably, so
+/// the log can be written from its start again.
+fn replay(db: &Database, records: &[wal::Record]) -> Result<(), StoreError> {
+    let Some(last) = records.last() else {
+        return Ok(());
+    };
+    let mut txn = db.begin_write().map_err(be)?;
+    txn.set_durability(Durability::Immediate).map_err(be)?;
+    {
+        let mut tables = Tables::open(&txn).map_err(be)?;
+        for r in records {
+            let ops = decode_ops(&r.payload).ok_or_else(|| be(format!("corrupt log record {}", r.seq)))?;
+            for op in &ops {
+                tables.apply(op)?;
+            }
+        }
+        tables
+            .meta
+            .insert(WAL_SEQ, last.seq.to_le_bytes().as_slice())
+            .map_err(be)?;
+    }
+    txn.commit().map_err(be)
+}
+
+/// The log and when the state was last made durable by redb itself.
+struct Durable {
+    wal: Wal,
+    last_checkpoint: Instant,
+    /// Non-durable commits since the last checkpoint.
+    dirty: bool,
+}
+
 /// The writer thread: group commit, see the module invariants.
-fn writer_loop(db: &Database, rx: mpsc::Receiver<Job>) {
-    while let Ok(first) = rx.recv() {
+fn writer_loop(db: &Database, wal: Wal, rx: mpsc::Receiver<Job>) {
+    let mut durable = Durable {
+        wal,
+        last_checkpoint: Instant::now(),
+        dirty: false,
+    };
+    loop {
+        let first = match rx.recv_timeout(IDLE_CHECKPOINT) {
+            Ok(job) => job,
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                if durable.dirty {
+                    run_group(db, &mut durable, Vec::new());
+                }
+                continue;
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        };
         let mut group = vec![first];
         while group.len() < MAX_GROUP {
             match rx.try_recv() {
@@ -215,7 +299,17 @@ fn writer_loop(db: &Database, rx: mpsc::Receiver<Job>) {
                 Err(_) => break,
             }
         }
-        run_group(db, group);
+        run_group(db, &mut durable, group);
+        // The group is answered; now make everything durable in redb if due.
+        if durable.dirty
+            && (durable.wal.written() >= CHECKPOINT_BYTES || durable.last_checkpoint.elapsed() >= CHECKPOINT_INTERVAL)
+        {
+            run_group(db, &mut durable, Vec::new());
+        }
+    }
+    // Shutting down: leave nothing to replay.
+    if durable.dirty {
+        run_group(db, &mut durable, Vec::new());
     }
 }
 
@@ -240,27 +334,52 @@ impl Pending {
     }
 }
 
-fn run_group(db: &Database, group: Vec<Job>) {
+/// Runs one group of jobs in one transaction and makes it durable, through the
+/// log or as a checkpoint. An empty group with pending non-durable commits is a
+/// plain checkpoint.
+fn run_group(db: &Database, durable: &mut Durable, group: Vec<Job>) {
     let mut pending = Vec::with_capacity(group.len());
+    let checkpoint_alone = group.is_empty();
     let result = (|| -> Result<(), String> {
         let mut txn = db.begin_write().map_err(|e| e.to_string())?;
-        txn.set_durability(Durability::Immediate).map_err(|e| e.to_string())?;
+        let mut log = Vec::new();
+        let checkpoint;
         {
-            let mut tables = txn.open_table(TABLES).map_err(|e| e.to_string())?;
-            let mut order = txn.open_table(TABLE_ORDER).map_err(|e| e.to_string())?;
-            let mut entities = txn.open_table(ENTITIES).map_err(|e| e.to_string())?;
-            let mut meta = txn.open_table(META).map_err(|e| e.to_string())?;
-            let mut w = Writer {
-                tables: &mut tables,
-                order: &mut order,
-                entities: &mut entities,
-                meta: &mut meta,
-            };
+            let tables = Tables::open(&txn).map_err(|e| e.to_string())?;
+            let mut w = Writer { tables, log: &mut log };
             for job in group {
                 pending.push(w.apply(job));
             }
+            let mut meta = w.tables.meta;
+            // A group too big for the rest of the log commits durably itself.
+            checkpoint = checkpoint_alone || !durable.wal.fits(log.len());
+            let seq = if checkpoint {
+                durable.wal.last_seq
+            } else if log.is_empty() {
+                // Nothing changed: nothing to make durable.
+                durable.wal.last_seq
+            } else {
+                // The record must be durable before the commit makes it visible.
+                durable.wal.append(&log).map_err(|e| format!("write-ahead log: {e}"))?
+            };
+            meta.insert(WAL_SEQ, seq.to_le_bytes().as_slice())
+                .map_err(|e| e.to_string())?;
         }
-        txn.commit().map_err(|e| e.to_string())
+        let level = if checkpoint {
+            Durability::Immediate
+        } else {
+            Durability::None
+        };
+        txn.set_durability(level).map_err(|e| e.to_string())?;
+        txn.commit().map_err(|e| e.to_string())?;
+        if checkpoint {
+            durable.wal.reset();
+            durable.last_checkpoint = Instant::now();
+            durable.dirty = false;
+        } else if !log.is_empty() {
+            durable.dirty = true;
+        }
+        Ok(())
     })();
     if let Err(e) = &result {
         tracing::error!(error = %e, "commit failed; failing every request of the group");
@@ -270,14 +389,68 @@ fn run_group(db: &Database, group: Vec<Job>) {
     }
 }
 
-struct Writer<'a, 't> {
-    tables: &'a mut redb::Table<'t, &'static [u8], &'static [u8]>,
-    order: &'a mut redb::Table<'t, &'static [u8], ()>,
-    entities: &'a mut redb::Table<'t, &'static [u8], &'static [u8]>,
-    meta: &'a mut redb::Table<'t, &'static str, &'static [u8]>,
+/// The store's redb tables, open in one write transaction.
+struct Tables<'t> {
+    tables: redb::Table<'t, &'static [u8], &'static [u8]>,
+    order: redb::Table<'t, &'static [u8], ()>,
+    entities: redb::Table<'t, &'static [u8], &'static [u8]>,
+    meta: redb::Table<'t, &'static str, &'static [u8]>,
+}
+
+impl<'t> Tables<'t> {
+    fn open(txn: &'t redb::WriteTransaction) -> Result<Self, redb::TableError> {
+        Ok(Tables {
+            tables: txn.open_table(TABLES)?,
+            order: txn.open_table(TABLE_ORDER)?,
+            entities: txn.open_table(ENTITIES)?,
+            meta: txn.open_table(META)?,
+        })
+    }
+
+    /// The byte-keyed table a log op names.
+    fn by_tag(&mut self, t: u8) -> Result<&mut redb::Table<'t, &'static [u8], &'static [u8]>, StoreError> {
+        match t {
+            T_TABLES => Ok(&mut self.tables),
+            T_ENTITIES => Ok(&mut self.entities),
+            _ => Err(be(format!("log op on table {t}"))),
+        }
+    }
+
+    /// Carries out one logged change (live, or replayed from the log).
+    fn apply(&mut self, op: &Op<'_>) -> Result<(), StoreError> {
+        match *op {
+            Op::Insert {
+                table: T_ORDER, key, ..
+            } => self.order.insert(key, ()).map(drop).map_err(be),
+            Op::Remove { table: T_ORDER, key } => self.order.remove(key).map(drop).map_err(be),
+            Op::Insert {
+                table: T_META,
+                key,
+                value,
+            } => {
+                let key = std::str::from_utf8(key).map_err(be)?;
+                self.meta.insert(key, value).map(drop).map_err(be)
+            }
+            Op::Insert { table, key, value } => self.by_tag(table)?.insert(key, value).map(drop).map_err(be),
+            Op::Remove { table, key } => self.by_tag(table)?.remove(key).map(drop).map_err(be),
+            Op::RemoveRange { table, lo, hi } => self.by_tag(table)?.retain_in(lo..hi, |_, _| false).map_err(be),
+        }
+    }
+}
+
+/// Applies jobs, logging every change it makes.
+struct Writer<'t, 'l> {
+    tables: Tables<'t>,
+    log: &'l mut Vec<u8>,
 }
 
 impl Writer<'_, '_> {
+    fn change(&mut self, op: Op<'_>) -> Result<(), StoreError> {
+        self.tables.apply(&op)?;
+        op.encode(self.log);
+        Ok(())
+    }
+
     fn apply(&mut self, job: Job) -> Pending {
         match job {
             Job::CreateTable { account, name, reply } => Pending::Bool(reply, self.create_table(&account, &name)),
@@ -289,11 +462,11 @@ impl Writer<'_, '_> {
                 reply,
             } => Pending::Bool(reply, self.set_acl(&account, &name, &acl)),
             Job::SetProps { account, value, reply } => {
-                let r = self
-                    .meta
-                    .insert(props_key(&account).as_str(), value.as_slice())
-                    .map(|_| ())
-                    .map_err(be);
+                let r = self.change(Op::Insert {
+                    table: T_META,
+                    key: props_key(&account).as_bytes(),
+                    value: &value,
+                });
                 Pending::Unit(reply, r)
             }
             Job::Write {
@@ -307,7 +480,11 @@ impl Writer<'_, '_> {
     }
 
     fn table(&self, account: &str, name: &str) -> Result<Option<TableValue>, StoreError> {
-        let found = self.tables.get(table_key(account, name).as_slice()).map_err(be)?;
+        let found = self
+            .tables
+            .tables
+            .get(table_key(account, name).as_slice())
+            .map_err(be)?;
         found.map(|v| decode_table(v.value())).transpose()
     }
 
@@ -315,20 +492,25 @@ impl Writer<'_, '_> {
         if self.table(account, name)?.is_some() {
             return Ok(false);
         }
-        let id = match self.meta.get(NEXT_TABLE_ID).map_err(be)? {
-            Some(v) => u64::from_le_bytes(v.value().try_into().map_err(be)?),
+        let id = match self.tables.meta.get(NEXT_TABLE_ID).map_err(be)? {
+            Some(v) => decode_u64(v.value())?,
             None => 1,
         };
-        self.meta
-            .insert(NEXT_TABLE_ID, (id + 1).to_le_bytes().as_slice())
-            .map_err(be)?;
-        self.tables
-            .insert(
-                table_key(account, name).as_slice(),
-                encode_table(id, name, &[]).as_slice(),
-            )
-            .map_err(be)?;
-        self.order.insert(order_key(account, name).as_slice(), ()).map_err(be)?;
+        self.change(Op::Insert {
+            table: T_META,
+            key: NEXT_TABLE_ID.as_bytes(),
+            value: &(id + 1).to_le_bytes(),
+        })?;
+        self.change(Op::Insert {
+            table: T_TABLES,
+            key: &table_key(account, name),
+            value: &encode_table(id, name, &[]),
+        })?;
+        self.change(Op::Insert {
+            table: T_ORDER,
+            key: &order_key(account, name),
+            value: &[],
+        })?;
         Ok(true)
     }
 
@@ -336,15 +518,19 @@ impl Writer<'_, '_> {
         let Some(t) = self.table(account, name)? else {
             return Ok(false);
         };
-        self.tables.remove(table_key(account, name).as_slice()).map_err(be)?;
-        self.order
-            .remove(order_key(account, &t.record.name).as_slice())
-            .map_err(be)?;
-        let lo = t.id.to_be_bytes();
-        let hi = (t.id + 1).to_be_bytes();
-        self.entities
-            .retain_in(lo.as_slice()..hi.as_slice(), |_, _| false)
-            .map_err(be)?;
+        self.change(Op::Remove {
+            table: T_TABLES,
+            key: &table_key(account, name),
+        })?;
+        self.change(Op::Remove {
+            table: T_ORDER,
+            key: &order_key(account, &t.record.name),
+        })?;
+        self.change(Op::RemoveRange {
+            table: T_ENTITIES,
+            lo: &t.id.to_be_bytes(),
+            hi: &(t.id + 1).to_be_bytes(),
+        })?;
         Ok(true)
     }
 
@@ -352,12 +538,11 @@ impl Writer<'_, '_> {
         let Some(t) = self.table(account, name)? else {
             return Ok(false);
         };
-        self.tables
-            .insert(
-                table_key(account, name).as_slice(),
-                encode_table(t.id, &t.record.name, acl).as_slice(),
-            )
-            .map_err(be)?;
+        self.change(Op::Insert {
+            table: T_TABLES,
+            key: &table_key(account, name),
+            value: &encode_table(t.id, &t.record.name, acl),
+        })?;
         Ok(true)
     }
 
@@ -368,7 +553,13 @@ impl Writer<'_, '_> {
         let full: Vec<Vec<u8>> = keys.iter().map(|k| row_key(t.id, k.as_bytes())).collect();
         let mut current: Vec<Option<Vec<u8>>> = Vec::with_capacity(keys.len());
         for k in &full {
-            current.push(self.entities.get(k.as_slice()).map_err(be)?.map(|v| v.value().to_vec()));
+            current.push(
+                self.tables
+                    .entities
+                    .get(k.as_slice())
+                    .map_err(be)?
+                    .map(|v| v.value().to_vec()),
+            );
         }
         let views: Vec<Option<&[u8]>> = current.iter().map(|c| c.as_deref()).collect();
         let decision = catch_unwind(AssertUnwindSafe(|| decide(&views)))
@@ -379,12 +570,15 @@ impl Writer<'_, '_> {
             }
             for (k, m) in full.iter().zip(decision.mutations) {
                 match m {
-                    Mutation::Put(v) => {
-                        self.entities.insert(k.as_slice(), v.as_slice()).map_err(be)?;
-                    }
-                    Mutation::Delete => {
-                        self.entities.remove(k.as_slice()).map_err(be)?;
-                    }
+                    Mutation::Put(v) => self.change(Op::Insert {
+                        table: T_ENTITIES,
+                        key: k,
+                        value: &v,
+                    })?,
+                    Mutation::Delete => self.change(Op::Remove {
+                        table: T_ENTITIES,
+                        key: k,
+                    })?,
                     Mutation::Keep => {}
                 }
             }

@@ -1,0 +1,339 @@
+//! The write-ahead log: how a group of writes becomes durable with one small
+//! sequential write and one `fdatasync`, instead of a durable redb commit (which
+//! writes every dirty B-tree page and cost ~1 ms of CPU per group).
+//!
+//! Protocol (see the writer in `mod.rs`):
+//! - Each group's redb transaction records, besides its changes, `wal_seq = n`
+//!   in META. Before it commits (non-durably, which makes it visible), the group's
+//!   physical changes are appended as record `n` and synced. Only then are the
+//!   writers answered.
+//! - Now and then a group commits durably instead (a checkpoint): it needs no
+//!   record, and afterwards the log is written again from offset 0.
+//! - On open, redb is back at its last durable commit, whose `wal_seq` is `s`;
+//!   records `s+1, s+2, …` read from offset 0, while contiguous and intact, are
+//!   replayed. A record from an earlier round of the file has a smaller number,
+//!   and a torn one fails its checksum, so either ends the replay.
+//!
+//! Record framing, little-endian: `len u32 | crc32 u32 | seq u64 | payload`,
+//! `len` counting the payload and the crc covering `len`, `seq` and the payload.
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
+const HEADER: usize = 16;
+/// Bytes of log file, written with zeros up front: `fdatasync` of an overwrite
+/// within the file's size need not update the inode, which keeps it cheap.
+pub(super) const LOG_SIZE: u64 = 64 << 20;
+const FILE_NAME: &str = "tafel.wal";
+
+pub(super) struct Wal {
+    file: File,
+    /// Where the next record goes.
+    offset: u64,
+    size: u64,
+    /// Number of the last record written (or replayed, or checkpointed).
+    pub(super) last_seq: u64,
+}
+
+/// A record read back: its number and its payload.
+pub(super) struct Record {
+    pub(super) seq: u64,
+    pub(super) payload: Vec<u8>,
+}
+
+impl Wal {
+    /// Opens or creates the log in `dir` and returns the intact records
+    /// numbered `applied + 1, applied + 2, …` for replay.
+    pub(super) fn open(dir: &Path, applied: u64) -> io::Result<(Wal, Vec<Record>)> {
+        let path = dir.join(FILE_NAME);
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)?;
+        let mut size = file.metadata()?.len();
+        if size < LOG_SIZE {
+            write_zeros(&file, size, LOG_SIZE)?;
+            file.sync_all()?;
+            File::open(dir)?.sync_all()?;
+            size = LOG_SIZE;
+        }
+        let records = read_records(&file, size, applied)?;
+        let last_seq = records.last().map_or(applied, |r| r.seq);
+        let wal = Wal {
+            file,
+            offset: 0,
+            size,
+            last_seq,
+        };
+        Ok((wal, records))
+    }
+
+    /// Whether a record of `payload_len` bytes still fits.
+    pub(super) fn fits(&self, payload_len: usize) -> bool {
+        self.offset + (HEADER + payload_len) as u64 <= self.size
+    }
+
+    /// Bytes of log written since the last reset.
+    pub(super) fn written(&self) -> u64 {
+        self.offset
+    }
+
+    /// Writes record `last_seq + 1` and makes it durable. The caller checked `fits`.
+    pub(super) fn append(&mut self, payload: &[u8]) -> io::Result<u64> {
+        let seq = self.last_seq + 1;
+        let mut buf = Vec::with_capacity(HEADER + payload.len());
+        buf.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+        buf.extend_from_slice(&[0; 4]);
+        buf.extend_from_slice(&seq.to_le_bytes());
+        buf.extend_from_slice(payload);
+        let crc = checksum(&buf);
+        buf[4..8].copy_from_slice(&crc.to_le_bytes());
+        self.file.write_all_at(&buf, self.offset)?;
+        self.file.sync_data()?;
+        self.offset += buf.len() as u64;
+        self.last_seq = seq;
+        Ok(seq)
+    }
+
+    /// After a durable commit covering every record: start over at offset 0.
+    pub(super) fn reset(&mut self) {
+        self.offset = 0;
+    }
+}
+
+fn checksum(record: &[u8]) -> u32 {
+    let mut h = crc32fast::Hasher::new();
+    h.update(&record[..4]);
+    h.update(&record[8..]);
+    h.finalize()
+}
+
+fn write_zeros(file: &File, from: u64, to: u64) -> io::Result<()> {
+    let chunk = vec![0u8; 1 << 20];
+    let mut at = from;
+    while at < to {
+        let n = chunk.len().min((to - at) as usize);
+        file.write_all_at(&chunk[..n], at)?;
+        at += n as u64;
+    }
+    Ok(())
+}
+
+fn read_records(file: &File, size: u64, applied: u64) -> io::Result<Vec<Record>> {
+    let mut records = Vec::new();
+    let mut offset = 0u64;
+    let mut expect = applied + 1;
+    let mut header = [0u8; HEADER];
+    while offset + HEADER as u64 <= size {
+        file.read_exact_at(&mut header, offset)?;
+        let len = u32::from_le_bytes([header[0], header[1], header[2], header[3]]) as u64;
+        let seq = u64::from_le_bytes(header[8..16].try_into().unwrap_or_default());
+        if seq != expect || offset + HEADER as u64 + len > size {
+            break;
+        }
+        let mut buf = vec![0u8; HEADER + len as usize];
+        file.read_exact_at(&mut buf, offset)?;
+        if checksum(&buf) != u32::from_le_bytes([header[4], header[5], header[6], header[7]]) {
+            break;
+        }
+        buf.drain(..HEADER);
+        records.push(Record { seq, payload: buf });
+        offset += HEADER as u64 + len;
+        expect += 1;
+    }
+    Ok(records)
+}
+
+/// A physical change to one of the store's redb tables, as logged.
+#[derive(Debug, PartialEq)]
+pub(super) enum Op<'a> {
+    Insert {
+        table: u8,
+        key: &'a [u8],
+        value: &'a [u8],
+    },
+    Remove {
+        table: u8,
+        key: &'a [u8],
+    },
+    /// Removes every key in `lo..hi`.
+    RemoveRange {
+        table: u8,
+        lo: &'a [u8],
+        hi: &'a [u8],
+    },
+}
+
+const INSERT: u8 = 1;
+const REMOVE: u8 = 2;
+const REMOVE_RANGE: u8 = 3;
+
+impl Op<'_> {
+    pub(super) fn encode(&self, out: &mut Vec<u8>) {
+        let mut put = |b: &[u8]| {
+            out.extend_from_slice(&(b.len() as u32).to_le_bytes());
+            out.extend_from_slice(b);
+        };
+        match *self {
+            Op::Insert { table, key, value } => {
+                put(&[INSERT, table]);
+                put(key);
+                put(value);
+            }
+            Op::Remove { table, key } => {
+                put(&[REMOVE, table]);
+                put(key);
+            }
+            Op::RemoveRange { table, lo, hi } => {
+                put(&[REMOVE_RANGE, table]);
+                put(lo);
+                put(hi);
+            }
+        }
+    }
+}
+
+/// Decodes the ops of a payload; `None` if it is malformed.
+pub(super) fn decode_ops(mut payload: &[u8]) -> Option<Vec<Op<'_>>> {
+    fn field<'a>(b: &mut &'a [u8]) -> Option<&'a [u8]> {
+        let len = u32::from_le_bytes(b.get(..4)?.try_into().ok()?) as usize;
+        let v = b.get(4..4 + len)?;
+        *b = &b[4 + len..];
+        Some(v)
+    }
+    let mut ops = Vec::new();
+    while !payload.is_empty() {
+        let tag = field(&mut payload)?;
+        let (&kind, &table) = (tag.first()?, tag.get(1)?);
+        ops.push(match kind {
+            INSERT => Op::Insert {
+                table,
+                key: field(&mut payload)?,
+                value: field(&mut payload)?,
+            },
+            REMOVE => Op::Remove {
+                table,
+                key: field(&mut payload)?,
+            },
+            REMOVE_RANGE => Op::RemoveRange {
+                table,
+                lo: field(&mut payload)?,
+                hi: field(&mut payload)?,
+            },
+            _ => return None,
+        });
+    }
+    Some(ops)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dir() -> std::path::PathBuf {
+        let d = std::env::temp_dir().join(format!(
+            "tafel-wal-{}-{:?}",
+            std::process::id(),
+            std::thread::current().id()
+        ));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).expect("temp dir");
+        d
+    }
+
+    fn payload(ops: &[Op<'_>]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for op in ops {
+            op.encode(&mut out);
+        }
+        out
+    }
+
+    #[test]
+    fn ops_round_trip() {
+        let ops = [
+            Op::Insert {
+                table: 2,
+                key: b"k",
+                value: b"",
+            },
+            Op::Remove {
+                table: 0,
+                key: b"\x00\xff",
+            },
+            Op::RemoveRange {
+                table: 2,
+                lo: b"a",
+                hi: b"b",
+            },
+        ];
+        let p = payload(&ops);
+        assert_eq!(decode_ops(&p).expect("decodes"), ops);
+        for cut in 0..p.len() {
+            // A truncated payload is refused or decodes to fewer ops, never panics.
+            if let Some(d) = decode_ops(&p[..cut]) {
+                assert!(d.len() < ops.len());
+            }
+        }
+    }
+
+    #[test]
+    fn replays_the_records_after_the_applied_one() {
+        let d = dir();
+        let (mut wal, recs) = Wal::open(&d, 0).expect("open");
+        assert!(recs.is_empty());
+        for i in 1..=3u8 {
+            assert_eq!(wal.append(&[i; 10]).expect("append"), u64::from(i));
+        }
+        drop(wal);
+        let (_, recs) = Wal::open(&d, 0).expect("reopen");
+        assert_eq!(recs.iter().map(|r| r.seq).collect::<Vec<_>>(), [1, 2, 3]);
+        assert_eq!(recs[2].payload, [3; 10]);
+        // All three already in the durable state: nothing to replay.
+        let (wal, recs) = Wal::open(&d, 3).expect("reopen");
+        assert!(recs.is_empty());
+        assert_eq!(wal.last_seq, 3);
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn after_a_checkpoint_old_records_are_not_replayed() {
+        let d = dir();
+        let (mut wal, _) = Wal::open(&d, 0).expect("open");
+        for _ in 0..3 {
+            wal.append(&[9; 100]).expect("append");
+        }
+        // Checkpoint covering 1..=3, then one short record over the start of record 1.
+        wal.reset();
+        assert_eq!(wal.append(&[4; 1]).expect("append"), 4);
+        drop(wal);
+        let (wal, recs) = Wal::open(&d, 3).expect("reopen");
+        assert_eq!(recs.iter().map(|r| r.seq).collect::<Vec<_>>(), [4]);
+        assert_eq!(wal.last_seq, 4);
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn a_torn_record_ends_the_replay() {
+        let d = dir();
+        let (mut wal, _) = Wal::open(&d, 0).expect("open");
+        wal.append(&[1; 50]).expect("append");
+        wal.append(&[2; 50]).expect("append");
+        drop(wal);
+        // Corrupt one payload byte of record 2.
+        let f = OpenOptions::new()
+            .write(true)
+            .open(d.join(FILE_NAME))
+            .expect("open file");
+        f.write_all_at(&[0xAA], (HEADER + 50 + HEADER + 7) as u64)
+            .expect("write");
+        let (wal, recs) = Wal::open(&d, 0).expect("reopen");
+        assert_eq!(recs.iter().map(|r| r.seq).collect::<Vec<_>>(), [1]);
+        assert_eq!(wal.last_seq, 1);
+        let _ = std::fs::remove_dir_all(&d);
+    }
+}
