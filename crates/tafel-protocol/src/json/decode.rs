@@ -2,32 +2,118 @@
 //! `@odata.type` annotations may come before or after their value; unannotated
 //! strings are Edm.String, integers Edm.Int32, other numbers Edm.Double; nulls are
 //! dropped; nested objects and arrays are refused.
+//!
+//! Every entity of every write passes through here, so member names and string
+//! values are borrowed from the body unless they contain escapes.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt;
 
 use base64::Engine;
-use serde::de::{Deserializer, MapAccess, Visitor};
-use serde_json::Value as Json;
+use serde::de::{Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use tafel_service::model::{DateTime, EdmType, Entity, Guid, Property, Value};
 use tafel_service::{Error, ErrorCode, Result};
 
-/// The members of a JSON object in order, duplicates kept (serde_json's maps
-/// would silently drop them, and Azure reports them).
-struct Members(Vec<(String, Json)>);
+/// A member's value as far as entities care.
+#[derive(Debug)]
+enum Raw<'a> {
+    Null,
+    Bool(bool),
+    Int(i64),
+    UInt(u64),
+    Float(f64),
+    Str(Cow<'a, str>),
+    /// An object or array (skipped, then refused).
+    Nested,
+}
 
-impl<'de> serde::Deserialize<'de> for Members {
+impl<'de> serde::Deserialize<'de> for Raw<'de> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
         struct V;
         impl<'de> Visitor<'de> for V {
-            type Value = Members;
+            type Value = Raw<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a JSON value")
+            }
+            fn visit_unit<E>(self) -> std::result::Result<Raw<'de>, E> {
+                Ok(Raw::Null)
+            }
+            fn visit_bool<E>(self, v: bool) -> std::result::Result<Raw<'de>, E> {
+                Ok(Raw::Bool(v))
+            }
+            fn visit_i64<E>(self, v: i64) -> std::result::Result<Raw<'de>, E> {
+                Ok(Raw::Int(v))
+            }
+            fn visit_u64<E>(self, v: u64) -> std::result::Result<Raw<'de>, E> {
+                Ok(Raw::UInt(v))
+            }
+            fn visit_f64<E>(self, v: f64) -> std::result::Result<Raw<'de>, E> {
+                Ok(Raw::Float(v))
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> std::result::Result<Raw<'de>, E> {
+                Ok(Raw::Str(Cow::Borrowed(v)))
+            }
+            fn visit_str<E>(self, v: &str) -> std::result::Result<Raw<'de>, E> {
+                Ok(Raw::Str(Cow::Owned(v.to_owned())))
+            }
+            fn visit_string<E>(self, v: String) -> std::result::Result<Raw<'de>, E> {
+                Ok(Raw::Str(Cow::Owned(v)))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> std::result::Result<Raw<'de>, A::Error> {
+                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(Raw::Nested)
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> std::result::Result<Raw<'de>, A::Error> {
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(Raw::Nested)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// A member name, borrowed unless it holds escapes.
+struct Key<'a>(Cow<'a, str>);
+
+impl<'de> serde::Deserialize<'de> for Key<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Key<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a member name")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> std::result::Result<Key<'de>, E> {
+                Ok(Key(Cow::Borrowed(v)))
+            }
+            fn visit_str<E>(self, v: &str) -> std::result::Result<Key<'de>, E> {
+                Ok(Key(Cow::Owned(v.to_owned())))
+            }
+            fn visit_string<E>(self, v: String) -> std::result::Result<Key<'de>, E> {
+                Ok(Key(Cow::Owned(v)))
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
+/// The members of a JSON object in order, duplicates kept (serde_json's maps
+/// would silently drop them, and Azure reports them).
+struct Members<'a>(Vec<(Cow<'a, str>, Raw<'a>)>);
+
+impl<'de> serde::Deserialize<'de> for Members<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Members<'de>;
             fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
                 f.write_str("a JSON object")
             }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> std::result::Result<Members, A::Error> {
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> std::result::Result<Members<'de>, A::Error> {
                 let mut out = Vec::with_capacity(map.size_hint().unwrap_or(16));
-                while let Some((k, v)) = map.next_entry::<String, Json>()? {
-                    out.push((k, v));
+                while let Some((k, v)) = map.next_entry::<Key<'de>, Raw<'de>>()? {
+                    out.push((k.0, v));
                 }
                 Ok(Members(out))
             }
@@ -36,40 +122,85 @@ impl<'de> serde::Deserialize<'de> for Members {
     }
 }
 
-fn parse_members(body: &[u8]) -> Result<Vec<(String, Json)>> {
+fn parse_members(body: &[u8]) -> Result<Vec<(Cow<'_, str>, Raw<'_>)>> {
     serde_json::from_slice::<Members>(body)
         .map(|m| m.0)
         .map_err(|e| Error::invalid_input(format!("The request body is not a valid JSON entity: {e}")))
 }
 
 const ANNOTATION: &str = "@odata.type";
+/// Up to this many members, duplicate and annotation lookups scan the list (a
+/// typical entity has a dozen); beyond, they hash, so no body is quadratic.
+const LINEAR_MEMBERS: usize = 48;
+
+/// Finds duplicates and annotations among the members.
+struct Index<'m, 'a> {
+    members: &'m [(Cow<'a, str>, Raw<'a>)],
+    annotations: Option<HashMap<&'m str, &'m Raw<'a>>>,
+}
+
+impl<'m, 'a> Index<'m, 'a> {
+    fn new(members: &'m [(Cow<'a, str>, Raw<'a>)]) -> Result<Self> {
+        let duplicate = |k: &str| {
+            Error::with_message(
+                ErrorCode::DuplicatePropertiesSpecified,
+                format!("The property '{k}' is specified more than one time."),
+            )
+        };
+        if members.len() <= LINEAR_MEMBERS {
+            for (i, (k, _)) in members.iter().enumerate() {
+                if members[..i].iter().any(|(other, _)| other == k) {
+                    return Err(duplicate(k));
+                }
+            }
+            return Ok(Index {
+                members,
+                annotations: None,
+            });
+        }
+        let mut seen = HashMap::with_capacity(members.len());
+        let mut annotations = HashMap::new();
+        for (k, v) in members {
+            if seen.insert(k.as_ref(), ()).is_some() {
+                return Err(duplicate(k));
+            }
+            if let Some(name) = k.strip_suffix(ANNOTATION) {
+                annotations.insert(name, v);
+            }
+        }
+        Ok(Index {
+            members,
+            annotations: Some(annotations),
+        })
+    }
+
+    /// The value of `name@odata.type`, if present.
+    fn annotation(&self, name: &str) -> Option<&'m Raw<'a>> {
+        match &self.annotations {
+            Some(map) => map.get(name).copied(),
+            None => self
+                .members
+                .iter()
+                .find(|(k, _)| k.strip_suffix(ANNOTATION) == Some(name))
+                .map(|(_, v)| v),
+        }
+    }
+}
 
 /// Decodes an entity body. `url_keys` are the keys from the request URL (update,
 /// merge, upsert), which win over the body's.
 pub fn decode_entity(body: &[u8], url_keys: Option<(&str, &str)>) -> Result<Entity> {
     let members = parse_members(body)?;
-    let mut types: HashMap<&str, &Json> = HashMap::new();
-    let mut seen: HashMap<&str, ()> = HashMap::with_capacity(members.len());
-    for (k, v) in &members {
-        if seen.insert(k.as_str(), ()).is_some() {
-            return Err(Error::with_message(
-                ErrorCode::DuplicatePropertiesSpecified,
-                format!("The property '{k}' is specified more than one time."),
-            ));
-        }
-        if let Some(name) = k.strip_suffix(ANNOTATION) {
-            types.insert(name, v);
-        }
-    }
+    let index = Index::new(&members)?;
     let mut pk = None;
     let mut rk = None;
     let mut properties = Vec::with_capacity(members.len());
-    for (name, json) in &members {
+    for (name, raw) in &members {
         if name.ends_with(ANNOTATION) || name.starts_with("odata.") || name == "Timestamp" {
             continue;
         }
-        let declared = match types.get(name.as_str()) {
-            Some(Json::String(t)) => Some(EdmType::from_name(t).ok_or_else(|| {
+        let declared = match index.annotation(name) {
+            Some(Raw::Str(t)) => Some(EdmType::from_name(t).ok_or_else(|| {
                 Error::invalid_input(format!("The type '{t}' of property '{name}' is not an Edm type."))
             })?),
             Some(_) => {
@@ -79,11 +210,11 @@ pub fn decode_entity(body: &[u8], url_keys: Option<(&str, &str)>) -> Result<Enti
             }
             None => None,
         };
-        match name.as_str() {
+        match name.as_ref() {
             "PartitionKey" | "RowKey" => {
-                let s = match (json, declared) {
-                    (Json::String(s), None | Some(EdmType::String)) => s.clone(),
-                    (Json::Null, _) => {
+                let s = match (raw, declared) {
+                    (Raw::Str(s), None | Some(EdmType::String)) => s.clone().into_owned(),
+                    (Raw::Null, _) => {
                         return Err(Error::with_message(
                             ErrorCode::PropertiesNeedValue,
                             format!("The {name} is null."),
@@ -98,9 +229,9 @@ pub fn decode_entity(body: &[u8], url_keys: Option<(&str, &str)>) -> Result<Enti
                 }
             }
             _ => {
-                if let Some(value) = typed_value(name, json, declared)? {
+                if let Some(value) = typed_value(name, raw, declared)? {
                     properties.push(Property {
-                        name: name.clone(),
+                        name: name.clone().into_owned(),
                         value,
                     });
                 }
@@ -130,35 +261,36 @@ fn bad_value(name: &str, ty: EdmType) -> Error {
 }
 
 /// One property's value under its declared type (or the JSON-native one).
-fn typed_value(name: &str, json: &Json, declared: Option<EdmType>) -> Result<Option<Value>> {
-    if json.is_null() {
-        return Ok(None);
-    }
-    let ty = match declared {
-        Some(t) => t,
-        None => match json {
-            Json::String(_) => EdmType::String,
-            Json::Bool(_) => EdmType::Boolean,
-            Json::Number(n) if n.is_i64() || n.is_u64() => EdmType::Int32,
-            Json::Number(_) => EdmType::Double,
-            _ => {
-                return Err(Error::invalid_input(format!(
-                    "The property '{name}' holds an object or array, which is not supported."
-                )))
-            }
-        },
+fn typed_value(name: &str, raw: &Raw<'_>, declared: Option<EdmType>) -> Result<Option<Value>> {
+    let ty = match (declared, raw) {
+        (_, Raw::Null) => return Ok(None),
+        (Some(t), _) => t,
+        (None, Raw::Str(_)) => EdmType::String,
+        (None, Raw::Bool(_)) => EdmType::Boolean,
+        (None, Raw::Int(_) | Raw::UInt(_)) => EdmType::Int32,
+        (None, Raw::Float(_)) => EdmType::Double,
+        (None, Raw::Nested) => {
+            return Err(Error::invalid_input(format!(
+                "The property '{name}' holds an object or array, which is not supported."
+            )))
+        }
     };
     let bad = || bad_value(name, ty);
-    let value = match (ty, json) {
-        (EdmType::String, Json::String(s)) => Value::String(s.clone()),
-        (EdmType::Boolean, Json::Bool(b)) => Value::Boolean(*b),
-        (EdmType::Boolean, Json::String(s)) => match s.as_str() {
+    let int = || match *raw {
+        Raw::Int(v) => Some(v),
+        Raw::UInt(v) => i64::try_from(v).ok(),
+        _ => None,
+    };
+    let value = match (ty, raw) {
+        (EdmType::String, Raw::Str(s)) => Value::String(s.clone().into_owned()),
+        (EdmType::Boolean, Raw::Bool(b)) => Value::Boolean(*b),
+        (EdmType::Boolean, Raw::Str(s)) => match s.as_ref() {
             "true" => Value::Boolean(true),
             "false" => Value::Boolean(false),
             _ => return Err(bad()),
         },
-        (EdmType::Int32, Json::Number(n)) => {
-            let v = n.as_i64().ok_or_else(bad)?;
+        (EdmType::Int32, Raw::Int(_) | Raw::UInt(_)) => {
+            let v = int().ok_or_else(bad)?;
             Value::Int32(i32::try_from(v).map_err(|_| {
                 Error::with_message(
                     ErrorCode::InvalidInput,
@@ -166,11 +298,13 @@ fn typed_value(name: &str, json: &Json, declared: Option<EdmType>) -> Result<Opt
                 )
             })?)
         }
-        (EdmType::Int32, Json::String(s)) => Value::Int32(s.trim().parse().map_err(|_| bad())?),
-        (EdmType::Int64, Json::String(s)) => Value::Int64(s.trim().parse().map_err(|_| bad())?),
-        (EdmType::Int64, Json::Number(n)) => Value::Int64(n.as_i64().ok_or_else(bad)?),
-        (EdmType::Double, Json::Number(n)) => Value::Double(n.as_f64().ok_or_else(bad)?),
-        (EdmType::Double, Json::String(s)) => Value::Double(match s.as_str() {
+        (EdmType::Int32, Raw::Str(s)) => Value::Int32(s.trim().parse().map_err(|_| bad())?),
+        (EdmType::Int64, Raw::Str(s)) => Value::Int64(s.trim().parse().map_err(|_| bad())?),
+        (EdmType::Int64, Raw::Int(_) | Raw::UInt(_)) => Value::Int64(int().ok_or_else(bad)?),
+        (EdmType::Double, Raw::Int(v)) => Value::Double(*v as f64),
+        (EdmType::Double, Raw::UInt(v)) => Value::Double(*v as f64),
+        (EdmType::Double, Raw::Float(v)) => Value::Double(*v),
+        (EdmType::Double, Raw::Str(s)) => Value::Double(match s.as_ref() {
             "NaN" => f64::NAN,
             "Infinity" | "INF" => f64::INFINITY,
             "-Infinity" | "-INF" => f64::NEG_INFINITY,
@@ -182,9 +316,9 @@ fn typed_value(name: &str, json: &Json, declared: Option<EdmType>) -> Result<Opt
                 v
             }
         }),
-        (EdmType::DateTime, Json::String(s)) => Value::DateTime(DateTime::parse(s).ok_or_else(bad)?),
-        (EdmType::Guid, Json::String(s)) => Value::Guid(Guid::parse(s).ok_or_else(bad)?),
-        (EdmType::Binary, Json::String(s)) => Value::Binary(
+        (EdmType::DateTime, Raw::Str(s)) => Value::DateTime(DateTime::parse(s).ok_or_else(bad)?),
+        (EdmType::Guid, Raw::Str(s)) => Value::Guid(Guid::parse(s).ok_or_else(bad)?),
+        (EdmType::Binary, Raw::Str(s)) => Value::Binary(
             base64::engine::general_purpose::STANDARD
                 .decode(s.as_bytes())
                 .map_err(|_| bad())?,
@@ -198,8 +332,8 @@ fn typed_value(name: &str, json: &Json, declared: Option<EdmType>) -> Result<Opt
 pub fn decode_table_name(body: &[u8]) -> Result<String> {
     let members = parse_members(body)?;
     match members.iter().find(|(k, _)| k == "TableName").map(|(_, v)| v) {
-        Some(Json::String(s)) => Ok(s.clone()),
-        Some(Json::Null) | None => Err(Error::with_message(
+        Some(Raw::Str(s)) => Ok(s.clone().into_owned()),
+        Some(Raw::Null) | None => Err(Error::with_message(
             ErrorCode::PropertiesNeedValue,
             "The TableName property is required.",
         )),
@@ -280,6 +414,36 @@ mod tests {
             Some(ErrorCode::InvalidInput)
         );
         assert_eq!(code(decode_entity(b"not json", None)), Some(ErrorCode::InvalidInput));
+    }
+
+    #[test]
+    fn many_members_use_the_hashed_index_with_the_same_rules() {
+        let mut body = String::from(r#"{"PartitionKey":"a","RowKey":"b""#);
+        for i in 0..(LINEAR_MEMBERS + 10) {
+            body.push_str(&format!(r#","P{i}":"{i}","P{i}@odata.type":"Edm.Int64""#));
+        }
+        let e = decode_entity(format!("{body}}}").as_bytes(), None).expect("valid");
+        assert_eq!(e.properties.len(), LINEAR_MEMBERS + 10);
+        assert_eq!(e.get("P7"), Some(&Value::Int64(7)));
+        let dup = format!(r#"{body},"P3":"x"}}"#);
+        assert_eq!(
+            code(decode_entity(dup.as_bytes(), None)),
+            Some(ErrorCode::DuplicatePropertiesSpecified)
+        );
+    }
+
+    #[test]
+    fn escaped_names_and_values_decode_like_plain_ones() {
+        let body = br#"{"PartitionKey":"a\"b","RowKey":"\u00fc","N\u0061me":"x\ny","Name@odata.type":"Edm.String"}"#;
+        let e = decode_entity(body, None).expect("valid");
+        assert_eq!((e.partition_key.as_str(), e.row_key.as_str()), ("a\"b", "ü"));
+        assert_eq!(e.get("Name"), Some(&Value::String("x\ny".into())));
+        // An escaped duplicate is still a duplicate.
+        let body = br#"{"PartitionKey":"a","RowKey":"b","X":1,"\u0058":2}"#;
+        assert_eq!(
+            code(decode_entity(body, None)),
+            Some(ErrorCode::DuplicatePropertiesSpecified)
+        );
     }
 
     #[test]
