@@ -33,7 +33,7 @@ pub fn table_name(name: &str) -> Result<()> {
 
 /// PartitionKey / RowKey: at most 1 KiB, no `/ \ # ?` and no control characters.
 pub fn key(value: &str, which: &str) -> Result<()> {
-    if value.encode_utf16().count() > MAX_KEY_UTF16_UNITS {
+    if utf16_len(value) > MAX_KEY_UTF16_UNITS {
         return Err(Error::with_message(
             ErrorCode::KeyValueTooLarge,
             format!("The {which} exceeds the maximum allowed size (1KB)."),
@@ -70,7 +70,7 @@ pub fn property_name(name: &str) -> Result<()> {
 
 pub fn value(v: &Value) -> Result<()> {
     match v {
-        Value::String(s) if s.len() > MAX_STRING_UTF16_UNITS && s.encode_utf16().count() > MAX_STRING_UTF16_UNITS => {
+        Value::String(s) if s.len() > MAX_STRING_UTF16_UNITS && utf16_len(s) > MAX_STRING_UTF16_UNITS => {
             Err(Error::new(ErrorCode::PropertyValueTooLarge))
         }
         Value::Binary(b) if b.len() > MAX_BINARY_BYTES => Err(Error::new(ErrorCode::PropertyValueTooLarge)),
@@ -104,17 +104,27 @@ pub fn entity_limits(e: &Entity) -> Result<()> {
     Ok(())
 }
 
+/// Length of `s` in UTF-16 code units, which is how Azure measures keys and
+/// strings: one per character, two for those outside the BMP (4-byte UTF-8).
+/// Counted per byte without decoding, which the compiler vectorizes; every
+/// written entity is measured.
+pub fn utf16_len(s: &str) -> usize {
+    s.bytes()
+        .map(|b| usize::from(b & 0xC0 != 0x80) + usize::from(b >= 0xF0))
+        .sum()
+}
+
 /// Azure's entity-size formula (limits.md): 4 bytes plus, per property, 8 bytes,
 /// the name as UTF-16 and the value; the system properties count too.
 pub fn azure_size(e: &Entity) -> usize {
     let prop = |name_units: usize, value: usize| 8 + 2 * name_units + value;
-    let key_size = |k: &str| 4 + 2 * k.encode_utf16().count();
+    let key_size = |k: &str| 4 + 2 * utf16_len(k);
     4 + prop(12, key_size(&e.partition_key))
         + prop(6, key_size(&e.row_key))
         + prop(9, 8)
         + e.properties
             .iter()
-            .map(|p| prop(p.name.encode_utf16().count(), p.value.azure_size()))
+            .map(|p| prop(utf16_len(&p.name), p.value.azure_size()))
             .sum::<usize>()
 }
 
@@ -193,5 +203,20 @@ mod tests {
         assert!(value(&Value::Binary(vec![0; 64_000])).is_ok());
         assert!(value(&Value::Binary(vec![0; 65_536])).is_err());
         assert!(value(&Value::DateTime(DateTime(DateTime::MIN.0 - 1))).is_err());
+    }
+
+    #[test]
+    fn utf16_len_matches_encode_utf16() {
+        for s in [
+            "",
+            "abc",
+            "ü",
+            "日本語",
+            "😀",
+            "a😀b\u{10FFFF}",
+            "\u{7F}\u{80}\u{7FF}\u{800}\u{FFFF}\u{10000}",
+        ] {
+            assert_eq!(utf16_len(s), s.encode_utf16().count(), "{s:?}");
+        }
     }
 }

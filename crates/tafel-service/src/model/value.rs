@@ -101,7 +101,7 @@ impl Value {
     /// Size of the value under Azure's entity-size formula (limits.md).
     pub fn azure_size(&self) -> usize {
         match self {
-            Value::String(s) => 4 + 2 * s.encode_utf16().count(),
+            Value::String(s) => 4 + 2 * crate::validate::utf16_len(s),
             Value::Binary(b) => 4 + b.len(),
             Value::Int32(_) => 4,
             Value::Int64(_) | Value::Double(_) | Value::DateTime(_) => 8,
