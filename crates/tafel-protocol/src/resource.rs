@@ -143,6 +143,24 @@ pub fn entity_path(table: &str, pk: &str, rk: &str) -> String {
     format!("{table}(PartitionKey='{}',RowKey='{}')", quote(pk), quote(rk))
 }
 
+/// Appends `k` as quoted in [`entity_path`], without building Strings. `'` is kept
+/// raw by the encoding, so doubling it afterwards equals doubling it before. The
+/// output is ASCII that needs no escaping inside a JSON string.
+pub fn push_key_literal(out: &mut Vec<u8>, k: &str) {
+    for chunk in utf8_percent_encode(k, KEY_ENCODE) {
+        if !chunk.contains('\'') {
+            out.extend_from_slice(chunk.as_bytes());
+            continue;
+        }
+        for b in chunk.bytes() {
+            match b {
+                b'\'' => out.extend_from_slice(b"''"),
+                b => out.push(b),
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -194,5 +212,26 @@ mod tests {
     #[test]
     fn entity_paths_quote_and_encode() {
         assert_eq!(entity_path("t", "O'B", "a b"), "t(PartitionKey='O''B',RowKey='a%20b')");
+    }
+
+    #[test]
+    fn key_literals_match_entity_paths() {
+        for k in [
+            "",
+            "plain",
+            "O'B",
+            "''",
+            "a b/c?d#e",
+            "ünï'code ✓ \u{1F600}",
+            "\"q\"\\",
+            "-_.~'%",
+        ] {
+            let mut out = b"t(PartitionKey='".to_vec();
+            push_key_literal(&mut out, k);
+            out.extend_from_slice(b"',RowKey='");
+            push_key_literal(&mut out, k);
+            out.extend_from_slice(b"')");
+            assert_eq!(String::from_utf8(out).ok(), Some(entity_path("t", k, k)), "{k:?}");
+        }
     }
 }

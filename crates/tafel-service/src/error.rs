@@ -157,4 +157,10 @@ impl From<tafel_store::StoreError> for Error {
     }
 }
 
+impl From<crate::model::codec::Corrupt> for Error {
+    fn from(_: crate::model::codec::Corrupt) -> Self {
+        Error::internal("corrupt stored entity")
+    }
+}
+
 pub type Result<T, E = Error> = std::result::Result<T, E>;

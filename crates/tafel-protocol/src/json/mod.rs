@@ -6,5 +6,5 @@ mod encode;
 mod format;
 
 pub use decode::{decode_entity, decode_table_name};
-pub use encode::{write_entity, write_json_str, EntityFormat};
+pub use encode::{write_entity, write_json_str, EntityFormat, EntityView};
 pub use format::{content_type, negotiate, MetadataLevel};

@@ -4,7 +4,8 @@
 //! then per property `type tag u8 | name length u16 | name | value`, where strings
 //! and binaries are `length u32 | bytes` and the other types are fixed width
 //! (Guid 16 bytes, Boolean 1). [`lookup`] reads one property without decoding the
-//! others, which is what filter evaluation during scans needs.
+//! others, which is what filter evaluation during scans needs; [`read`] walks all
+//! of them borrowed, which is what responses need.
 
 use super::{DateTime, EdmType, Entity, Guid, Property, Value};
 
@@ -24,6 +25,19 @@ pub enum ValueRef<'a> {
 }
 
 impl ValueRef<'_> {
+    pub fn edm_type(self) -> EdmType {
+        match self {
+            ValueRef::String(_) => EdmType::String,
+            ValueRef::Int32(_) => EdmType::Int32,
+            ValueRef::Int64(_) => EdmType::Int64,
+            ValueRef::Double(_) => EdmType::Double,
+            ValueRef::Boolean(_) => EdmType::Boolean,
+            ValueRef::DateTime(_) => EdmType::DateTime,
+            ValueRef::Guid(_) => EdmType::Guid,
+            ValueRef::Binary(_) => EdmType::Binary,
+        }
+    }
+
     pub fn to_value(self) -> Value {
         match self {
             ValueRef::String(s) => Value::String(s.to_owned()),
@@ -96,6 +110,7 @@ fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
 
 /// A cursor over stored bytes; every read is bounds-checked so corrupt data is an
 /// error, never a panic.
+#[derive(Clone)]
 struct Reader<'a> {
     b: &'a [u8],
     at: usize,
@@ -127,18 +142,12 @@ impl<'a> Reader<'a> {
         Some((DateTime(self.i64()?), self.u16()?))
     }
 
-    /// Next property: its name and, if `want`, its value.
-    fn property(&mut self, want: impl Fn(&str) -> bool) -> Option<(&'a str, Option<ValueRef<'a>>)> {
+    /// Next property: its name and value.
+    fn property(&mut self) -> Option<(&'a str, ValueRef<'a>)> {
         let ty = EdmType::from_tag(self.take(1)?[0])?;
         let len = self.u16()? as usize;
         let name = std::str::from_utf8(self.take(len)?).ok()?;
-        let value = if want(name) {
-            Some(self.value(ty)?)
-        } else {
-            self.skip(ty)?;
-            None
-        };
-        Some((name, value))
+        Some((name, self.value(ty)?))
     }
 
     fn value(&mut self, ty: EdmType) -> Option<ValueRef<'a>> {
@@ -204,16 +213,52 @@ pub fn lookup<'a>(bytes: &'a [u8], name: &str) -> Option<ValueRef<'a>> {
     None
 }
 
+/// Stored bytes that do not parse: cut short, an unknown version or type tag, or
+/// invalid UTF-8.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Corrupt;
+
+/// The properties of stored bytes in stored order, borrowed from them. On corrupt
+/// bytes it yields one `Err(Corrupt)` and then ends.
+#[derive(Clone)]
+pub struct Properties<'a> {
+    r: Reader<'a>,
+    left: u16,
+}
+
+impl<'a> Iterator for Properties<'a> {
+    type Item = Result<(&'a str, ValueRef<'a>), Corrupt>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.left = self.left.checked_sub(1)?;
+        let item = self.r.property().ok_or(Corrupt);
+        if item.is_err() {
+            self.left = 0;
+        }
+        Some(item)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (0, Some(self.left as usize))
+    }
+}
+
+/// The Timestamp and properties of stored bytes, read without copying anything.
+pub fn read(bytes: &[u8]) -> Result<(DateTime, Properties<'_>), Corrupt> {
+    let mut r = Reader { b: bytes, at: 0 };
+    let (ts, left) = r.header().ok_or(Corrupt)?;
+    Ok((ts, Properties { r, left }))
+}
+
 /// Decodes a stored entity. `None` only for corrupt bytes.
 pub fn decode(partition_key: String, row_key: String, bytes: &[u8]) -> Option<Entity> {
-    let mut r = Reader { b: bytes, at: 0 };
-    let (ts, count) = r.header()?;
-    let mut properties = Vec::with_capacity(count as usize);
-    for _ in 0..count {
-        let (name, value) = r.property(|_| true)?;
+    let (ts, props) = read(bytes).ok()?;
+    let mut properties = Vec::with_capacity(props.left as usize);
+    for p in props {
+        let (name, value) = p.ok()?;
         properties.push(Property {
             name: name.to_owned(),
-            value: value?.to_value(),
+            value: value.to_value(),
         });
     }
     Some(Entity {
@@ -274,5 +319,40 @@ mod tests {
             let _ = lookup(&bytes[..cut], "X");
         }
         assert!(decode(String::new(), String::new(), &bytes[..bytes.len() - 1]).is_none());
+    }
+
+    #[test]
+    fn read_walks_every_property_borrowed() {
+        let props = sample();
+        let bytes = encode(DateTime(42), &props);
+        let (ts, walked) = read(&bytes).expect("valid header");
+        assert_eq!(ts, DateTime(42));
+        let walked: Vec<_> = walked.collect::<Result<_, _>>().expect("valid properties");
+        assert_eq!(walked.len(), props.len());
+        for ((name, v), p) in walked.iter().zip(&props) {
+            assert_eq!(*name, p.name);
+            assert_eq!(v.edm_type(), p.value.edm_type());
+            match (v, &p.value) {
+                (ValueRef::Double(x), Value::Double(y)) => assert_eq!(x.to_bits(), y.to_bits()),
+                (v, p) => assert_eq!(*v, ValueRef::from(p)),
+            }
+        }
+    }
+
+    #[test]
+    fn read_reports_corruption_once_then_ends() {
+        let bytes = encode(DateTime(1), &sample());
+        for cut in 0..bytes.len() {
+            let Ok((_, props)) = read(&bytes[..cut]) else { continue };
+            let items: Vec<_> = props.collect();
+            assert_eq!(items.iter().filter(|i| i.is_err()).count(), 1, "cut at {cut}");
+            assert!(items.last().is_some_and(|i| i.is_err()), "cut at {cut}");
+        }
+        let mut bad_tag = bytes.clone();
+        bad_tag[11] = 0xFF;
+        let (_, mut props) = read(&bad_tag).expect("header intact");
+        assert_eq!(props.next().map(|p| p.err()), Some(Some(Corrupt)));
+        assert!(props.next().is_none());
+        assert_eq!(read(&[2, 0, 0]).err(), Some(Corrupt));
     }
 }

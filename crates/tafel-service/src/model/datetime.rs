@@ -121,17 +121,19 @@ impl DateTime {
         Some(DateTime(ticks))
     }
 
-    /// Writes `YYYY-MM-DDTHH:MM:SS.fffffffZ`.
-    pub fn write_iso(self, out: &mut String) {
+    /// `YYYY-MM-DDTHH:MM:SS.fffffffZ` as 28 ASCII bytes, so encoders can copy it
+    /// into their output without an intermediate String.
+    pub fn iso_bytes(self) -> [u8; 28] {
         let days = self.0.div_euclid(TICKS_PER_DAY);
         let rem = self.0.rem_euclid(TICKS_PER_DAY);
         let (y, m, d) = civil_from_days(days);
         let secs = rem / TICKS_PER_SECOND;
         let frac = rem % TICKS_PER_SECOND;
         let mut buf = [0u8; 28];
+        // rem_euclid keeps every byte an ASCII digit even for years outside 0..=9999.
         let put = |buf: &mut [u8], at: usize, width: usize, mut v: i64| {
             for k in (0..width).rev() {
-                buf[at + k] = b'0' + (v % 10) as u8;
+                buf[at + k] = b'0' + v.rem_euclid(10) as u8;
                 v /= 10;
             }
         };
@@ -149,8 +151,13 @@ impl DateTime {
         buf[19] = b'.';
         put(&mut buf, 20, 7, frac);
         buf[27] = b'Z';
-        // All bytes written above are ASCII.
-        out.push_str(std::str::from_utf8(&buf).unwrap_or_default());
+        buf
+    }
+
+    /// Writes `YYYY-MM-DDTHH:MM:SS.fffffffZ`.
+    pub fn write_iso(self, out: &mut String) {
+        // All bytes of iso_bytes are ASCII.
+        out.push_str(std::str::from_utf8(&self.iso_bytes()).unwrap_or_default());
     }
 
     pub fn to_iso(self) -> String {
@@ -225,6 +232,14 @@ mod tests {
         assert_eq!(DateTime::MIN.to_iso(), "1601-01-01T00:00:00.0000000Z");
         assert_eq!(DateTime::MAX.to_iso(), "9999-12-31T23:59:59.9999999Z");
         assert_eq!(DateTime::from_unix_seconds(0).to_iso(), "1970-01-01T00:00:00.0000000Z");
+    }
+
+    #[test]
+    fn any_ticks_format_as_ascii_without_panicking() {
+        for t in [i64::MIN, -1, 0, i64::MAX] {
+            assert!(DateTime(t).iso_bytes().is_ascii());
+            assert_eq!(DateTime(t).to_iso().len(), 28);
+        }
     }
 
     #[test]

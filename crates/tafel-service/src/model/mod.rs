@@ -4,9 +4,11 @@ pub mod codec;
 mod datetime;
 mod entity;
 mod guid;
+mod stored;
 mod value;
 
 pub use datetime::DateTime;
 pub use entity::{etag_for, Entity, Property};
 pub use guid::Guid;
+pub use stored::StoredEntity;
 pub use value::{EdmType, Value};

@@ -8,7 +8,7 @@ use tafel_store::{EntityKey, KeyRange, KeyRef, RowFilter, ScanRequest};
 use super::{Ctx, Service};
 use crate::access::Action;
 use crate::error::{Error, ErrorCode, Result};
-use crate::model::{codec, Entity};
+use crate::model::{codec, Entity, StoredEntity};
 use crate::query::Expr;
 use crate::query::{eval_stored, plan_entities};
 
@@ -26,25 +26,26 @@ pub struct EntityQuery {
 
 #[derive(Debug, Clone, Default)]
 pub struct EntityPage {
-    pub entities: Vec<Entity>,
+    /// As stored: responses are written from the bytes, which are validated then.
+    pub entities: Vec<StoredEntity>,
     /// Where the next page starts, if there may be one.
     pub next: Option<(String, String)>,
 }
 
-pub(crate) fn decode(key: &EntityKey, bytes: &[u8]) -> Result<Entity> {
-    let (pk, rk) = key.keys();
-    codec::decode(pk, rk, bytes).ok_or_else(|| Error::internal("corrupt stored entity"))
-}
-
 impl Service {
     pub async fn get_entity(&self, ctx: &Ctx, table: &str, pk: &str, rk: &str) -> Result<Entity> {
+        let stored = self.get_stored_entity(ctx, table, pk, rk).await?;
+        codec::decode(pk.to_owned(), rk.to_owned(), &stored.bytes).ok_or_else(|| codec::Corrupt.into())
+    }
+
+    /// [`Service::get_entity`] without decoding: the bytes are validated when read.
+    pub async fn get_stored_entity(&self, ctx: &Ctx, table: &str, pk: &str, rk: &str) -> Result<StoredEntity> {
         ctx.access.check(Action::ReadEntity, Some(table), Some((pk, rk)))?;
         let key = EntityKey::new(pk, rk);
         match self.store.get_entity(&ctx.account, table, &key).await? {
             // Reads outside a SAS key range find nothing (queries are clipped alike).
             Some(_) if !ctx.access.covers_key(pk, rk) => Err(Error::new(ErrorCode::ResourceNotFound)),
-            Some(bytes) => codec::decode(pk.to_owned(), rk.to_owned(), &bytes)
-                .ok_or_else(|| Error::internal("corrupt stored entity")),
+            Some(bytes) => Ok(StoredEntity { key, bytes }),
             None => Err(Error::new(ErrorCode::ResourceNotFound)),
         }
     }
@@ -72,9 +73,9 @@ impl Service {
         let page = self.store.scan_entities(&ctx.account, table, request).await?;
         let entities = page
             .rows
-            .iter()
-            .map(|(k, v)| decode(k, v))
-            .collect::<Result<Vec<_>>>()?;
+            .into_iter()
+            .map(|(key, bytes)| StoredEntity { key, bytes })
+            .collect();
         Ok(EntityPage {
             entities,
             next: page.next.map(|k| k.keys()),
