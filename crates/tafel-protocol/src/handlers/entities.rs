@@ -50,7 +50,7 @@ pub(crate) async fn get(
 ) -> Result<Response> {
     let level = metadata_level(req)?;
     validate::table_name(table)?;
-    let entity = svc.get_stored_entity(&cx.ctx, table, pk, rk).await?;
+    let entity = svc.get_entity(&cx.ctx, table, pk, rk).await?;
     let sel = select(req);
     let f = EntityFormat::new(level, &cx.base_url, &cx.ctx.account, table, sel.as_deref());
     let mut body = Vec::with_capacity(entity.bytes.len() + 512);

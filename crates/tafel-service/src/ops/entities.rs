@@ -8,7 +8,7 @@ use tafel_store::{EntityKey, KeyRange, KeyRef, RowFilter, ScanRequest};
 use super::{Ctx, Service};
 use crate::access::Action;
 use crate::error::{Error, ErrorCode, Result};
-use crate::model::{codec, Entity, StoredEntity};
+use crate::model::StoredEntity;
 use crate::query::Expr;
 use crate::query::{eval_stored, plan_entities};
 
@@ -33,13 +33,8 @@ pub struct EntityPage {
 }
 
 impl Service {
-    pub async fn get_entity(&self, ctx: &Ctx, table: &str, pk: &str, rk: &str) -> Result<Entity> {
-        let stored = self.get_stored_entity(ctx, table, pk, rk).await?;
-        codec::decode(pk.to_owned(), rk.to_owned(), &stored.bytes).ok_or_else(|| codec::Corrupt.into())
-    }
-
-    /// [`Service::get_entity`] without decoding: the bytes are validated when read.
-    pub async fn get_stored_entity(&self, ctx: &Ctx, table: &str, pk: &str, rk: &str) -> Result<StoredEntity> {
+    /// One entity in its stored form (its bytes are validated when encoded).
+    pub async fn get_entity(&self, ctx: &Ctx, table: &str, pk: &str, rk: &str) -> Result<StoredEntity> {
         ctx.access.check(Action::ReadEntity, Some(table), Some((pk, rk)))?;
         let key = EntityKey::new(pk, rk);
         match self.store.get_entity(&ctx.account, table, &key).await? {
