@@ -120,7 +120,9 @@ fn decode_changeset(cx: &Context, subs: &[SubRequest]) -> std::result::Result<Ve
     Ok(ops)
 }
 
-fn success_part(cx: &Context, op: &Op, ts: tafel_service::model::DateTime) -> SubResponse {
+/// The response part of a committed operation; takes the op so an inserted
+/// entity echoed back is not copied.
+fn success_part(cx: &Context, op: Op, ts: tafel_service::model::DateTime) -> SubResponse {
     let mut part = SubResponse::new(204)
         .header("Content-ID", &op.content_id)
         .header("X-Content-Type-Options", "nosniff")
@@ -141,7 +143,7 @@ fn success_part(cx: &Context, op: &Op, ts: tafel_service::model::DateTime) -> Su
                     .header("DataServiceId", &location)
                     .header("ETag", etag_for(ts));
             } else {
-                let mut entity = e.clone();
+                let mut entity = op.write.entity;
                 entity.timestamp = Some(ts);
                 part.status = 201;
                 if op.prefer == Some(true) {
@@ -178,7 +180,7 @@ async fn changeset(svc: &Service, cx: &Context, subs: &[SubRequest]) -> Vec<SubR
     let table = ops[0].table.clone();
     let writes = ops.iter().map(|o| o.write.clone()).collect();
     match svc.write(&cx.ctx, &table, writes).await {
-        Ok(ts) => ops.iter().map(|op| success_part(cx, op, ts)).collect(),
+        Ok(ts) => ops.into_iter().map(|op| success_part(cx, op, ts)).collect(),
         Err(f) => vec![error_part(
             cx,
             &f.error,
