@@ -88,27 +88,9 @@ impl EntityKey {
         KeyRef(&self.0)
     }
 
-    pub fn partition_key(&self) -> String {
-        self.view().partition_key()
-    }
-
-    pub fn row_key(&self) -> String {
-        self.view().row_key()
-    }
-
     /// Both keys, decoded.
     pub fn keys(&self) -> (String, String) {
         self.view().keys()
-    }
-
-    /// Compares the PartitionKey with `s` in Azure order, without decoding it.
-    pub fn cmp_partition_key(&self, s: &str) -> Ordering {
-        self.view().cmp_partition_key(s)
-    }
-
-    /// Compares the RowKey with `s` in Azure order, without decoding it.
-    pub fn cmp_row_key(&self, s: &str) -> Ordering {
-        self.view().cmp_row_key(s)
     }
 }
 
@@ -136,14 +118,6 @@ impl<'a> KeyRef<'a> {
             Some(i) => (&self.0[..i], &self.0[i + 1..]),
             None => (self.0, &[]),
         }
-    }
-
-    pub fn partition_key(self) -> String {
-        unmap(self.split().0)
-    }
-
-    pub fn row_key(self) -> String {
-        unmap(self.split().1)
     }
 
     /// Both keys, decoded.
@@ -350,8 +324,8 @@ mod tests {
             for b in SAMPLES {
                 assert_eq!(azure_str_cmp(a, b), utf16_cmp(a, b), "{a:?} vs {b:?}");
                 let k = EntityKey::new(a, b);
-                assert_eq!(k.cmp_partition_key(b), utf16_cmp(a, b), "{a:?} vs {b:?}");
-                assert_eq!(k.cmp_row_key(a), utf16_cmp(b, a), "{b:?} vs {a:?}");
+                assert_eq!(k.view().cmp_partition_key(b), utf16_cmp(a, b), "{a:?} vs {b:?}");
+                assert_eq!(k.view().cmp_row_key(a), utf16_cmp(b, a), "{b:?} vs {a:?}");
             }
         }
     }

@@ -1,13 +1,13 @@
 //! An entity as the store holds it: encoded key and value bytes. Reads hand these
 //! out so responses are written straight from the stored bytes, without building
-//! an owned [`Entity`] (a String per name and value) for every row.
+//! an owned [`Entity`](super::Entity) (a String per name and value) for every row.
 
 use std::borrow::Cow;
 
 use tafel_store::EntityKey;
 
 use super::codec::{self, Corrupt, Properties};
-use super::{DateTime, Entity};
+use super::DateTime;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct StoredEntity {
@@ -36,10 +36,5 @@ impl StoredEntity {
     /// The Timestamp and a borrowed walk over the properties.
     pub fn read(&self) -> Result<(DateTime, Properties<'_>), Corrupt> {
         codec::read(&self.bytes)
-    }
-
-    pub fn decode(&self) -> Result<Entity, Corrupt> {
-        let (pk, rk) = self.key.keys();
-        codec::decode(pk, rk, &self.bytes).ok_or(Corrupt)
     }
 }

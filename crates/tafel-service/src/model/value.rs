@@ -86,16 +86,7 @@ pub enum Value {
 
 impl Value {
     pub fn edm_type(&self) -> EdmType {
-        match self {
-            Value::String(_) => EdmType::String,
-            Value::Int32(_) => EdmType::Int32,
-            Value::Int64(_) => EdmType::Int64,
-            Value::Double(_) => EdmType::Double,
-            Value::Boolean(_) => EdmType::Boolean,
-            Value::DateTime(_) => EdmType::DateTime,
-            Value::Guid(_) => EdmType::Guid,
-            Value::Binary(_) => EdmType::Binary,
-        }
+        super::codec::ValueRef::from(self).edm_type()
     }
 
     /// Size of the value under Azure's entity-size formula (limits.md).
