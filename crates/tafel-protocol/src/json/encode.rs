@@ -8,7 +8,7 @@ use std::convert::Infallible;
 
 use base64::Engine;
 use tafel_service::model::codec::ValueRef;
-use tafel_service::model::{DateTime, Entity, StoredEntity};
+use tafel_service::model::{etag_bytes, DateTime, Entity, StoredEntity};
 
 use super::MetadataLevel;
 use crate::resource::push_key_literal;
@@ -165,16 +165,16 @@ fn entity_path_str(out: &mut Vec<u8>, open: &[u8], pk: &str, rk: &str) {
     out.extend_from_slice(b"')\"");
 }
 
-/// The JSON string of `etag_for(ts)`: `"W/\"datetime'<ISO, ':' as %3A>'\""`.
+/// The JSON string of `etag_for(ts)`; its only bytes JSON escapes are the two '"'.
 fn etag_str(out: &mut Vec<u8>, ts: DateTime) {
-    out.extend_from_slice(b"\"W/\\\"datetime'");
-    for b in ts.iso_bytes() {
-        match b {
-            b':' => out.extend_from_slice(b"%3A"),
-            b => out.push(b),
+    out.push(b'"');
+    for b in etag_bytes(ts) {
+        if b == b'"' {
+            out.push(b'\\');
         }
+        out.push(b);
     }
-    out.extend_from_slice(b"'\\\"\"");
+    out.push(b'"');
 }
 
 fn datetime_str(out: &mut Vec<u8>, ts: DateTime) {

@@ -49,19 +49,28 @@ impl Entity {
 
 /// `W/"datetime'<Timestamp with ':' percent-encoded>'"`.
 pub fn etag_for(ts: DateTime) -> String {
-    let iso = ts.to_iso();
-    let mut s = String::with_capacity(52);
-    s.push_str("W/\"datetime'");
-    for c in iso.chars() {
-        if c == ':' {
-            s.push_str("%3A");
-        } else {
-            s.push(c);
-        }
-    }
-    s.push_str("'\"");
-    s
+    // All bytes of etag_bytes are ASCII.
+    String::from_utf8_lossy(&etag_bytes(ts)).into_owned()
 }
+
+/// [`etag_for`] as ASCII bytes, for encoders that copy it without a String.
+pub fn etag_bytes(ts: DateTime) -> [u8; ETAG_LEN] {
+    const OPEN: &[u8] = b"W/\"datetime'";
+    let mut out = [0u8; ETAG_LEN];
+    out[..OPEN.len()].copy_from_slice(OPEN);
+    let mut at = OPEN.len();
+    for b in ts.iso_bytes() {
+        // The ISO form has exactly two ':', each written as three bytes.
+        let enc: &[u8] = if b == b':' { b"%3A" } else { std::slice::from_ref(&b) };
+        out[at..at + enc.len()].copy_from_slice(enc);
+        at += enc.len();
+    }
+    out[at..].copy_from_slice(b"'\"");
+    out
+}
+
+/// `W/"datetime'` + 28 ISO bytes with two ':' grown to `%3A` + `'"`.
+pub const ETAG_LEN: usize = 12 + 28 + 4 + 2;
 
 #[cfg(test)]
 mod tests {
@@ -74,5 +83,8 @@ mod tests {
             ts.map(etag_for).as_deref(),
             Some("W/\"datetime'2024-06-04T08%3A15%3A30.1234567Z'\"")
         );
+        for t in [i64::MIN, 0, i64::MAX] {
+            assert_eq!(etag_for(DateTime(t)).len(), ETAG_LEN);
+        }
     }
 }

@@ -8,7 +8,7 @@ mod stored;
 mod value;
 
 pub use datetime::DateTime;
-pub use entity::{etag_for, Entity, Property};
+pub use entity::{etag_bytes, etag_for, Entity, Property};
 pub use guid::Guid;
 pub use stored::StoredEntity;
 pub use value::{EdmType, Value};
