@@ -139,14 +139,27 @@ const KEY_ENCODE: &AsciiSet = &NON_ALPHANUMERIC
 
 /// `table(PartitionKey='p',RowKey='r')` with keys OData-quoted and percent-encoded.
 pub fn entity_path(table: &str, pk: &str, rk: &str) -> String {
-    let quote = |k: &str| utf8_percent_encode(&k.replace('\'', "''"), KEY_ENCODE).to_string();
-    format!("{table}(PartitionKey='{}',RowKey='{}')", quote(pk), quote(rk))
+    let mut out = Vec::with_capacity(table.len() + pk.len() + rk.len() + 32);
+    out.extend_from_slice(table.as_bytes());
+    push_entity_keys(&mut out, pk, rk);
+    // The table name is UTF-8 and the key part ASCII.
+    String::from_utf8_lossy(&out).into_owned()
 }
 
-/// Appends `k` as quoted in [`entity_path`], without building Strings. `'` is kept
-/// raw by the encoding, so doubling it afterwards equals doubling it before. The
-/// output is ASCII that needs no escaping inside a JSON string.
-pub fn push_key_literal(out: &mut Vec<u8>, k: &str) {
+/// Appends `(PartitionKey='p',RowKey='r')`, the key part of [`entity_path`], as
+/// ASCII that needs no escaping inside a JSON string.
+pub fn push_entity_keys(out: &mut Vec<u8>, pk: &str, rk: &str) {
+    out.extend_from_slice(b"(PartitionKey='");
+    push_key_literal(out, pk);
+    out.extend_from_slice(b"',RowKey='");
+    push_key_literal(out, rk);
+    out.extend_from_slice(b"')");
+}
+
+/// Appends `k` OData-quoted (`'` doubled) and percent-encoded, without building
+/// Strings. `'` is kept raw by the encoding, so doubling it afterwards equals
+/// doubling it before.
+fn push_key_literal(out: &mut Vec<u8>, k: &str) {
     for chunk in utf8_percent_encode(k, KEY_ENCODE) {
         if !chunk.contains('\'') {
             out.extend_from_slice(chunk.as_bytes());
@@ -215,7 +228,7 @@ mod tests {
     }
 
     #[test]
-    fn key_literals_match_entity_paths() {
+    fn entity_paths_quote_then_encode_each_key() {
         for k in [
             "",
             "plain",
@@ -226,12 +239,10 @@ mod tests {
             "\"q\"\\",
             "-_.~'%",
         ] {
-            let mut out = b"t(PartitionKey='".to_vec();
-            push_key_literal(&mut out, k);
-            out.extend_from_slice(b"',RowKey='");
-            push_key_literal(&mut out, k);
-            out.extend_from_slice(b"')");
-            assert_eq!(String::from_utf8(out).ok(), Some(entity_path("t", k, k)), "{k:?}");
+            // The rule written the obvious way: double the quotes, then percent-encode.
+            let quote = |k: &str| utf8_percent_encode(&k.replace('\'', "''"), KEY_ENCODE).to_string();
+            let want = format!("t(PartitionKey='{}',RowKey='{}')", quote(k), quote(k));
+            assert_eq!(entity_path("t", k, k), want, "{k:?}");
         }
     }
 }

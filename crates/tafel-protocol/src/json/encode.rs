@@ -11,7 +11,7 @@ use tafel_service::model::codec::ValueRef;
 use tafel_service::model::{etag_bytes, DateTime, Entity, StoredEntity};
 
 use super::MetadataLevel;
-use crate::resource::push_key_literal;
+use crate::resource::push_entity_keys;
 
 /// How to write entities of one response.
 pub struct EntityFormat<'a> {
@@ -20,13 +20,11 @@ pub struct EntityFormat<'a> {
     table: &'a str,
     select: Option<&'a [String]>,
     /// Full metadata only: the `odata.type` value, and the openings of the
-    /// `odata.id` and `odata.editLink` strings up to the PartitionKey literal.
+    /// `odata.id` and `odata.editLink` strings up to the key part.
     type_json: Vec<u8>,
     id_open: Vec<u8>,
     edit_open: Vec<u8>,
 }
-
-const KEY_OPEN: &str = "(PartitionKey='";
 
 impl<'a> EntityFormat<'a> {
     /// `base_url` is scheme, host and (path-style) account, e.g.
@@ -50,8 +48,8 @@ impl<'a> EntityFormat<'a> {
         };
         if level == MetadataLevel::Full {
             write_json_str(&mut f.type_json, &format!("{account}.{table}"));
-            f.id_open = json_str_opening(&format!("{base_url}/{table}{KEY_OPEN}"));
-            f.edit_open = json_str_opening(&format!("{table}{KEY_OPEN}"));
+            f.id_open = json_str_opening(&format!("{base_url}/{table}"));
+            f.edit_open = json_str_opening(table);
         }
         f
     }
@@ -156,13 +154,12 @@ fn annotation(out: &mut Vec<u8>, name: &str, edm: &str) {
     out.extend_from_slice(b"\",");
 }
 
-/// `open` (from [`json_str_opening`]) then `pk',RowKey='rk')"`: an entity path.
+/// `open` (from [`json_str_opening`]), the key part of an entity path, the
+/// closing quote.
 fn entity_path_str(out: &mut Vec<u8>, open: &[u8], pk: &str, rk: &str) {
     out.extend_from_slice(open);
-    push_key_literal(out, pk);
-    out.extend_from_slice(b"',RowKey='");
-    push_key_literal(out, rk);
-    out.extend_from_slice(b"')\"");
+    push_entity_keys(out, pk, rk);
+    out.push(b'"');
 }
 
 /// The JSON string of `etag_for(ts)`; its only bytes JSON escapes are the two '"'.
