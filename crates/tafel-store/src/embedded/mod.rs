@@ -27,7 +27,7 @@ use async_trait::async_trait;
 use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
 use tokio::sync::oneshot;
 
-use self::wal::{decode_ops, Op, Wal};
+use self::wal::{decode_ops, LogBuf, Op, Wal};
 use crate::error::StoreError;
 use crate::key::{EntityKey, KeyRef};
 use crate::traits::{Decide, Mutation, Outcome, ScanPage, ScanRequest, Store, TableRecord};
@@ -342,28 +342,37 @@ fn run_group(db: &Database, durable: &mut Durable, group: Vec<Job>) {
     let checkpoint_alone = group.is_empty();
     let result = (|| -> Result<(), String> {
         let mut txn = db.begin_write().map_err(|e| e.to_string())?;
-        let mut log = Vec::new();
+        let mut log = LogBuf::new();
         let checkpoint;
+        let unchanged;
         {
             let tables = Tables::open(&txn).map_err(|e| e.to_string())?;
             let mut w = Writer { tables, log: &mut log };
             for job in group {
                 pending.push(w.apply(job));
             }
-            let mut meta = w.tables.meta;
+            let Writer { tables, .. } = w;
             // A group too big for the rest of the log commits durably itself.
-            checkpoint = checkpoint_alone || !durable.wal.fits(log.len());
-            let seq = if checkpoint {
-                durable.wal.last_seq
-            } else if log.is_empty() {
-                // Nothing changed: nothing to make durable.
-                durable.wal.last_seq
-            } else {
-                // The record must be durable before the commit makes it visible.
-                durable.wal.append(&log).map_err(|e| format!("write-ahead log: {e}"))?
-            };
-            meta.insert(WAL_SEQ, seq.to_le_bytes().as_slice())
-                .map_err(|e| e.to_string())?;
+            checkpoint = checkpoint_alone || !durable.wal.fits(log.payload_len());
+            unchanged = log.payload_len() == 0 && !checkpoint;
+            if !unchanged {
+                let seq = if checkpoint {
+                    durable.wal.last_seq
+                } else {
+                    // The record must be durable before the commit makes it visible.
+                    durable
+                        .wal
+                        .append(&mut log)
+                        .map_err(|e| format!("write-ahead log: {e}"))?
+                };
+                let mut meta = tables.meta;
+                meta.insert(WAL_SEQ, seq.to_le_bytes().as_slice())
+                    .map_err(|e| e.to_string())?;
+            }
+        }
+        if unchanged {
+            // Every job failed or changed nothing: there is nothing to commit.
+            return txn.abort().map_err(|e| e.to_string());
         }
         let level = if checkpoint {
             Durability::Immediate
@@ -376,7 +385,7 @@ fn run_group(db: &Database, durable: &mut Durable, group: Vec<Job>) {
             durable.wal.reset();
             durable.last_checkpoint = Instant::now();
             durable.dirty = false;
-        } else if !log.is_empty() {
+        } else {
             durable.dirty = true;
         }
         Ok(())
@@ -441,13 +450,13 @@ impl<'t> Tables<'t> {
 /// Applies jobs, logging every change it makes.
 struct Writer<'t, 'l> {
     tables: Tables<'t>,
-    log: &'l mut Vec<u8>,
+    log: &'l mut LogBuf,
 }
 
 impl Writer<'_, '_> {
     fn change(&mut self, op: Op<'_>) -> Result<(), StoreError> {
         self.tables.apply(&op)?;
-        op.encode(self.log);
+        self.log.push(&op);
         Ok(())
     }
 

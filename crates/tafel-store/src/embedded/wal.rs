@@ -37,6 +37,31 @@ pub(super) struct Wal {
     pub(super) last_seq: u64,
 }
 
+/// A record being built: room for its header, then the ops appended to it, so
+/// the writer's log is written out without copying it into another buffer.
+pub(super) struct LogBuf(Vec<u8>);
+
+impl LogBuf {
+    pub(super) fn new() -> Self {
+        LogBuf(vec![0; HEADER])
+    }
+
+    pub(super) fn payload_len(&self) -> usize {
+        self.0.len() - HEADER
+    }
+
+    pub(super) fn push(&mut self, op: &Op<'_>) {
+        op.encode(&mut self.0);
+    }
+
+    #[cfg(test)]
+    fn with_payload(payload: &[u8]) -> Self {
+        let mut b = LogBuf::new();
+        b.0.extend_from_slice(payload);
+        b
+    }
+}
+
 /// A record read back: its number and its payload.
 pub(super) struct Record {
     pub(super) seq: u64,
@@ -82,17 +107,17 @@ impl Wal {
         self.offset
     }
 
-    /// Writes record `last_seq + 1` and makes it durable. The caller checked `fits`.
-    pub(super) fn append(&mut self, payload: &[u8]) -> io::Result<u64> {
+    /// Writes `record` as number `last_seq + 1` and makes it durable. The caller
+    /// checked `fits`.
+    pub(super) fn append(&mut self, record: &mut LogBuf) -> io::Result<u64> {
         let seq = self.last_seq + 1;
-        let mut buf = Vec::with_capacity(HEADER + payload.len());
-        buf.extend_from_slice(&(payload.len() as u32).to_le_bytes());
-        buf.extend_from_slice(&[0; 4]);
-        buf.extend_from_slice(&seq.to_le_bytes());
-        buf.extend_from_slice(payload);
-        let crc = checksum(&buf);
+        let buf = &mut record.0;
+        let len = (buf.len() - HEADER) as u32;
+        buf[0..4].copy_from_slice(&len.to_le_bytes());
+        buf[8..16].copy_from_slice(&seq.to_le_bytes());
+        let crc = checksum(buf);
         buf[4..8].copy_from_slice(&crc.to_le_bytes());
-        self.file.write_all_at(&buf, self.offset)?;
+        self.file.write_all_at(buf, self.offset)?;
         self.file.sync_data()?;
         self.offset += buf.len() as u64;
         self.last_seq = seq;
@@ -287,7 +312,10 @@ mod tests {
         let (mut wal, recs) = Wal::open(&d, 0).expect("open");
         assert!(recs.is_empty());
         for i in 1..=3u8 {
-            assert_eq!(wal.append(&[i; 10]).expect("append"), u64::from(i));
+            assert_eq!(
+                wal.append(&mut LogBuf::with_payload(&[i; 10])).expect("append"),
+                u64::from(i)
+            );
         }
         drop(wal);
         let (_, recs) = Wal::open(&d, 0).expect("reopen");
@@ -305,11 +333,11 @@ mod tests {
         let d = dir();
         let (mut wal, _) = Wal::open(&d, 0).expect("open");
         for _ in 0..3 {
-            wal.append(&[9; 100]).expect("append");
+            wal.append(&mut LogBuf::with_payload(&[9; 100])).expect("append");
         }
         // Checkpoint covering 1..=3, then one short record over the start of record 1.
         wal.reset();
-        assert_eq!(wal.append(&[4; 1]).expect("append"), 4);
+        assert_eq!(wal.append(&mut LogBuf::with_payload(&[4; 1])).expect("append"), 4);
         drop(wal);
         let (wal, recs) = Wal::open(&d, 3).expect("reopen");
         assert_eq!(recs.iter().map(|r| r.seq).collect::<Vec<_>>(), [4]);
@@ -321,8 +349,8 @@ mod tests {
     fn a_torn_record_ends_the_replay() {
         let d = dir();
         let (mut wal, _) = Wal::open(&d, 0).expect("open");
-        wal.append(&[1; 50]).expect("append");
-        wal.append(&[2; 50]).expect("append");
+        wal.append(&mut LogBuf::with_payload(&[1; 50])).expect("append");
+        wal.append(&mut LogBuf::with_payload(&[2; 50])).expect("append");
         drop(wal);
         // Corrupt one payload byte of record 2.
         let f = OpenOptions::new()
