@@ -1,5 +1,6 @@
 // Starts the real tafel binary for the JS SDK tests (like tests/python/conftest.py):
 // $TAFEL_BIN or <repo>/target/release/tafel, on a free loopback port, with a fresh data dir.
+import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import fs from "node:fs";
@@ -135,6 +136,27 @@ export function errorCode(err) {
     err?.response?.parsedBody?.odataError?.code ??
     err?.response?.headers?.get?.("x-ms-error-code")
   );
+}
+
+/** Awaits `promise` and asserts it fails with this HTTP status and Azure error code. */
+export async function expectRestError(promise, status, code) {
+  let caught;
+  try {
+    await promise;
+  } catch (err) {
+    caught = err;
+  }
+  assert.ok(caught, `expected a ${status} ${code} error, got success`);
+  assert.equal(caught.statusCode, status, `status: ${caught.statusCode} ${caught.message}`);
+  assert.equal(errorCode(caught), code, `code: ${errorCode(caught)} (${caught.message})`);
+  return caught;
+}
+
+/** Every item of an async iterator (an SDK listing). */
+export async function collect(iter) {
+  const out = [];
+  for await (const x of iter) out.push(x);
+  return out;
 }
 
 /**

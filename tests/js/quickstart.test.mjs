@@ -4,7 +4,7 @@ import { after, before } from "node:test";
 
 import { TableClient, TableServiceClient, odata } from "@azure/data-tables";
 
-import { errorCode, startServer, uniqueTableName, testWithLog } from "./harness.mjs";
+import { collect, errorCode, expectRestError, startServer, uniqueTableName, testWithLog } from "./harness.mjs";
 
 const OPTS = { allowInsecureConnection: true };
 let server;
@@ -28,25 +28,6 @@ function serviceClient() {
 
 function tableClient(name, extra = {}) {
   return TableClient.fromConnectionString(server.connStr, name, { ...OPTS, ...extra });
-}
-
-async function expectRestError(promise, status, code) {
-  let caught;
-  try {
-    await promise;
-  } catch (err) {
-    caught = err;
-  }
-  assert.ok(caught, `expected a ${status} ${code} error, got success`);
-  assert.equal(caught.statusCode, status, `status: ${caught.statusCode} ${caught.message}`);
-  assert.equal(errorCode(caught), code, `code: ${errorCode(caught)} (${caught.message})`);
-  return caught;
-}
-
-async function collect(iter) {
-  const out = [];
-  for await (const x of iter) out.push(x);
-  return out;
 }
 
 /** Runs `fn` over `items` with at most `limit` promises in flight. */

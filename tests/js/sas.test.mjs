@@ -12,7 +12,15 @@ import {
   generateTableSas,
 } from "@azure/data-tables";
 
-import { ACCOUNT, KEY, errorCode, startServer, uniqueTableName, testWithLog } from "./harness.mjs";
+import {
+  ACCOUNT,
+  KEY,
+  collect,
+  expectRestError,
+  startServer,
+  uniqueTableName,
+  testWithLog,
+} from "./harness.mjs";
 
 const OPTS = { allowInsecureConnection: true };
 const CRED = new AzureNamedKeyCredential(ACCOUNT, KEY);
@@ -46,23 +54,7 @@ const inHours = (h) => new Date(Date.now() + h * 3600 * 1000);
 const sasTable = (name, sas) => new TableClient(server.url, name, new AzureSASCredential(sas), OPTS);
 const sasService = (sas) => new TableServiceClient(server.url, new AzureSASCredential(sas), OPTS);
 
-async function collect(iter) {
-  const out = [];
-  for await (const x of iter) out.push(x);
-  return out;
-}
 
-async function expectRestError(promise, status, code) {
-  let caught;
-  try {
-    await promise;
-  } catch (err) {
-    caught = err;
-  }
-  assert.ok(caught, `expected a ${status} ${code} error, got success`);
-  assert.equal(caught.statusCode, status, `status: ${caught.statusCode} ${caught.message}`);
-  assert.equal(errorCode(caught), code, `code: ${errorCode(caught)} (${caught.message})`);
-}
 
 const keys = (entities) => entities.map((e) => `${e.partitionKey}${e.rowKey}`).sort();
 
