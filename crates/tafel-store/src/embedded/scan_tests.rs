@@ -1,0 +1,183 @@
+//! Scans of the embedded store: the read-ahead loop must keep the page
+//! semantics exactly (order, limit, where the next page starts, table bounds).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::{EmbeddedOptions, EmbeddedStore};
+use crate::key::{EntityKey, KeyRange, KeyRef};
+use crate::traits::{Decision, Mutation, RowFilter, ScanRequest, Store};
+
+const ACCOUNT: &str = "acct";
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread().build().expect("runtime")
+}
+
+fn open(dir: &std::path::Path) -> EmbeddedStore {
+    EmbeddedStore::open(dir, EmbeddedOptions { cache_size: 8 << 20 }).expect("open")
+}
+
+/// Puts rows `pk`/`r000`.. with the value `[i as u8]` into `table`.
+async fn fill(store: &EmbeddedStore, table: &str, pk: &str, n: usize) {
+    let keys: Vec<EntityKey> = (0..n).map(|i| EntityKey::new(pk, &format!("r{i:03}"))).collect();
+    store
+        .write_entities(
+            ACCOUNT,
+            table,
+            keys,
+            Box::new(move |current: &[Option<&[u8]>]| Decision {
+                mutations: (0..current.len()).map(|i| Mutation::Put(vec![i as u8])).collect(),
+                outcome: Box::new(()),
+            }),
+        )
+        .await
+        .expect("write");
+}
+
+fn request(limit: usize, filter: Option<RowFilter>) -> ScanRequest {
+    ScanRequest {
+        ranges: vec![KeyRange::all()],
+        limit,
+        filter,
+        deadline: None,
+    }
+}
+
+fn row_keys(rows: &[(EntityKey, Vec<u8>)]) -> Vec<String> {
+    rows.iter().map(|(k, _)| k.keys().1).collect()
+}
+
+#[test]
+fn open_ended_scan_stops_at_the_end_of_its_table() {
+    let dir = tempdir();
+    runtime().block_on(async {
+        let store = open(dir.path());
+        // Tables made one after another get neighbouring ids, so the rows of
+        // "b" directly follow those of "a" in the store.
+        for t in ["a", "b", "c"] {
+            assert!(store.create_table(ACCOUNT, t).await.expect("create"));
+        }
+        fill(&store, "a", "p", 5).await;
+        fill(&store, "b", "p", 20).await;
+        fill(&store, "c", "p", 3).await;
+        let page = store
+            .scan_entities(ACCOUNT, "b", request(1000, None))
+            .await
+            .expect("scan");
+        assert_eq!(page.rows.len(), 20);
+        assert!(page.next.is_none());
+        let page = store
+            .scan_entities(ACCOUNT, "a", request(1000, None))
+            .await
+            .expect("scan");
+        assert_eq!(row_keys(&page.rows), ["r000", "r001", "r002", "r003", "r004"]);
+        assert!(page.next.is_none());
+        store.shutdown().await.expect("shutdown");
+    });
+}
+
+#[test]
+fn limit_below_the_read_ahead_still_names_the_next_match() {
+    let dir = tempdir();
+    runtime().block_on(async {
+        let store = open(dir.path());
+        store.create_table(ACCOUNT, "t").await.expect("create");
+        fill(&store, "t", "p", 40).await;
+        // Every third row matches; the page ends after two matches and the next
+        // one (r006) is where the following page starts.
+        let every_third: RowFilter = Arc::new(|k: KeyRef<'_>, _v: &[u8]| {
+            let (_, rk) = k.keys();
+            rk[1..].parse::<u32>().is_ok_and(|i| i % 3 == 0)
+        });
+        let page = store
+            .scan_entities(ACCOUNT, "t", request(2, Some(every_third.clone())))
+            .await
+            .expect("scan");
+        assert_eq!(row_keys(&page.rows), ["r000", "r003"]);
+        assert_eq!(page.next.map(|k| k.keys().1).as_deref(), Some("r006"));
+        // Exactly `limit` matches in the table: no next page.
+        let page = store
+            .scan_entities(ACCOUNT, "t", request(14, Some(every_third)))
+            .await
+            .expect("scan");
+        assert_eq!(page.rows.len(), 14);
+        assert!(page.next.is_none(), "{:?}", page.next);
+        // Values come back with their rows.
+        assert_eq!(page.rows[1].1, vec![3u8]);
+        store.shutdown().await.expect("shutdown");
+    });
+}
+
+#[test]
+fn bounded_ranges_are_visited_in_order() {
+    let dir = tempdir();
+    runtime().block_on(async {
+        let store = open(dir.path());
+        store.create_table(ACCOUNT, "t").await.expect("create");
+        for pk in ["p1", "p2", "p3"] {
+            fill(&store, "t", pk, 10).await;
+        }
+        let req = ScanRequest {
+            ranges: vec![KeyRange::point("p1", "r009"), KeyRange::partition("p3")],
+            limit: 1000,
+            filter: None,
+            deadline: None,
+        };
+        let page = store.scan_entities(ACCOUNT, "t", req).await.expect("scan");
+        let keys: Vec<(String, String)> = page.rows.iter().map(|(k, _)| k.keys()).collect();
+        assert_eq!(keys.len(), 11);
+        assert_eq!(keys[0], ("p1".to_owned(), "r009".to_owned()));
+        assert!(keys[1..].iter().all(|(pk, _)| pk == "p3"));
+        store.shutdown().await.expect("shutdown");
+    });
+}
+
+#[test]
+fn passed_deadline_returns_a_continuation_inside_the_table() {
+    let dir = tempdir();
+    runtime().block_on(async {
+        let store = open(dir.path());
+        store.create_table(ACCOUNT, "t").await.expect("create");
+        store.create_table(ACCOUNT, "u").await.expect("create");
+        fill(&store, "t", "p", 600).await;
+        fill(&store, "u", "p", 600).await;
+        let none: RowFilter = Arc::new(|_: KeyRef<'_>, _: &[u8]| false);
+        let req = ScanRequest {
+            deadline: Some(Instant::now() - Duration::from_millis(1)),
+            ..request(1000, Some(none))
+        };
+        let page = store.scan_entities(ACCOUNT, "t", req).await.expect("scan");
+        assert!(page.rows.is_empty());
+        // The deadline is checked every 512 rows: the scan stops at the 512th.
+        assert_eq!(page.next.map(|k| k.keys().1).as_deref(), Some("r511"));
+        store.shutdown().await.expect("shutdown");
+    });
+}
+
+/// A directory removed when dropped.
+struct TempDir(std::path::PathBuf);
+
+impl TempDir {
+    fn path(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn tempdir() -> TempDir {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static N: AtomicU32 = AtomicU32::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "tafel-scan-test-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    TempDir(dir)
+}
