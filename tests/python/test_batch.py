@@ -179,6 +179,8 @@ def test_batch_raw_lf_line_endings_and_relative_urls(raw, raw_table):
     assert r.status_code == 202, (r.status_code, r.text)
     assert r.headers["Content-Type"].startswith("multipart/mixed")
     assert "HTTP/1.1 201" in r.text and "HTTP/1.1 204" in r.text, r.text
+    # The insert without `Prefer: return-no-content` echoes the whole entity.
+    assert '"PartitionKey":"p","RowKey":"1"' in r.text and '"V":1' in r.text, r.text
     got = {e["RowKey"]: e["V"] for e in raw.query_all(raw_table)}
     assert got == {"1": 1, "2": 2}
 

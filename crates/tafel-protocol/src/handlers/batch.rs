@@ -5,7 +5,7 @@
 use std::collections::HashSet;
 
 use http::{Method, StatusCode};
-use tafel_service::model::etag_for;
+use tafel_service::model::{etag_for, Entity};
 use tafel_service::{Error, ErrorCode, Result, Service, WriteKind, WriteOp};
 
 use super::entities::{decode_write, entity_response_body, get};
@@ -29,6 +29,32 @@ struct Op {
     content_id: String,
     level: MetadataLevel,
     prefer: Option<bool>,
+}
+
+impl Op {
+    /// Whether the response part echoes the written entity.
+    fn echoes(&self) -> bool {
+        self.write.kind == WriteKind::Insert && self.prefer != Some(false)
+    }
+
+    /// The write to hand to the service. Its properties move there unless the
+    /// response echoes them; the response needs only the keys otherwise.
+    fn take_write(&mut self) -> WriteOp {
+        if self.echoes() {
+            return self.write.clone();
+        }
+        let e = &mut self.write.entity;
+        WriteOp {
+            kind: self.write.kind,
+            if_match: self.write.if_match.clone(),
+            entity: Entity {
+                partition_key: e.partition_key.clone(),
+                row_key: e.row_key.clone(),
+                timestamp: e.timestamp,
+                properties: std::mem::take(&mut e.properties),
+            },
+        }
+    }
 }
 
 /// The sub-request as a protocol request: account stripped from its path.
@@ -173,12 +199,12 @@ async fn changeset(svc: &Service, cx: &Context, subs: &[SubRequest]) -> Vec<SubR
             .and_then(|s| s.content_id.clone())
             .unwrap_or_else(|| (i + 1).to_string())
     };
-    let ops = match decode_changeset(cx, subs) {
+    let mut ops = match decode_changeset(cx, subs) {
         Ok(ops) => ops,
         Err((i, e)) => return vec![error_part(cx, &e, i, &content_id_of(i), level_of(i))],
     };
     let table = ops[0].table.clone();
-    let writes = ops.iter().map(|o| o.write.clone()).collect();
+    let writes = ops.iter_mut().map(Op::take_write).collect();
     match svc.write(&cx.ctx, &table, writes).await {
         Ok(ts) => ops.into_iter().map(|op| success_part(cx, op, ts)).collect(),
         Err(f) => vec![error_part(
