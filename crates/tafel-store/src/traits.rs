@@ -62,8 +62,11 @@ pub struct Decision {
 
 /// Given the current value of each requested key (`None` = absent), decides what to
 /// write. Runs inside the backend's transaction: everything it sees and writes is
-/// atomic with respect to every other write.
-pub type Decide = Box<dyn FnOnce(&[Option<&[u8]>]) -> Decision + Send>;
+/// atomic with respect to every other write. A backend that retries conflicting
+/// transactions (PostgreSQL) may call it more than once, each time with fresh rows;
+/// only the last call's decision takes effect. `Fn`, not `FnMut`: the closure
+/// only reads what it captured, and callers holding it by `&` can run it.
+pub type Decide = Box<dyn Fn(&[Option<&[u8]>]) -> Decision + Send>;
 
 #[async_trait]
 pub trait Store: Send + Sync + 'static {

@@ -130,8 +130,9 @@ impl Service {
             });
         }
         let clock = self.clock.clone();
+        // A retrying backend may call this more than once, so it borrows `prepared`.
         let decide = Box::new(move |current: &[Option<&[u8]>]| {
-            let outcome = decide(&clock, prepared, current);
+            let outcome = decide(&clock, &prepared, current);
             match outcome {
                 Ok((ts, mutations)) => Decision {
                     mutations,
@@ -164,7 +165,7 @@ impl Service {
 /// The check-then-mutate step, run atomically by the store.
 fn decide(
     clock: &crate::clock::Clock,
-    prepared: Vec<Prepared>,
+    prepared: &[Prepared],
     current: &[Option<&[u8]>],
 ) -> std::result::Result<(DateTime, Vec<Mutation>), BatchFailure> {
     let mut newest: Option<DateTime> = None;
@@ -195,16 +196,16 @@ fn decide(
     }
     let ts = clock.next_after(newest);
     let mut mutations = Vec::with_capacity(prepared.len());
-    for (i, (op, cur)) in prepared.into_iter().zip(current).enumerate() {
+    for (i, (op, cur)) in prepared.iter().zip(current).enumerate() {
         mutations.push(match op.kind {
             WriteKind::Delete => Mutation::Delete,
             WriteKind::Insert | WriteKind::Replace => {
-                let mut bytes = op.bytes;
+                let mut bytes = op.bytes.clone();
                 codec::set_timestamp(&mut bytes, ts);
                 Mutation::Put(bytes)
             }
             WriteKind::Merge => {
-                let mut merged = op.merge;
+                let mut merged = op.merge.clone();
                 let overlay = std::mem::take(&mut merged.properties);
                 if let Some(bytes) = cur {
                     merged.properties = codec::decode(String::new(), String::new(), bytes)
