@@ -153,6 +153,10 @@ impl From<tafel_store::StoreError> for Error {
         match e {
             tafel_store::StoreError::TableNotFound => Error::new(ErrorCode::TableNotFound),
             tafel_store::StoreError::Backend(m) => Error::internal(m),
+            tafel_store::StoreError::Busy(m) => {
+                tracing::warn!(reason = %m, "write gave up on conflicts");
+                Error::new(ErrorCode::ServerBusy)
+            }
         }
     }
 }

@@ -8,6 +8,10 @@ pub enum StoreError {
     /// The backend failed: I/O, corruption, a lost connection. Maps to 500.
     #[error("storage backend failure: {0}")]
     Backend(String),
+    /// The write kept conflicting with concurrent writes (a shared database's
+    /// serialization failures) and gave up; the client may retry. Maps to 503.
+    #[error("storage backend busy: {0}")]
+    Busy(String),
 }
 
 impl StoreError {

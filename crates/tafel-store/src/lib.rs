@@ -1,5 +1,6 @@
 //! Storage layer of Tafel: the [`Store`] trait every backend implements, the
-//! order-preserving entity key encoding they share, and the embedded backend.
+//! order-preserving entity key encoding they share, the embedded backend, and the
+//! scale-out backend over a PostgreSQL-wire database.
 //!
 //! The store knows accounts, tables (by case-insensitive name) and opaque entity
 //! values under ordered keys. It never interprets an entity's properties: filtering,
@@ -9,6 +10,7 @@
 pub mod embedded;
 pub mod error;
 pub mod key;
+pub mod postgres;
 mod traits;
 
 pub use error::StoreError;

@@ -65,8 +65,9 @@ pub struct Decision {
 /// atomic with respect to every other write. A backend that retries conflicting
 /// transactions (PostgreSQL) may call it more than once, each time with fresh rows;
 /// only the last call's decision takes effect. `Fn`, not `FnMut`: the closure
-/// only reads what it captured, and callers holding it by `&` can run it.
-pub type Decide = Box<dyn Fn(&[Option<&[u8]>]) -> Decision + Send>;
+/// only reads what it captured, and (being `Sync`) a backend can hold it by `&`
+/// across awaits.
+pub type Decide = Box<dyn Fn(&[Option<&[u8]>]) -> Decision + Send + Sync>;
 
 #[async_trait]
 pub trait Store: Send + Sync + 'static {

@@ -1,0 +1,319 @@
+//! The scale-out backend: any number of stateless Tafel nodes over one
+//! PostgreSQL-wire database (PostgreSQL, CockroachDB, YugabyteDB).
+//!
+//! Invariants:
+//! - Nodes keep no state of their own: every operation reads the database (a
+//!   table's id included), so a table deleted or re-created through another node
+//!   is seen at once.
+//! - Every write is one SERIALIZABLE transaction that reads the table and the
+//!   current rows, runs the service's decision and applies it; conflicting
+//!   transactions are retried whole ([`txn`]), so the decision may run more than
+//!   once and only the committed attempt's outcome is returned.
+//! - A write is acknowledged only after its COMMIT returned: it is in the database.
+//! - Reads are single statements or one read-only snapshot (a scan page).
+
+mod scan;
+mod schema;
+mod txn;
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::str::FromStr;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime, Timeouts};
+use tokio_postgres::error::SqlState;
+use tokio_postgres::{IsolationLevel, NoTls};
+
+use self::txn::{backoff, retry, DbError};
+
+use crate::error::StoreError;
+use crate::key::EntityKey;
+use crate::traits::{Decide, Mutation, Outcome, ScanPage, ScanRequest, Store, TableRecord};
+
+pub struct PostgresOptions {
+    /// Connections this node keeps to the database at most.
+    pub pool_size: usize,
+}
+
+impl Default for PostgresOptions {
+    fn default() -> Self {
+        PostgresOptions { pool_size: 16 }
+    }
+}
+
+pub struct PostgresStore {
+    pool: Pool,
+}
+
+/// Lookups ignore case: tables are keyed by the name's ASCII lowercase bytes.
+fn lower(name: &str) -> Vec<u8> {
+    name.bytes().map(|b| b.to_ascii_lowercase()).collect()
+}
+
+fn record(row: &tokio_postgres::Row) -> Result<TableRecord, DbError> {
+    let name: Vec<u8> = row.try_get(0)?;
+    let name = String::from_utf8(name).map_err(|_| StoreError::Backend("table name is not UTF-8".into()))?;
+    Ok(TableRecord {
+        name,
+        acl: row.try_get(1)?,
+    })
+}
+
+impl PostgresStore {
+    /// Connects to `url` (a libpq-style URL or `key=value` string) and creates
+    /// the schema if it is missing.
+    pub async fn connect(url: &str, options: PostgresOptions) -> Result<Self, StoreError> {
+        let config = tokio_postgres::Config::from_str(url).map_err(|e| StoreError::Backend(format!("bad url: {e}")))?;
+        let manager = Manager::from_config(
+            config,
+            NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(options.pool_size.max(1))
+            .runtime(Runtime::Tokio1)
+            // A request waits this long for a connection before failing, not forever.
+            .timeouts(Timeouts {
+                wait: Some(Duration::from_secs(30)),
+                create: Some(Duration::from_secs(10)),
+                recycle: Some(Duration::from_secs(5)),
+            })
+            .build()
+            .map_err(StoreError::backend)?;
+        let client = pool.get().await.map_err(|e| DbError::from(e).into_store())?;
+        schema::ensure(&client).await.map_err(DbError::into_store)?;
+        Ok(PostgresStore { pool })
+    }
+
+    async fn client(&self) -> Result<deadpool_postgres::Client, DbError> {
+        Ok(self.pool.get().await?)
+    }
+
+    /// One attempt of a write: the whole transaction, from BEGIN to COMMIT.
+    async fn write_once(
+        &self,
+        account: &str,
+        lname: &[u8],
+        keys: &[&[u8]],
+        decide: &Decide,
+    ) -> Result<Outcome, DbError> {
+        let mut client = self.client().await?;
+        let tx = client
+            .build_transaction()
+            .isolation_level(IsolationLevel::Serializable)
+            .start()
+            .await?;
+        let read = tx.prepare_cached(schema::READ_FOR_WRITE).await?;
+        let found = tx.query(&read, &[&account, &lname, &keys]).await?;
+        let Some(first) = found.first() else {
+            return Err(StoreError::TableNotFound.into());
+        };
+        let id: i64 = first.try_get(0)?;
+        let mut current: Vec<Option<Vec<u8>>> = vec![None; keys.len()];
+        for row in &found {
+            let Some(key) = row.try_get::<_, Option<&[u8]>>(1)? else {
+                continue;
+            };
+            if let Some(i) = keys.iter().position(|k| *k == key) {
+                current[i] = row.try_get(2)?;
+            }
+        }
+        let views: Vec<Option<&[u8]>> = current.iter().map(|c| c.as_deref()).collect();
+        let decision = catch_unwind(AssertUnwindSafe(|| decide(&views)))
+            .map_err(|_| StoreError::Backend("write decision panicked".into()))?;
+        if !decision.mutations.is_empty() {
+            if decision.mutations.len() != keys.len() {
+                return Err(StoreError::Backend("decision does not cover every key".into()).into());
+            }
+            let (mut put_keys, mut put_values, mut deletes) = (Vec::new(), Vec::new(), Vec::new());
+            for (key, m) in keys.iter().zip(&decision.mutations) {
+                match m {
+                    Mutation::Put(v) => {
+                        put_keys.push(*key);
+                        put_values.push(v.as_slice());
+                    }
+                    Mutation::Delete => deletes.push(*key),
+                    Mutation::Keep => {}
+                }
+            }
+            if !put_keys.is_empty() {
+                let put = tx.prepare_cached(schema::PUT_ENTITIES).await?;
+                tx.execute(&put, &[&id, &put_keys, &put_values]).await?;
+            }
+            if !deletes.is_empty() {
+                let delete = tx.prepare_cached(schema::DELETE_ENTITIES).await?;
+                tx.execute(&delete, &[&id, &deletes]).await?;
+            }
+        }
+        // Even a write that changed nothing commits: its read must serialize too.
+        tx.commit().await?;
+        Ok(decision.outcome)
+    }
+
+    async fn create_once(&self, account: &str, name: &str) -> Result<bool, DbError> {
+        let client = self.client().await?;
+        let stmt = client.prepare_cached(schema::CREATE_TABLE).await?;
+        let id = fastrand::i64(..);
+        let n = client
+            .execute(&stmt, &[&account, &lower(name), &name.as_bytes(), &id])
+            .await?;
+        Ok(n == 1)
+    }
+
+    async fn delete_once(&self, account: &str, lname: &[u8]) -> Result<bool, DbError> {
+        let mut client = self.client().await?;
+        let tx = client
+            .build_transaction()
+            .isolation_level(IsolationLevel::Serializable)
+            .start()
+            .await?;
+        let delete = tx.prepare_cached(schema::DELETE_TABLE).await?;
+        let Some(row) = tx.query_opt(&delete, &[&account, &lname]).await? else {
+            return Ok(false);
+        };
+        let id: i64 = row.try_get(0)?;
+        let entities = tx.prepare_cached(schema::DELETE_TABLE_ENTITIES).await?;
+        tx.execute(&entities, &[&id]).await?;
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    async fn scan_once(&self, account: &str, lname: &[u8], request: &ScanRequest) -> Result<ScanPage, DbError> {
+        let mut client = self.client().await?;
+        let tx = client
+            .build_transaction()
+            .isolation_level(IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
+            .await?;
+        let page = scan::scan(&tx, account, lname, request).await?;
+        tx.commit().await?;
+        Ok(page)
+    }
+}
+
+#[async_trait]
+impl Store for PostgresStore {
+    async fn create_table(&self, account: &str, name: &str) -> Result<bool, StoreError> {
+        // A random id that collides with another table's (unique violation on
+        // `id`) is drawn again; a name taken already is `Ok(false)`.
+        let mut draws = 0;
+        loop {
+            draws += 1;
+            match retry("create table", || self.create_once(account, name)).await {
+                Err(StoreError::Backend(m)) if draws < 4 && m.contains(SqlState::UNIQUE_VIOLATION.code()) => {
+                    tokio::time::sleep(backoff(draws)).await;
+                }
+                r => return r,
+            }
+        }
+    }
+
+    async fn delete_table(&self, account: &str, name: &str) -> Result<bool, StoreError> {
+        let lname = lower(name);
+        retry("delete table", || self.delete_once(account, &lname)).await
+    }
+
+    async fn get_table(&self, account: &str, name: &str) -> Result<Option<TableRecord>, StoreError> {
+        let lname = lower(name);
+        retry("get table", || async {
+            let client = self.client().await?;
+            let stmt = client.prepare_cached(schema::GET_TABLE).await?;
+            match client.query_opt(&stmt, &[&account, &lname]).await? {
+                Some(row) => Ok(Some(record(&row)?)),
+                None => Ok(None),
+            }
+        })
+        .await
+    }
+
+    async fn set_table_acl(&self, account: &str, name: &str, acl: Vec<u8>) -> Result<bool, StoreError> {
+        let lname = lower(name);
+        retry("set table acl", || async {
+            let client = self.client().await?;
+            let stmt = client.prepare_cached(schema::SET_ACL).await?;
+            Ok(client.execute(&stmt, &[&account, &lname, &acl]).await? == 1)
+        })
+        .await
+    }
+
+    async fn list_tables(
+        &self,
+        account: &str,
+        from: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<TableRecord>, StoreError> {
+        let from = from.unwrap_or("").as_bytes();
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        retry("list tables", || async {
+            let client = self.client().await?;
+            let stmt = client.prepare_cached(schema::LIST_TABLES).await?;
+            let rows = client.query(&stmt, &[&account, &from, &limit]).await?;
+            rows.iter().map(record).collect()
+        })
+        .await
+    }
+
+    async fn get_entity(&self, account: &str, table: &str, key: &EntityKey) -> Result<Option<Vec<u8>>, StoreError> {
+        let lname = lower(table);
+        let key = key.as_bytes();
+        retry("get entity", || async {
+            let client = self.client().await?;
+            let stmt = client.prepare_cached(schema::GET_ENTITY).await?;
+            match client.query_opt(&stmt, &[&account, &lname, &key]).await? {
+                Some(row) => Ok(row.try_get(0)?),
+                None => Err(StoreError::TableNotFound.into()),
+            }
+        })
+        .await
+    }
+
+    async fn scan_entities(&self, account: &str, table: &str, request: ScanRequest) -> Result<ScanPage, StoreError> {
+        let lname = lower(table);
+        retry("scan", || self.scan_once(account, &lname, &request)).await
+    }
+
+    async fn write_entities(
+        &self,
+        account: &str,
+        table: &str,
+        keys: Vec<EntityKey>,
+        decide: Decide,
+    ) -> Result<Outcome, StoreError> {
+        let lname = lower(table);
+        let keys: Vec<&[u8]> = keys.iter().map(EntityKey::as_bytes).collect();
+        retry("write", || self.write_once(account, &lname, &keys, &decide)).await
+    }
+
+    async fn get_service_properties(&self, account: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        retry("get service properties", || async {
+            let client = self.client().await?;
+            let stmt = client.prepare_cached(schema::GET_PROPS).await?;
+            match client.query_opt(&stmt, &[&account]).await? {
+                Some(row) => Ok(Some(row.try_get(0)?)),
+                None => Ok(None),
+            }
+        })
+        .await
+    }
+
+    async fn set_service_properties(&self, account: &str, value: Vec<u8>) -> Result<(), StoreError> {
+        retry("set service properties", || async {
+            let client = self.client().await?;
+            let stmt = client.prepare_cached(schema::SET_PROPS).await?;
+            client.execute(&stmt, &[&account, &value]).await?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn shutdown(&self) -> Result<(), StoreError> {
+        // Every acknowledged write is committed already; closing only ends the
+        // idle connections and refuses new operations.
+        self.pool.close();
+        Ok(())
+    }
+}

@@ -1,0 +1,121 @@
+//! Errors of one database attempt and the retry policy around attempts.
+//!
+//! Every operation runs as attempts: a transaction (or single statement) that
+//! either commits or is abandoned whole. An attempt that fails with a
+//! serialization failure or a deadlock (SQLSTATE 40001, 40P01: another node's
+//! transaction conflicted) is run again from scratch after a jittered backoff, a
+//! bounded number of times; then the operation fails with [`StoreError::Busy`].
+
+use std::future::Future;
+use std::time::Duration;
+
+use tokio_postgres::error::SqlState;
+
+use crate::error::StoreError;
+
+/// Attempts before a conflicting operation gives up with `Busy`.
+pub const MAX_ATTEMPTS: u32 = 16;
+/// Backoff before the second attempt; it doubles up to [`MAX_BACKOFF`].
+const FIRST_BACKOFF: Duration = Duration::from_millis(1);
+const MAX_BACKOFF: Duration = Duration::from_millis(100);
+
+/// Why an attempt failed.
+#[derive(Debug)]
+pub enum DbError {
+    Pg(tokio_postgres::Error),
+    Pool(deadpool_postgres::PoolError),
+    /// A definite answer (no table, a corrupt row): never retried.
+    Store(StoreError),
+}
+
+impl From<tokio_postgres::Error> for DbError {
+    fn from(e: tokio_postgres::Error) -> Self {
+        DbError::Pg(e)
+    }
+}
+
+impl From<deadpool_postgres::PoolError> for DbError {
+    fn from(e: deadpool_postgres::PoolError) -> Self {
+        DbError::Pool(e)
+    }
+}
+
+impl From<StoreError> for DbError {
+    fn from(e: StoreError) -> Self {
+        DbError::Store(e)
+    }
+}
+
+impl DbError {
+    /// A conflict with a concurrent transaction: running again may succeed.
+    pub fn is_conflict(&self) -> bool {
+        match self {
+            DbError::Pg(e) => matches!(
+                e.code(),
+                Some(&SqlState::T_R_SERIALIZATION_FAILURE) | Some(&SqlState::T_R_DEADLOCK_DETECTED)
+            ),
+            _ => false,
+        }
+    }
+
+    pub fn into_store(self) -> StoreError {
+        match self {
+            DbError::Store(e) => e,
+            // The server's message (with its SQLSTATE) says more than the Display of the wrapper.
+            DbError::Pg(e) => match e.as_db_error() {
+                Some(db) => StoreError::Backend(format!("postgres: {} ({})", db.message(), db.code().code())),
+                None => StoreError::Backend(format!("postgres: {e}")),
+            },
+            DbError::Pool(e) => StoreError::Backend(format!("postgres pool: {e}")),
+        }
+    }
+}
+
+/// How long to wait before attempt `attempt + 1` (attempt counts from 1): a
+/// random share of an exponentially growing cap, so conflicting nodes spread out.
+pub fn backoff(attempt: u32) -> Duration {
+    let cap = FIRST_BACKOFF
+        .saturating_mul(1 << attempt.min(16).saturating_sub(1))
+        .min(MAX_BACKOFF);
+    let nanos = u64::try_from(cap.as_nanos()).unwrap_or(u64::MAX);
+    Duration::from_nanos(fastrand::u64(nanos / 2..=nanos))
+}
+
+/// Runs `attempt` until it succeeds, fails for a reason other than a conflict, or
+/// has conflicted [`MAX_ATTEMPTS`] times.
+pub async fn retry<T, F, Fut>(what: &str, mut attempt: F) -> Result<T, StoreError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, DbError>>,
+{
+    let mut n = 0;
+    loop {
+        n += 1;
+        match attempt().await {
+            Ok(v) => return Ok(v),
+            Err(e) if e.is_conflict() => {
+                if n >= MAX_ATTEMPTS {
+                    return Err(StoreError::Busy(format!(
+                        "{what}: still conflicting after {n} attempts"
+                    )));
+                }
+                tokio::time::sleep(backoff(n)).await;
+            }
+            Err(e) => return Err(e.into_store()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_grows_and_stays_capped() {
+        assert!(backoff(1) <= FIRST_BACKOFF);
+        assert!(backoff(4) >= FIRST_BACKOFF * 4);
+        for n in 1..40 {
+            assert!(backoff(n) <= MAX_BACKOFF);
+        }
+    }
+}
