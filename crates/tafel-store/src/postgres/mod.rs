@@ -5,10 +5,20 @@
 //! - Nodes keep no state of their own: every operation reads the database (a
 //!   table's id included), so a table deleted or re-created through another node
 //!   is seen at once.
-//! - Every write is one SERIALIZABLE transaction that reads the table and the
-//!   current rows, runs the service's decision and applies it; conflicting
-//!   transactions are retried whole ([`txn`]), so the decision may run more than
-//!   once and only the committed attempt's outcome is returned.
+//! - Every write is one transaction that locks the table row FOR SHARE and the
+//!   keys' current rows FOR UPDATE (in key order: no deadlocks), runs the
+//!   service's decision on those rows and applies it. A decision writes only keys
+//!   it read, so the locks make writes of a key take turns, each seeing the one
+//!   before: READ COMMITTED suffices and waits where SERIALIZABLE would abort (its
+//!   predicate locks on index pages even made inserts of neighbouring keys
+//!   conflict). A key seen absent is not locked; it is inserted with `ON CONFLICT
+//!   DO NOTHING`, and finding it taken (or a serialization failure, which
+//!   CockroachDB may report instead) runs the attempt again ([`txn`]). So the
+//!   decision may run more than once; only the committed attempt's outcome is
+//!   returned.
+//! - A table delete (READ COMMITTED) removes the table row, waiting for writes
+//!   that hold it, then every entity of the table, in one transaction: a write
+//!   either committed before (its rows are deleted) or fails after (no table).
 //! - A write is acknowledged only after its COMMIT returned: it is in the database.
 //! - Reads are single statements or one read-only snapshot (a scan page).
 
@@ -23,6 +33,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime, Timeouts};
 use tokio_postgres::error::SqlState;
+use tokio_postgres::types::ToSql;
 use tokio_postgres::{IsolationLevel, NoTls};
 
 use self::txn::{backoff, retry, DbError};
@@ -49,6 +60,20 @@ pub struct PostgresStore {
 /// Lookups ignore case: tables are keyed by the name's ASCII lowercase bytes.
 fn lower(name: &str) -> Vec<u8> {
     name.bytes().map(|b| b.to_ascii_lowercase()).collect()
+}
+
+/// Keys and values of one kind of put, as the two arrays a statement takes.
+#[derive(Default)]
+struct Puts<'a> {
+    keys: Vec<&'a [u8]>,
+    values: Vec<&'a [u8]>,
+}
+
+impl<'a> Puts<'a> {
+    fn push(&mut self, key: &'a [u8], value: &'a [u8]) {
+        self.keys.push(key);
+        self.values.push(value);
+    }
 }
 
 fn record(row: &tokio_postgres::Row) -> Result<TableRecord, DbError> {
@@ -103,22 +128,24 @@ impl PostgresStore {
         let mut client = self.client().await?;
         let tx = client
             .build_transaction()
-            .isolation_level(IsolationLevel::Serializable)
+            .isolation_level(IsolationLevel::ReadCommitted)
             .start()
             .await?;
+        let lock = tx.prepare_cached(schema::LOCK_TABLE).await?;
         let read = tx.prepare_cached(schema::READ_FOR_WRITE).await?;
-        let found = tx.query(&read, &[&account, &lname, &keys]).await?;
-        let Some(first) = found.first() else {
+        // Both statements go out before either answer comes back (pipelined).
+        let (lock_params, read_params): (&[&(dyn ToSql + Sync)], &[&(dyn ToSql + Sync)]) =
+            (&[&account, &lname], &[&account, &lname, &keys]);
+        let (table, found) = tokio::try_join!(tx.query_opt(&lock, lock_params), tx.query(&read, read_params))?;
+        let Some(table) = table else {
             return Err(StoreError::TableNotFound.into());
         };
-        let id: i64 = first.try_get(0)?;
+        let id: i64 = table.try_get(0)?;
         let mut current: Vec<Option<Vec<u8>>> = vec![None; keys.len()];
         for row in &found {
-            let Some(key) = row.try_get::<_, Option<&[u8]>>(1)? else {
-                continue;
-            };
+            let key: &[u8] = row.try_get(0)?;
             if let Some(i) = keys.iter().position(|k| *k == key) {
-                current[i] = row.try_get(2)?;
+                current[i] = Some(row.try_get(1)?);
             }
         }
         let views: Vec<Option<&[u8]>> = current.iter().map(|c| c.as_deref()).collect();
@@ -128,27 +155,32 @@ impl PostgresStore {
             if decision.mutations.len() != keys.len() {
                 return Err(StoreError::Backend("decision does not cover every key".into()).into());
             }
-            let (mut put_keys, mut put_values, mut deletes) = (Vec::new(), Vec::new(), Vec::new());
-            for (key, m) in keys.iter().zip(&decision.mutations) {
-                match m {
-                    Mutation::Put(v) => {
-                        put_keys.push(*key);
-                        put_values.push(v.as_slice());
-                    }
-                    Mutation::Delete => deletes.push(*key),
-                    Mutation::Keep => {}
+            let (mut puts, mut inserts, mut deletes) = (Puts::default(), Puts::default(), Vec::new());
+            for ((key, m), cur) in keys.iter().zip(&decision.mutations).zip(&current) {
+                match (m, cur) {
+                    (Mutation::Put(v), Some(_)) => puts.push(key, v),
+                    (Mutation::Put(v), None) => inserts.push(key, v),
+                    // An absent row has nothing to delete.
+                    (Mutation::Delete, Some(_)) => deletes.push(*key),
+                    (Mutation::Delete, None) | (Mutation::Keep, _) => {}
                 }
             }
-            if !put_keys.is_empty() {
+            if !inserts.keys.is_empty() {
+                let insert = tx.prepare_cached(schema::INSERT_ENTITIES).await?;
+                let n = tx.execute(&insert, &[&id, &inserts.keys, &inserts.values]).await?;
+                if n != inserts.keys.len() as u64 {
+                    return Err(DbError::Raced);
+                }
+            }
+            if !puts.keys.is_empty() {
                 let put = tx.prepare_cached(schema::PUT_ENTITIES).await?;
-                tx.execute(&put, &[&id, &put_keys, &put_values]).await?;
+                tx.execute(&put, &[&id, &puts.keys, &puts.values]).await?;
             }
             if !deletes.is_empty() {
                 let delete = tx.prepare_cached(schema::DELETE_ENTITIES).await?;
                 tx.execute(&delete, &[&id, &deletes]).await?;
             }
         }
-        // Even a write that changed nothing commits: its read must serialize too.
         tx.commit().await?;
         Ok(decision.outcome)
     }
@@ -165,9 +197,11 @@ impl PostgresStore {
 
     async fn delete_once(&self, account: &str, lname: &[u8]) -> Result<bool, DbError> {
         let mut client = self.client().await?;
+        // READ COMMITTED: deleting the table row waits for the writes holding it
+        // (FOR SHARE), and the entity delete's fresh snapshot then sees their rows.
         let tx = client
             .build_transaction()
-            .isolation_level(IsolationLevel::Serializable)
+            .isolation_level(IsolationLevel::ReadCommitted)
             .start()
             .await?;
         let delete = tx.prepare_cached(schema::DELETE_TABLE).await?;

@@ -64,10 +64,20 @@ pub const LIST_TABLES: &str =
 pub const GET_ENTITY: &str = "SELECT e.value FROM tafel_tables t
      LEFT JOIN tafel_entities e ON e.table_id = t.id AND e.key = $3
      WHERE t.account = $1 AND t.lname = $2";
-/// A write's first read: the table's id and the current rows of its keys.
-pub const READ_FOR_WRITE: &str = "SELECT t.id, e.key, e.value FROM tafel_tables t
-     LEFT JOIN tafel_entities e ON e.table_id = t.id AND e.key = ANY($3)
-     WHERE t.account = $1 AND t.lname = $2";
+/// A write's reads, sent together: the table row, locked FOR SHARE so a table
+/// delete waits for the write (and a write behind a delete fails); and the current
+/// rows of the keys, locked FOR UPDATE so concurrent writers of a key queue up.
+pub const LOCK_TABLE: &str = "SELECT id FROM tafel_tables WHERE account = $1 AND lname = $2 FOR SHARE";
+/// Rows are locked in key order, so writes of overlapping key sets cannot deadlock.
+pub const READ_FOR_WRITE: &str = "SELECT key, value FROM tafel_entities
+     WHERE table_id = (SELECT id FROM tafel_tables WHERE account = $1 AND lname = $2) AND key = ANY($3)
+     ORDER BY key FOR UPDATE";
+/// Puts of keys the write saw absent: a row that appeared since is a conflict,
+/// which the caller sees as fewer rows inserted than asked for.
+pub const INSERT_ENTITIES: &str = "INSERT INTO tafel_entities (table_id, key, value)
+     SELECT $1, u.k, u.v FROM UNNEST($2::BYTEA[], $3::BYTEA[]) AS u(k, v)
+     ON CONFLICT (table_id, key) DO NOTHING";
+/// Puts of keys the write saw (and locked).
 pub const PUT_ENTITIES: &str = "INSERT INTO tafel_entities (table_id, key, value)
      SELECT $1, u.k, u.v FROM UNNEST($2::BYTEA[], $3::BYTEA[]) AS u(k, v)
      ON CONFLICT (table_id, key) DO UPDATE SET value = excluded.value";

@@ -3,7 +3,8 @@
 //! Every operation runs as attempts: a transaction (or single statement) that
 //! either commits or is abandoned whole. An attempt that fails with a
 //! serialization failure or a deadlock (SQLSTATE 40001, 40P01: another node's
-//! transaction conflicted) is run again from scratch after a jittered backoff, a
+//! transaction conflicted), or that found a key it saw absent inserted by then, is
+//! run again from scratch after a jittered backoff, a
 //! bounded number of times; then the operation fails with [`StoreError::Busy`].
 
 use std::future::Future;
@@ -26,6 +27,8 @@ pub enum DbError {
     Pool(deadpool_postgres::PoolError),
     /// A definite answer (no table, a corrupt row): never retried.
     Store(StoreError),
+    /// A row the attempt saw absent appeared before it could insert it.
+    Raced,
 }
 
 impl From<tokio_postgres::Error> for DbError {
@@ -54,6 +57,7 @@ impl DbError {
                 e.code(),
                 Some(&SqlState::T_R_SERIALIZATION_FAILURE) | Some(&SqlState::T_R_DEADLOCK_DETECTED)
             ),
+            DbError::Raced => true,
             _ => false,
         }
     }
@@ -67,6 +71,7 @@ impl DbError {
                 None => StoreError::Backend(format!("postgres: {e}")),
             },
             DbError::Pool(e) => StoreError::Backend(format!("postgres pool: {e}")),
+            DbError::Raced => StoreError::Busy("a key was inserted concurrently".into()),
         }
     }
 }
