@@ -9,6 +9,12 @@ built here) on a free loopback port with a fresh data directory, and offers:
 * ``raw``: a ``requests``-based client that signs requests itself with Shared Key
   (auth.md §2) so tests can check wire details the SDK hides.
 
+With ``TAFEL_BACKEND=postgres`` every server runs on the PostgreSQL backend instead, in
+a database of its own created on ``TAFEL_POSTGRES_URL``'s server (falling back to
+``TAFEL_TEST_POSTGRES_URL``, which ``scripts/with-postgres`` sets), so tests stay
+independent; restarts of one server keep its database. ``embedded_only`` and
+``postgres_only`` mark tests that only make sense on one backend.
+
 On a failing test the server's stderr (what it logged during the test plus a tail) is
 attached to the report.
 """
@@ -45,6 +51,44 @@ JSON_NONE = "application/json;odata=nometadata"
 JSON_FULL = "application/json;odata=fullmetadata"
 
 _ALL_SERVERS: list["TafelServer"] = []
+
+BACKEND = os.environ.get("TAFEL_BACKEND", "embedded")
+POSTGRES_ADMIN_URL = os.environ.get("TAFEL_POSTGRES_URL") or os.environ.get("TAFEL_TEST_POSTGRES_URL", "")
+if BACKEND not in ("embedded", "postgres"):
+    raise RuntimeError(f"TAFEL_BACKEND={BACKEND!r}: expected embedded or postgres")
+if BACKEND == "postgres" and not POSTGRES_ADMIN_URL:
+    raise RuntimeError("TAFEL_BACKEND=postgres needs TAFEL_POSTGRES_URL (a postgresql:// URL)")
+
+embedded_only = pytest.mark.skipif(
+    BACKEND != "embedded", reason="about the embedded store's data directory (write-ahead log)"
+)
+postgres_only = pytest.mark.skipif(BACKEND != "postgres", reason="needs TAFEL_BACKEND=postgres")
+
+
+def postgres_database_url(dbname: str) -> str:
+    """``POSTGRES_ADMIN_URL`` pointing at database ``dbname``."""
+    parts = urlsplit(POSTGRES_ADMIN_URL)
+    if parts.scheme not in ("postgres", "postgresql"):
+        raise RuntimeError("the test harness needs TAFEL_POSTGRES_URL as a postgresql:// URL")
+    return parts._replace(path="/" + dbname).geturl()
+
+
+def create_postgres_database() -> str:
+    """A new empty database on the test server; returns its URL."""
+    name = "tafel_" + uuid.uuid4().hex[:16]
+    subprocess.run(
+        ["psql", "-v", "ON_ERROR_STOP=1", "-q", POSTGRES_ADMIN_URL, "-c", f"CREATE DATABASE {name}"],
+        check=True,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+    )
+    return postgres_database_url(name)
+
+
+def backend_args(database_url: Optional[str]) -> list:
+    if BACKEND != "postgres":
+        return []
+    return ["--backend", "postgres", "--postgres-url", database_url or ""]
 
 
 def tafel_binary() -> Path:
@@ -309,6 +353,8 @@ class TafelServer:
         self._log_file = None
         self.raw = RawClient(self)
         self.starts = 0
+        # The postgres backend's database: created on first start, kept across restarts.
+        self.database_url: Optional[str] = None
 
     # Addresses ---------------------------------------------------------------
     @property
@@ -340,6 +386,8 @@ class TafelServer:
                 pytrace=False,
             )
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        if BACKEND == "postgres" and self.database_url is None:
+            self.database_url = create_postgres_database()
         self._log_file = open(self.log_path, "ab")
         self._log_file.write(f"\n===== tafel start #{self.starts + 1} on port {self.port} =====\n".encode())
         self._log_file.flush()
@@ -356,6 +404,7 @@ class TafelServer:
             str(self.port),
             "--data-dir",
             str(self.data_dir),
+            *backend_args(self.database_url),
             *self.extra_args,
         ]
         self.proc = subprocess.Popen(

@@ -3,7 +3,7 @@
 import threading
 import time
 
-from conftest import JSON_FULL, assert_error, bulk_insert, entity_path, unique_table_name
+from conftest import JSON_FULL, assert_error, bulk_insert, embedded_only, entity_path, unique_table_name
 
 
 def snapshot(srv, table):
@@ -153,6 +153,7 @@ ACL_XML = (
 )
 
 
+@embedded_only
 def test_kill9_right_after_writes_replays_the_write_ahead_log(fresh_server):
     """Writes acknowledged just before SIGKILL live only in the write-ahead log (the
     store checkpoints after a second of idleness or five of writes): every kind of

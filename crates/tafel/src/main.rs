@@ -9,6 +9,7 @@ use clap::{Args, Parser, Subcommand};
 use tafel_http::{Accounts, AppState};
 use tafel_service::Service;
 use tafel_store::embedded::{EmbeddedOptions, EmbeddedStore};
+use tafel_store::postgres::{PostgresOptions, PostgresStore};
 use tafel_store::Store;
 
 // Request handling allocates many short-lived buffers from every runtime thread;
@@ -56,6 +57,23 @@ struct ServeArgs {
     /// Page cache of the embedded store, in MiB.
     #[arg(long, env = "TAFEL_CACHE_MB", default_value_t = 256)]
     cache_mb: usize,
+    /// Where data lives: the embedded store in --data-dir, or a PostgreSQL-wire
+    /// database shared by any number of nodes.
+    #[arg(long, env = "TAFEL_BACKEND", value_enum, default_value_t = Backend::Embedded)]
+    backend: Backend,
+    /// The database of the postgres backend, as a libpq-style URL or conninfo
+    /// (`postgresql://user@host:5432/db`, `host=… dbname=…`).
+    #[arg(long, env = "TAFEL_POSTGRES_URL", required_if_eq("backend", "postgres"))]
+    postgres_url: Option<String>,
+    /// Connections to the database this node keeps at most.
+    #[arg(long, env = "TAFEL_POSTGRES_POOL", default_value_t = 16)]
+    postgres_pool: usize,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, PartialEq, Eq)]
+enum Backend {
+    Embedded,
+    Postgres,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -85,15 +103,28 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     } else {
         Accounts::from_specs(&specs).map_err(anyhow::Error::msg)?
     };
-    let store = Arc::new(
-        EmbeddedStore::open(
-            &args.data_dir,
-            EmbeddedOptions {
-                cache_size: args.cache_mb << 20,
-            },
-        )
-        .with_context(|| format!("opening the store in {}", args.data_dir.display()))?,
-    );
+    let store: Arc<dyn Store> = match (args.backend, &args.postgres_url) {
+        (Backend::Postgres, Some(url)) => Arc::new(
+            PostgresStore::connect(
+                url,
+                PostgresOptions {
+                    pool_size: args.postgres_pool,
+                },
+            )
+            .await
+            .context("connecting to the postgres backend")?,
+        ),
+        (Backend::Postgres, None) => anyhow::bail!("--backend postgres needs --postgres-url"),
+        (Backend::Embedded, _) => Arc::new(
+            EmbeddedStore::open(
+                &args.data_dir,
+                EmbeddedOptions {
+                    cache_size: args.cache_mb << 20,
+                },
+            )
+            .with_context(|| format!("opening the store in {}", args.data_dir.display()))?,
+        ),
+    };
     let state = Arc::new(AppState {
         service: Service::new(store.clone()),
         accounts,
@@ -105,7 +136,14 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("binding {addr}"))?;
     let names: Vec<&str> = state.accounts.names().collect();
-    tracing::info!(data_dir = %args.data_dir.display(), accounts = ?names, "listening on {}", listener.local_addr()?);
+    match args.backend {
+        Backend::Embedded => {
+            tracing::info!(data_dir = %args.data_dir.display(), accounts = ?names, "listening on {}", listener.local_addr()?)
+        }
+        Backend::Postgres => {
+            tracing::info!(backend = "postgres", accounts = ?names, "listening on {}", listener.local_addr()?)
+        }
+    }
     tafel_http::serve(listener, state, shutdown_signal()).await?;
     tracing::info!("draining the store");
     store.shutdown().await?;
