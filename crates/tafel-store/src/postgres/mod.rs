@@ -36,7 +36,7 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{IsolationLevel, NoTls};
 
-use self::txn::{backoff, retry, DbError};
+use self::txn::{retry, DbError};
 
 use crate::error::StoreError;
 use crate::key::EntityKey;
@@ -188,11 +188,21 @@ impl PostgresStore {
     async fn create_once(&self, account: &str, name: &str) -> Result<bool, DbError> {
         let client = self.client().await?;
         let stmt = client.prepare_cached(schema::CREATE_TABLE).await?;
-        let id = fastrand::i64(..);
-        let n = client
-            .execute(&stmt, &[&account, &lower(name), &name.as_bytes(), &id])
-            .await?;
-        Ok(n == 1)
+        let mut draws = 0;
+        loop {
+            draws += 1;
+            // A name taken already inserts nothing (`ON CONFLICT`); the only other
+            // unique key is the id, so a unique violation is an id drawn twice.
+            let id = fastrand::i64(..);
+            match client
+                .execute(&stmt, &[&account, &lower(name), &name.as_bytes(), &id])
+                .await
+            {
+                Ok(n) => return Ok(n == 1),
+                Err(e) if draws < 4 && e.code() == Some(&SqlState::UNIQUE_VIOLATION) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
     }
 
     async fn delete_once(&self, account: &str, lname: &[u8]) -> Result<bool, DbError> {
@@ -232,18 +242,7 @@ impl PostgresStore {
 #[async_trait]
 impl Store for PostgresStore {
     async fn create_table(&self, account: &str, name: &str) -> Result<bool, StoreError> {
-        // A random id that collides with another table's (unique violation on
-        // `id`) is drawn again; a name taken already is `Ok(false)`.
-        let mut draws = 0;
-        loop {
-            draws += 1;
-            match retry("create table", || self.create_once(account, name)).await {
-                Err(StoreError::Backend(m)) if draws < 4 && m.contains(SqlState::UNIQUE_VIOLATION.code()) => {
-                    tokio::time::sleep(backoff(draws)).await;
-                }
-                r => return r,
-            }
-        }
+        retry("create table", || self.create_once(account, name)).await
     }
 
     async fn delete_table(&self, account: &str, name: &str) -> Result<bool, StoreError> {
