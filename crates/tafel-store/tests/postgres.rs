@@ -610,3 +610,32 @@ async fn shutdown_refuses_further_work() {
         Err(StoreError::Backend(_))
     ));
 }
+
+/// Regression: under SERIALIZABLE, inserts of neighbouring keys conflicted on the
+/// index page they share until they gave up with Busy (503 in test_paging_2500_entities).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_inserts_of_neighbouring_keys_never_give_up() {
+    let Some(url) = url() else { return };
+    let s = Arc::new(pg(&url).await);
+    let a = account();
+    s.create_table(&a, "seq").await.unwrap();
+    let mut tasks = Vec::new();
+    for t in 0..16 {
+        let (s, a) = (s.clone(), a.clone());
+        tasks.push(tokio::spawn(async move {
+            for i in 0..50 {
+                let rk = format!("{:05}", i * 16 + t);
+                let out = s
+                    .write_entities(&a, "seq", vec![key("p", &rk)], insert_if_absent(vec![1]))
+                    .await
+                    .unwrap_or_else(|e| panic!("insert {rk}: {e}"));
+                assert!(*out.downcast::<bool>().unwrap(), "{rk} inserted once");
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let page = s.scan_entities(&a, "seq", all(1000, None)).await.unwrap();
+    assert_eq!(page.rows.len(), 800);
+}
