@@ -10,6 +10,7 @@
 pub mod embedded;
 pub mod error;
 pub mod key;
+mod page;
 pub mod postgres;
 mod traits;
 

@@ -33,6 +33,7 @@ use tokio::sync::oneshot;
 use self::wal::{decode_ops, LogBuf, Op, Wal};
 use crate::error::StoreError;
 use crate::key::{EntityKey, KeyRef};
+use crate::page::PageBuilder;
 use crate::traits::{Decide, Mutation, Outcome, ScanPage, ScanRequest, Store, TableRecord};
 
 /// `account 0x00 lowercase-table-name` → `id u64 LE, name len u16 LE, name, acl`.
@@ -630,8 +631,7 @@ fn scan(db: &Database, table_key: &[u8], request: ScanRequest) -> Result<ScanPag
         None => return Err(StoreError::TableNotFound),
     };
     let entities = txn.open_table(ENTITIES).map_err(be)?;
-    let mut rows = Vec::new();
-    let mut examined: u32 = 0;
+    let mut page = PageBuilder::new(&request);
     let table_prefix = id.to_be_bytes();
     for range in &request.ranges {
         if range.is_empty() {
@@ -666,28 +666,12 @@ fn scan(db: &Database, table_key: &[u8], request: ScanRequest) -> Result<ScanPag
                 break;
             }
             let key = KeyRef::new(k.value().get(8..).unwrap_or_default());
-            examined = examined.wrapping_add(1);
-            if examined.is_multiple_of(512) && request.deadline.is_some_and(|d| Instant::now() >= d) {
-                return Ok(ScanPage {
-                    rows,
-                    next: Some(key.to_owned()),
-                });
+            if let Some(page) = page.offer(key, v.value()) {
+                return Ok(page);
             }
-            let keep = request.filter.as_ref().is_none_or(|f| f(key, v.value()));
-            if !keep {
-                continue;
-            }
-            if rows.len() == request.limit {
-                // One more match exists: that is where the next page starts.
-                return Ok(ScanPage {
-                    rows,
-                    next: Some(key.to_owned()),
-                });
-            }
-            rows.push((key.to_owned(), v.value().to_vec()));
         }
     }
-    Ok(ScanPage { rows, next: None })
+    Ok(page.finish())
 }
 
 #[async_trait]

@@ -1,10 +1,6 @@
 //! One page of an ordered scan, in one read-only snapshot (the table lookup
 //! included), fetched range by range in key order in chunks. Its paging rules are
-//! the embedded store's exactly: `next` is the key of the first matching row past
-//! the limit, or of the row being examined when the deadline passed (checked every
-//! [`DEADLINE_EVERY`] rows).
-
-use std::time::Instant;
+//! every backend's ([`PageBuilder`]).
 
 use deadpool_postgres::Transaction;
 
@@ -12,10 +8,8 @@ use super::schema;
 use super::txn::DbError;
 use crate::error::StoreError;
 use crate::key::KeyRef;
+use crate::page::PageBuilder;
 use crate::traits::{ScanPage, ScanRequest};
-
-/// Rows examined between deadline checks.
-const DEADLINE_EVERY: u32 = 512;
 /// Rows fetched per round trip when a filter may reject some of them.
 const MIN_CHUNK: usize = 256;
 const MAX_CHUNK: usize = 1000;
@@ -45,15 +39,14 @@ pub async fn scan(
     let id: i64 = row.try_get(0)?;
     let from = tx.prepare_cached(schema::SCAN_FROM).await?;
     let between = tx.prepare_cached(schema::SCAN_BETWEEN).await?;
-    let mut rows = Vec::new();
-    let mut examined: u32 = 0;
+    let mut page = PageBuilder::new(request);
     for range in &request.ranges {
         if range.is_empty() {
             continue;
         }
         let mut cursor = range.start.clone();
         loop {
-            let n = chunk_size(request, rows.len());
+            let n = chunk_size(request, page.len());
             let limit = i64::try_from(n).unwrap_or(i64::MAX);
             let chunk = match &range.end {
                 Some(end) => tx.query(&between, &[&id, &cursor, &limit, end]).await?,
@@ -62,24 +55,9 @@ pub async fn scan(
             for row in &chunk {
                 let key: &[u8] = row.try_get(0)?;
                 let value: &[u8] = row.try_get(1)?;
-                let key = KeyRef::new(key);
-                examined = examined.wrapping_add(1);
-                if examined.is_multiple_of(DEADLINE_EVERY) && request.deadline.is_some_and(|d| Instant::now() >= d) {
-                    return Ok(ScanPage {
-                        rows,
-                        next: Some(key.to_owned()),
-                    });
+                if let Some(done) = page.offer(KeyRef::new(key), value) {
+                    return Ok(done);
                 }
-                if !request.filter.as_ref().is_none_or(|f| f(key, value)) {
-                    continue;
-                }
-                if rows.len() == request.limit {
-                    return Ok(ScanPage {
-                        rows,
-                        next: Some(key.to_owned()),
-                    });
-                }
-                rows.push((key.to_owned(), value.to_vec()));
             }
             if chunk.len() < n {
                 break;
@@ -90,5 +68,5 @@ pub async fn scan(
             cursor = [last, &[0u8][..]].concat();
         }
     }
-    Ok(ScanPage { rows, next: None })
+    Ok(page.finish())
 }
