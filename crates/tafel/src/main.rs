@@ -68,6 +68,9 @@ struct ServeArgs {
     /// Connections to the database this node keeps at most.
     #[arg(long, env = "TAFEL_POSTGRES_POOL", default_value_t = 16)]
     postgres_pool: usize,
+    /// Threads serving HTTP connections (default: one per CPU).
+    #[arg(long, env = "TAFEL_THREADS")]
+    threads: Option<usize>,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, PartialEq, Eq)]
@@ -87,7 +90,9 @@ fn main() -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
-    tokio::runtime::Builder::new_multi_thread()
+    // This runtime only accepts connections and runs the store's background
+    // work; serving threads run their own (tafel_http::serve).
+    tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?
         .block_on(serve(args))
@@ -144,7 +149,10 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             tracing::info!(backend = "postgres", accounts = ?names, "listening on {}", listener.local_addr()?)
         }
     }
-    tafel_http::serve(listener, state, shutdown_signal()).await?;
+    let threads = args
+        .threads
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    tafel_http::serve(listener, state, threads, shutdown_signal()).await?;
     tracing::info!("draining the store");
     store.shutdown().await?;
     tracing::info!("stopped");
