@@ -24,12 +24,14 @@ use std::time::{Duration, Instant};
 
 #[cfg(test)]
 mod scan_tests;
+mod table_ids;
 mod wal;
 
 use async_trait::async_trait;
-use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
+use redb::{Database, Durability, ReadTransaction, ReadableDatabase, ReadableTable, TableDefinition};
 use tokio::sync::oneshot;
 
+use self::table_ids::TableIds;
 use self::wal::{decode_ops, LogBuf, Op, Wal};
 use crate::error::StoreError;
 use crate::key::{EntityKey, KeyRef};
@@ -113,6 +115,7 @@ enum Job {
 
 pub struct EmbeddedStore {
     db: Arc<Database>,
+    ids: Arc<TableIds>,
     jobs: std::sync::Mutex<Option<mpsc::Sender<Job>>>,
     writer: std::sync::Mutex<Option<thread::JoinHandle<()>>>,
 }
@@ -207,13 +210,15 @@ impl EmbeddedStore {
         replay(&db, &records)?;
         let db = Arc::new(db);
         let (tx, rx) = mpsc::channel();
-        let writer_db = db.clone();
+        let ids = Arc::new(TableIds::default());
+        let (writer_db, writer_ids) = (db.clone(), ids.clone());
         let writer = thread::Builder::new()
             .name("tafel-writer".into())
-            .spawn(move || writer_loop(&writer_db, wal, rx))
+            .spawn(move || writer_loop(&writer_db, &writer_ids, wal, rx))
             .map_err(be)?;
         Ok(EmbeddedStore {
             db,
+            ids,
             jobs: std::sync::Mutex::new(Some(tx)),
             writer: std::sync::Mutex::new(Some(writer)),
         })
@@ -279,7 +284,7 @@ struct Durable {
 }
 
 /// The writer thread: group commit, see the module invariants.
-fn writer_loop(db: &Database, wal: Wal, rx: mpsc::Receiver<Job>) {
+fn writer_loop(db: &Database, ids: &TableIds, wal: Wal, rx: mpsc::Receiver<Job>) {
     let mut durable = Durable {
         wal,
         last_checkpoint: Instant::now(),
@@ -290,7 +295,7 @@ fn writer_loop(db: &Database, wal: Wal, rx: mpsc::Receiver<Job>) {
             Ok(job) => job,
             Err(mpsc::RecvTimeoutError::Timeout) => {
                 if durable.dirty {
-                    run_group(db, &mut durable, Vec::new());
+                    run_group(db, ids, &mut durable, Vec::new());
                 }
                 continue;
             }
@@ -303,17 +308,17 @@ fn writer_loop(db: &Database, wal: Wal, rx: mpsc::Receiver<Job>) {
                 Err(_) => break,
             }
         }
-        run_group(db, &mut durable, group);
+        run_group(db, ids, &mut durable, group);
         // The group is answered; now make everything durable in redb if due.
         if durable.dirty
             && (durable.wal.written() >= CHECKPOINT_BYTES || durable.last_checkpoint.elapsed() >= CHECKPOINT_INTERVAL)
         {
-            run_group(db, &mut durable, Vec::new());
+            run_group(db, ids, &mut durable, Vec::new());
         }
     }
     // Shutting down: leave nothing to replay.
     if durable.dirty {
-        run_group(db, &mut durable, Vec::new());
+        run_group(db, ids, &mut durable, Vec::new());
     }
 }
 
@@ -341,8 +346,9 @@ impl Pending {
 /// Runs one group of jobs in one transaction and makes it durable, through the
 /// log or as a checkpoint. An empty group with pending non-durable commits is a
 /// plain checkpoint.
-fn run_group(db: &Database, durable: &mut Durable, group: Vec<Job>) {
+fn run_group(db: &Database, ids: &TableIds, durable: &mut Durable, group: Vec<Job>) {
     let mut pending = Vec::with_capacity(group.len());
+    let deletes_table = group.iter().any(|j| matches!(j, Job::DeleteTable { .. }));
     let checkpoint_alone = group.is_empty();
     let result = (|| -> Result<(), String> {
         let mut txn = db.begin_write().map_err(|e| e.to_string())?;
@@ -396,6 +402,9 @@ fn run_group(db: &Database, durable: &mut Durable, group: Vec<Job>) {
     })();
     if let Err(e) = &result {
         tracing::error!(error = %e, "commit failed; failing every request of the group");
+    }
+    if deletes_table {
+        ids.forget_all();
     }
     for p in pending {
         p.send(&result);
@@ -624,12 +633,24 @@ fn prefetch(bytes: &[u8]) {
     let _ = bytes;
 }
 
-fn scan(db: &Database, table_key: &[u8], request: ScanRequest) -> Result<ScanPage, StoreError> {
-    let txn = db.begin_read().map_err(be)?;
+/// The id of the table under `table_key` in `txn`'s snapshot, or `TableNotFound`;
+/// `generation` was read from `ids` before the snapshot began.
+fn table_id(txn: &ReadTransaction, ids: &TableIds, table_key: &[u8], generation: u64) -> Result<u64, StoreError> {
+    if let Some(id) = ids.get(table_key) {
+        return Ok(id);
+    }
     let id = match txn.open_table(TABLES).map_err(be)?.get(table_key).map_err(be)? {
         Some(v) => decode_table(v.value())?.id,
         None => return Err(StoreError::TableNotFound),
     };
+    ids.remember(table_key, id, generation);
+    Ok(id)
+}
+
+fn scan(db: &Database, ids: &TableIds, table_key: &[u8], request: ScanRequest) -> Result<ScanPage, StoreError> {
+    let generation = ids.generation();
+    let txn = db.begin_read().map_err(be)?;
+    let id = table_id(&txn, ids, table_key, generation)?;
     let entities = txn.open_table(ENTITIES).map_err(be)?;
     let mut page = PageBuilder::new(&request);
     let table_prefix = id.to_be_bytes();
@@ -729,21 +750,18 @@ impl Store for EmbeddedStore {
     }
 
     async fn get_entity(&self, account: &str, table: &str, key: &EntityKey) -> Result<Option<Vec<u8>>, StoreError> {
+        let generation = self.ids.generation();
         let txn = self.db.begin_read().map_err(be)?;
-        let tables = txn.open_table(TABLES).map_err(be)?;
-        let t = match tables.get(table_key(account, table).as_slice()).map_err(be)? {
-            Some(v) => decode_table(v.value())?,
-            None => return Err(StoreError::TableNotFound),
-        };
+        let id = table_id(&txn, &self.ids, &table_key(account, table), generation)?;
         let entities = txn.open_table(ENTITIES).map_err(be)?;
-        let found = entities.get(row_key(t.id, key.as_bytes()).as_slice()).map_err(be)?;
+        let found = entities.get(row_key(id, key.as_bytes()).as_slice()).map_err(be)?;
         Ok(found.map(|v| v.value().to_vec()))
     }
 
     async fn scan_entities(&self, account: &str, table: &str, request: ScanRequest) -> Result<ScanPage, StoreError> {
         let key = table_key(account, table);
-        let db = self.db.clone();
-        tokio::task::spawn_blocking(move || scan(&db, &key, request))
+        let (db, ids) = (self.db.clone(), self.ids.clone());
+        tokio::task::spawn_blocking(move || scan(&db, &ids, &key, request))
             .await
             .map_err(be)?
     }

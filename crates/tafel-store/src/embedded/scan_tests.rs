@@ -156,10 +156,10 @@ fn passed_deadline_returns_a_continuation_inside_the_table() {
 }
 
 /// A directory removed when dropped.
-struct TempDir(std::path::PathBuf);
+pub(super) struct TempDir(std::path::PathBuf);
 
 impl TempDir {
-    fn path(&self) -> &std::path::Path {
+    pub(super) fn path(&self) -> &std::path::Path {
         &self.0
     }
 }
@@ -170,7 +170,7 @@ impl Drop for TempDir {
     }
 }
 
-fn tempdir() -> TempDir {
+pub(super) fn tempdir() -> TempDir {
     use std::sync::atomic::{AtomicU32, Ordering};
     static N: AtomicU32 = AtomicU32::new(0);
     let dir = std::env::temp_dir().join(format!(
