@@ -93,16 +93,16 @@ fn error_response(e: &Error, meta: &Meta) -> Response {
 fn finish(resp: &mut Response, meta: &Meta) {
     resp.set("x-ms-request-id", &meta.request_id);
     resp.set("x-ms-version", &meta.version);
-    resp.set("date", &httpdate::fmt_http_date(std::time::SystemTime::now()));
-    resp.set("cache-control", "no-cache");
-    resp.set("x-content-type-options", "nosniff");
-    resp.set("server", concat!("Tafel/", env!("CARGO_PKG_VERSION")));
+    // No `Date` here: hyper adds it, formatted once a second.
+    resp.set_static("cache-control", "no-cache");
+    resp.set_static("x-content-type-options", "nosniff");
+    resp.set_static("server", concat!("Tafel/", env!("CARGO_PKG_VERSION")));
     if resp
         .headers
         .get("content-type")
         .is_some_and(|c| c.as_bytes().starts_with(b"application/json"))
     {
-        resp.set("dataserviceversion", "3.0;");
+        resp.set_static("dataserviceversion", "3.0;");
     }
     if let Some(id) = &meta.client_request_id {
         resp.headers.insert("x-ms-client-request-id", id.clone());

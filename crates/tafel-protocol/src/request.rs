@@ -67,6 +67,12 @@ impl Response {
             self.headers.insert(HeaderName::from_static(name), v);
         }
     }
+
+    /// A header whose value is a constant: no copy per response.
+    pub fn set_static(&mut self, name: &'static str, value: &'static str) {
+        self.headers
+            .insert(HeaderName::from_static(name), HeaderValue::from_static(value));
+    }
 }
 
 /// Query-string pairs, percent-decoded (`+` stays a plus, as in Azure).
