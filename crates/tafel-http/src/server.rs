@@ -3,9 +3,11 @@
 //!
 //! One acceptor hands each connection to the serving thread with the fewest open
 //! connections, and that thread's single-threaded runtime serves it for its whole
-//! life. Requests are short and connections are many, so there is nothing for a
-//! work-stealing scheduler to balance; on a multi-threaded runtime its idle
-//! workers' wake-ups cost a quarter of a point read's CPU (measured on 2 cores).
+//! life. Requests are short and connections are many, so a work-stealing
+//! scheduler has little to balance; on 2 cores with 32 point reads in flight,
+//! tokio's left a quarter of the machine idle and served 15-20% fewer reads
+//! (BENCHMARKS.md, session 4). Its price is the tail: a preempted serving thread
+//! holds its connections' requests until it runs again.
 
 use std::convert::Infallible;
 use std::future::Future;
