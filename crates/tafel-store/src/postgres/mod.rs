@@ -22,6 +22,7 @@
 //! - A write is acknowledged only after its COMMIT returned: it is in the database.
 //! - Reads are single statements or one read-only snapshot (a scan page).
 
+mod connect;
 mod scan;
 mod schema;
 mod txn;
@@ -34,7 +35,7 @@ use async_trait::async_trait;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime, Timeouts};
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
-use tokio_postgres::{IsolationLevel, NoTls};
+use tokio_postgres::IsolationLevel;
 
 use self::txn::{retry, DbError};
 
@@ -87,12 +88,13 @@ fn record(row: &tokio_postgres::Row) -> Result<TableRecord, DbError> {
 
 impl PostgresStore {
     /// Connects to `url` (a libpq-style URL or `key=value` string) and creates
-    /// the schema if it is missing.
+    /// the schema if it is missing. Connections are driven by the runtime this
+    /// is called on, which must outlive every use of the store ([`connect`]).
     pub async fn connect(url: &str, options: PostgresOptions) -> Result<Self, StoreError> {
         let config = tokio_postgres::Config::from_str(url).map_err(|e| StoreError::Backend(format!("bad url: {e}")))?;
-        let manager = Manager::from_config(
+        let manager = Manager::from_connect(
             config,
-            NoTls,
+            connect::OnStoreRuntime::current(),
             ManagerConfig {
                 recycling_method: RecyclingMethod::Fast,
             },
