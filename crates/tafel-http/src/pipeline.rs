@@ -79,6 +79,17 @@ pub async fn handle(state: Arc<AppState>, req: hyper::Request<Incoming>) -> Resp
     resp
 }
 
+/// `ServerBusy` for a request the server could not run: it is shutting down.
+pub fn busy() -> Response {
+    let e = Error::new(ErrorCode::ServerBusy);
+    let request_id = uuid::Uuid::new_v4().to_string();
+    let (ct, body) = error_body::json(&e, MetadataLevel::Minimal, &request_id, None);
+    let mut resp = Response::with_body(StatusCode::SERVICE_UNAVAILABLE, ct, body);
+    resp.set("x-ms-error-code", e.code.as_str());
+    resp.set("x-ms-request-id", &request_id);
+    resp
+}
+
 fn error_response(e: &Error, meta: &Meta) -> Response {
     let (ct, body) = match meta.error_level {
         Some(level) => error_body::json(e, level, &meta.request_id, None),

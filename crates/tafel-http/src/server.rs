@@ -6,8 +6,15 @@
 //! life. Requests are short and connections are many, so a work-stealing
 //! scheduler has little to balance; on 2 cores with 32 point reads in flight,
 //! tokio's left a quarter of the machine idle and served 15-20% fewer reads
-//! (BENCHMARKS.md, session 4). Its price is the tail: a preempted serving thread
-//! holds its connections' requests until it runs again.
+//! (BENCHMARKS.md, session 4).
+//!
+//! Requests that run long (queries, `$batch`) are handed to a separate
+//! work-stealing runtime with a worker per core, so they use every core however
+//! few serving threads there are, and never hold up the short requests of the
+//! connections that share their serving thread. That lets the default leave a
+//! core to the clients that so often share the machine with an emulator: a
+//! preempted serving thread holds its connections' requests until the kernel's
+//! next tick (4 ms at HZ=250), which was the whole of the point reads' p99.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -16,13 +23,16 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use http::Method;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
+use tokio::runtime::Handle;
 use tokio::sync::{mpsc, watch};
 
-use crate::pipeline::{handle, into_hyper, AppState, PeerAddr};
+use crate::pipeline::{busy, handle, into_hyper, AppState, PeerAddr};
+use tafel_protocol::Response;
 
 /// How long shutdown waits for open requests to finish.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
@@ -34,26 +44,51 @@ struct Worker {
     open: Arc<AtomicUsize>,
 }
 
-/// Serves on `threads` serving threads until `shutdown` completes, then waits
-/// (bounded) for open requests.
+/// How many threads serve.
+#[derive(Debug, Clone, Copy)]
+pub struct Threads {
+    /// Serving threads: each runs the connections it is given.
+    pub serving: usize,
+    /// Workers of the runtime that runs long requests (queries, `$batch`).
+    pub long: usize,
+}
+
+impl Threads {
+    /// The defaults for `cores` CPUs: a core left to the clients (but at least
+    /// one serving thread), and long requests on every core.
+    pub fn for_cores(cores: usize) -> Self {
+        Threads {
+            serving: cores.saturating_sub(1).max(1),
+            long: cores.max(1),
+        }
+    }
+}
+
+/// Serves until `shutdown` completes, then waits (bounded) for open requests.
 pub async fn serve(
     listener: TcpListener,
     state: Arc<AppState>,
-    threads: usize,
+    threads: Threads,
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
+    let long_runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads.long.max(1))
+        .thread_name("tafel-long")
+        .enable_all()
+        .build()?;
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut workers = Vec::new();
     let mut handles = Vec::new();
-    for i in 0..threads.max(1) {
+    for i in 0..threads.serving.max(1) {
         let (tx, rx) = mpsc::unbounded_channel();
         let open = Arc::new(AtomicUsize::new(0));
         let (state, open2, stop) = (state.clone(), open.clone(), stop_rx.clone());
+        let long = long_runtime.handle().clone();
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
         handles.push(
             std::thread::Builder::new()
                 .name(format!("tafel-http-{i}"))
-                .spawn(move || runtime.block_on(serve_thread(rx, state, open2, stop)))?,
+                .spawn(move || runtime.block_on(serve_thread(rx, state, long, open2, stop)))?,
         );
         workers.push(Worker { conns: tx, open });
     }
@@ -96,7 +131,39 @@ pub async fn serve(
             tracing::warn!("a serving thread panicked");
         }
     }
+    // Every request has finished: nothing runs there any more.
+    long_runtime.shutdown_background();
     Ok(())
+}
+
+/// Whether a request may run long: a query of a table's entities or a `$batch`.
+/// Guessed from the method and path alone; a wrong guess only moves a request to
+/// the other runtime.
+fn runs_long(method: &Method, uri: &http::Uri) -> bool {
+    let last = uri.path().rsplit('/').next().unwrap_or_default();
+    match *method {
+        Method::POST => last == "$batch",
+        Method::GET => {
+            let entity_set = last.ends_with("()") || !last.contains('(');
+            let tables = last.get(..6).is_some_and(|t| t.eq_ignore_ascii_case("tables"));
+            entity_set && !tables && !uri.query().is_some_and(|q| q.contains("comp="))
+        }
+        _ => false,
+    }
+}
+
+/// Runs `req` on the serving thread, or on the long-request runtime if it may run
+/// long.
+async fn respond(state: Arc<AppState>, long: Handle, req: hyper::Request<hyper::body::Incoming>) -> Response {
+    if !runs_long(req.method(), req.uri()) {
+        return handle(state, req).await;
+    }
+    match long.spawn(handle(state, req)).await {
+        Ok(resp) => resp,
+        // A panic stays the panic it was, on the connection's task.
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(_) => busy(),
+    }
 }
 
 /// One serving thread: serves the connections it is handed until told to stop,
@@ -104,6 +171,7 @@ pub async fn serve(
 async fn serve_thread(
     mut conns: mpsc::UnboundedReceiver<(std::net::TcpStream, SocketAddr)>,
     state: Arc<AppState>,
+    long: Handle,
     open: Arc<AtomicUsize>,
     mut stop: watch::Receiver<bool>,
 ) {
@@ -125,11 +193,11 @@ async fn serve_thread(
                         continue;
                     }
                 };
-                let state = state.clone();
+                let (state, long) = (state.clone(), long.clone());
                 let svc = service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
                     req.extensions_mut().insert(PeerAddr(peer));
-                    let state = state.clone();
-                    async move { Ok::<_, Infallible>(into_hyper(handle(state, req).await)) }
+                    let fut = respond(state.clone(), long.clone(), req);
+                    async move { Ok::<_, Infallible>(into_hyper(fut.await)) }
                 });
                 let conn = graceful.watch(http.serve_connection(TokioIo::new(stream), svc));
                 tokio::spawn(async move {
@@ -145,5 +213,35 @@ async fn serve_thread(
     tokio::select! {
         () = graceful.shutdown() => {}
         () = tokio::time::sleep(DRAIN_TIMEOUT) => tracing::warn!("timed out waiting for open connections"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn long(method: Method, uri: &str) -> bool {
+        runs_long(&method, &uri.parse().unwrap())
+    }
+
+    #[test]
+    fn queries_and_batches_run_long_and_point_operations_do_not() {
+        assert!(long(Method::GET, "/devstoreaccount1/mytable()?$filter=X%20eq%201"));
+        assert!(long(Method::GET, "/devstoreaccount1/mytable"));
+        assert!(long(Method::GET, "/mytable()"));
+        assert!(long(Method::POST, "/devstoreaccount1/$batch"));
+        assert!(!long(
+            Method::GET,
+            "/devstoreaccount1/mytable(PartitionKey='a',RowKey='b')"
+        ));
+        assert!(!long(Method::GET, "/devstoreaccount1/Tables"));
+        assert!(!long(Method::GET, "/devstoreaccount1/Tables('mytable')"));
+        assert!(!long(Method::GET, "/devstoreaccount1/mytable?comp=acl"));
+        assert!(!long(Method::GET, "/devstoreaccount1/?restype=service&comp=properties"));
+        assert!(!long(Method::POST, "/devstoreaccount1/mytable"));
+        assert!(!long(
+            Method::PUT,
+            "/devstoreaccount1/mytable(PartitionKey='a',RowKey='b')"
+        ));
     }
 }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
+use tafel_http::server::Threads;
 use tafel_http::{Accounts, AppState};
 use tafel_service::Service;
 use tafel_store::embedded::{EmbeddedOptions, EmbeddedStore};
@@ -68,9 +69,13 @@ struct ServeArgs {
     /// Connections to the database this node keeps at most.
     #[arg(long, env = "TAFEL_POSTGRES_POOL", default_value_t = 16)]
     postgres_pool: usize,
-    /// Threads serving HTTP connections (default: one per CPU).
+    /// Threads serving HTTP connections (default: one per CPU but one, at least
+    /// one: a core is left to clients on the same machine).
     #[arg(long, env = "TAFEL_THREADS")]
     threads: Option<usize>,
+    /// Threads running long requests: queries and batches (default: one per CPU).
+    #[arg(long, env = "TAFEL_LONG_THREADS")]
+    long_threads: Option<usize>,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, PartialEq, Eq)]
@@ -91,7 +96,7 @@ fn main() -> anyhow::Result<()> {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     // This runtime only accepts connections and runs the store's background
-    // work; serving threads run their own (tafel_http::serve).
+    // work; serving threads and long requests run on their own (tafel_http::serve).
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?
@@ -149,9 +154,11 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             tracing::info!(backend = "postgres", accounts = ?names, "listening on {}", listener.local_addr()?)
         }
     }
-    let threads = args
-        .threads
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let defaults = Threads::for_cores(std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let threads = Threads {
+        serving: args.threads.unwrap_or(defaults.serving),
+        long: args.long_threads.unwrap_or(defaults.long),
+    };
     tafel_http::serve(listener, state, threads, shutdown_signal()).await?;
     tracing::info!("draining the store");
     store.shutdown().await?;
