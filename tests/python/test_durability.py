@@ -38,7 +38,8 @@ def populate(srv, n=500):
             "When@odata.type": "Edm.DateTime",
             "Bytes": "AAECAw==",
             "Bytes@odata.type": "Edm.Binary",
-            "Text": "ü" * (i % 50),
+            # Every third entity carries a long string (several hundred bytes).
+            "Text": "ü" * (i % 50) if i % 3 else "ü" * (130 + i % 50),
         }
         for i in range(n)
     ]
@@ -226,6 +227,11 @@ def test_kill9_right_after_writes_replays_the_write_ahead_log(fresh_server):
         assert r.status_code == 204, r.text
     r = raw.request("MERGE", entity_path(table, "p", "001"), json={"Merged": True}, headers={"If-Match": "*"})
     assert r.status_code == 204, r.text
+    # A long value, and one replaced by a short one before the kill.
+    long_text = "ü" * 300
+    for rk, text in (("long", long_text), ("shrunk", long_text), ("shrunk", "short")):
+        r = raw.put(entity_path(table, "p", rk), json={"PartitionKey": "p", "RowKey": rk, "N": -1, "Text": text})
+        assert r.status_code == 204, r.text
     assert raw.delete(entity_path(table, "p", "002"), headers={"If-Match": "*"}).status_code == 204
     assert raw.delete_table(gone).status_code == 204
     r = raw.put(f"/{table}", query={"comp": "acl"}, body=ACL_XML, content_type="application/xml")
@@ -235,9 +241,10 @@ def test_kill9_right_after_writes_replays_the_write_ahead_log(fresh_server):
     srv.start()
     assert "replaying the write-ahead log" in srv.log_text(log_from), srv.log_tail()
     after = snapshot(srv, table)
-    assert [e["RowKey"] for e in after] == [f"{i:03d}" for i in range(45) if i != 2]
+    assert [e["RowKey"] for e in after] == [f"{i:03d}" for i in range(45) if i != 2] + ["long", "shrunk"]
     assert [e["RowKey"] for e in after if e.get("Merged")] == ["001"]
-    assert all(e["N"] == int(e["RowKey"]) for e in after)
+    assert all(e["N"] == int(e["RowKey"]) for e in after[:-2])
+    assert [(e["RowKey"], e["Text"]) for e in after[-2:]] == [("long", long_text), ("shrunk", "short")]
     assert tables(srv, "wal") == [table]
     acl = raw.get(f"/{table}", query={"comp": "acl"}, accept="application/xml")
     assert acl.status_code == 200 and "walpolicy" in acl.text, acl.text
@@ -249,4 +256,4 @@ def test_kill9_right_after_writes_replays_the_write_ahead_log(fresh_server):
     log_from = srv.log_size()
     srv.start()
     assert "replaying the write-ahead log" not in srv.log_text(log_from)
-    assert len(snapshot(srv, table)) == 45
+    assert len(snapshot(srv, table)) == 47
