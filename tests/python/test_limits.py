@@ -349,3 +349,23 @@ def test_int64_range(raw, raw_table, value, ok):
 def test_bad_typed_values(raw, raw_table, typ, value):
     e = {"PartitionKey": "t", "RowKey": "r", "V": value, "V@odata.type": typ}
     assert_error(raw.insert(raw_table, e), 400, BAD_VALUE | {"OutOfRangeInput"})
+
+
+def test_request_body_over_4mib_is_answered_even_while_the_client_still_sends(raw, raw_table):
+    """The 413 must reach a client that writes its whole body before reading: the server
+    reads the oversized body to the end instead of closing the connection under it."""
+    import socket
+
+    body = ('{"PartitionKey":"p","RowKey":"huge","S":"' + "x" * (5 * 1024 * 1024) + '"}').encode()
+    r = raw.insert(raw_table, body, headers={"Prefer": "return-no-content"})
+    assert_error(r, 413, "RequestBodyTooLarge")
+    # Same over a bare socket with a declared length, sent in full before reading.
+    head = (
+        f"POST /{raw.account}/{raw_table} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        f"x-ms-version: 2019-02-02\r\nContent-Length: {len(body)}\r\n\r\n"
+    ).encode()
+    with socket.create_connection(("127.0.0.1", raw.server.port), timeout=30) as s:
+        s.sendall(head + body)
+        reply = s.recv(65536).decode("latin-1")
+    assert reply.startswith("HTTP/1.1 413"), reply[:200]
+

@@ -5,6 +5,7 @@
 pub mod accounts;
 pub mod addressing;
 mod auth;
+mod body;
 pub mod cors;
 pub mod pipeline;
 pub mod server;

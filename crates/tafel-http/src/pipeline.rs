@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Method, StatusCode};
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::Full;
 use hyper::body::Incoming;
 use tafel_protocol::json::MetadataLevel;
 use tafel_protocol::{error_body, handlers, parse_query, Context, Request, Response};
@@ -16,13 +16,11 @@ use tafel_service::{Ctx, Error, ErrorCode, Service};
 use crate::accounts::Accounts;
 use crate::addressing;
 use crate::auth::{self, Signed};
+use crate::body;
 use crate::cors;
 
 /// The version we answer with when the client sent none.
 pub const DEFAULT_VERSION: &str = "2019-02-02";
-/// Largest body accepted (the `$batch` limit); single entities are far smaller
-/// and are checked against the entity-size rules by the service.
-pub const MAX_BODY: usize = 4 * 1024 * 1024;
 
 pub struct AppState {
     pub service: Service,
@@ -197,20 +195,11 @@ async fn run(state: &AppState, req: hyper::Request<Incoming>, meta: &mut Meta) -
     }
     check_version(&parts.headers)?;
 
-    if let Some(len) = parts
+    let declared = parts
         .headers
         .get(http::header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok()?.parse::<usize>().ok())
-    {
-        if len > MAX_BODY {
-            return Err(Error::new(ErrorCode::RequestBodyTooLarge));
-        }
-    }
-    let body = Limited::new(body, MAX_BODY)
-        .collect()
-        .await
-        .map_err(|_| Error::new(ErrorCode::RequestBodyTooLarge))?
-        .to_bytes();
+        .and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
+    let body = body::read(body, declared).await?;
     check_content_md5(&parts.headers, &body)?;
 
     let peer = parts.extensions.get::<PeerAddr>().map(|p| p.0.ip());
