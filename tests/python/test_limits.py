@@ -369,3 +369,12 @@ def test_request_body_over_4mib_is_answered_even_while_the_client_still_sends(ra
         reply = s.recv(65536).decode("latin-1")
     assert reply.startswith("HTTP/1.1 413"), reply[:200]
 
+
+def test_entity_over_1mib_is_entity_too_large_before_its_values_are_checked(raw, raw_table):
+    """Azure reports the whole entity's size before any one value's: 20 strings each one
+    char over the limit (~1.3 MB in all) are EntityTooLarge, not PropertyValueTooLarge."""
+    e = {"PartitionKey": "p", "RowKey": "both"}
+    e.update({f"S{i:02d}": "s" * 32768 for i in range(20)})
+    assert_error(raw.insert(raw_table, e), 400, "EntityTooLarge")
+    one = {"PartitionKey": "p", "RowKey": "one", "S": "s" * 32768}
+    assert_error(raw.insert(raw_table, one), 400, "PropertyValueTooLarge")

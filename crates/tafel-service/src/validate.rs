@@ -82,22 +82,34 @@ pub fn value(v: &Value) -> Result<()> {
     }
 }
 
-/// Every rule for an entity about to be written.
+/// Every rule for an entity about to be written, in Azure's order: an entity over
+/// the size limit is `EntityTooLarge` even when its keys or some of its values are
+/// also wrong (errors.md §3).
 pub fn entity(e: &Entity) -> Result<()> {
+    entity_size(e)?;
     key(&e.partition_key, "PartitionKey")?;
     key(&e.row_key, "RowKey")?;
     for p in &e.properties {
         property_name(&p.name)?;
         value(&p.value)?;
     }
-    entity_limits(e)
+    property_count(e)
 }
 
 /// The whole-entity limits: property count and size.
 pub fn entity_limits(e: &Entity) -> Result<()> {
+    property_count(e)?;
+    entity_size(e)
+}
+
+fn property_count(e: &Entity) -> Result<()> {
     if e.properties.len() > MAX_CUSTOM_PROPERTIES {
         return Err(Error::new(ErrorCode::TooManyProperties));
     }
+    Ok(())
+}
+
+fn entity_size(e: &Entity) -> Result<()> {
     if azure_size(e) > MAX_ENTITY_BYTES {
         return Err(Error::new(ErrorCode::EntityTooLarge));
     }
