@@ -552,3 +552,30 @@ def test_sdk_error_for_http_error_is_typed(table):
         table.create_entity({"PartitionKey": "p", "RowKey": "r", "Bad-Name": 1})
     assert ei.value.status_code == 400
     assert sdk_error_code(ei.value) == "PropertyNameInvalid"
+
+
+@pytest.mark.parametrize("etag", ['"wrong"', "wrong", "datetime'2015-01-01T23%3A14%3A33.4980000Z'", '"', 'W/"'])
+def test_if_match_that_is_not_a_weak_etag_is_invalid_input(raw, raw_table, etag):
+    """Azure takes `*` or a weak ETag in If-Match; anything else is malformed (400), not a
+    mismatch (412), on every conditional write."""
+    path = entity_path(raw_table, "im", "1")
+    assert raw.insert(raw_table, {"PartitionKey": "im", "RowKey": "1", "V": 1}).status_code == 201
+    assert_error(raw.put(path, json={"V": 2}, headers={"If-Match": etag}), 400, "InvalidInput")
+    assert_error(raw.request("MERGE", path, json={"V": 2}, headers={"If-Match": etag}), 400, "InvalidInput")
+    assert_error(raw.delete(path, headers={"If-Match": etag}), 400, "InvalidInput")
+    assert raw.get_entity(raw_table, "im", "1").json()["V"] == 1
+
+
+def test_if_match_strong_twin_of_the_current_etag_is_invalid_input(raw, raw_table):
+    r = raw.insert(raw_table, {"PartitionKey": "im", "RowKey": "2", "V": 1})
+    weak = r.headers["ETag"]
+    assert weak.startswith('W/"')
+    path = entity_path(raw_table, "im", "2")
+    assert_error(raw.put(path, json={"V": 2}, headers={"If-Match": weak[2:]}), 400, "InvalidInput")
+    # A weak ETag that does not match is a failed condition, and the current one succeeds.
+    stale = 'W/"datetime\'2015-01-01T23%3A14%3A33.4980000Z\'"'
+    assert_error(raw.put(path, json={"V": 2}, headers={"If-Match": stale}), 412, "UpdateConditionNotSatisfied")
+    assert raw.put(path, json={"V": 3}, headers={"If-Match": weak}).status_code == 204
+    # Insert takes no If-Match: one sent along is ignored.
+    r = raw.insert(raw_table, {"PartitionKey": "im", "RowKey": "3"}, headers={"If-Match": "bogus"})
+    assert r.status_code == 201, r.text

@@ -144,8 +144,12 @@ pub(crate) fn decode_write(req: &Request, resource: Resource) -> Result<Option<(
             decode_entity(&req.body, keys.as_ref().map(|(p, r)| (p.as_str(), r.as_str())))?
         }
     };
-    let if_match = match (kind, IfMatch::parse(req.header("if-match"))) {
-        (WriteKind::Insert, _) => IfMatch::None,
+    // Insert takes no If-Match: whatever a client sends with one is ignored.
+    let if_match = match kind {
+        WriteKind::Insert => IfMatch::None,
+        _ => IfMatch::parse(req.header("if-match"))?,
+    };
+    let if_match = match (kind, if_match) {
         (WriteKind::Delete, IfMatch::None) => {
             return Err(Error::with_message(
                 ErrorCode::MissingRequiredHeader,

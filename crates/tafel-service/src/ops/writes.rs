@@ -33,22 +33,24 @@ pub enum IfMatch {
 }
 
 impl IfMatch {
-    pub fn parse(header: Option<&str>) -> IfMatch {
+    /// Azure takes `*` or a weak ETag, `W/"…"`; anything else, a strong ETag included,
+    /// is malformed (400 `InvalidInput`), not merely a mismatch (412).
+    pub fn parse(header: Option<&str>) -> Result<IfMatch> {
         match header.map(str::trim) {
-            None => IfMatch::None,
-            Some("*") => IfMatch::Any,
-            Some(e) => IfMatch::Etag(e.to_owned()),
+            None => Ok(IfMatch::None),
+            Some("*") => Ok(IfMatch::Any),
+            Some(e) if e.len() >= 4 && e.starts_with("W/\"") && e.ends_with('"') => Ok(IfMatch::Etag(e.to_owned())),
+            Some(_) => Err(Error::with_message(
+                ErrorCode::InvalidInput,
+                "The If-Match header must be '*' or a weak ETag (W/\"...\").",
+            )),
         }
     }
 
     fn matches(&self, current: DateTime) -> bool {
         match self {
             IfMatch::None | IfMatch::Any => true,
-            // Clients send the weak form; accept its strong twin too.
-            IfMatch::Etag(e) => {
-                let want = etag_for(current);
-                e == &want || want.strip_prefix("W/") == Some(e.as_str())
-            }
+            IfMatch::Etag(e) => e == &etag_for(current),
         }
     }
 }
