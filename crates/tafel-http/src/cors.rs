@@ -72,21 +72,31 @@ pub fn preflight_headers(
 
 /// The headers for an actual request from `origin` with `method`, if a rule
 /// allows both.
-pub fn actual_headers(rules: &[CorsRule], origin: &str, method: &str) -> Option<Vec<(&'static str, String)>> {
-    let rule = rules
+pub fn actual_headers(rules: &[CorsRule], origin: &str, method: &str) -> Vec<(&'static str, String)> {
+    let Some(rule) = rules
         .iter()
-        .find(|r| origin_allowed(r, origin) && method_allowed(r, method))?;
+        .find(|r| origin_allowed(r, origin) && method_allowed(r, method))
+    else {
+        // CORS is on but refuses this origin or method: the response still depends
+        // on Origin, which a cache must know. With no rules it does not.
+        return if rules.is_empty() {
+            Vec::new()
+        } else {
+            vec![("vary", "Origin".to_owned())]
+        };
+    };
     let allow = allow_origin(rule, origin);
     let mut out = Vec::with_capacity(4);
     if !rule.exposed_headers.is_empty() {
         out.push(("access-control-expose-headers", rule.exposed_headers.join(",")));
     }
+    // A rule allowing every origin answers every origin alike: no credentials, no Vary.
     if allow != "*" {
         out.push(("access-control-allow-credentials", "true".to_owned()));
+        out.push(("vary", "Origin".to_owned()));
     }
     out.push(("access-control-allow-origin", allow));
-    out.push(("vary", "Origin".to_owned()));
-    Some(out)
+    out
 }
 
 fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
@@ -131,10 +141,8 @@ pub async fn decorate(service: &Service, account: &str, origin: &str, method: &s
     let Ok(rules) = service.cors_rules(account).await else {
         return;
     };
-    if let Some(found) = actual_headers(&rules, origin, method) {
-        for (name, value) in found {
-            resp.set(name, &value);
-        }
+    for (name, value) in actual_headers(&rules, origin, method) {
+        resp.set(name, &value);
     }
 }
 
@@ -194,11 +202,22 @@ mod tests {
             &[],
             &["x-ms-request-id", "etag"],
         )];
-        let h = actual_headers(&rules, "https://a.example", "GET").expect("matches");
+        let h = actual_headers(&rules, "https://a.example", "GET");
         assert_eq!(get(&h, "access-control-allow-origin"), Some("https://a.example"));
         assert_eq!(get(&h, "access-control-expose-headers"), Some("x-ms-request-id,etag"));
         assert_eq!(get(&h, "vary"), Some("Origin"));
-        assert!(actual_headers(&rules, "https://a.example", "POST").is_none());
-        assert!(actual_headers(&rules, "https://c.example", "GET").is_none());
+        // No rule matches (method, then origin): only Vary, since CORS is on.
+        for refused in [
+            actual_headers(&rules, "https://a.example", "POST"),
+            actual_headers(&rules, "https://c.example", "GET"),
+        ] {
+            assert_eq!(refused, vec![("vary", "Origin".to_owned())]);
+        }
+        assert!(actual_headers(&[], "https://a.example", "GET").is_empty());
+        // Matched through `*`: every origin gets the same answer, so no Vary.
+        let any = [rule(&["*"], &["GET"], &[], &[])];
+        let h = actual_headers(&any, "https://a.example", "GET");
+        assert_eq!(get(&h, "access-control-allow-origin"), Some("*"));
+        assert_eq!(get(&h, "vary"), None);
     }
 }
