@@ -402,8 +402,9 @@ def test_service_stats(service, raw):
     geo = stats["geo_replication"]
     assert geo["status"] == "live"
     assert abs(geo["last_sync_time"] - datetime.now(UTC)) < timedelta(minutes=5)
-    g = raw.get("/", query=STATS, accept=XML)
-    assert g.status_code == 200 and g.headers["content-type"].startswith(XML)
+    # The document itself, from the host-style secondary.
+    g = raw.get("/", query=STATS, accept=XML, host_style=True, headers={"Host": f"{raw.account}-secondary.table.localhost"})
+    assert g.status_code == 200 and g.headers["content-type"].startswith(XML), g.text
     m = re.fullmatch(
         r'<\?xml version="1.0" encoding="utf-8"\?><StorageServiceStats><GeoReplication><Status>live</Status>'
         r"<LastSyncTime>([^<]+)</LastSyncTime></GeoReplication></StorageServiceStats>",
@@ -411,6 +412,11 @@ def test_service_stats(service, raw):
     )
     assert m, g.text
     assert abs(parsedate_to_datetime(m.group(1)) - datetime.now(UTC)) < timedelta(minutes=5)
+
+
+def test_service_stats_only_on_the_secondary(raw):
+    """Azure serves replication stats from the secondary endpoint only."""
+    assert_xml_error(raw.get("/", query=STATS, accept=XML), 400, "InvalidQueryParameterValue")
 
 
 def test_properties_are_per_account(two_accounts):

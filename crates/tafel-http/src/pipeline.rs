@@ -235,6 +235,7 @@ async fn run(state: &AppState, req: hyper::Request<Incoming>, meta: &mut Meta) -
         },
         base_url: address.base_url,
         request_id: meta.request_id.clone(),
+        secondary: address.secondary,
     };
     tafel_protocol::handle(&state.service, &cx, &request).await
 }

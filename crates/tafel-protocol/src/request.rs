@@ -13,6 +13,8 @@ pub struct Context {
     /// Scheme + host (+ `/account` in path-style), for `odata.*` URLs and `Location`.
     pub base_url: String,
     pub request_id: String,
+    /// Addressed through the account's `-secondary` endpoint.
+    pub secondary: bool,
 }
 
 #[derive(Debug, Clone)]

@@ -38,6 +38,13 @@ pub async fn handle(svc: &Service, cx: &Context, req: &Request) -> Result<Respon
             Ok(Response::new(StatusCode::ACCEPTED))
         }
         ("stats", &Method::GET | &Method::HEAD) => {
+            // Replication status is served by the secondary endpoint only, as in Azure.
+            if !cx.secondary {
+                return Err(Error::with_message(
+                    ErrorCode::InvalidQueryParameterValue,
+                    "Get Table Service Stats is only available on the secondary endpoint (<account>-secondary).",
+                ));
+            }
             let s = svc.get_service_stats(&cx.ctx).await?;
             Ok(Response::with_body(StatusCode::OK, "application/xml", write_stats(&s)))
         }
