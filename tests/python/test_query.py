@@ -179,3 +179,20 @@ def test_entities_with_long_values_filter_select_and_merge_like_any_other(table)
     pages = table.query_entities("N ge 0", results_per_page=7).by_page()
     seen = [e["RowKey"] for p in pages for e in p]
     assert seen == [f"{i:03d}" for i in range(60)]
+
+
+def test_boolean_literal_filters_select_all_or_nothing(raw, raw_table, service):
+    """`$filter=false` is how health checks (AspNetCore.HealthChecks.Azure.Data.Tables, used
+    by .NET Aspire) probe the table list and a table without reading rows; Azure answers
+    it, as it does `true` and combinations of the two."""
+    for i in range(3):
+        assert raw.insert(raw_table, {"PartitionKey": "p", "RowKey": str(i)}).status_code == 201
+    for flt, want in [("false", []), ("true", ["0", "1", "2"]), ("not false and (true or false)", ["0", "1", "2"])]:
+        r = raw.get(f"/{raw_table}()", query={"$filter": flt})
+        assert r.status_code == 200, r.text
+        assert [e["RowKey"] for e in r.json()["value"]] == want, flt
+    r = raw.get("/Tables", query={"$filter": "false"})
+    assert r.status_code == 200 and r.json()["value"] == [], r.text
+    # Through the SDK, as the health check does it.
+    assert list(service.get_table_client(raw_table).query_entities("false")) == []
+    assert list(service.query_tables("false")) == []

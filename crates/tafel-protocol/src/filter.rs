@@ -18,30 +18,13 @@ pub use parser::MAX_DEPTH;
 /// Parses percent-decoded `$filter` text. Keywords and type prefixes are
 /// case-insensitive; whitespace between tokens is free. An empty filter is an
 /// error: callers treat an absent or blank `$filter` as "no filter" themselves.
+///
+/// A filter of boolean literals alone (`false`, `not true`) is accepted: Azure
+/// answers it, and health checks send `$filter=false` to probe a table or the
+/// table list without reading any row.
 pub fn parse_filter(text: &str) -> Result<Expr, Error> {
     let (tokens, lex_error) = lexer::tokenize(text);
-    let expr = parser::Parser::new(text, tokens, lex_error).parse()?;
-    if !references_property(&expr) {
-        return Err(Error::invalid_input(format!(
-            "The filter '{}' does not reference any property.",
-            shown(text)
-        )));
-    }
-    Ok(expr)
-}
-
-/// Whether any node names a property (`true`, `1 eq 1`-like filters do not).
-fn references_property(expr: &Expr) -> bool {
-    let mut stack = vec![expr];
-    while let Some(e) = stack.pop() {
-        match e {
-            Expr::Compare { .. } | Expr::Property(_) => return true,
-            Expr::Bool(_) => {}
-            Expr::Not(inner) => stack.push(inner),
-            Expr::And(items) | Expr::Or(items) => stack.extend(items),
-        }
-    }
-    false
+    parser::Parser::new(text, tokens, lex_error).parse()
 }
 
 /// The filter as quoted in messages, cut short so errors stay small.
