@@ -38,7 +38,8 @@ pub fn parse(raw_path: &str) -> Result<Resource> {
     if path.is_empty() {
         return Ok(Resource::Service);
     }
-    if path == "$batch" {
+    // A trailing slash is tolerated here as it is after a table or entity set name.
+    if path == "$batch" || path == "$batch/" {
         return Ok(Resource::Batch);
     }
     let (name, args) = match path.find('(') {
@@ -195,6 +196,7 @@ mod tests {
         assert_eq!(parse("/Tables('abc')").ok(), Some(Resource::Table("abc".into())));
         assert_eq!(parse("/Tables(%27abc%27)").ok(), Some(Resource::Table("abc".into())));
         assert_eq!(parse("/$batch").ok(), Some(Resource::Batch));
+        assert_eq!(parse("/$batch/").ok(), Some(Resource::Batch));
         assert_eq!(parse("/mytable").ok(), Some(Resource::EntitySet("mytable".into())));
         assert_eq!(parse("/mytable()").ok(), Some(Resource::EntitySet("mytable".into())));
         assert_eq!(
