@@ -575,7 +575,11 @@ def test_if_match_strong_twin_of_the_current_etag_is_invalid_input(raw, raw_tabl
     # A weak ETag that does not match is a failed condition, and the current one succeeds.
     stale = 'W/"datetime\'2015-01-01T23%3A14%3A33.4980000Z\'"'
     assert_error(raw.put(path, json={"V": 2}, headers={"If-Match": stale}), 412, "UpdateConditionNotSatisfied")
+    assert_error(raw.put(path, json={"V": 2}, headers={"If-Match": "w" + stale[1:]}), 412, "UpdateConditionNotSatisfied")
     assert raw.put(path, json={"V": 3}, headers={"If-Match": weak}).status_code == 204
+    # A lowercase `w/` is a weak ETag too (.NET and the older emulator accept it).
+    weak = raw.get_entity(raw_table, "im", "2").headers["ETag"]
+    assert raw.put(path, json={"V": 4}, headers={"If-Match": "w" + weak[1:]}).status_code == 204
     # Insert takes no If-Match: one sent along is ignored.
     r = raw.insert(raw_table, {"PartitionKey": "im", "RowKey": "3"}, headers={"If-Match": "bogus"})
     assert r.status_code == 201, r.text

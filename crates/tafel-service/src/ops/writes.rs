@@ -28,29 +28,35 @@ pub enum IfMatch {
     None,
     /// `*`: the entity must exist.
     Any,
-    /// The entity must exist with this ETag.
+    /// The entity must exist with this ETag, held without its `W/`.
     Etag(String),
 }
 
 impl IfMatch {
-    /// Azure takes `*` or a weak ETag, `W/"…"`; anything else, a strong ETag included,
-    /// is malformed (400 `InvalidInput`), not merely a mismatch (412).
+    /// Azure takes `*` or a weak ETag, `W/"…"` (a lowercase `w/` too, as .NET and the
+    /// older emulator do); anything else, a strong ETag included, is malformed (400
+    /// `InvalidInput`), not merely a mismatch (412). Kept as the quoted part.
     pub fn parse(header: Option<&str>) -> Result<IfMatch> {
+        let weak = |e: &str| {
+            let quoted = e.strip_prefix("W/").or_else(|| e.strip_prefix("w/"))?;
+            (quoted.len() >= 2 && quoted.starts_with('"') && quoted.ends_with('"')).then(|| quoted.to_owned())
+        };
         match header.map(str::trim) {
             None => Ok(IfMatch::None),
             Some("*") => Ok(IfMatch::Any),
-            Some(e) if e.len() >= 4 && e.starts_with("W/\"") && e.ends_with('"') => Ok(IfMatch::Etag(e.to_owned())),
-            Some(_) => Err(Error::with_message(
-                ErrorCode::InvalidInput,
-                "The If-Match header must be '*' or a weak ETag (W/\"...\").",
-            )),
+            Some(e) => weak(e).map(IfMatch::Etag).ok_or_else(|| {
+                Error::with_message(
+                    ErrorCode::InvalidInput,
+                    "The If-Match header must be '*' or a weak ETag (W/\"...\").",
+                )
+            }),
         }
     }
 
     fn matches(&self, current: DateTime) -> bool {
         match self {
             IfMatch::None | IfMatch::Any => true,
-            IfMatch::Etag(e) => e == &etag_for(current),
+            IfMatch::Etag(quoted) => etag_for(current).strip_prefix("W/") == Some(quoted.as_str()),
         }
     }
 }
