@@ -144,19 +144,18 @@ pub(crate) fn decode_write(req: &Request, resource: Resource) -> Result<Option<(
             decode_entity(&req.body, keys.as_ref().map(|(p, r)| (p.as_str(), r.as_str())))?
         }
     };
-    // Insert takes no If-Match: whatever a client sends with one is ignored.
+    // Insert takes no If-Match (whatever a client sends with one is ignored); Delete needs one.
     let if_match = match kind {
         WriteKind::Insert => IfMatch::None,
-        _ => IfMatch::parse(req.header("if-match"))?,
-    };
-    let if_match = match (kind, if_match) {
-        (WriteKind::Delete, IfMatch::None) => {
-            return Err(Error::with_message(
-                ErrorCode::MissingRequiredHeader,
-                "An If-Match header is required to delete an entity; use '*' to delete unconditionally.",
-            ))
-        }
-        (_, m) => m,
+        _ => match IfMatch::parse(req.header("if-match"))? {
+            IfMatch::None if kind == WriteKind::Delete => {
+                return Err(Error::with_message(
+                    ErrorCode::MissingRequiredHeader,
+                    "An If-Match header is required to delete an entity; use '*' to delete unconditionally.",
+                ))
+            }
+            m => m,
+        },
     };
     Ok(Some((table, WriteOp { kind, entity, if_match })))
 }
