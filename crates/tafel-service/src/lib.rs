@@ -18,5 +18,5 @@ pub use access::{
 };
 pub use error::{Error, ErrorCode, Result};
 pub use ops::{
-    BatchFailure, Ctx, EntityPage, EntityQuery, IfMatch, Service, TablePage, TableQuery, WriteKind, WriteOp,
+    BatchFailure, Ctx, EntityQuery, EntitySink, IfMatch, Service, TablePage, TableQuery, WriteKind, WriteOp,
 };

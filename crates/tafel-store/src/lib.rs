@@ -5,7 +5,7 @@
 //! The store knows accounts, tables (by case-insensitive name) and opaque entity
 //! values under ordered keys. It never interprets an entity's properties: filtering,
 //! merging and conditional checks are decided by the service layer through the
-//! closures it hands to [`Store::scan_entities`] and [`Store::write_entities`].
+//! closures it hands to [`Store::scan_into`] and [`Store::write_entities`].
 
 pub mod embedded;
 pub mod error;
@@ -16,4 +16,6 @@ mod traits;
 
 pub use error::StoreError;
 pub use key::{EntityKey, KeyRange, KeyRef};
-pub use traits::{Decide, Decision, Mutation, Outcome, RowFilter, ScanPage, ScanRequest, Store, TableRecord};
+pub use traits::{
+    Decide, Decision, Mutation, Outcome, RowFilter, RowSink, ScanEnd, ScanPage, ScanRequest, Store, TableRecord,
+};

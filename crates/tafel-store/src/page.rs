@@ -5,63 +5,62 @@
 
 use std::time::Instant;
 
-use crate::key::{EntityKey, KeyRef};
-use crate::traits::{ScanPage, ScanRequest};
+use crate::key::KeyRef;
+use crate::traits::{RowSink, ScanEnd, ScanRequest};
 
 /// Rows examined between deadline checks.
 const DEADLINE_EVERY: u32 = 512;
 
-pub(crate) struct PageBuilder<'r> {
+pub(crate) struct PageBuilder<'r, S: RowSink + ?Sized> {
     request: &'r ScanRequest,
-    rows: Vec<(EntityKey, Vec<u8>)>,
+    sink: &'r mut S,
+    rows: usize,
     examined: u32,
 }
 
-impl<'r> PageBuilder<'r> {
-    pub(crate) fn new(request: &'r ScanRequest) -> Self {
+impl<'r, S: RowSink + ?Sized> PageBuilder<'r, S> {
+    pub(crate) fn new(request: &'r ScanRequest, sink: &'r mut S) -> Self {
         PageBuilder {
             request,
-            rows: Vec::new(),
+            sink,
+            rows: 0,
             examined: 0,
         }
     }
 
     /// Rows the page holds so far.
     pub(crate) fn len(&self) -> usize {
-        self.rows.len()
+        self.rows
     }
 
-    /// Offers the next row in key order. Returns the finished page when the scan
+    /// Offers the next row in key order. Returns how the page ends when the scan
     /// stops at this row; the row itself then starts the next page.
-    pub(crate) fn offer(&mut self, key: KeyRef<'_>, value: &[u8]) -> Option<ScanPage> {
+    pub(crate) fn offer(&mut self, key: KeyRef<'_>, value: &[u8]) -> Option<ScanEnd> {
         let request = self.request;
         self.examined = self.examined.wrapping_add(1);
         if self.examined.is_multiple_of(DEADLINE_EVERY) && request.deadline.is_some_and(|d| Instant::now() >= d) {
-            return Some(self.stop_at(key));
+            return Some(stop_at(key));
         }
         if !request.filter.as_ref().is_none_or(|f| f(key, value)) {
             return None;
         }
-        if self.rows.len() == request.limit {
+        if self.rows == request.limit {
             // One more match exists: that is where the next page starts.
-            return Some(self.stop_at(key));
+            return Some(stop_at(key));
         }
-        self.rows.push((key.to_owned(), value.to_vec()));
+        self.rows += 1;
+        self.sink.push(key, value);
         None
     }
 
-    fn stop_at(&mut self, key: KeyRef<'_>) -> ScanPage {
-        ScanPage {
-            rows: std::mem::take(&mut self.rows),
-            next: Some(key.to_owned()),
-        }
+    /// The end of a scan that reached the end of its ranges.
+    pub(crate) fn finish(self) -> ScanEnd {
+        ScanEnd { next: None }
     }
+}
 
-    /// The page of a scan that reached the end of its ranges.
-    pub(crate) fn finish(self) -> ScanPage {
-        ScanPage {
-            rows: self.rows,
-            next: None,
-        }
+fn stop_at(key: KeyRef<'_>) -> ScanEnd {
+    ScanEnd {
+        next: Some(key.to_owned()),
     }
 }

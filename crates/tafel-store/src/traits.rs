@@ -35,10 +35,32 @@ pub struct ScanRequest {
     pub deadline: Option<Instant>,
 }
 
-pub struct ScanPage {
-    pub rows: Vec<(EntityKey, Vec<u8>)>,
+/// Takes the rows a scan returns, in key order, as the scan finds them. A query
+/// turns each row into response bytes right there, while the row is still in the
+/// CPU cache, instead of the scan copying every row into a page to be read again.
+/// Must be cheap and must not block, like [`RowFilter`].
+pub trait RowSink: Send {
+    fn push(&mut self, key: KeyRef<'_>, value: &[u8]);
+}
+
+/// The plain sink: owned copies of the rows.
+impl RowSink for Vec<(EntityKey, Vec<u8>)> {
+    fn push(&mut self, key: KeyRef<'_>, value: &[u8]) {
+        Vec::push(self, (key.to_owned(), value.to_vec()));
+    }
+}
+
+/// How a scan into a [`RowSink`] ended.
+pub struct ScanEnd {
     /// Where the next page starts (inclusive), when the scan stopped before the end
     /// of its ranges and at least one more row may match.
+    pub next: Option<EntityKey>,
+}
+
+/// One page of a scan, its rows copied out.
+pub struct ScanPage {
+    pub rows: Vec<(EntityKey, Vec<u8>)>,
+    /// As [`ScanEnd::next`].
     pub next: Option<EntityKey>,
 }
 
@@ -90,7 +112,21 @@ pub trait Store: Send + Sync + 'static {
 
     async fn get_entity(&self, account: &str, table: &str, key: &EntityKey) -> Result<Option<Vec<u8>>, StoreError>;
 
-    async fn scan_entities(&self, account: &str, table: &str, request: ScanRequest) -> Result<ScanPage, StoreError>;
+    /// One page of an ordered scan, each returned row handed to `sink` as it is found.
+    async fn scan_into(
+        &self,
+        account: &str,
+        table: &str,
+        request: ScanRequest,
+        sink: &mut (dyn RowSink + '_),
+    ) -> Result<ScanEnd, StoreError>;
+
+    /// [`Store::scan_into`] collecting owned copies of the rows.
+    async fn scan_entities(&self, account: &str, table: &str, request: ScanRequest) -> Result<ScanPage, StoreError> {
+        let mut rows = Vec::new();
+        let end = self.scan_into(account, table, request, &mut rows).await?;
+        Ok(ScanPage { rows, next: end.next })
+    }
 
     /// Atomically reads `keys` (distinct, of one table), lets `decide` choose the
     /// mutations, applies them and makes them durable before returning.

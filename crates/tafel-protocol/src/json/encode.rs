@@ -8,7 +8,7 @@ use std::convert::Infallible;
 
 use base64::Engine;
 use tafel_service::model::codec::ValueRef;
-use tafel_service::model::{etag_bytes, DateTime, Entity, StoredEntity};
+use tafel_service::model::{etag_bytes, DateTime, Entity, StoredRef};
 
 use super::MetadataLevel;
 use crate::resource::push_entity_keys;
@@ -79,7 +79,7 @@ impl<'a> EntityFormat<'a> {
 
     /// Writes one entity from its stored bytes, validating them on the way. On
     /// error `out` holds a partial object and must be dropped.
-    pub fn write_stored(&self, out: &mut Vec<u8>, e: &StoredEntity, single: bool) -> tafel_service::Result<()> {
+    pub fn write_stored(&self, out: &mut Vec<u8>, e: StoredRef<'_>, single: bool) -> tafel_service::Result<()> {
         let (pk, rk) = e.keys();
         let (ts, properties) = e.read()?;
         let view = EntityView {
@@ -321,7 +321,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tafel_service::model::{codec, etag_for, Guid, Property, Value};
+    use tafel_service::model::{codec, etag_for, Guid, Property, StoredEntity, Value};
 
     use crate::resource::entity_path;
 
@@ -553,7 +553,7 @@ mod tests {
                     f.write(&mut owned, &e, single);
                     assert_eq!(String::from_utf8_lossy(&owned), String::from_utf8_lossy(&want), "{ctx}");
                     let mut from_store = Vec::new();
-                    f.write_stored(&mut from_store, &stored(&e), single)
+                    f.write_stored(&mut from_store, stored(&e).view(), single)
                         .expect("valid bytes");
                     assert_eq!(
                         String::from_utf8_lossy(&from_store),
@@ -597,13 +597,16 @@ mod tests {
                     bytes: good.bytes[..cut].to_vec(),
                 };
                 let mut out = Vec::new();
-                let err = f.write_stored(&mut out, &bad, false).err().map(|e| e.code);
+                let err = f.write_stored(&mut out, bad.view(), false).err().map(|e| e.code);
                 assert_eq!(err, Some(tafel_service::ErrorCode::InternalError), "cut at {cut}");
             }
             let mut bad_utf8 = good.clone();
             // The first property's name starts after the 11-byte header, tag and length.
             bad_utf8.bytes[14] = 0xFF;
-            let err = f.write_stored(&mut Vec::new(), &bad_utf8, true).err().map(|e| e.code);
+            let err = f
+                .write_stored(&mut Vec::new(), bad_utf8.view(), true)
+                .err()
+                .map(|e| e.code);
             assert_eq!(err, Some(tafel_service::ErrorCode::InternalError));
         }
     }

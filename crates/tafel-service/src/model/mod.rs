@@ -10,5 +10,5 @@ mod value;
 pub use datetime::DateTime;
 pub use entity::{etag_bytes, etag_for, Entity, Property};
 pub use guid::Guid;
-pub use stored::StoredEntity;
+pub use stored::{StoredEntity, StoredRef};
 pub use value::{EdmType, Value};

@@ -4,7 +4,7 @@
 
 use std::borrow::Cow;
 
-use tafel_store::EntityKey;
+use tafel_store::{EntityKey, KeyRef};
 
 use super::codec::{self, Corrupt, Properties};
 use super::DateTime;
@@ -24,17 +24,34 @@ impl StoredEntity {
         }
     }
 
+    pub fn view(&self) -> StoredRef<'_> {
+        StoredRef {
+            key: self.key.view(),
+            bytes: &self.bytes,
+        }
+    }
+}
+
+/// A [`StoredEntity`] borrowed, e.g. from the store's own pages during a scan.
+#[derive(Clone, Copy)]
+pub struct StoredRef<'a> {
+    pub key: KeyRef<'a>,
+    /// The value in the [`codec`] layout; not yet validated.
+    pub bytes: &'a [u8],
+}
+
+impl<'a> StoredRef<'a> {
     /// PartitionKey and RowKey, borrowed from the key unless they hold remapped bytes.
-    pub fn keys(&self) -> (Cow<'_, str>, Cow<'_, str>) {
-        self.key.view().keys_cow()
+    pub fn keys(self) -> (Cow<'a, str>, Cow<'a, str>) {
+        self.key.keys_cow()
     }
 
-    pub fn timestamp(&self) -> Result<DateTime, Corrupt> {
-        codec::timestamp(&self.bytes).ok_or(Corrupt)
+    pub fn timestamp(self) -> Result<DateTime, Corrupt> {
+        codec::timestamp(self.bytes).ok_or(Corrupt)
     }
 
     /// The Timestamp and a borrowed walk over the properties.
-    pub fn read(&self) -> Result<(DateTime, Properties<'_>), Corrupt> {
-        codec::read(&self.bytes)
+    pub fn read(self) -> Result<(DateTime, Properties<'a>), Corrupt> {
+        codec::read(self.bytes)
     }
 }

@@ -3,12 +3,12 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tafel_store::{EntityKey, KeyRange, KeyRef, RowFilter, ScanRequest};
+use tafel_store::{EntityKey, KeyRange, KeyRef, RowFilter, RowSink, ScanRequest};
 
 use super::{Ctx, Service};
 use crate::access::Action;
 use crate::error::{Error, ErrorCode, Result};
-use crate::model::StoredEntity;
+use crate::model::{StoredEntity, StoredRef};
 use crate::query::Expr;
 use crate::query::{eval_stored, plan_entities};
 
@@ -24,12 +24,27 @@ pub struct EntityQuery {
     pub resume: Option<(String, String)>,
 }
 
-#[derive(Debug, Clone, Default)]
-pub struct EntityPage {
-    /// As stored: responses are written from the bytes, which are validated then.
-    pub entities: Vec<StoredEntity>,
-    /// Where the next page starts, if there may be one.
-    pub next: Option<(String, String)>,
+/// Takes the entities of a query page in key order, as the store finds them:
+/// borrowed from the store's pages, so they are written out while in the CPU cache.
+pub trait EntitySink: Send {
+    /// An error (corrupt stored bytes) ends the query with it.
+    fn entity(&mut self, e: StoredRef<'_>) -> Result<()>;
+}
+
+/// Hands a scan's rows to an [`EntitySink`], keeping its first error.
+struct Rows<'s> {
+    sink: &'s mut (dyn EntitySink + 's),
+    failed: Option<Error>,
+}
+
+impl RowSink for Rows<'_> {
+    fn push(&mut self, key: KeyRef<'_>, bytes: &[u8]) {
+        if self.failed.is_none() {
+            if let Err(e) = self.sink.entity(StoredRef { key, bytes }) {
+                self.failed = Some(e);
+            }
+        }
+    }
 }
 
 impl Service {
@@ -45,7 +60,15 @@ impl Service {
         }
     }
 
-    pub async fn query_entities(&self, ctx: &Ctx, table: &str, q: &EntityQuery) -> Result<EntityPage> {
+    /// One page of a query: each entity goes to `sink`; returns where the next page
+    /// starts (`NextPartitionKey`, `NextRowKey`), if there may be one.
+    pub async fn query_entities(
+        &self,
+        ctx: &Ctx,
+        table: &str,
+        q: &EntityQuery,
+        sink: &mut (dyn EntitySink + '_),
+    ) -> Result<Option<(String, String)>> {
         ctx.access.check(Action::ReadEntity, Some(table), None)?;
         let plan = plan_entities(q.filter.as_ref());
         let mut ranges = plan.ranges;
@@ -65,16 +88,12 @@ impl Service {
             filter,
             deadline: Some(Instant::now() + PAGE_BUDGET),
         };
-        let page = self.store.scan_entities(&ctx.account, table, request).await?;
-        let entities = page
-            .rows
-            .into_iter()
-            .map(|(key, bytes)| StoredEntity { key, bytes })
-            .collect();
-        Ok(EntityPage {
-            entities,
-            next: page.next.map(|k| k.keys()),
-        })
+        let mut rows = Rows { sink, failed: None };
+        let end = self.store.scan_into(&ctx.account, table, request, &mut rows).await?;
+        match rows.failed {
+            Some(e) => Err(e),
+            None => Ok(end.next.map(|k| k.keys())),
+        }
     }
 }
 

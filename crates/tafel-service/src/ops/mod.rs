@@ -11,7 +11,7 @@ use tafel_store::Store;
 use crate::access::Access;
 use crate::clock::Clock;
 
-pub use entities::{EntityPage, EntityQuery};
+pub use entities::{EntityQuery, EntitySink};
 pub use tables::{TablePage, TableQuery};
 pub use writes::{BatchFailure, IfMatch, WriteKind, WriteOp};
 

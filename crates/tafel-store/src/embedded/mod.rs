@@ -36,7 +36,7 @@ use self::wal::{decode_ops, LogBuf, Op, Wal};
 use crate::error::StoreError;
 use crate::key::{EntityKey, KeyRef};
 use crate::page::PageBuilder;
-use crate::traits::{Decide, Mutation, Outcome, ScanPage, ScanRequest, Store, TableRecord};
+use crate::traits::{Decide, Mutation, Outcome, RowSink, ScanEnd, ScanRequest, Store, TableRecord};
 
 /// `account 0x00 lowercase-table-name` → `id u64 LE, name len u16 LE, name, acl`.
 const TABLES: TableDefinition<&[u8], &[u8]> = TableDefinition::new("tables");
@@ -647,12 +647,30 @@ fn table_id(txn: &ReadTransaction, ids: &TableIds, table_key: &[u8], generation:
     Ok(id)
 }
 
-fn scan(db: &Database, ids: &TableIds, table_key: &[u8], request: ScanRequest) -> Result<ScanPage, StoreError> {
+/// How long a scan runs before it lets the other requests of its thread run.
+const SCAN_SLICE: Duration = Duration::from_millis(10);
+/// Rows examined between looks at the clock.
+const SLICE_CHECK_EVERY: u32 = 256;
+
+/// One page of a scan. It runs on the calling task, where its sink encodes each
+/// row while the row is in the CPU cache, and gives way every [`SCAN_SLICE`]: a
+/// long page shares its thread with other requests, yet the scans in flight never
+/// outnumber the runtime's threads (more threads than cores only time-slice them
+/// and evict each other's rows from the caches).
+async fn scan(
+    db: &Database,
+    ids: &TableIds,
+    table_key: &[u8],
+    request: &ScanRequest,
+    sink: &mut (dyn RowSink + '_),
+) -> Result<ScanEnd, StoreError> {
+    let mut slice_end = Instant::now() + SCAN_SLICE;
+    let mut since_check = 0u32;
     let generation = ids.generation();
     let txn = db.begin_read().map_err(be)?;
     let id = table_id(&txn, ids, table_key, generation)?;
     let entities = txn.open_table(ENTITIES).map_err(be)?;
-    let mut page = PageBuilder::new(&request);
+    let mut page = PageBuilder::new(request, sink);
     let table_prefix = id.to_be_bytes();
     for range in &request.ranges {
         if range.is_empty() {
@@ -676,6 +694,7 @@ fn scan(db: &Database, ids: &TableIds, table_key: &[u8], request: ScanRequest) -
                 match iter.next() {
                     Some(item) => {
                         let (k, v) = item.map_err(be)?;
+                        prefetch(k.value());
                         prefetch(v.value());
                         ahead.push_back((k, v));
                     }
@@ -687,8 +706,16 @@ fn scan(db: &Database, ids: &TableIds, table_key: &[u8], request: ScanRequest) -
                 break;
             }
             let key = KeyRef::new(k.value().get(8..).unwrap_or_default());
-            if let Some(page) = page.offer(key, v.value()) {
-                return Ok(page);
+            if let Some(end) = page.offer(key, v.value()) {
+                return Ok(end);
+            }
+            since_check += 1;
+            if since_check == SLICE_CHECK_EVERY {
+                since_check = 0;
+                if Instant::now() >= slice_end {
+                    tokio::task::yield_now().await;
+                    slice_end = Instant::now() + SCAN_SLICE;
+                }
             }
         }
     }
@@ -758,12 +785,15 @@ impl Store for EmbeddedStore {
         Ok(found.map(|v| v.value().to_vec()))
     }
 
-    async fn scan_entities(&self, account: &str, table: &str, request: ScanRequest) -> Result<ScanPage, StoreError> {
+    async fn scan_into(
+        &self,
+        account: &str,
+        table: &str,
+        request: ScanRequest,
+        sink: &mut (dyn RowSink + '_),
+    ) -> Result<ScanEnd, StoreError> {
         let key = table_key(account, table);
-        let (db, ids) = (self.db.clone(), self.ids.clone());
-        tokio::task::spawn_blocking(move || scan(&db, &ids, &key, request))
-            .await
-            .map_err(be)?
+        scan(&self.db, &self.ids, &key, &request, sink).await
     }
 
     async fn write_entities(

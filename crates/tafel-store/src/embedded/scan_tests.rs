@@ -1,12 +1,13 @@
 //! Scans of the embedded store: the read-ahead loop must keep the page
 //! semantics exactly (order, limit, where the next page starts, table bounds).
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::{EmbeddedOptions, EmbeddedStore};
 use crate::key::{EntityKey, KeyRange, KeyRef};
-use crate::traits::{Decision, Mutation, RowFilter, ScanRequest, Store};
+use crate::traits::{Decision, Mutation, RowFilter, RowSink, ScanRequest, Store};
 
 const ACCOUNT: &str = "acct";
 
@@ -151,6 +152,50 @@ fn passed_deadline_returns_a_continuation_inside_the_table() {
         assert!(page.rows.is_empty());
         // The deadline is checked every 512 rows: the scan stops at the 512th.
         assert_eq!(page.next.map(|k| k.keys().1).as_deref(), Some("r511"));
+        store.shutdown().await.expect("shutdown");
+    });
+}
+
+/// Records, per row it is given, whether `flag` was set by then.
+struct Witness {
+    flag: Arc<AtomicBool>,
+    seen: Vec<(String, bool)>,
+}
+
+impl RowSink for Witness {
+    fn push(&mut self, key: KeyRef<'_>, _value: &[u8]) {
+        self.seen.push((key.keys().1, self.flag.load(Ordering::SeqCst)));
+    }
+}
+
+#[test]
+fn a_long_scan_lets_the_other_tasks_of_its_thread_run() {
+    let dir = tempdir();
+    runtime().block_on(async {
+        let store = open(dir.path());
+        store.create_table(ACCOUNT, "t").await.expect("create");
+        fill(&store, "t", "p", 600).await;
+        // 100 µs per row: the scan outlasts its time slice within the first rows
+        // it checks the clock after, and must then let the spawned task run.
+        let slow: RowFilter = Arc::new(|_: KeyRef<'_>, _: &[u8]| {
+            std::thread::sleep(Duration::from_micros(100));
+            true
+        });
+        let flag = Arc::new(AtomicBool::new(false));
+        let set = flag.clone();
+        tokio::spawn(async move { set.store(true, Ordering::SeqCst) });
+        let mut sink = Witness { flag, seen: Vec::new() };
+        let end = store
+            .scan_into(ACCOUNT, "t", request(1000, Some(slow)), &mut sink)
+            .await
+            .expect("scan");
+        assert!(end.next.is_none());
+        // Every row once, in order, to the sink as it was found.
+        let keys: Vec<&str> = sink.seen.iter().map(|(k, _)| k.as_str()).collect();
+        let want: Vec<String> = (0..600).map(|i| format!("r{i:03}")).collect();
+        assert_eq!(keys, want);
+        assert!(!sink.seen[0].1, "the other task ran before the scan began");
+        assert!(sink.seen[599].1, "the scan never let the other task run");
         store.shutdown().await.expect("shutdown");
     });
 }

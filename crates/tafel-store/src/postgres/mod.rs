@@ -41,7 +41,7 @@ use self::txn::{retry, DbError};
 
 use crate::error::StoreError;
 use crate::key::EntityKey;
-use crate::traits::{Decide, Mutation, Outcome, ScanPage, ScanRequest, Store, TableRecord};
+use crate::traits::{Decide, Mutation, Outcome, RowSink, ScanEnd, ScanRequest, Store, TableRecord};
 
 pub struct PostgresOptions {
     /// Connections this node keeps to the database at most.
@@ -227,7 +227,12 @@ impl PostgresStore {
         Ok(true)
     }
 
-    async fn scan_once(&self, account: &str, lname: &[u8], request: &ScanRequest) -> Result<ScanPage, DbError> {
+    async fn scan_once(
+        &self,
+        account: &str,
+        lname: &[u8],
+        request: &ScanRequest,
+    ) -> Result<(scan::Rows, ScanEnd), DbError> {
         let mut client = self.client().await?;
         let tx = client
             .build_transaction()
@@ -306,9 +311,19 @@ impl Store for PostgresStore {
         .await
     }
 
-    async fn scan_entities(&self, account: &str, table: &str, request: ScanRequest) -> Result<ScanPage, StoreError> {
+    async fn scan_into(
+        &self,
+        account: &str,
+        table: &str,
+        request: ScanRequest,
+        sink: &mut (dyn RowSink + '_),
+    ) -> Result<ScanEnd, StoreError> {
         let lname = lower(table);
-        retry("scan", || self.scan_once(account, &lname, &request)).await
+        let (rows, end) = retry("scan", || self.scan_once(account, &lname, &request)).await?;
+        for (key, value) in &rows {
+            sink.push(key.view(), value);
+        }
+        Ok(end)
     }
 
     async fn write_entities(

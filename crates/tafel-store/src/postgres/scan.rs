@@ -9,7 +9,12 @@ use super::txn::DbError;
 use crate::error::StoreError;
 use crate::key::KeyRef;
 use crate::page::PageBuilder;
-use crate::traits::{ScanPage, ScanRequest};
+use crate::traits::{ScanEnd, ScanRequest};
+
+/// The rows of one attempt, kept until its snapshot committed: a retried attempt
+/// starts over, and the caller's sink must see each row once.
+pub type Rows = Vec<(crate::key::EntityKey, Vec<u8>)>;
+
 /// Rows fetched per round trip when a filter may reject some of them.
 const MIN_CHUNK: usize = 256;
 const MAX_CHUNK: usize = 1000;
@@ -31,7 +36,7 @@ pub async fn scan(
     account: &str,
     lname: &[u8],
     request: &ScanRequest,
-) -> Result<ScanPage, DbError> {
+) -> Result<(Rows, ScanEnd), DbError> {
     let lookup = tx.prepare_cached(schema::TABLE_ID).await?;
     let Some(row) = tx.query_opt(&lookup, &[&account, &lname]).await? else {
         return Err(StoreError::TableNotFound.into());
@@ -39,7 +44,8 @@ pub async fn scan(
     let id: i64 = row.try_get(0)?;
     let from = tx.prepare_cached(schema::SCAN_FROM).await?;
     let between = tx.prepare_cached(schema::SCAN_BETWEEN).await?;
-    let mut page = PageBuilder::new(request);
+    let mut rows = Rows::new();
+    let mut page = PageBuilder::new(request, &mut rows);
     for range in &request.ranges {
         if range.is_empty() {
             continue;
@@ -55,8 +61,8 @@ pub async fn scan(
             for row in &chunk {
                 let key: &[u8] = row.try_get(0)?;
                 let value: &[u8] = row.try_get(1)?;
-                if let Some(done) = page.offer(KeyRef::new(key), value) {
-                    return Ok(done);
+                if let Some(end) = page.offer(KeyRef::new(key), value) {
+                    return Ok((rows, end));
                 }
             }
             if chunk.len() < n {
@@ -68,5 +74,6 @@ pub async fn scan(
             cursor = [last, &[0u8][..]].concat();
         }
     }
-    Ok(page.finish())
+    let end = page.finish();
+    Ok((rows, end))
 }
