@@ -609,7 +609,6 @@ impl Writer<'_, '_> {
     }
 }
 
-/// One page of a scan, table lookup included, in a single snapshot.
 /// Rows a scan pulls ahead of the one it filters.
 const LOOKAHEAD: usize = 8;
 
@@ -652,11 +651,12 @@ const SCAN_SLICE: Duration = Duration::from_millis(10);
 /// Rows examined between looks at the clock.
 const SLICE_CHECK_EVERY: u32 = 256;
 
-/// One page of a scan. It runs on the calling task, where its sink encodes each
-/// row while the row is in the CPU cache, and gives way every [`SCAN_SLICE`]: a
-/// long page shares its thread with other requests, yet the scans in flight never
-/// outnumber the runtime's threads (more threads than cores only time-slice them
-/// and evict each other's rows from the caches).
+/// One page of a scan, table lookup included, in a single snapshot. It runs on
+/// the calling task, where its sink encodes each row while the row is in the CPU
+/// cache, and gives way every [`SCAN_SLICE`]: a long page shares its thread with
+/// other requests, yet the scans in flight never outnumber the runtime's threads
+/// (more threads than cores only time-slice them and evict each other's rows
+/// from the caches).
 async fn scan(
     db: &Database,
     ids: &TableIds,
