@@ -8,13 +8,15 @@
 //! tokio's left a quarter of the machine idle and served 15-20% fewer reads
 //! (BENCHMARKS.md, session 4).
 //!
-//! Requests that run long (queries, `$batch`) are handed to a separate
-//! work-stealing runtime with a worker per core, so they use every core however
-//! few serving threads there are, and never hold up the short requests of the
-//! connections that share their serving thread. That lets the default leave a
-//! core to the clients that so often share the machine with an emulator: a
-//! preempted serving thread holds its connections' requests until the kernel's
-//! next tick (4 ms at HZ=250), which was the whole of the point reads' p99.
+//! Requests that run long are handed to work-stealing runtimes with a worker per
+//! core, so they use every core however few serving threads there are, and never
+//! hold up the short requests of the connections that share their serving thread.
+//! That lets the default leave a core to the clients that so often share the
+//! machine with an emulator: a preempted serving thread holds its connections'
+//! requests until the kernel's next tick (4 ms at HZ=250), which was the whole of
+//! the point reads' p99. Queries and `$batch` get a runtime each: a query's scan
+//! runs on its worker in 10 ms slices, and a batch waiting for its turn behind
+//! every runnable scan took twice as long as one the kernel schedules beside them.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -49,7 +51,7 @@ struct Worker {
 pub struct Threads {
     /// Serving threads: each runs the connections it is given.
     pub serving: usize,
-    /// Workers of the runtime that runs long requests (queries, `$batch`).
+    /// Workers of each of the two runtimes for long requests (queries; `$batch`).
     pub long: usize,
 }
 
@@ -71,11 +73,14 @@ pub async fn serve(
     threads: Threads,
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
-    let long_runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(threads.long.max(1))
-        .thread_name("tafel-long")
-        .enable_all()
-        .build()?;
+    let long_runtime = |name: &str| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(threads.long.max(1))
+            .thread_name(name)
+            .enable_all()
+            .build()
+    };
+    let (query_runtime, batch_runtime) = (long_runtime("tafel-query")?, long_runtime("tafel-batch")?);
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut workers = Vec::new();
     let mut handles = Vec::new();
@@ -83,7 +88,10 @@ pub async fn serve(
         let (tx, rx) = mpsc::unbounded_channel();
         let open = Arc::new(AtomicUsize::new(0));
         let (state, open2, stop) = (state.clone(), open.clone(), stop_rx.clone());
-        let long = long_runtime.handle().clone();
+        let long = Long {
+            query: query_runtime.handle().clone(),
+            batch: batch_runtime.handle().clone(),
+        };
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
         handles.push(
             std::thread::Builder::new()
@@ -132,33 +140,56 @@ pub async fn serve(
         }
     }
     // Every request has finished: nothing runs there any more.
-    long_runtime.shutdown_background();
+    query_runtime.shutdown_background();
+    batch_runtime.shutdown_background();
     Ok(())
 }
 
-/// Whether a request may run long: a query of a table's entities or a `$batch`.
+/// The runtimes for requests that may run long.
+#[derive(Clone)]
+struct Long {
+    query: Handle,
+    batch: Handle,
+}
+
+/// Where a request runs.
+#[derive(Debug, PartialEq)]
+enum Lane {
+    /// On its connection's serving thread.
+    Serving,
+    /// A query of a table's entities.
+    Query,
+    Batch,
+}
+
 /// Guessed from the method and path alone; a wrong guess only moves a request to
-/// the other runtime.
-fn runs_long(method: &Method, uri: &http::Uri) -> bool {
+/// another runtime.
+fn lane(method: &Method, uri: &http::Uri) -> Lane {
     let last = uri.path().rsplit('/').next().unwrap_or_default();
     match *method {
-        Method::POST => last == "$batch",
+        Method::POST if last == "$batch" => Lane::Batch,
         Method::GET => {
             let entity_set = last.ends_with("()") || !last.contains('(');
             let tables = last.get(..6).is_some_and(|t| t.eq_ignore_ascii_case("tables"));
-            entity_set && !tables && !uri.query().is_some_and(|q| q.contains("comp="))
+            if entity_set && !tables && !uri.query().is_some_and(|q| q.contains("comp=")) {
+                Lane::Query
+            } else {
+                Lane::Serving
+            }
         }
-        _ => false,
+        _ => Lane::Serving,
     }
 }
 
-/// Runs `req` on the serving thread, or on the long-request runtime if it may run
+/// Runs `req` on the serving thread, or on the runtime of its kind if it may run
 /// long.
-async fn respond(state: Arc<AppState>, long: Handle, req: hyper::Request<hyper::body::Incoming>) -> Response {
-    if !runs_long(req.method(), req.uri()) {
-        return handle(state, req).await;
-    }
-    match long.spawn(handle(state, req)).await {
+async fn respond(state: Arc<AppState>, long: Long, req: hyper::Request<hyper::body::Incoming>) -> Response {
+    let runtime = match lane(req.method(), req.uri()) {
+        Lane::Serving => return handle(state, req).await,
+        Lane::Query => long.query,
+        Lane::Batch => long.batch,
+    };
+    match runtime.spawn(handle(state, req)).await {
         Ok(resp) => resp,
         // A panic stays the panic it was, on the connection's task.
         Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
@@ -171,7 +202,7 @@ async fn respond(state: Arc<AppState>, long: Handle, req: hyper::Request<hyper::
 async fn serve_thread(
     mut conns: mpsc::UnboundedReceiver<(std::net::TcpStream, SocketAddr)>,
     state: Arc<AppState>,
-    long: Handle,
+    long: Long,
     open: Arc<AtomicUsize>,
     mut stop: watch::Receiver<bool>,
 ) {
@@ -220,28 +251,30 @@ async fn serve_thread(
 mod tests {
     use super::*;
 
-    fn long(method: Method, uri: &str) -> bool {
-        runs_long(&method, &uri.parse().unwrap())
+    fn lane_of(method: Method, uri: &str) -> Lane {
+        lane(&method, &uri.parse().unwrap())
     }
 
     #[test]
     fn queries_and_batches_run_long_and_point_operations_do_not() {
-        assert!(long(Method::GET, "/devstoreaccount1/mytable()?$filter=X%20eq%201"));
-        assert!(long(Method::GET, "/devstoreaccount1/mytable"));
-        assert!(long(Method::GET, "/mytable()"));
-        assert!(long(Method::POST, "/devstoreaccount1/$batch"));
-        assert!(!long(
-            Method::GET,
-            "/devstoreaccount1/mytable(PartitionKey='a',RowKey='b')"
-        ));
-        assert!(!long(Method::GET, "/devstoreaccount1/Tables"));
-        assert!(!long(Method::GET, "/devstoreaccount1/Tables('mytable')"));
-        assert!(!long(Method::GET, "/devstoreaccount1/mytable?comp=acl"));
-        assert!(!long(Method::GET, "/devstoreaccount1/?restype=service&comp=properties"));
-        assert!(!long(Method::POST, "/devstoreaccount1/mytable"));
-        assert!(!long(
-            Method::PUT,
-            "/devstoreaccount1/mytable(PartitionKey='a',RowKey='b')"
-        ));
+        for uri in [
+            "/devstoreaccount1/mytable()?$filter=X%20eq%201",
+            "/devstoreaccount1/mytable",
+            "/mytable()",
+        ] {
+            assert_eq!(lane_of(Method::GET, uri), Lane::Query, "{uri}");
+        }
+        assert_eq!(lane_of(Method::POST, "/devstoreaccount1/$batch"), Lane::Batch);
+        for (method, uri) in [
+            (Method::GET, "/devstoreaccount1/mytable(PartitionKey='a',RowKey='b')"),
+            (Method::GET, "/devstoreaccount1/Tables"),
+            (Method::GET, "/devstoreaccount1/Tables('mytable')"),
+            (Method::GET, "/devstoreaccount1/mytable?comp=acl"),
+            (Method::GET, "/devstoreaccount1/?restype=service&comp=properties"),
+            (Method::POST, "/devstoreaccount1/mytable"),
+            (Method::PUT, "/devstoreaccount1/mytable(PartitionKey='a',RowKey='b')"),
+        ] {
+            assert_eq!(lane_of(method.clone(), uri), Lane::Serving, "{method} {uri}");
+        }
     }
 }
