@@ -73,7 +73,8 @@ struct ServeArgs {
     /// one: a core is left to clients on the same machine).
     #[arg(long, env = "TAFEL_THREADS")]
     threads: Option<usize>,
-    /// Threads running long requests: queries and batches (default: one per CPU).
+    /// Threads of each of the two runtimes for long requests, one for queries and one
+    /// for batches (default: one per CPU).
     #[arg(long, env = "TAFEL_LONG_THREADS")]
     long_threads: Option<usize>,
 }
