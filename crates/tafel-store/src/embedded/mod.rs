@@ -5,34 +5,39 @@
 //!   at that moment and applies them one after another in one redb transaction.
 //!   This is group commit: concurrent writers share one sync, and each sees the
 //!   effects of those queued before it exactly as if they ran alone.
-//! - No writer is answered before its changes are durable: either the group's
-//!   log record is synced before the (non-durable) redb commit makes it visible,
-//!   or the group commits durably itself (a checkpoint). See [`wal`].
+//! - No writer is answered, and no reader sees a change, before it is durable:
+//!   each group commits non-durably, and the log thread publishes the snapshot
+//!   after that commit only once the group's log record is synced; or the group
+//!   commits durably itself (a checkpoint). See [`commit`] and [`wal`].
 //! - Entity rows live under `table id (u64, big-endian) ++ EntityKey`; a table's
 //!   id is never reused, so rows of a deleted table can never reappear under a new
 //!   table of the same name.
-//! - Reads use redb's MVCC snapshots and never wait for the writer.
+//! - Reads use the published snapshot (redb MVCC) and never wait for the writer.
 
 use std::collections::VecDeque;
 use std::ops::Bound;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+mod commit;
 #[cfg(test)]
 mod scan_tests;
 mod table_ids;
 mod wal;
 
+use arc_swap::ArcSwap;
 use async_trait::async_trait;
-use redb::{Database, Durability, ReadTransaction, ReadableDatabase, ReadableTable, TableDefinition};
+use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
 use tokio::sync::oneshot;
 
+use self::commit::{Committed, Pending, Published, Snapshot};
 use self::table_ids::TableIds;
-use self::wal::{decode_ops, LogBuf, Op, Wal};
+use self::wal::{decode_ops, LogBuf, Op, Wal, HEADER};
 use crate::error::StoreError;
 use crate::key::{EntityKey, KeyRef};
 use crate::page::PageBuilder;
@@ -114,7 +119,7 @@ enum Job {
 }
 
 pub struct EmbeddedStore {
-    db: Arc<Database>,
+    published: Arc<Published>,
     ids: Arc<TableIds>,
     jobs: std::sync::Mutex<Option<mpsc::Sender<Job>>>,
     writer: std::sync::Mutex<Option<thread::JoinHandle<()>>>,
@@ -183,6 +188,16 @@ fn be(e: impl std::fmt::Display) -> StoreError {
 impl EmbeddedStore {
     /// Opens (or creates) the store in `dir`.
     pub fn open(dir: &Path, options: EmbeddedOptions) -> Result<Self, StoreError> {
+        Self::open_held(dir, options, None)
+    }
+
+    /// [`EmbeddedStore::open`], where no group becomes durable (nor visible, nor
+    /// answered) while `hold` is locked: for tests of the commit pipeline.
+    fn open_held(
+        dir: &Path,
+        options: EmbeddedOptions,
+        hold: Option<Arc<std::sync::Mutex<()>>>,
+    ) -> Result<Self, StoreError> {
         std::fs::create_dir_all(dir).map_err(be)?;
         let db = Database::builder()
             .set_cache_size(options.cache_size)
@@ -208,16 +223,38 @@ impl EmbeddedStore {
             tracing::info!(records = records.len(), "replaying the write-ahead log");
         }
         replay(&db, &records)?;
-        let db = Arc::new(db);
-        let (tx, rx) = mpsc::channel();
+        let published = Arc::new(ArcSwap::new(Snapshot::take(&db)?));
         let ids = Arc::new(TableIds::default());
-        let (writer_db, writer_ids) = (db.clone(), ids.clone());
+        let (tx, rx) = mpsc::channel();
+        let (log_tx, log_rx) = mpsc::channel();
+        let failed = Arc::new(AtomicBool::new(false));
+        let state = LogState {
+            last_seq: wal.last_seq,
+            size: wal.size(),
+            bytes: 0,
+            last_checkpoint: Instant::now(),
+            dirty: false,
+        };
+        let log = {
+            let (published, ids, failed) = (published.clone(), ids.clone(), failed.clone());
+            thread::Builder::new()
+                .name("tafel-log".into())
+                .spawn(move || commit::log_loop(wal, log_rx, &published, &ids, &failed, hold.as_deref()))
+                .map_err(be)?
+        };
         let writer = thread::Builder::new()
             .name("tafel-writer".into())
-            .spawn(move || writer_loop(&writer_db, &writer_ids, wal, rx))
+            .spawn(move || {
+                writer_loop(&db, state, rx, &log_tx, &failed);
+                // The log thread answers what is left, then ends with the channel.
+                drop(log_tx);
+                if log.join().is_err() {
+                    tracing::error!("the log thread panicked");
+                }
+            })
             .map_err(be)?;
         Ok(EmbeddedStore {
-            db,
+            published,
             ids,
             jobs: std::sync::Mutex::new(Some(tx)),
             writer: std::sync::Mutex::new(Some(writer)),
@@ -239,10 +276,14 @@ impl EmbeddedStore {
             .map_err(|_| StoreError::Backend("writer dropped a request".into()))?
     }
 
+    /// The newest durable state.
+    fn snapshot(&self) -> Arc<Snapshot> {
+        self.published.load_full()
+    }
+
     fn read_table(&self, account: &str, name: &str) -> Result<Option<TableValue>, StoreError> {
-        let txn = self.db.begin_read().map_err(be)?;
-        let tables = txn.open_table(TABLES).map_err(be)?;
-        let found = tables.get(table_key(account, name).as_slice()).map_err(be)?;
+        let snapshot = self.snapshot();
+        let found = snapshot.tables.get(table_key(account, name).as_slice()).map_err(be)?;
         found.map(|v| decode_table(v.value())).transpose()
     }
 }
@@ -275,27 +316,41 @@ fn replay(db: &Database, records: &[wal::Record]) -> Result<(), StoreError> {
     txn.commit().map_err(be)
 }
 
-/// The log and when the state was last made durable by redb itself.
-struct Durable {
-    wal: Wal,
+/// The writer's account of the log, and of when redb itself last made the state
+/// durable. The log thread writes the records in the order the writer numbers
+/// them, so the writer knows what the log holds without waiting for it.
+struct LogState {
+    /// Number of the last record (or of the one the last checkpoint includes).
+    last_seq: u64,
+    /// Bytes the log file holds.
+    size: u64,
+    /// Bytes of the records numbered since the last checkpoint.
+    bytes: u64,
     last_checkpoint: Instant,
     /// Non-durable commits since the last checkpoint.
     dirty: bool,
 }
 
+impl LogState {
+    fn fits(&self, payload_len: usize) -> bool {
+        self.bytes + (HEADER + payload_len) as u64 <= self.size
+    }
+}
+
 /// The writer thread: group commit, see the module invariants.
-fn writer_loop(db: &Database, ids: &TableIds, wal: Wal, rx: mpsc::Receiver<Job>) {
-    let mut durable = Durable {
-        wal,
-        last_checkpoint: Instant::now(),
-        dirty: false,
-    };
+fn writer_loop(
+    db: &Database,
+    mut state: LogState,
+    rx: mpsc::Receiver<Job>,
+    log: &mpsc::Sender<Committed>,
+    failed: &AtomicBool,
+) {
     loop {
         let first = match rx.recv_timeout(IDLE_CHECKPOINT) {
             Ok(job) => job,
             Err(mpsc::RecvTimeoutError::Timeout) => {
-                if durable.dirty {
-                    run_group(db, ids, &mut durable, Vec::new());
+                if state.dirty {
+                    run_group(db, &mut state, log, failed, Vec::new());
                 }
                 continue;
             }
@@ -308,73 +363,55 @@ fn writer_loop(db: &Database, ids: &TableIds, wal: Wal, rx: mpsc::Receiver<Job>)
                 Err(_) => break,
             }
         }
-        run_group(db, ids, &mut durable, group);
-        // The group is answered; now make everything durable in redb if due.
-        if durable.dirty
-            && (durable.wal.written() >= CHECKPOINT_BYTES || durable.last_checkpoint.elapsed() >= CHECKPOINT_INTERVAL)
-        {
-            run_group(db, ids, &mut durable, Vec::new());
+        run_group(db, &mut state, log, failed, group);
+        // Now make everything durable in redb if due.
+        if state.dirty && (state.bytes >= CHECKPOINT_BYTES || state.last_checkpoint.elapsed() >= CHECKPOINT_INTERVAL) {
+            run_group(db, &mut state, log, failed, Vec::new());
         }
     }
     // Shutting down: leave nothing to replay.
-    if durable.dirty {
-        run_group(db, ids, &mut durable, Vec::new());
+    if state.dirty {
+        run_group(db, &mut state, log, failed, Vec::new());
     }
 }
 
-/// A reply waiting for the commit.
-enum Pending {
-    Bool(Reply<bool>, Result<bool, StoreError>),
-    Unit(Reply<()>, Result<(), StoreError>),
-    Outcome(Reply<Outcome>, Result<Outcome, StoreError>),
-}
-
-impl Pending {
-    fn send(self, commit: &Result<(), String>) {
-        // A dropped receiver means the client went away; nothing to do.
-        match (self, commit) {
-            (Pending::Bool(tx, r), Ok(())) => drop(tx.send(r)),
-            (Pending::Unit(tx, r), Ok(())) => drop(tx.send(r)),
-            (Pending::Outcome(tx, r), Ok(())) => drop(tx.send(r)),
-            (Pending::Bool(tx, _), Err(e)) => drop(tx.send(Err(StoreError::Backend(e.clone())))),
-            (Pending::Unit(tx, _), Err(e)) => drop(tx.send(Err(StoreError::Backend(e.clone())))),
-            (Pending::Outcome(tx, _), Err(e)) => drop(tx.send(Err(StoreError::Backend(e.clone())))),
-        }
-    }
-}
-
-/// Runs one group of jobs in one transaction and makes it durable, through the
-/// log or as a checkpoint. An empty group with pending non-durable commits is a
-/// plain checkpoint.
-fn run_group(db: &Database, ids: &TableIds, durable: &mut Durable, group: Vec<Job>) {
-    let mut pending = Vec::with_capacity(group.len());
-    let deletes_table = group.iter().any(|j| matches!(j, Job::DeleteTable { .. }));
+/// Runs one group of jobs in one transaction, commits it (non-durably, or as a
+/// checkpoint) and hands it to the log thread. An empty group with pending
+/// non-durable commits is a plain checkpoint.
+fn run_group(db: &Database, state: &mut LogState, log: &mpsc::Sender<Committed>, failed: &AtomicBool, group: Vec<Job>) {
+    let mut committed = Committed {
+        record: None,
+        checkpoint: false,
+        snapshot: None,
+        deletes_table: group.iter().any(|j| matches!(j, Job::DeleteTable { .. })),
+        pending: Vec::with_capacity(group.len()),
+        result: Ok(()),
+    };
     let checkpoint_alone = group.is_empty();
-    let result = (|| -> Result<(), String> {
+    committed.result = (|| -> Result<(), String> {
+        if failed.load(Ordering::Acquire) {
+            // The log is broken: change nothing more. Dropping the jobs fails them.
+            return Err("write-ahead log failed".into());
+        }
         let mut txn = db.begin_write().map_err(|e| e.to_string())?;
         let mut log = LogBuf::new();
         let checkpoint;
         let unchanged;
+        let mut seq = state.last_seq;
         {
             let tables = Tables::open(&txn).map_err(|e| e.to_string())?;
             let mut w = Writer { tables, log: &mut log };
             for job in group {
-                pending.push(w.apply(job));
+                committed.pending.push(w.apply(job));
             }
             let Writer { tables, .. } = w;
             // A group too big for the rest of the log commits durably itself.
-            checkpoint = checkpoint_alone || !durable.wal.fits(log.payload_len());
+            checkpoint = checkpoint_alone || !state.fits(log.payload_len());
             unchanged = log.payload_len() == 0 && !checkpoint;
             if !unchanged {
-                let seq = if checkpoint {
-                    durable.wal.last_seq
-                } else {
-                    // The record must be durable before the commit makes it visible.
-                    durable
-                        .wal
-                        .append(&mut log)
-                        .map_err(|e| format!("write-ahead log: {e}"))?
-                };
+                if !checkpoint {
+                    seq += 1;
+                }
                 let mut meta = tables.meta;
                 meta.insert(WAL_SEQ, seq.to_le_bytes().as_slice())
                     .map_err(|e| e.to_string())?;
@@ -391,23 +428,25 @@ fn run_group(db: &Database, ids: &TableIds, durable: &mut Durable, group: Vec<Jo
         };
         txn.set_durability(level).map_err(|e| e.to_string())?;
         txn.commit().map_err(|e| e.to_string())?;
+        state.last_seq = seq;
+        committed.checkpoint = checkpoint;
         if checkpoint {
-            durable.wal.reset();
-            durable.last_checkpoint = Instant::now();
-            durable.dirty = false;
+            state.bytes = 0;
+            state.last_checkpoint = Instant::now();
+            state.dirty = false;
         } else {
-            durable.dirty = true;
+            state.bytes += (HEADER + log.payload_len()) as u64;
+            state.dirty = true;
+            committed.record = Some((log, seq));
         }
+        committed.snapshot = Some(Snapshot::take(db).map_err(|e| e.to_string())?);
         Ok(())
     })();
-    if let Err(e) = &result {
+    if let Err(e) = &committed.result {
         tracing::error!(error = %e, "commit failed; failing every request of the group");
     }
-    if deletes_table {
-        ids.forget_all();
-    }
-    for p in pending {
-        p.send(&result);
+    if let Err(mpsc::SendError(c)) = log.send(committed) {
+        c.answer(&Err("the log thread stopped".into()));
     }
 }
 
@@ -632,13 +671,13 @@ fn prefetch(bytes: &[u8]) {
     let _ = bytes;
 }
 
-/// The id of the table under `table_key` in `txn`'s snapshot, or `TableNotFound`;
-/// `generation` was read from `ids` before the snapshot began.
-fn table_id(txn: &ReadTransaction, ids: &TableIds, table_key: &[u8], generation: u64) -> Result<u64, StoreError> {
+/// The id of the table under `table_key` in `snapshot`, or `TableNotFound`;
+/// `generation` was read from `ids` before the snapshot was loaded.
+fn table_id(snapshot: &Snapshot, ids: &TableIds, table_key: &[u8], generation: u64) -> Result<u64, StoreError> {
     if let Some(id) = ids.get(table_key) {
         return Ok(id);
     }
-    let id = match txn.open_table(TABLES).map_err(be)?.get(table_key).map_err(be)? {
+    let id = match snapshot.tables.get(table_key).map_err(be)? {
         Some(v) => decode_table(v.value())?.id,
         None => return Err(StoreError::TableNotFound),
     };
@@ -658,18 +697,17 @@ const SLICE_CHECK_EVERY: u32 = 256;
 /// (more threads than cores only time-slice them and evict each other's rows
 /// from the caches).
 async fn scan(
-    db: &Database,
+    snapshot: &Snapshot,
     ids: &TableIds,
+    generation: u64,
     table_key: &[u8],
     request: &ScanRequest,
     sink: &mut (dyn RowSink + '_),
 ) -> Result<ScanEnd, StoreError> {
     let mut slice_end = Instant::now() + SCAN_SLICE;
     let mut since_check = 0u32;
-    let generation = ids.generation();
-    let txn = db.begin_read().map_err(be)?;
-    let id = table_id(&txn, ids, table_key, generation)?;
-    let entities = txn.open_table(ENTITIES).map_err(be)?;
+    let id = table_id(snapshot, ids, table_key, generation)?;
+    let entities = &snapshot.entities;
     let mut page = PageBuilder::new(request, sink);
     let table_prefix = id.to_be_bytes();
     for range in &request.ranges {
@@ -755,9 +793,9 @@ impl Store for EmbeddedStore {
         from: Option<&str>,
         limit: usize,
     ) -> Result<Vec<TableRecord>, StoreError> {
-        let txn = self.db.begin_read().map_err(be)?;
-        let order = txn.open_table(TABLE_ORDER).map_err(be)?;
-        let tables = txn.open_table(TABLES).map_err(be)?;
+        let snapshot = self.snapshot();
+        let order = snapshot.txn.open_table(TABLE_ORDER).map_err(be)?;
+        let tables = &snapshot.tables;
         let lo = order_key(account, from.unwrap_or(""));
         let mut hi = account.as_bytes().to_vec();
         hi.push(1);
@@ -778,10 +816,12 @@ impl Store for EmbeddedStore {
 
     async fn get_entity(&self, account: &str, table: &str, key: &EntityKey) -> Result<Option<Vec<u8>>, StoreError> {
         let generation = self.ids.generation();
-        let txn = self.db.begin_read().map_err(be)?;
-        let id = table_id(&txn, &self.ids, &table_key(account, table), generation)?;
-        let entities = txn.open_table(ENTITIES).map_err(be)?;
-        let found = entities.get(row_key(id, key.as_bytes()).as_slice()).map_err(be)?;
+        let snapshot = self.snapshot();
+        let id = table_id(&snapshot, &self.ids, &table_key(account, table), generation)?;
+        let found = snapshot
+            .entities
+            .get(row_key(id, key.as_bytes()).as_slice())
+            .map_err(be)?;
         Ok(found.map(|v| v.value().to_vec()))
     }
 
@@ -793,7 +833,10 @@ impl Store for EmbeddedStore {
         sink: &mut (dyn RowSink + '_),
     ) -> Result<ScanEnd, StoreError> {
         let key = table_key(account, table);
-        scan(&self.db, &self.ids, &key, &request, sink).await
+        // Generation first, then the snapshot: see `TableIds`.
+        let generation = self.ids.generation();
+        let snapshot = self.snapshot();
+        scan(&snapshot, &self.ids, generation, &key, &request, sink).await
     }
 
     async fn write_entities(
@@ -815,8 +858,7 @@ impl Store for EmbeddedStore {
     }
 
     async fn get_service_properties(&self, account: &str) -> Result<Option<Vec<u8>>, StoreError> {
-        let txn = self.db.begin_read().map_err(be)?;
-        let meta = txn.open_table(META).map_err(be)?;
+        let meta = self.snapshot().txn.open_table(META).map_err(be)?;
         Ok(meta
             .get(props_key(account).as_str())
             .map_err(be)?

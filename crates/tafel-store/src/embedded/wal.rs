@@ -2,13 +2,16 @@
 //! sequential write and one `fdatasync`, instead of a durable redb commit (which
 //! writes every dirty B-tree page and cost ~1 ms of CPU per group).
 //!
-//! Protocol (see the writer in `mod.rs`):
+//! Protocol (see the writer in `mod.rs` and the log thread in `commit.rs`):
 //! - Each group's redb transaction records, besides its changes, `wal_seq = n`
-//!   in META. Before it commits (non-durably, which makes it visible), the group's
-//!   physical changes are appended as record `n` and synced. Only then are the
-//!   writers answered.
+//!   in META, and commits non-durably. Readers do not see that commit yet: they
+//!   read published snapshots only. The log thread appends the group's physical
+//!   changes as record `n`, syncs, and only then publishes the snapshot and
+//!   answers the writers.
 //! - Now and then a group commits durably instead (a checkpoint): it needs no
-//!   record, and afterwards the log is written again from offset 0.
+//!   record, and once the log thread reaches it the log is written again from
+//!   offset 0. Records numbered below it that the log thread writes before that
+//!   are harmless: the checkpoint covers them, and replay never reads them.
 //! - On open, redb is back at its last durable commit, whose `wal_seq` is `s`;
 //!   records `s+1, s+2, …` read from offset 0, while contiguous and intact, are
 //!   replayed. A record from an earlier round of the file has a smaller number,
@@ -22,7 +25,7 @@ use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
-const HEADER: usize = 16;
+pub(super) const HEADER: usize = 16;
 /// Bytes of log file, written with zeros up front: `fdatasync` of an overwrite
 /// within the file's size need not update the inode, which keeps it cheap.
 pub(super) const LOG_SIZE: u64 = 64 << 20;
@@ -33,7 +36,8 @@ pub(super) struct Wal {
     /// Where the next record goes.
     offset: u64,
     size: u64,
-    /// Number of the last record written (or replayed, or checkpointed).
+    /// Number of the last record found on open (or of the one the durable state
+    /// includes): the writer numbers the records after it.
     pub(super) last_seq: u64,
 }
 
@@ -97,20 +101,14 @@ impl Wal {
         Ok((wal, records))
     }
 
-    /// Whether a record of `payload_len` bytes still fits.
-    pub(super) fn fits(&self, payload_len: usize) -> bool {
-        self.offset + (HEADER + payload_len) as u64 <= self.size
+    /// Bytes the log holds: the records written since a checkpoint must fit.
+    pub(super) fn size(&self) -> u64 {
+        self.size
     }
 
-    /// Bytes of log written since the last reset.
-    pub(super) fn written(&self) -> u64 {
-        self.offset
-    }
-
-    /// Writes `record` as number `last_seq + 1` and makes it durable. The caller
-    /// checked `fits`.
-    pub(super) fn append(&mut self, record: &mut LogBuf) -> io::Result<u64> {
-        let seq = self.last_seq + 1;
+    /// Writes `record` as number `seq` after the records written since the last
+    /// reset. Not durable until [`Wal::sync`]; the writer checked that it fits.
+    pub(super) fn write(&mut self, record: &mut LogBuf, seq: u64) -> io::Result<()> {
         let buf = &mut record.0;
         let len = (buf.len() - HEADER) as u32;
         buf[0..4].copy_from_slice(&len.to_le_bytes());
@@ -118,10 +116,13 @@ impl Wal {
         let crc = checksum(buf);
         buf[4..8].copy_from_slice(&crc.to_le_bytes());
         self.file.write_all_at(buf, self.offset)?;
-        self.file.sync_data()?;
         self.offset += buf.len() as u64;
-        self.last_seq = seq;
-        Ok(seq)
+        Ok(())
+    }
+
+    /// Makes every record written so far durable.
+    pub(super) fn sync(&self) -> io::Result<()> {
+        self.file.sync_data()
     }
 
     /// After a durable commit covering every record: start over at offset 0.
@@ -270,6 +271,15 @@ mod tests {
         d
     }
 
+    /// Writes and syncs `payload` as the record after the last.
+    fn append(wal: &mut Wal, payload: &[u8]) -> u64 {
+        let seq = wal.last_seq + 1;
+        wal.write(&mut LogBuf::with_payload(payload), seq).expect("write");
+        wal.sync().expect("sync");
+        wal.last_seq = seq;
+        seq
+    }
+
     fn payload(ops: &[Op<'_>]) -> Vec<u8> {
         let mut out = Vec::new();
         for op in ops {
@@ -312,10 +322,7 @@ mod tests {
         let (mut wal, recs) = Wal::open(&d, 0).expect("open");
         assert!(recs.is_empty());
         for i in 1..=3u8 {
-            assert_eq!(
-                wal.append(&mut LogBuf::with_payload(&[i; 10])).expect("append"),
-                u64::from(i)
-            );
+            assert_eq!(append(&mut wal, &[i; 10]), u64::from(i));
         }
         drop(wal);
         let (_, recs) = Wal::open(&d, 0).expect("reopen");
@@ -333,11 +340,11 @@ mod tests {
         let d = dir();
         let (mut wal, _) = Wal::open(&d, 0).expect("open");
         for _ in 0..3 {
-            wal.append(&mut LogBuf::with_payload(&[9; 100])).expect("append");
+            append(&mut wal, &[9; 100]);
         }
         // Checkpoint covering 1..=3, then one short record over the start of record 1.
         wal.reset();
-        assert_eq!(wal.append(&mut LogBuf::with_payload(&[4; 1])).expect("append"), 4);
+        assert_eq!(append(&mut wal, &[4; 1]), 4);
         drop(wal);
         let (wal, recs) = Wal::open(&d, 3).expect("reopen");
         assert_eq!(recs.iter().map(|r| r.seq).collect::<Vec<_>>(), [4]);
@@ -349,8 +356,8 @@ mod tests {
     fn a_torn_record_ends_the_replay() {
         let d = dir();
         let (mut wal, _) = Wal::open(&d, 0).expect("open");
-        wal.append(&mut LogBuf::with_payload(&[1; 50])).expect("append");
-        wal.append(&mut LogBuf::with_payload(&[2; 50])).expect("append");
+        append(&mut wal, &[1; 50]);
+        append(&mut wal, &[2; 50]);
         drop(wal);
         // Corrupt one payload byte of record 2.
         let f = OpenOptions::new()

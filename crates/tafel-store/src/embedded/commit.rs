@@ -1,0 +1,299 @@
+//! From commit to answer: the log thread, and the snapshots readers see.
+//!
+//! The writer commits each group non-durably and goes on to the next group at
+//! once. The log thread appends the group's record to the write-ahead log and
+//! syncs; only then does it publish the snapshot the writer took right after
+//! that commit, and answer the group's writers. Syncing one group's record so
+//! overlaps applying the next, while no reader ever sees a change a crash could
+//! still lose, and no writer is answered before its change is durable.
+//!
+//! Everything leaves in commit order: a group that failed, or changed nothing,
+//! is answered only after every group before it is durable, since what it saw
+//! (and so its answer) may depend on them.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use redb::{Database, ReadOnlyTable, ReadTransaction, ReadableDatabase};
+
+use super::table_ids::TableIds;
+use super::wal::{LogBuf, Wal};
+use super::{be, Reply, ENTITIES, MAX_GROUP, TABLES};
+use crate::error::StoreError;
+use crate::traits::Outcome;
+
+/// A read-only view of the store as of one commit, with the two tables every
+/// read needs already open, so a point read opens nothing.
+pub(super) struct Snapshot {
+    pub(super) txn: ReadTransaction,
+    pub(super) tables: ReadOnlyTable<&'static [u8], &'static [u8]>,
+    pub(super) entities: ReadOnlyTable<&'static [u8], &'static [u8]>,
+}
+
+impl Snapshot {
+    /// The store as of its latest commit.
+    pub(super) fn take(db: &Database) -> Result<Arc<Snapshot>, StoreError> {
+        let txn = db.begin_read().map_err(be)?;
+        let tables = txn.open_table(TABLES).map_err(be)?;
+        let entities = txn.open_table(ENTITIES).map_err(be)?;
+        Ok(Arc::new(Snapshot { txn, tables, entities }))
+    }
+}
+
+/// What readers read: the newest snapshot all of whose changes are durable.
+pub(super) type Published = ArcSwap<Snapshot>;
+
+/// A reply waiting for its group to be durable.
+pub(super) enum Pending {
+    Bool(Reply<bool>, Result<bool, StoreError>),
+    Unit(Reply<()>, Result<(), StoreError>),
+    Outcome(Reply<Outcome>, Result<Outcome, StoreError>),
+}
+
+impl Pending {
+    fn send(self, commit: &Result<(), String>) {
+        // A dropped receiver means the client went away; nothing to do.
+        match (self, commit) {
+            (Pending::Bool(tx, r), Ok(())) => drop(tx.send(r)),
+            (Pending::Unit(tx, r), Ok(())) => drop(tx.send(r)),
+            (Pending::Outcome(tx, r), Ok(())) => drop(tx.send(r)),
+            (Pending::Bool(tx, _), Err(e)) => drop(tx.send(Err(StoreError::Backend(e.clone())))),
+            (Pending::Unit(tx, _), Err(e)) => drop(tx.send(Err(StoreError::Backend(e.clone())))),
+            (Pending::Outcome(tx, _), Err(e)) => drop(tx.send(Err(StoreError::Backend(e.clone())))),
+        }
+    }
+}
+
+/// One group, committed or not, on its way to its writers.
+pub(super) struct Committed {
+    /// The group's log record and its number, for a non-durable commit.
+    pub(super) record: Option<(LogBuf, u64)>,
+    /// The group committed durably (a checkpoint): the log starts over after it.
+    pub(super) checkpoint: bool,
+    /// Taken right after the commit; `None` when nothing was committed.
+    pub(super) snapshot: Option<Arc<Snapshot>>,
+    /// Table ids read before this commit may be wrong after it.
+    pub(super) deletes_table: bool,
+    pub(super) pending: Vec<Pending>,
+    /// How the commit went.
+    pub(super) result: Result<(), String>,
+}
+
+impl Committed {
+    pub(super) fn answer(self, result: &Result<(), String>) {
+        for p in self.pending {
+            p.send(result);
+        }
+    }
+}
+
+/// The log thread: see the module comment. After a failed log write or sync the
+/// log's state on disk is unknown, so every later group fails too, `failed`
+/// tells the writer to stop, and readers keep the last durable snapshot; a
+/// restart replays what the log holds.
+pub(super) fn log_loop(
+    mut wal: Wal,
+    rx: mpsc::Receiver<Committed>,
+    published: &Published,
+    ids: &TableIds,
+    failed: &AtomicBool,
+    hold: Option<&std::sync::Mutex<()>>,
+) {
+    let mut broken: Option<String> = None;
+    while let Ok(first) = rx.recv() {
+        let mut batch = vec![first];
+        batch.extend(rx.try_iter().take(MAX_GROUP));
+        if broken.is_none() {
+            // Tests hold this to keep committed groups from becoming durable.
+            let held = hold.map(|h| h.lock().unwrap_or_else(|p| p.into_inner()));
+            let written = write_all(&mut wal, &mut batch);
+            drop(held);
+            if let Err(e) = written {
+                tracing::error!(error = %e, "write-ahead log failed; failing every write until restart");
+                failed.store(true, Ordering::Release);
+                broken = Some(format!("write-ahead log: {e}"));
+            }
+        }
+        if broken.is_none() {
+            if let Some(s) = batch.iter().rev().find_map(|c| c.snapshot.clone()) {
+                published.store(s);
+            }
+            if batch.iter().any(|c| c.deletes_table) {
+                ids.forget_all();
+            }
+        }
+        for c in batch {
+            match &broken {
+                Some(e) => c.answer(&Err(e.clone())),
+                None => {
+                    let result = c.result.clone();
+                    c.answer(&result);
+                }
+            }
+        }
+    }
+}
+
+/// Writes the batch's records in order, starting the log over at each
+/// checkpoint, with one sync for them all.
+fn write_all(wal: &mut Wal, batch: &mut [Committed]) -> std::io::Result<()> {
+    let mut wrote = false;
+    for c in batch.iter_mut() {
+        if let Some((record, seq)) = &mut c.record {
+            wal.write(record, *seq)?;
+            wrote = true;
+        }
+        if c.checkpoint {
+            wal.reset();
+        }
+    }
+    if wrote {
+        wal.sync()?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+
+    use crate::embedded::scan_tests::tempdir;
+    use crate::embedded::{EmbeddedOptions, EmbeddedStore};
+    use crate::key::{EntityKey, KeyRange};
+    use crate::traits::{Decision, Mutation, ScanRequest, Store};
+
+    const ACCOUNT: &str = "acct";
+
+    fn open(dir: &std::path::Path, hold: &Arc<Mutex<()>>) -> EmbeddedStore {
+        let options = EmbeddedOptions { cache_size: 8 << 20 };
+        EmbeddedStore::open_held(dir, options, Some(hold.clone())).expect("open")
+    }
+
+    /// Puts `value` under `key`, or, with `only_if_absent`, keeps what is there;
+    /// the outcome is whether the key was absent.
+    async fn put(store: &EmbeddedStore, key: &EntityKey, value: u8, only_if_absent: bool) -> bool {
+        let outcome = store
+            .write_entities(
+                ACCOUNT,
+                "t",
+                vec![key.clone()],
+                Box::new(move |current: &[Option<&[u8]>]| {
+                    let absent = current[0].is_none();
+                    Decision {
+                        mutations: if absent || !only_if_absent {
+                            vec![Mutation::Put(vec![value])]
+                        } else {
+                            Vec::new()
+                        },
+                        outcome: Box::new(absent),
+                    }
+                }),
+            )
+            .await
+            .expect("write");
+        *outcome.downcast::<bool>().expect("bool outcome")
+    }
+
+    async fn scan_values(store: &EmbeddedStore) -> Vec<Vec<u8>> {
+        let request = ScanRequest {
+            ranges: vec![KeyRange::all()],
+            limit: 100,
+            filter: None,
+            deadline: None,
+        };
+        let page = store.scan_entities(ACCOUNT, "t", request).await.expect("scan");
+        page.rows.into_iter().map(|(_, v)| v).collect()
+    }
+
+    // The held lock stands for a slow disk: only the log thread waits on it.
+    #[allow(clippy::await_holding_lock)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_write_is_neither_visible_nor_answered_before_its_log_record_is_synced() {
+        let dir = tempdir();
+        let hold = Arc::new(Mutex::new(()));
+        let store = Arc::new(open(dir.path(), &hold));
+        store.create_table(ACCOUNT, "t").await.expect("create");
+        let key = EntityKey::new("p", "r");
+        put(&store, &key, 1, false).await;
+
+        let held = hold.lock().expect("hold");
+        let writing = tokio::spawn({
+            let (store, key) = (store.clone(), key.clone());
+            async move { put(&store, &key, 2, false).await }
+        });
+        // Long enough for the writer to have committed the group non-durably.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert!(!writing.is_finished(), "answered before its record was synced");
+        let seen = store.get_entity(ACCOUNT, "t", &key).await.expect("get");
+        assert_eq!(seen, Some(vec![1]), "a read saw a change that is not durable yet");
+        assert_eq!(scan_values(&store).await, [vec![1]]);
+
+        drop(held);
+        assert!(!writing.await.expect("join"), "the key existed");
+        let seen = store.get_entity(ACCOUNT, "t", &key).await.expect("get");
+        assert_eq!(seen, Some(vec![2]), "an answered write must be visible at once");
+        store.shutdown().await.expect("shutdown");
+    }
+
+    // The held lock stands for a slow disk: only the log thread waits on it.
+    #[allow(clippy::await_holding_lock)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_write_that_changed_nothing_waits_for_the_writes_it_saw() {
+        let dir = tempdir();
+        let hold = Arc::new(Mutex::new(()));
+        let store = Arc::new(open(dir.path(), &hold));
+        store.create_table(ACCOUNT, "t").await.expect("create");
+        let key = EntityKey::new("p", "r");
+
+        let held = hold.lock().expect("hold");
+        let first = tokio::spawn({
+            let (store, key) = (store.clone(), key.clone());
+            async move { put(&store, &key, 7, true).await }
+        });
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        // Sees the first write's (not yet durable) row, so it changes nothing;
+        // its answer ("the key existed") rests on the first being durable.
+        let second = tokio::spawn({
+            let (store, key) = (store.clone(), key.clone());
+            async move { put(&store, &key, 8, true).await }
+        });
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert!(!first.is_finished() && !second.is_finished());
+
+        drop(held);
+        assert!(first.await.expect("join"), "the first insert found the key absent");
+        assert!(!second.await.expect("join"), "the second saw the first's row");
+        let seen = store.get_entity(ACCOUNT, "t", &key).await.expect("get");
+        assert_eq!(seen, Some(vec![7]));
+        store.shutdown().await.expect("shutdown");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn answered_writes_are_read_back_under_concurrent_writers() {
+        let dir = tempdir();
+        let hold = Arc::new(Mutex::new(()));
+        let store = Arc::new(open(dir.path(), &hold));
+        store.create_table(ACCOUNT, "t").await.expect("create");
+        let tasks: Vec<_> = (0..16u8)
+            .map(|w| {
+                let store = store.clone();
+                tokio::spawn(async move {
+                    for i in 0..50u8 {
+                        let key = EntityKey::new(&format!("p{w}"), &format!("r{i}"));
+                        put(&store, &key, i, false).await;
+                        let seen = store.get_entity(ACCOUNT, "t", &key).await.expect("get");
+                        assert_eq!(seen, Some(vec![i]), "writer {w} lost its own write {i}");
+                    }
+                })
+            })
+            .collect();
+        for t in tasks {
+            t.await.expect("writer task");
+        }
+        assert_eq!(scan_values(&store).await.len(), 100, "a page of 100 of the 800 rows");
+        store.shutdown().await.expect("shutdown");
+    }
+}
