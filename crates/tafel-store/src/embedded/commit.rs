@@ -167,9 +167,24 @@ mod tests {
 
     const ACCOUNT: &str = "acct";
 
-    fn open(dir: &std::path::Path, hold: &Arc<Mutex<()>>) -> EmbeddedStore {
+    /// A store with table `t`, and the lock that holds its log thread back.
+    async fn open(dir: &std::path::Path) -> (Arc<EmbeddedStore>, Arc<Mutex<()>>) {
+        let hold = Arc::new(Mutex::new(()));
         let options = EmbeddedOptions { cache_size: 8 << 20 };
-        EmbeddedStore::open_held(dir, options, Some(hold.clone())).expect("open")
+        let store = EmbeddedStore::open_held(dir, options, Some(hold.clone())).expect("open");
+        store.create_table(ACCOUNT, "t").await.expect("create");
+        (Arc::new(store), hold)
+    }
+
+    /// [`put`] on a task of its own.
+    fn spawn_put(
+        store: &Arc<EmbeddedStore>,
+        key: &EntityKey,
+        value: u8,
+        only_if_absent: bool,
+    ) -> tokio::task::JoinHandle<bool> {
+        let (store, key) = (store.clone(), key.clone());
+        tokio::spawn(async move { put(&store, &key, value, only_if_absent).await })
     }
 
     /// Puts `value` under `key`, or, with `only_if_absent`, keeps what is there;
@@ -213,17 +228,12 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_write_is_neither_visible_nor_answered_before_its_log_record_is_synced() {
         let dir = tempdir();
-        let hold = Arc::new(Mutex::new(()));
-        let store = Arc::new(open(dir.path(), &hold));
-        store.create_table(ACCOUNT, "t").await.expect("create");
+        let (store, hold) = open(dir.path()).await;
         let key = EntityKey::new("p", "r");
         put(&store, &key, 1, false).await;
 
         let held = hold.lock().expect("hold");
-        let writing = tokio::spawn({
-            let (store, key) = (store.clone(), key.clone());
-            async move { put(&store, &key, 2, false).await }
-        });
+        let writing = spawn_put(&store, &key, 2, false);
         // Long enough for the writer to have committed the group non-durably.
         tokio::time::sleep(Duration::from_millis(200)).await;
         assert!(!writing.is_finished(), "answered before its record was synced");
@@ -243,23 +253,15 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_write_that_changed_nothing_waits_for_the_writes_it_saw() {
         let dir = tempdir();
-        let hold = Arc::new(Mutex::new(()));
-        let store = Arc::new(open(dir.path(), &hold));
-        store.create_table(ACCOUNT, "t").await.expect("create");
+        let (store, hold) = open(dir.path()).await;
         let key = EntityKey::new("p", "r");
 
         let held = hold.lock().expect("hold");
-        let first = tokio::spawn({
-            let (store, key) = (store.clone(), key.clone());
-            async move { put(&store, &key, 7, true).await }
-        });
+        let first = spawn_put(&store, &key, 7, true);
         tokio::time::sleep(Duration::from_millis(100)).await;
         // Sees the first write's (not yet durable) row, so it changes nothing;
         // its answer ("the key existed") rests on the first being durable.
-        let second = tokio::spawn({
-            let (store, key) = (store.clone(), key.clone());
-            async move { put(&store, &key, 8, true).await }
-        });
+        let second = spawn_put(&store, &key, 8, true);
         tokio::time::sleep(Duration::from_millis(200)).await;
         assert!(!first.is_finished() && !second.is_finished());
 
@@ -274,9 +276,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn answered_writes_are_read_back_under_concurrent_writers() {
         let dir = tempdir();
-        let hold = Arc::new(Mutex::new(()));
-        let store = Arc::new(open(dir.path(), &hold));
-        store.create_table(ACCOUNT, "t").await.expect("create");
+        let (store, _hold) = open(dir.path()).await;
         let tasks: Vec<_> = (0..16u8)
             .map(|w| {
                 let store = store.clone();
