@@ -125,13 +125,11 @@ pub(super) fn log_loop(
             }
         }
         for c in batch {
-            match &broken {
-                Some(e) => c.answer(&Err(e.clone())),
-                None => {
-                    let result = c.result.clone();
-                    c.answer(&result);
-                }
-            }
+            let result = match &broken {
+                Some(e) => Err(e.clone()),
+                None => c.result.clone(),
+            };
+            c.answer(&result);
         }
     }
 }

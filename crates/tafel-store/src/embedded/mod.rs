@@ -37,7 +37,7 @@ use tokio::sync::oneshot;
 
 use self::commit::{Committed, Pending, Published, Snapshot};
 use self::table_ids::TableIds;
-use self::wal::{decode_ops, LogBuf, Op, Wal, HEADER};
+use self::wal::{decode_ops, LogBuf, Op, Wal};
 use crate::error::StoreError;
 use crate::key::{EntityKey, KeyRef};
 use crate::page::PageBuilder;
@@ -281,6 +281,13 @@ impl EmbeddedStore {
         self.published.load_full()
     }
 
+    /// The table-id generation, then the snapshot, in that order (see
+    /// `TableIds`), for reads that look a table's id up.
+    fn id_view(&self) -> (u64, Arc<Snapshot>) {
+        let generation = self.ids.generation();
+        (generation, self.snapshot())
+    }
+
     fn read_table(&self, account: &str, name: &str) -> Result<Option<TableValue>, StoreError> {
         let snapshot = self.snapshot();
         let found = snapshot.tables.get(table_key(account, name).as_slice()).map_err(be)?;
@@ -332,8 +339,8 @@ struct LogState {
 }
 
 impl LogState {
-    fn fits(&self, payload_len: usize) -> bool {
-        self.bytes + (HEADER + payload_len) as u64 <= self.size
+    fn fits(&self, record: &LogBuf) -> bool {
+        self.bytes + record.len() <= self.size
     }
 }
 
@@ -406,7 +413,7 @@ fn run_group(db: &Database, state: &mut LogState, log: &mpsc::Sender<Committed>,
             }
             let Writer { tables, .. } = w;
             // A group too big for the rest of the log commits durably itself.
-            checkpoint = checkpoint_alone || !state.fits(log.payload_len());
+            checkpoint = checkpoint_alone || !state.fits(&log);
             unchanged = log.payload_len() == 0 && !checkpoint;
             if !unchanged {
                 if !checkpoint {
@@ -435,7 +442,7 @@ fn run_group(db: &Database, state: &mut LogState, log: &mpsc::Sender<Committed>,
             state.last_checkpoint = Instant::now();
             state.dirty = false;
         } else {
-            state.bytes += (HEADER + log.payload_len()) as u64;
+            state.bytes += log.len();
             state.dirty = true;
             committed.record = Some((log, seq));
         }
@@ -815,8 +822,7 @@ impl Store for EmbeddedStore {
     }
 
     async fn get_entity(&self, account: &str, table: &str, key: &EntityKey) -> Result<Option<Vec<u8>>, StoreError> {
-        let generation = self.ids.generation();
-        let snapshot = self.snapshot();
+        let (generation, snapshot) = self.id_view();
         let id = table_id(&snapshot, &self.ids, &table_key(account, table), generation)?;
         let found = snapshot
             .entities
@@ -833,9 +839,7 @@ impl Store for EmbeddedStore {
         sink: &mut (dyn RowSink + '_),
     ) -> Result<ScanEnd, StoreError> {
         let key = table_key(account, table);
-        // Generation first, then the snapshot: see `TableIds`.
-        let generation = self.ids.generation();
-        let snapshot = self.snapshot();
+        let (generation, snapshot) = self.id_view();
         scan(&snapshot, &self.ids, generation, &key, &request, sink).await
     }
 

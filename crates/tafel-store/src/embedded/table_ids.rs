@@ -1,13 +1,13 @@
-//! Table ids remembered for reads, so a point read or scan opens and searches
-//! only the entity table. Finding the id in `TABLES` costs an `open_table` (a
-//! search of redb's table tree and a dozen allocations) and a B-tree search:
-//! about as much as the entity lookup itself.
+//! Table ids remembered for reads, so a point read or scan searches only the
+//! entity table. Finding the id in `TABLES` is a B-tree search of its own: about
+//! as much as the entity lookup itself.
 //!
 //! Only table deletion makes an id wrong (ids are never reused, and a creation
-//! adds a name no entry holds). The writer forgets every id after committing a
-//! group that deletes a table and before answering it. A reader remembers an id
-//! only if no such forgetting happened since before its snapshot began: it reads
-//! the generation first, and remembers under the lock the writer forgets under.
+//! adds a name no entry holds). The log thread forgets every id when it
+//! publishes the snapshot of a group that deletes a table, before answering it.
+//! A reader remembers an id only if no such forgetting happened since before it
+//! loaded its snapshot: it reads the generation first, and remembers under the
+//! lock the log thread forgets under.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -19,14 +19,14 @@ const MAX_ENTRIES: usize = 100_000;
 
 #[derive(Default)]
 pub(super) struct TableIds {
-    /// Bumped (under `ids`' write lock) each time the writer forgets.
+    /// Bumped (under `ids`' write lock) each time the log thread forgets.
     generation: AtomicU64,
     /// `table_key` → id.
     ids: RwLock<HashMap<Vec<u8>, u64>>,
 }
 
 impl TableIds {
-    /// Read before a reader's snapshot begins; pass to [`TableIds::remember`].
+    /// Read before a reader loads its snapshot; pass to [`TableIds::remember`].
     pub(super) fn generation(&self) -> u64 {
         self.generation.load(Ordering::Acquire)
     }
@@ -36,7 +36,7 @@ impl TableIds {
     }
 
     /// Remembers `id`, read from a snapshot begun after `generation` was read,
-    /// unless the writer has forgotten since.
+    /// unless the log thread has forgotten since.
     pub(super) fn remember(&self, table_key: &[u8], id: u64, generation: u64) {
         let Ok(mut ids) = self.ids.write() else { return };
         if self.generation.load(Ordering::Acquire) != generation {
@@ -48,8 +48,8 @@ impl TableIds {
         ids.insert(table_key.to_vec(), id);
     }
 
-    /// Called by the writer after a commit that may have deleted tables, before
-    /// answering it.
+    /// Called by the log thread when it publishes a snapshot that may lack
+    /// tables, before answering the groups that deleted them.
     pub(super) fn forget_all(&self) {
         // A poisoned lock still guards a consistent map: only insert/clear run under it.
         let mut ids = self.ids.write().unwrap_or_else(|p| p.into_inner());

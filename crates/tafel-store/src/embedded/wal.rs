@@ -25,7 +25,7 @@ use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
-pub(super) const HEADER: usize = 16;
+const HEADER: usize = 16;
 /// Bytes of log file, written with zeros up front: `fdatasync` of an overwrite
 /// within the file's size need not update the inode, which keeps it cheap.
 pub(super) const LOG_SIZE: u64 = 64 << 20;
@@ -52,6 +52,11 @@ impl LogBuf {
 
     pub(super) fn payload_len(&self) -> usize {
         self.0.len() - HEADER
+    }
+
+    /// Bytes the record takes in the log, header included.
+    pub(super) fn len(&self) -> u64 {
+        self.0.len() as u64
     }
 
     pub(super) fn push(&mut self, op: &Op<'_>) {
