@@ -25,6 +25,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 mod commit;
+mod page_file;
 #[cfg(test)]
 mod scan_tests;
 mod table_ids;
@@ -36,6 +37,7 @@ use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinitio
 use tokio::sync::oneshot;
 
 use self::commit::{Committed, Pending, Published, Snapshot};
+use self::page_file::PageFile;
 use self::table_ids::TableIds;
 use self::wal::{decode_ops, LogBuf, Op, Wal};
 use crate::error::StoreError;
@@ -199,9 +201,16 @@ impl EmbeddedStore {
         hold: Option<Arc<std::sync::Mutex<()>>>,
     ) -> Result<Self, StoreError> {
         std::fs::create_dir_all(dir).map_err(be)?;
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(dir.join("tafel.redb"))
+            .map_err(be)?;
         let db = Database::builder()
             .set_cache_size(options.cache_size)
-            .create(dir.join("tafel.redb"))
+            .create_with_backend(PageFile::new(file).map_err(be)?)
             .map_err(be)?;
         // Create the tables up front so readers never see them missing.
         let txn = db.begin_write().map_err(be)?;
