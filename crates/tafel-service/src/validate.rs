@@ -121,6 +121,10 @@ fn entity_size(e: &Entity) -> Result<()> {
 /// Counted per byte without decoding, which the compiler vectorizes; every
 /// written entity is measured.
 pub fn utf16_len(s: &str) -> usize {
+    // Nearly every string is ASCII, which `is_ascii` checks a word at a time.
+    if s.is_ascii() {
+        return s.len();
+    }
     s.bytes()
         .map(|b| usize::from(b & 0xC0 != 0x80) + usize::from(b >= 0xF0))
         .sum()
