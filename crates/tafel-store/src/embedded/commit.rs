@@ -19,7 +19,7 @@ use arc_swap::ArcSwap;
 use redb::{Database, ReadOnlyTable, ReadTransaction, ReadableDatabase};
 
 use super::table_ids::TableIds;
-use super::wal::{LogBuf, Wal};
+use super::wal::{LogBuf, Spare, Wal};
 use super::{be, Reply, ENTITIES, MAX_GROUP, TABLES};
 use crate::error::StoreError;
 use crate::traits::Outcome;
@@ -99,6 +99,7 @@ pub(super) fn log_loop(
     published: &Published,
     ids: &TableIds,
     failed: &AtomicBool,
+    spare: &Spare,
     hold: Option<&std::sync::Mutex<()>>,
 ) {
     let mut broken: Option<String> = None;
@@ -124,11 +125,14 @@ pub(super) fn log_loop(
                 ids.forget_all();
             }
         }
-        for c in batch {
+        for mut c in batch {
             let result = match &broken {
                 Some(e) => Err(e.clone()),
                 None => c.result.clone(),
             };
+            if let Some((record, _)) = c.record.take() {
+                spare.give(record);
+            }
             c.answer(&result);
         }
     }

@@ -39,7 +39,7 @@ use tokio::sync::oneshot;
 use self::commit::{Committed, Pending, Published, Snapshot};
 use self::page_file::PageFile;
 use self::table_ids::TableIds;
-use self::wal::{decode_ops, LogBuf, Op, Wal};
+use self::wal::{decode_ops, LogBuf, Op, Spare, Wal};
 use crate::error::StoreError;
 use crate::key::{EntityKey, KeyRef};
 use crate::page::PageBuilder;
@@ -243,12 +243,13 @@ impl EmbeddedStore {
             bytes: 0,
             last_checkpoint: Instant::now(),
             dirty: false,
+            spare: Arc::default(),
         };
         let log = {
-            let (published, ids, failed) = (published.clone(), ids.clone(), failed.clone());
+            let (published, ids, failed, spare) = (published.clone(), ids.clone(), failed.clone(), state.spare.clone());
             thread::Builder::new()
                 .name("tafel-log".into())
-                .spawn(move || commit::log_loop(wal, log_rx, &published, &ids, &failed, hold.as_deref()))
+                .spawn(move || commit::log_loop(wal, log_rx, &published, &ids, &failed, &spare, hold.as_deref()))
                 .map_err(be)?
         };
         let writer = thread::Builder::new()
@@ -345,6 +346,8 @@ struct LogState {
     last_checkpoint: Instant,
     /// Non-durable commits since the last checkpoint.
     dirty: bool,
+    /// Record buffers the log thread is done with.
+    spare: Arc<Spare>,
 }
 
 impl LogState {
@@ -410,7 +413,7 @@ fn run_group(db: &Database, state: &mut LogState, log: &mpsc::Sender<Committed>,
             return Err("write-ahead log failed".into());
         }
         let mut txn = db.begin_write().map_err(|e| e.to_string())?;
-        let mut log = LogBuf::new();
+        let mut log = state.spare.take();
         let checkpoint;
         let unchanged;
         let mut seq = state.last_seq;

@@ -71,6 +71,41 @@ impl LogBuf {
     }
 }
 
+/// Emptied record buffers the log thread hands back to the writer: a group's
+/// record (megabytes under batch writes) is then built in memory that is
+/// already mapped, not in fresh pages the kernel must fault in and zero.
+#[derive(Default)]
+pub(super) struct Spare(std::sync::Mutex<Vec<Vec<u8>>>);
+
+/// Buffers [`Spare`] keeps, and the largest it keeps.
+const SPARE_BUFS: usize = 4;
+const SPARE_MAX: usize = 16 << 20;
+
+impl Spare {
+    /// An empty record, in a spare buffer if there is one.
+    pub(super) fn take(&self) -> LogBuf {
+        let buf = self.0.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        match buf {
+            Some(mut b) => {
+                b.clear();
+                b.resize(HEADER, 0);
+                LogBuf(b)
+            }
+            None => LogBuf::new(),
+        }
+    }
+
+    /// Keeps `record`'s buffer for a later [`Spare::take`].
+    pub(super) fn give(&self, record: LogBuf) {
+        if record.0.capacity() <= SPARE_MAX {
+            let mut bufs = self.0.lock().unwrap_or_else(|e| e.into_inner());
+            if bufs.len() < SPARE_BUFS {
+                bufs.push(record.0);
+            }
+        }
+    }
+}
+
 /// A record read back: its number and its payload.
 pub(super) struct Record {
     pub(super) seq: u64,
@@ -264,6 +299,25 @@ pub(super) fn decode_ops(mut payload: &[u8]) -> Option<Vec<Op<'_>>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_spare_buffer_comes_back_empty() {
+        let spare = Spare::default();
+        let mut used = spare.take();
+        used.0.extend_from_slice(&[7; 5000]);
+        let capacity = used.0.capacity();
+        spare.give(used);
+        let again = spare.take();
+        assert_eq!(again.payload_len(), 0, "a reused buffer must not carry the last record");
+        assert_eq!(again.0.capacity(), capacity, "the buffer was reused");
+        let mut huge = LogBuf::new();
+        huge.0.reserve(SPARE_MAX + 1);
+        spare.give(huge);
+        assert!(
+            spare.0.lock().expect("lock").is_empty(),
+            "an oversized buffer is not kept"
+        );
+    }
 
     fn dir() -> std::path::PathBuf {
         let d = std::env::temp_dir().join(format!(
