@@ -29,7 +29,7 @@ const MAX_IOV: usize = 1024;
 
 type Pages = BTreeMap<u64, Arc<[u8]>>;
 
-#[derive(Debug, Default)]
+#[derive(Default)]
 struct Held {
     /// Page writes not yet given to the file, by offset.
     pages: Pages,
@@ -52,6 +52,17 @@ pub(super) struct PageFile {
     held: Mutex<Held>,
     /// One flush at a time, so runs reach the file in the order they were written.
     flush: Mutex<()>,
+}
+
+impl std::fmt::Debug for Held {
+    // Summed up: redb may print its backend, and the pages can be megabytes.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Held")
+            .field("pages", &self.pages.len())
+            .field("bytes", &self.bytes)
+            .field("flushing", &self.flushing.as_ref().map(|(p, _)| p.len()))
+            .finish()
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
