@@ -257,3 +257,57 @@ def test_kill9_right_after_writes_replays_the_write_ahead_log(fresh_server):
     srv.start()
     assert "replaying the write-ahead log" not in srv.log_text(log_from)
     assert len(snapshot(srv, table)) == 47
+
+
+def test_kill9_during_checkpoints_keeps_acknowledged_batches(fresh_server):
+    """Batches big enough that the store checkpoints every few hundred of them (its file's
+    pages are then written and synced by a thread of their own while writes go on): every
+    changeset acknowledged before SIGKILL is there afterwards, whole."""
+    from azure.data.tables import TableClient
+
+    srv = fresh_server
+    table = unique_table_name("ckpt")
+    assert srv.raw.create_table(table).status_code == 201
+    text = "x" * 1500
+    acked = []
+    lock = threading.Lock()
+    stop = threading.Event()
+
+    def writer(w):
+        with TableClient.from_connection_string(srv.conn_str, table) as t:
+            b = 0
+            while not stop.is_set():
+                pk = f"w{w}-{b:05d}"
+                ops = [("create", {"PartitionKey": pk, "RowKey": f"{i:03d}", "T": text, "N": i}) for i in range(100)]
+                try:
+                    t.submit_transaction(ops)
+                except Exception:  # noqa: BLE001 - the server goes away mid-request
+                    return
+                with lock:
+                    acked.append(pk)
+                b += 1
+
+    threads = [threading.Thread(target=writer, args=(w,)) for w in range(6)]
+    for th in threads:
+        th.start()
+    # ~160 KB a changeset: 500 of them are ~80 MB, several checkpoints' worth.
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        with lock:
+            if len(acked) >= 500:
+                break
+        time.sleep(0.05)
+    srv.kill9()
+    stop.set()
+    for th in threads:
+        th.join(30)
+    with lock:
+        acked_now = list(acked)
+    assert len(acked_now) >= 100, f"only {len(acked_now)} changesets acknowledged before the kill"
+    srv.start()
+    counts = {}
+    for e in srv.raw.query_all(table, query={"$select": "PartitionKey,N"}):
+        counts[e["PartitionKey"]] = counts.get(e["PartitionKey"], 0) + 1
+    lost = [pk for pk in acked_now if counts.get(pk) != 100]
+    assert not lost, f"{len(lost)} acknowledged changesets lost or partial, e.g. {[(pk, counts.get(pk)) for pk in lost[:5]]}"
+    assert all(n == 100 for n in counts.values()), "a changeset was applied in part"

@@ -18,6 +18,7 @@ use std::sync::Arc;
 use arc_swap::ArcSwap;
 use redb::{Database, ReadOnlyTable, ReadTransaction, ReadableDatabase};
 
+use super::page_file::Durable;
 use super::table_ids::TableIds;
 use super::wal::{LogBuf, Spare, Wal};
 use super::{be, Reply, ENTITIES, MAX_GROUP, TABLES};
@@ -70,8 +71,9 @@ impl Pending {
 pub(super) struct Committed {
     /// The group's log record and its number, for a non-durable commit.
     pub(super) record: Option<(LogBuf, u64)>,
-    /// The group committed durably (a checkpoint): the log starts over after it.
-    pub(super) checkpoint: bool,
+    /// The group committed durably (a checkpoint), redb's sync of it having
+    /// this number: the log starts over once that sync is on disk.
+    pub(super) checkpoint: Option<u64>,
     /// Taken right after the commit; `None` when nothing was committed.
     pub(super) snapshot: Option<Arc<Snapshot>>,
     /// Table ids read before this commit may be wrong after it.
@@ -96,12 +98,16 @@ impl Committed {
 pub(super) fn log_loop(
     mut wal: Wal,
     rx: mpsc::Receiver<Committed>,
-    published: &Published,
-    ids: &TableIds,
-    failed: &AtomicBool,
-    spare: &Spare,
+    shared: &LogShared,
     hold: Option<&std::sync::Mutex<()>>,
 ) {
+    let LogShared {
+        published,
+        ids,
+        failed,
+        spare,
+        durable,
+    } = shared;
     let mut broken: Option<String> = None;
     while let Ok(first) = rx.recv() {
         let mut batch = vec![first];
@@ -109,7 +115,7 @@ pub(super) fn log_loop(
         if broken.is_none() {
             // Tests hold this to keep committed groups from becoming durable.
             let held = hold.map(|h| h.lock().unwrap_or_else(|p| p.into_inner()));
-            let written = write_all(&mut wal, &mut batch);
+            let written = write_all(&mut wal, durable, &mut batch);
             drop(held);
             if let Err(e) = written {
                 tracing::error!(error = %e, "write-ahead log failed; failing every write until restart");
@@ -138,16 +144,28 @@ pub(super) fn log_loop(
     }
 }
 
+/// What the log thread shares with the store and the writer.
+pub(super) struct LogShared {
+    pub(super) published: Arc<Published>,
+    pub(super) ids: Arc<TableIds>,
+    pub(super) failed: Arc<AtomicBool>,
+    pub(super) spare: Arc<Spare>,
+    pub(super) durable: Durable,
+}
+
 /// Writes the batch's records in order, starting the log over at each
 /// checkpoint, with one sync for them all.
-fn write_all(wal: &mut Wal, batch: &mut [Committed]) -> std::io::Result<()> {
+fn write_all(wal: &mut Wal, durable: &Durable, batch: &mut [Committed]) -> std::io::Result<()> {
     let mut wrote = false;
     for c in batch.iter_mut() {
         if let Some((record, seq)) = &mut c.record {
             wal.write(record, *seq)?;
             wrote = true;
         }
-        if c.checkpoint {
+        if let Some(sync) = c.checkpoint {
+            // Until the checkpoint is on disk, the records before it are the
+            // only copy of their writes.
+            durable.wait(sync)?;
             wal.reset();
         }
     }
@@ -272,6 +290,31 @@ mod tests {
         assert!(!second.await.expect("join"), "the second saw the first's row");
         let seen = store.get_entity(ACCOUNT, "t", &key).await.expect("get");
         assert_eq!(seen, Some(vec![7]));
+        store.shutdown().await.expect("shutdown");
+    }
+
+    // The paused flusher stands for a slow disk under a checkpoint.
+    #[allow(clippy::await_holding_lock)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_log_does_not_start_over_before_its_checkpoint_is_on_disk() {
+        let dir = tempdir();
+        let (store, _hold) = open(dir.path()).await;
+        let (x, y) = (EntityKey::new("p", "x"), EntityKey::new("p", "y"));
+        put(&store, &x, 1, false).await;
+
+        let paused = store.durable.pause();
+        // An idle writer checkpoints after IDLE_CHECKPOINT; the checkpoint's
+        // pages then wait for the held flusher.
+        tokio::time::sleep(super::super::IDLE_CHECKPOINT + Duration::from_millis(300)).await;
+        // This write's record would go where the log starts over, over the
+        // only durable copy of `x`: it must wait for the checkpoint.
+        let writing = spawn_put(&store, &y, 2, false);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(!writing.is_finished(), "answered while the checkpoint was not on disk");
+
+        drop(paused);
+        assert!(writing.await.expect("join"));
+        assert_eq!(scan_values(&store).await, [vec![1], vec![2]]);
         store.shutdown().await.expect("shutdown");
     }
 

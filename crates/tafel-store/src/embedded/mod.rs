@@ -37,7 +37,7 @@ use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinitio
 use tokio::sync::oneshot;
 
 use self::commit::{Committed, Pending, Published, Snapshot};
-use self::page_file::PageFile;
+use self::page_file::{Durable, PageFile};
 use self::table_ids::TableIds;
 use self::wal::{decode_ops, LogBuf, Op, Spare, Wal};
 use crate::error::StoreError;
@@ -125,6 +125,9 @@ pub struct EmbeddedStore {
     ids: Arc<TableIds>,
     jobs: std::sync::Mutex<Option<mpsc::Sender<Job>>>,
     writer: std::sync::Mutex<Option<thread::JoinHandle<()>>>,
+    /// Lets tests hold the page flusher back.
+    #[cfg(test)]
+    durable: Durable,
 }
 
 fn order_key(account: &str, name: &str) -> Vec<u8> {
@@ -208,9 +211,13 @@ impl EmbeddedStore {
             .truncate(false)
             .open(dir.join("tafel.redb"))
             .map_err(be)?;
+        let file = PageFile::new(file).map_err(be)?;
+        let durable = file.durable();
+        #[cfg(test)]
+        let test_durable = durable.clone();
         let db = Database::builder()
             .set_cache_size(options.cache_size)
-            .create_with_backend(PageFile::new(file).map_err(be)?)
+            .create_with_backend(file)
             .map_err(be)?;
         // Create the tables up front so readers never see them missing.
         let txn = db.begin_write().map_err(be)?;
@@ -232,6 +239,9 @@ impl EmbeddedStore {
             tracing::info!(records = records.len(), "replaying the write-ahead log");
         }
         replay(&db, &records)?;
+        // The log starts over at its beginning: what replay (and the commits
+        // above) made durable must be on disk before a record overwrites the old.
+        durable.wait(durable.last_requested()).map_err(be)?;
         let published = Arc::new(ArcSwap::new(Snapshot::take(&db)?));
         let ids = Arc::new(TableIds::default());
         let (tx, rx) = mpsc::channel();
@@ -244,12 +254,20 @@ impl EmbeddedStore {
             last_checkpoint: Instant::now(),
             dirty: false,
             spare: Arc::default(),
+            durable: durable.clone(),
         };
         let log = {
             let (published, ids, failed, spare) = (published.clone(), ids.clone(), failed.clone(), state.spare.clone());
+            let shared = commit::LogShared {
+                published,
+                ids,
+                failed,
+                spare,
+                durable,
+            };
             thread::Builder::new()
                 .name("tafel-log".into())
-                .spawn(move || commit::log_loop(wal, log_rx, &published, &ids, &failed, &spare, hold.as_deref()))
+                .spawn(move || commit::log_loop(wal, log_rx, &shared, hold.as_deref()))
                 .map_err(be)?
         };
         let writer = thread::Builder::new()
@@ -268,6 +286,8 @@ impl EmbeddedStore {
             ids,
             jobs: std::sync::Mutex::new(Some(tx)),
             writer: std::sync::Mutex::new(Some(writer)),
+            #[cfg(test)]
+            durable: test_durable,
         })
     }
 
@@ -348,6 +368,8 @@ struct LogState {
     dirty: bool,
     /// Record buffers the log thread is done with.
     spare: Arc<Spare>,
+    /// When redb's syncs are on disk.
+    durable: Durable,
 }
 
 impl LogState {
@@ -400,7 +422,7 @@ fn writer_loop(
 fn run_group(db: &Database, state: &mut LogState, log: &mpsc::Sender<Committed>, failed: &AtomicBool, group: Vec<Job>) {
     let mut committed = Committed {
         record: None,
-        checkpoint: false,
+        checkpoint: None,
         snapshot: None,
         deletes_table: group.iter().any(|j| matches!(j, Job::DeleteTable { .. })),
         pending: Vec::with_capacity(group.len()),
@@ -448,7 +470,9 @@ fn run_group(db: &Database, state: &mut LogState, log: &mpsc::Sender<Committed>,
         txn.set_durability(level).map_err(|e| e.to_string())?;
         txn.commit().map_err(|e| e.to_string())?;
         state.last_seq = seq;
-        committed.checkpoint = checkpoint;
+        if checkpoint {
+            committed.checkpoint = Some(state.durable.last_requested());
+        }
         if checkpoint {
             state.bytes = 0;
             state.last_checkpoint = Instant::now();
