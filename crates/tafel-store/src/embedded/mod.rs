@@ -238,7 +238,7 @@ impl EmbeddedStore {
         if !records.is_empty() {
             tracing::info!(records = records.len(), "replaying the write-ahead log");
         }
-        replay(&db, &records)?;
+        replay(&db, &records, wal.last_seq)?;
         // The log starts over at its beginning: what replay (and the commits
         // above) made durable must be on disk before a record overwrites the old.
         durable.wait(durable.last_requested()).map_err(be)?;
@@ -331,10 +331,9 @@ fn decode_u64(v: &[u8]) -> Result<u64, StoreError> {
 
 /// Applies the records found in the log on open, and commits them durably, so
 /// the log can be written from its start again.
-fn replay(db: &Database, records: &[wal::Record]) -> Result<(), StoreError> {
-    let Some(last) = records.last() else {
-        return Ok(());
-    };
+/// Applies `records` in one durable commit that also sets `wal_seq` to
+/// `next`, the number the records after open count on from (see [`Wal::open`]).
+fn replay(db: &Database, records: &[wal::Record], next: u64) -> Result<(), StoreError> {
     let mut txn = db.begin_write().map_err(be)?;
     txn.set_durability(Durability::Immediate).map_err(be)?;
     {
@@ -345,10 +344,7 @@ fn replay(db: &Database, records: &[wal::Record]) -> Result<(), StoreError> {
                 tables.apply(op)?;
             }
         }
-        tables
-            .meta
-            .insert(WAL_SEQ, last.seq.to_le_bytes().as_slice())
-            .map_err(be)?;
+        tables.meta.insert(WAL_SEQ, next.to_le_bytes().as_slice()).map_err(be)?;
     }
     txn.commit().map_err(be)
 }

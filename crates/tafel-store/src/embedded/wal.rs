@@ -15,7 +15,11 @@
 //! - On open, redb is back at its last durable commit, whose `wal_seq` is `s`;
 //!   records `s+1, s+2, …` read from offset 0, while contiguous and intact, are
 //!   replayed. A record from an earlier round of the file has a smaller number,
-//!   and a torn one fails its checksum, so either ends the replay.
+//!   and a torn one fails its checksum, so either ends the replay. Replay then
+//!   commits `wal_seq` = the last number + [`SEQ_JUMP`] durably, and the new
+//!   records count on from there: records left behind a torn one (written, never
+//!   synced, never answered) have smaller numbers than every new record, so none
+//!   can pass for a new one should the new records end right where it begins.
 //!
 //! Record framing, little-endian: `len u32 | crc32 u32 | seq u64 | payload`,
 //! `len` counting the payload and the crc covering `len`, `seq` and the payload.
@@ -30,6 +34,8 @@ const HEADER: usize = 16;
 /// within the file's size need not update the inode, which keeps it cheap.
 pub(super) const LOG_SIZE: u64 = 64 << 20;
 const FILE_NAME: &str = "tafel.wal";
+/// How far record numbers move on at each open: further than a log can hold.
+const SEQ_JUMP: u64 = 1 << 32;
 
 pub(super) struct Wal {
     file: File,
@@ -114,7 +120,9 @@ pub(super) struct Record {
 
 impl Wal {
     /// Opens or creates the log in `dir` and returns the intact records
-    /// numbered `applied + 1, applied + 2, …` for replay.
+    /// numbered `applied + 1, applied + 2, …` for replay. The caller makes
+    /// `last_seq` (past them by [`SEQ_JUMP`]) the durable state's `wal_seq`
+    /// along with them, before writing any record.
     pub(super) fn open(dir: &Path, applied: u64) -> io::Result<(Wal, Vec<Record>)> {
         let path = dir.join(FILE_NAME);
         let file = OpenOptions::new()
@@ -131,7 +139,7 @@ impl Wal {
             size = LOG_SIZE;
         }
         let records = read_records(&file, size, applied)?;
-        let last_seq = records.last().map_or(applied, |r| r.seq);
+        let last_seq = records.last().map_or(applied, |r| r.seq) + SEQ_JUMP;
         let wal = Wal {
             file,
             offset: 0,
@@ -380,6 +388,8 @@ mod tests {
         let d = dir();
         let (mut wal, recs) = Wal::open(&d, 0).expect("open");
         assert!(recs.is_empty());
+        // As if the durable state's wal_seq were 0.
+        wal.last_seq = 0;
         for i in 1..=3u8 {
             assert_eq!(append(&mut wal, &[i; 10]), u64::from(i));
         }
@@ -390,7 +400,7 @@ mod tests {
         // All three already in the durable state: nothing to replay.
         let (wal, recs) = Wal::open(&d, 3).expect("reopen");
         assert!(recs.is_empty());
-        assert_eq!(wal.last_seq, 3);
+        assert_eq!(wal.last_seq, 3 + SEQ_JUMP);
         let _ = std::fs::remove_dir_all(&d);
     }
 
@@ -398,6 +408,7 @@ mod tests {
     fn after_a_checkpoint_old_records_are_not_replayed() {
         let d = dir();
         let (mut wal, _) = Wal::open(&d, 0).expect("open");
+        wal.last_seq = 0;
         for _ in 0..3 {
             append(&mut wal, &[9; 100]);
         }
@@ -407,7 +418,7 @@ mod tests {
         drop(wal);
         let (wal, recs) = Wal::open(&d, 3).expect("reopen");
         assert_eq!(recs.iter().map(|r| r.seq).collect::<Vec<_>>(), [4]);
-        assert_eq!(wal.last_seq, 4);
+        assert_eq!(wal.last_seq, 4 + SEQ_JUMP);
         let _ = std::fs::remove_dir_all(&d);
     }
 
@@ -415,6 +426,7 @@ mod tests {
     fn a_torn_record_ends_the_replay() {
         let d = dir();
         let (mut wal, _) = Wal::open(&d, 0).expect("open");
+        wal.last_seq = 0;
         append(&mut wal, &[1; 50]);
         append(&mut wal, &[2; 50]);
         drop(wal);
@@ -427,7 +439,42 @@ mod tests {
             .expect("write");
         let (wal, recs) = Wal::open(&d, 0).expect("reopen");
         assert_eq!(recs.iter().map(|r| r.seq).collect::<Vec<_>>(), [1]);
-        assert_eq!(wal.last_seq, 1);
+        assert_eq!(wal.last_seq, 1 + SEQ_JUMP);
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn a_record_left_behind_a_torn_one_is_not_replayed_after_the_next_crash() {
+        let d = dir();
+        let (mut wal, _) = Wal::open(&d, 0).expect("open");
+        wal.last_seq = 0;
+        append(&mut wal, &[1; 40]);
+        append(&mut wal, &[2; 40]);
+        append(&mut wal, &[3; 40]);
+        drop(wal);
+        // A crash tore record 2 and left record 3 whole behind it (never synced,
+        // so never answered).
+        let f = OpenOptions::new()
+            .write(true)
+            .open(d.join(FILE_NAME))
+            .expect("open file");
+        f.write_all_at(&[0xAA], (HEADER + 40 + HEADER + 7) as u64)
+            .expect("write");
+        drop(f);
+        let (mut wal, recs) = Wal::open(&d, 0).expect("reopen");
+        assert_eq!(recs.iter().map(|r| r.seq).collect::<Vec<_>>(), [1]);
+        // The store makes record 1 and the new numbering durable; then one new
+        // record, from the start of the file, that ends exactly where the old
+        // record 3 begins.
+        let applied = wal.last_seq;
+        append(&mut wal, &[4; 40 + HEADER + 40]);
+        drop(wal);
+        let (_, recs) = Wal::open(&d, applied).expect("reopen after a second crash");
+        assert_eq!(
+            recs.iter().map(|r| r.seq).collect::<Vec<_>>(),
+            [applied + 1],
+            "the old record 3 came back"
+        );
         let _ = std::fs::remove_dir_all(&d);
     }
 }
