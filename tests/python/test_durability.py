@@ -66,6 +66,22 @@ def check_same(srv, table, before, names_before, prefix="dur"):
         assert r.headers["ETag"] == e["odata.etag"]
 
 
+def kill9_while_writing(srv, writer, threads, enough, acknowledged):
+    """Runs `writer(w, stop)` on `threads` threads until `acknowledged()` reaches `enough`
+    (or 60 s pass), SIGKILLs the server under them and joins them."""
+    stop = threading.Event()
+    pool = [threading.Thread(target=writer, args=(w, stop)) for w in range(threads)]
+    for th in pool:
+        th.start()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and acknowledged() < enough:
+        time.sleep(0.02)
+    srv.kill9()
+    stop.set()
+    for th in pool:
+        th.join(30)
+
+
 def test_kill9_keeps_acknowledged_writes(fresh_server):
     srv = fresh_server
     table, other, gone = populate(srv)
@@ -109,9 +125,8 @@ def test_kill9_during_concurrent_writes(fresh_server):
     assert raw.create_table(table).status_code == 201
     acked = {}
     lock = threading.Lock()
-    stop = threading.Event()
 
-    def writer(w):
+    def writer(w, stop):
         i = 0
         while not stop.is_set() and i < 5000:
             rk = f"{w:02d}-{i:05d}"
@@ -124,19 +139,7 @@ def test_kill9_during_concurrent_writes(fresh_server):
                     acked[(f"w{w}", rk)] = i
             i += 1
 
-    threads = [threading.Thread(target=writer, args=(w,)) for w in range(6)]
-    for t in threads:
-        t.start()
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        with lock:
-            if len(acked) >= 600:
-                break
-        time.sleep(0.02)
-    srv.kill9()
-    stop.set()
-    for t in threads:
-        t.join(30)
+    kill9_while_writing(srv, writer, 6, 600, lambda: len(acked))
     with lock:
         acked_now = dict(acked)
     assert len(acked_now) > 50, f"only {len(acked_now)} writes acknowledged before the kill"
@@ -271,9 +274,8 @@ def test_kill9_during_checkpoints_keeps_acknowledged_batches(fresh_server):
     text = "x" * 1500
     acked = []
     lock = threading.Lock()
-    stop = threading.Event()
 
-    def writer(w):
+    def writer(w, stop):
         with TableClient.from_connection_string(srv.conn_str, table) as t:
             b = 0
             while not stop.is_set():
@@ -287,20 +289,8 @@ def test_kill9_during_checkpoints_keeps_acknowledged_batches(fresh_server):
                     acked.append(pk)
                 b += 1
 
-    threads = [threading.Thread(target=writer, args=(w,)) for w in range(6)]
-    for th in threads:
-        th.start()
     # ~160 KB a changeset: 500 of them are ~80 MB, several checkpoints' worth.
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        with lock:
-            if len(acked) >= 500:
-                break
-        time.sleep(0.05)
-    srv.kill9()
-    stop.set()
-    for th in threads:
-        th.join(30)
+    kill9_while_writing(srv, writer, 6, 500, lambda: len(acked))
     with lock:
         acked_now = list(acked)
     assert len(acked_now) >= 100, f"only {len(acked_now)} changesets acknowledged before the kill"
