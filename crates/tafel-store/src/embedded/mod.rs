@@ -329,10 +329,9 @@ fn decode_u64(v: &[u8]) -> Result<u64, StoreError> {
     Ok(u64::from_le_bytes(v.try_into().map_err(be)?))
 }
 
-/// Applies the records found in the log on open, and commits them durably, so
-/// the log can be written from its start again.
-/// Applies `records` in one durable commit that also sets `wal_seq` to
-/// `next`, the number the records after open count on from (see [`Wal::open`]).
+/// Applies the records found in the log on open and commits them durably, so
+/// the log can be written from its start again; the commit also sets `wal_seq`
+/// to `next`, the number the records after open count on from (see [`Wal::open`]).
 fn replay(db: &Database, records: &[wal::Record], next: u64) -> Result<(), StoreError> {
     let mut txn = db.begin_write().map_err(be)?;
     txn.set_durability(Durability::Immediate).map_err(be)?;
