@@ -302,10 +302,15 @@ mod tests {
         let (x, y) = (EntityKey::new("p", "x"), EntityKey::new("p", "y"));
         put(&store, &x, 1, false).await;
 
+        let before = store.durable.last_requested();
         let paused = store.durable.pause();
         // An idle writer checkpoints after IDLE_CHECKPOINT; the checkpoint's
         // pages then wait for the held flusher.
-        tokio::time::sleep(super::super::IDLE_CHECKPOINT + Duration::from_millis(300)).await;
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while store.durable.last_requested() == before {
+            assert!(std::time::Instant::now() < deadline, "no checkpoint");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
         // This write's record would go where the log starts over, over the
         // only durable copy of `x`: it must wait for the checkpoint.
         let writing = spawn_put(&store, &y, 2, false);
