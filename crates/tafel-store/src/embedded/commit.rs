@@ -7,6 +7,10 @@
 //! overlaps applying the next, while no reader ever sees a change a crash could
 //! still lose, and no writer is answered before its change is durable.
 //!
+//! A checkpoint (a durable redb commit) needs no record, but its pages reach the
+//! disk later, through the page flusher (`page_file.rs`): the log thread starts
+//! the log over only once that checkpoint's sync is done ([`Durable::wait`]).
+//!
 //! Everything leaves in commit order: a group that failed, or changed nothing,
 //! is answered only after every group before it is durable, since what it saw
 //! (and so its answer) may depend on them.

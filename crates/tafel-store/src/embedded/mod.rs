@@ -257,12 +257,11 @@ impl EmbeddedStore {
             durable: durable.clone(),
         };
         let log = {
-            let (published, ids, failed, spare) = (published.clone(), ids.clone(), failed.clone(), state.spare.clone());
             let shared = commit::LogShared {
-                published,
-                ids,
-                failed,
-                spare,
+                published: published.clone(),
+                ids: ids.clone(),
+                failed: failed.clone(),
+                spare: state.spare.clone(),
                 durable,
             };
             thread::Builder::new()
@@ -467,8 +466,6 @@ fn run_group(db: &Database, state: &mut LogState, log: &mpsc::Sender<Committed>,
         state.last_seq = seq;
         if checkpoint {
             committed.checkpoint = Some(state.durable.last_requested());
-        }
-        if checkpoint {
             state.bytes = 0;
             state.last_checkpoint = Instant::now();
             state.dirty = false;

@@ -61,6 +61,15 @@ impl Run {
     fn end(&self) -> u64 {
         self.pages.last_key_value().map_or(0, |(&s, d)| s + d.len() as u64)
     }
+
+    /// Holds `page` at `offset`, in place of a held page of the same place.
+    fn insert(&mut self, offset: u64, page: Arc<[u8]>) {
+        self.bytes += page.len();
+        self.longest = self.longest.max(page.len() as u64);
+        if let Some(old) = self.pages.insert(offset, page) {
+            self.bytes -= old.len();
+        }
+    }
 }
 
 /// A closed epoch: its pages, then a sync if it has a number.
@@ -138,6 +147,12 @@ impl Shared {
         self.changed.wait(guard).unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Closes the open epoch (see [`State::close_epoch`]) and wakes the flusher.
+    fn close_epoch(&self, state: &mut State, sync: bool) {
+        state.close_epoch(sync);
+        self.changed.notify_all();
+    }
+
     /// Waits while closed epochs hold more than the limit.
     fn throttle<'a>(&self, mut state: MutexGuard<'a, State>) -> io::Result<MutexGuard<'a, State>> {
         while state.queued_bytes > QUEUE_LIMIT && state.failed.is_none() {
@@ -150,8 +165,7 @@ impl Shared {
     /// Closes the open epoch and waits until the flusher has written every epoch.
     fn drain(&self) -> io::Result<()> {
         let mut state = self.lock();
-        state.close_epoch(false);
-        self.changed.notify_all();
+        self.close_epoch(&mut state, false);
         while !state.queue.is_empty() && state.failed.is_none() {
             state = self.wait(state);
         }
@@ -164,7 +178,7 @@ impl Shared {
 /// told to and nothing is left.
 fn flush_loop(shared: &Shared) {
     loop {
-        let epoch = {
+        let (run, sync) = {
             let mut state = shared.lock();
             loop {
                 if state.failed.is_none() {
@@ -178,7 +192,6 @@ fn flush_loop(shared: &Shared) {
                 state = shared.wait(state);
             }
         };
-        let (run, sync) = epoch;
         #[cfg(test)]
         let _paused = shared.pause.lock().unwrap_or_else(|e| e.into_inner());
         let result = write_runs(&shared.file, &run.pages).and_then(|()| match sync {
@@ -407,8 +420,7 @@ impl StorageBackend for PageFile {
     fn sync_data(&self) -> Result<(), io::Error> {
         let mut state = self.shared.lock();
         state.check()?;
-        state.close_epoch(true);
-        self.shared.changed.notify_all();
+        self.shared.close_epoch(&mut state, true);
         self.shared.throttle(state).map(drop)
     }
 
@@ -423,22 +435,13 @@ impl StorageBackend for PageFile {
             .overlapping(offset, end)
             .any(|(&s, d)| s != offset || d.len() != data.len());
         if clash {
-            state.close_epoch(false);
-            self.shared.changed.notify_all();
+            self.shared.close_epoch(&mut state, false);
         }
-        let page: Arc<[u8]> = Arc::from(data);
-        let open = &mut state.open;
-        open.bytes += page.len();
-        open.longest = open.longest.max(page.len() as u64);
-        if let Some(old) = open.pages.insert(offset, page) {
-            open.bytes -= old.len();
-        }
+        state.open.insert(offset, Arc::from(data));
         if state.open.bytes >= HOLD_LIMIT {
-            state.close_epoch(false);
-            self.shared.changed.notify_all();
-            state = self.shared.throttle(state)?;
+            self.shared.close_epoch(&mut state, false);
+            self.shared.throttle(state).map(drop)?;
         }
-        drop(state);
         Ok(())
     }
 

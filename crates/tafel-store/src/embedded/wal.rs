@@ -338,6 +338,23 @@ mod tests {
         d
     }
 
+    /// A new log in `d`, numbered as if the durable state's `wal_seq` were 0.
+    fn fresh(d: &Path) -> Wal {
+        let (mut wal, recs) = Wal::open(d, 0).expect("open");
+        assert!(recs.is_empty());
+        wal.last_seq = 0;
+        wal
+    }
+
+    /// Spoils one byte of the log, as a torn write would.
+    fn tear(d: &Path, offset: usize) {
+        let f = OpenOptions::new()
+            .write(true)
+            .open(d.join(FILE_NAME))
+            .expect("open file");
+        f.write_all_at(&[0xAA], offset as u64).expect("write");
+    }
+
     /// Writes and syncs `payload` as the record after the last.
     fn append(wal: &mut Wal, payload: &[u8]) -> u64 {
         let seq = wal.last_seq + 1;
@@ -386,10 +403,7 @@ mod tests {
     #[test]
     fn replays_the_records_after_the_applied_one() {
         let d = dir();
-        let (mut wal, recs) = Wal::open(&d, 0).expect("open");
-        assert!(recs.is_empty());
-        // As if the durable state's wal_seq were 0.
-        wal.last_seq = 0;
+        let mut wal = fresh(&d);
         for i in 1..=3u8 {
             assert_eq!(append(&mut wal, &[i; 10]), u64::from(i));
         }
@@ -407,8 +421,7 @@ mod tests {
     #[test]
     fn after_a_checkpoint_old_records_are_not_replayed() {
         let d = dir();
-        let (mut wal, _) = Wal::open(&d, 0).expect("open");
-        wal.last_seq = 0;
+        let mut wal = fresh(&d);
         for _ in 0..3 {
             append(&mut wal, &[9; 100]);
         }
@@ -425,18 +438,12 @@ mod tests {
     #[test]
     fn a_torn_record_ends_the_replay() {
         let d = dir();
-        let (mut wal, _) = Wal::open(&d, 0).expect("open");
-        wal.last_seq = 0;
+        let mut wal = fresh(&d);
         append(&mut wal, &[1; 50]);
         append(&mut wal, &[2; 50]);
         drop(wal);
         // Corrupt one payload byte of record 2.
-        let f = OpenOptions::new()
-            .write(true)
-            .open(d.join(FILE_NAME))
-            .expect("open file");
-        f.write_all_at(&[0xAA], (HEADER + 50 + HEADER + 7) as u64)
-            .expect("write");
+        tear(&d, HEADER + 50 + HEADER + 7);
         let (wal, recs) = Wal::open(&d, 0).expect("reopen");
         assert_eq!(recs.iter().map(|r| r.seq).collect::<Vec<_>>(), [1]);
         assert_eq!(wal.last_seq, 1 + SEQ_JUMP);
@@ -446,21 +453,14 @@ mod tests {
     #[test]
     fn a_record_left_behind_a_torn_one_is_not_replayed_after_the_next_crash() {
         let d = dir();
-        let (mut wal, _) = Wal::open(&d, 0).expect("open");
-        wal.last_seq = 0;
+        let mut wal = fresh(&d);
         append(&mut wal, &[1; 40]);
         append(&mut wal, &[2; 40]);
         append(&mut wal, &[3; 40]);
         drop(wal);
         // A crash tore record 2 and left record 3 whole behind it (never synced,
         // so never answered).
-        let f = OpenOptions::new()
-            .write(true)
-            .open(d.join(FILE_NAME))
-            .expect("open file");
-        f.write_all_at(&[0xAA], (HEADER + 40 + HEADER + 7) as u64)
-            .expect("write");
-        drop(f);
+        tear(&d, HEADER + 40 + HEADER + 7);
         let (mut wal, recs) = Wal::open(&d, 0).expect("reopen");
         assert_eq!(recs.iter().map(|r| r.seq).collect::<Vec<_>>(), [1]);
         // The store makes record 1 and the new numbering durable; then one new
