@@ -36,12 +36,24 @@ impl<'r, S: RowSink + ?Sized> PageBuilder<'r, S> {
     /// Offers the next row in key order. Returns how the page ends when the scan
     /// stops at this row; the row itself then starts the next page.
     pub(crate) fn offer(&mut self, key: KeyRef<'_>, value: &[u8]) -> Option<ScanEnd> {
+        let matched = self.matches(key, value);
+        self.offer_matched(key, value, matched)
+    }
+
+    /// Whether the row passes the request's filter. A scan may ask this ahead of
+    /// offering the row, to load a matching row's bytes before it is encoded.
+    pub(crate) fn matches(&self, key: KeyRef<'_>, value: &[u8]) -> bool {
+        self.request.filter.as_ref().is_none_or(|f| f(key, value))
+    }
+
+    /// [`offer`](Self::offer) for a row whose [`matches`](Self::matches) is known.
+    pub(crate) fn offer_matched(&mut self, key: KeyRef<'_>, value: &[u8], matched: bool) -> Option<ScanEnd> {
         let request = self.request;
         self.examined = self.examined.wrapping_add(1);
         if self.examined.is_multiple_of(DEADLINE_EVERY) && request.deadline.is_some_and(|d| Instant::now() >= d) {
             return Some(stop_at(key));
         }
-        if !request.filter.as_ref().is_none_or(|f| f(key, value)) {
+        if !matched {
             return None;
         }
         if self.rows == request.limit {

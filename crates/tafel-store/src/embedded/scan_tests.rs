@@ -1,7 +1,7 @@
 //! Scans of the embedded store: the read-ahead loop must keep the page
 //! semantics exactly (order, limit, where the next page starts, table bounds).
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -106,6 +106,44 @@ fn limit_below_the_read_ahead_still_names_the_next_match() {
         assert!(page.next.is_none(), "{:?}", page.next);
         // Values come back with their rows.
         assert_eq!(page.rows[1].1, vec![3u8]);
+        store.shutdown().await.expect("shutdown");
+    });
+}
+
+#[test]
+fn every_row_is_filtered_once_and_rows_past_the_table_never() {
+    let dir = tempdir();
+    runtime().block_on(async {
+        let store = open(dir.path());
+        for t in ["a", "b"] {
+            assert!(store.create_table(ACCOUNT, t).await.expect("create"));
+        }
+        // Fewer rows than the read-ahead and more, with "b"'s rows right behind.
+        for n in [3, 37] {
+            fill(&store, "a", &format!("p{n}"), n).await;
+        }
+        fill(&store, "b", "p", 20).await;
+        let calls = Arc::new(AtomicUsize::new(0));
+        let counted = calls.clone();
+        // Matches on the value, which the scan filters ahead of offering the row.
+        let even_value: RowFilter = Arc::new(move |_k: KeyRef<'_>, v: &[u8]| {
+            counted.fetch_add(1, Ordering::Relaxed);
+            v.first().is_some_and(|b| b % 2 == 0)
+        });
+        let page = store
+            .scan_entities(ACCOUNT, "a", request(1000, Some(even_value)))
+            .await
+            .expect("scan");
+        assert_eq!(calls.load(Ordering::Relaxed), 40);
+        // Partition "p3" sorts before "p37".
+        let want: Vec<String> = (0..3)
+            .step_by(2)
+            .chain((0..37).step_by(2))
+            .map(|i| format!("r{i:03}"))
+            .collect();
+        assert_eq!(row_keys(&page.rows), want);
+        assert!(page.rows.iter().all(|(_, v)| v[0] % 2 == 0));
+        assert!(page.next.is_none());
         store.shutdown().await.expect("shutdown");
     });
 }
