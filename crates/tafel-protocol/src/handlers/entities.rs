@@ -100,6 +100,7 @@ pub async fn query(svc: &Service, cx: &Context, req: &Request, table: &str) -> R
         format: &f,
         out,
         empty: true,
+        page_limit: q.page_limit(),
     };
     let next = svc.query_entities(&cx.ctx, table, &q, &mut rows).await?;
     let mut out = rows.out;
@@ -122,14 +123,29 @@ struct JsonRows<'f> {
     format: &'f EntityFormat<'f>,
     out: Vec<u8>,
     empty: bool,
+    page_limit: usize,
 }
+
+/// The most a query body reserves up front from the size of its first entity.
+const QUERY_BODY_RESERVE_MAX: usize = 8 << 20;
 
 impl EntitySink for JsonRows<'_> {
     fn entity(&mut self, e: StoredRef<'_>) -> Result<()> {
-        if !std::mem::take(&mut self.empty) {
+        let first = std::mem::take(&mut self.empty);
+        if !first {
             self.out.push(b',');
         }
-        self.format.write_stored(&mut self.out, e, false)
+        let start = self.out.len();
+        self.format.write_stored(&mut self.out, e, false)?;
+        if first {
+            // Room for a full page of entities like this one, reserved once: growing
+            // by doubling instead copies the body several times over (megabytes for
+            // a page of 1 KiB entities) while the scan runs.
+            let per_entity = self.out.len() - start + 1;
+            let rest = per_entity.saturating_mul(self.page_limit - 1);
+            self.out.reserve(rest.min(QUERY_BODY_RESERVE_MAX));
+        }
+        Ok(())
     }
 }
 

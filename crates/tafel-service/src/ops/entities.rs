@@ -24,6 +24,13 @@ pub struct EntityQuery {
     pub resume: Option<(String, String)>,
 }
 
+impl EntityQuery {
+    /// The most entities one page of this query holds.
+    pub fn page_limit(&self) -> usize {
+        self.top.unwrap_or(MAX_PAGE).clamp(1, MAX_PAGE)
+    }
+}
+
 /// Takes the entities of a query page in key order, as the store finds them:
 /// borrowed from the store's pages, so they are written out while in the CPU cache.
 pub trait EntitySink: Send {
@@ -81,7 +88,7 @@ impl Service {
             let expr = Arc::new(expr);
             Arc::new(move |k: KeyRef<'_>, v: &[u8]| eval_stored(&expr, k, v)) as RowFilter
         });
-        let limit = q.top.unwrap_or(MAX_PAGE).clamp(1, MAX_PAGE);
+        let limit = q.page_limit();
         let request = ScanRequest {
             ranges,
             limit,
