@@ -700,8 +700,8 @@ fn prefetch(bytes: &[u8]) {
 /// Asks the CPU to start loading every cache line of `bytes` past the first two.
 #[inline(always)]
 fn prefetch_rest(bytes: &[u8]) {
-    if bytes.len() > 128 {
-        prefetch_lines(&bytes[128..], bytes.len().div_ceil(64));
+    if let Some(rest) = bytes.get(128..) {
+        prefetch_lines(rest, rest.len().div_ceil(64));
     }
 }
 
