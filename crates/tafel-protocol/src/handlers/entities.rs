@@ -98,8 +98,9 @@ pub async fn query(svc: &Service, cx: &Context, req: &Request, table: &str) -> R
     out.extend_from_slice(b"\"value\":[");
     let mut rows = JsonRows {
         format: &f,
+        start: out.len(),
         out,
-        empty: true,
+        written: 0,
         page_limit: q.page_limit(),
     };
     let next = svc.query_entities(&cx.ctx, table, &q, &mut rows).await?;
@@ -122,27 +123,31 @@ const QUERY_BODY_START: usize = 64 << 10;
 struct JsonRows<'f> {
     format: &'f EntityFormat<'f>,
     out: Vec<u8>,
-    empty: bool,
+    /// Where the first entity begins in `out`, and how many have been written.
+    start: usize,
+    written: usize,
     page_limit: usize,
 }
 
-/// The most a query body reserves up front from the size of its first entity.
+/// Entities a body holds before it reserves room for the rest of a full page.
+const QUERY_BODY_RESERVE_AFTER: usize = 8;
+/// The most a query body reserves at once.
 const QUERY_BODY_RESERVE_MAX: usize = 8 << 20;
 
 impl EntitySink for JsonRows<'_> {
     fn entity(&mut self, e: StoredRef<'_>) -> Result<()> {
-        let first = std::mem::take(&mut self.empty);
-        if !first {
+        if self.written > 0 {
             self.out.push(b',');
         }
-        let start = self.out.len();
         self.format.write_stored(&mut self.out, e, false)?;
-        if first {
-            // Room for a full page of entities like this one, reserved once: growing
-            // by doubling instead copies the body several times over (megabytes for
-            // a page of 1 KiB entities) while the scan runs.
-            let per_entity = self.out.len() - start + 1;
-            let rest = per_entity.saturating_mul(self.page_limit - 1);
+        self.written += 1;
+        if self.written == QUERY_BODY_RESERVE_AFTER {
+            // A page this long is likely a full one: room for the rest, reserved once
+            // from the entities so far. Growing by doubling instead copies the body
+            // several times over (megabytes for a page of 1 KiB entities) while the
+            // scan runs; a query of a few entities never reserves.
+            let per_entity = (self.out.len() - self.start).div_ceil(self.written);
+            let rest = per_entity.saturating_mul(self.page_limit.saturating_sub(self.written));
             self.out.reserve(rest.min(QUERY_BODY_RESERVE_MAX));
         }
         Ok(())
