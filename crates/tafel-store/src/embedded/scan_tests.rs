@@ -9,13 +9,13 @@ use super::{EmbeddedOptions, EmbeddedStore};
 use crate::key::{EntityKey, KeyRange, KeyRef};
 use crate::traits::{Decision, Mutation, RowFilter, RowSink, ScanRequest, Store};
 
-const ACCOUNT: &str = "acct";
+pub(super) const ACCOUNT: &str = "acct";
 
-fn runtime() -> tokio::runtime::Runtime {
+pub(super) fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread().build().expect("runtime")
 }
 
-fn open(dir: &std::path::Path) -> EmbeddedStore {
+pub(super) fn open(dir: &std::path::Path) -> EmbeddedStore {
     EmbeddedStore::open(dir, EmbeddedOptions { cache_size: 8 << 20 }).expect("open")
 }
 

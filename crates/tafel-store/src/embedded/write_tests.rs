@@ -2,20 +2,10 @@
 //! which must land every row exactly where single inserts would, and survive a
 //! replay of the log.
 
-use super::scan_tests::tempdir;
-use super::{EmbeddedOptions, EmbeddedStore};
+use super::scan_tests::{open, runtime, tempdir, ACCOUNT};
+use super::EmbeddedStore;
 use crate::key::{EntityKey, KeyRange};
 use crate::traits::{Decision, Mutation, ScanRequest, Store};
-
-const ACCOUNT: &str = "acct";
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread().build().expect("runtime")
-}
-
-fn open(dir: &std::path::Path) -> EmbeddedStore {
-    EmbeddedStore::open(dir, EmbeddedOptions { cache_size: 8 << 20 }).expect("open")
-}
 
 /// The value row `i` gets in write `round`: `len` bytes, each distinct per row and round.
 fn value(i: usize, round: u8, len: usize) -> Vec<u8> {
