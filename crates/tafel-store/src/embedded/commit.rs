@@ -169,7 +169,9 @@ fn write_all(wal: &mut Wal, durable: &Durable, batch: &mut [Committed]) -> std::
         if let Some(sync) = c.checkpoint {
             // Until the checkpoint is on disk, the records before it are the
             // only copy of their writes.
+            let started = std::time::Instant::now();
             durable.wait(sync)?;
+            tracing::debug!(ms = started.elapsed().as_secs_f64() * 1e3, "checkpoint on disk");
             wal.reset();
         }
     }

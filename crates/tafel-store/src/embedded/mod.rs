@@ -471,9 +471,13 @@ fn run_group(db: &Database, state: &mut LogState, log: &mpsc::Sender<Committed>,
             Durability::None
         };
         txn.set_durability(level).map_err(|e| e.to_string())?;
+        let started = Instant::now();
         txn.commit().map_err(|e| e.to_string())?;
         state.last_seq = seq;
         if checkpoint {
+            // The writer stands still meanwhile, and the log thread then waits
+            // for the checkpoint's pages to be on disk: the writes' p99.9.
+            tracing::debug!(ms = started.elapsed().as_secs_f64() * 1e3, "checkpoint committed");
             committed.checkpoint = Some(state.durable.last_requested());
             state.bytes = 0;
             state.last_checkpoint = Instant::now();
