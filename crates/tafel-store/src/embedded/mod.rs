@@ -703,43 +703,62 @@ impl Writer<'_, '_> {
     }
 
     /// Inserts entity rows whose keys are absent and distinct. Two or more go in
-    /// through one cursor in key order: redb packs such a run into full leaves,
+    /// through a cursor in key order: redb packs such a run into full leaves,
     /// where inserting rows one by one splits each full leaf in half: a table
     /// loaded by batches took a third more pages (cache, disk, checkpoint writes)
     /// than its rows need.
     fn insert_new_rows(&mut self, mut rows: Vec<(&[u8], Vec<u8>)>) -> Result<(), StoreError> {
-        if rows.len() < 2 {
-            for (key, value) in rows {
-                self.change(Op::Insert {
-                    table: T_ENTITIES,
-                    key,
-                    value: &value,
-                })?;
-            }
-            return Ok(());
-        }
         rows.sort_unstable_by(|a, b| a.0.cmp(b.0));
-        let entities = &mut self.tables.entities;
-        let mut cursor = entities.lower_bound_mut(Bound::Included(rows[0].0)).map_err(be)?;
-        for (key, value) in &rows {
-            let mut placed = cursor.insert_before(*key, value.as_slice());
-            if matches!(placed, Err(CursorError::UnorderedKey)) {
-                // An existing row sorts between the previous new row and this one:
-                // the run goes on from this row's own gap. (Refused there too, the
-                // row exists after all, and the error says so.)
-                cursor.close().map_err(be)?;
-                cursor = entities.lower_bound_mut(Bound::Included(*key)).map_err(be)?;
-                placed = cursor.insert_before(*key, value.as_slice());
+        let mut rest = rows.as_slice();
+        while rest.len() >= 2 {
+            let placed = insert_run(&mut self.tables.entities, self.log, rest)?;
+            rest = &rest[placed..];
+            if placed == 1 {
+                // New rows alternate with existing ones: a run of one costs a
+                // third more than a plain insert, so the rest go in one by one.
+                break;
             }
-            placed.map_err(be)?;
-            self.log.push(&Op::Insert {
+        }
+        for (key, value) in rest {
+            self.change(Op::Insert {
                 table: T_ENTITIES,
                 key,
                 value,
-            });
+            })?;
         }
-        cursor.close().map_err(be)
+        Ok(())
     }
+}
+
+/// Inserts `rows` (sorted, absent) through one cursor, from the first row's gap
+/// up to the first row an existing one sorts before; returns how many went in.
+fn insert_run(
+    entities: &mut redb::Table<'_, &'static [u8], &'static [u8]>,
+    log: &mut LogBuf,
+    rows: &[(&[u8], Vec<u8>)],
+) -> Result<usize, StoreError> {
+    let Some((first, _)) = rows.first() else {
+        return Ok(0);
+    };
+    let mut cursor = entities.lower_bound_mut(Bound::Included(*first)).map_err(be)?;
+    let mut placed = 0;
+    for (key, value) in rows {
+        match cursor.insert_before(*key, value.as_slice()) {
+            Ok(()) => {}
+            // An existing row sorts before this one: the run ends here. (The
+            // first row, refused at its own gap, exists after all: an error.)
+            Err(CursorError::UnorderedKey) if placed > 0 => break,
+            Err(e) => return Err(be(e)),
+        }
+        log.push(&Op::Insert {
+            table: T_ENTITIES,
+            key,
+            value,
+        });
+        placed += 1;
+    }
+    cursor.close().map_err(be)?;
+    Ok(placed)
 }
 
 /// Whether no key repeats.

@@ -83,21 +83,28 @@ fn new_rows_between_existing_rows_all_land_and_replay() {
     runtime().block_on(async {
         let store = open(dir.path());
         store.create_table(ACCOUNT, "t").await.expect("create");
-        let evens: Vec<usize> = (0..200).step_by(2).collect();
-        put(&store, &evens, 1, 300).await;
+        // Every tenth row, and every even one from 100 on.
+        let existing = |i: usize| i.is_multiple_of(10) || (i >= 100 && i.is_multiple_of(2));
+        let old: Vec<usize> = (0..200).filter(|&i| existing(i)).collect();
+        put(&store, &old, 1, 300).await;
         // From here on the redb file stays as it is on disk: what the next write
         // changed lives only in the log, as after a crash before a checkpoint.
         store.durable.wait(store.durable.last_requested()).expect("durable");
         let paused = store.durable.pause();
-        // Odd rows sort between existing ones, so the run restarts at every row;
-        // sent in descending order, with every fourth even row updated in the same
-        // write.
-        let mut mixed: Vec<usize> = (1..200).step_by(2).rev().collect();
-        mixed.extend((0..200).step_by(8));
+        // The new rows, sent in descending order: below 100 they go in as runs of
+        // nine between existing rows, from 100 on they alternate with existing
+        // ones. The same write updates every twentieth row.
+        let mut mixed: Vec<usize> = (0..200).filter(|&i| !existing(i)).rev().collect();
+        mixed.extend((0..200).step_by(20));
         let existed = put(&store, &mixed, 2, 300).await;
-        assert!(existed.iter().zip(&mixed).all(|(e, i)| *e == (i % 2 == 0)));
+        assert!(existed.iter().zip(&mixed).all(|(e, &i)| *e == existing(i)));
         let want: Vec<(usize, Vec<u8>)> = (0..200)
-            .map(|i| (i, value(i, if i % 2 == 1 || i % 8 == 0 { 2 } else { 1 }, 300)))
+            .map(|i| {
+                (
+                    i,
+                    value(i, if !existing(i) || i.is_multiple_of(20) { 2 } else { 1 }, 300),
+                )
+            })
             .collect();
         assert_eq!(rows(&store).await, want);
         std::fs::create_dir_all(crashed.path()).expect("mkdir");
