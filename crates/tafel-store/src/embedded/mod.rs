@@ -677,7 +677,7 @@ impl Writer<'_, '_> {
             if decision.mutations.len() != full.len() {
                 return Err(StoreError::Backend("decision does not cover every key".into()));
             }
-            // New rows go in last, as one ascending run when the keys are distinct
+            // New rows go in last, as ascending runs when the keys are distinct
             // (they are for every batch the service accepts; with a repeated key
             // the order of the changes matters, so they keep it).
             let mut fresh: Vec<(&[u8], Vec<u8>)> = Vec::new();
@@ -763,6 +763,9 @@ fn insert_run(
 
 /// Whether no key repeats.
 fn distinct_keys(keys: &[Vec<u8>]) -> bool {
+    if keys.len() < 2 {
+        return true;
+    }
     let mut sorted: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
     sorted.sort_unstable();
     sorted.windows(2).all(|w| w[0] != w[1])
