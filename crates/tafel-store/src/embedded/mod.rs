@@ -677,14 +677,15 @@ impl Writer<'_, '_> {
             if decision.mutations.len() != full.len() {
                 return Err(StoreError::Backend("decision does not cover every key".into()));
             }
-            // New rows go in last, as ascending runs when the keys are distinct
-            // (they are for every batch the service accepts; with a repeated key
-            // the order of the changes matters, so they keep it).
+            // A batch's new rows go in last, as ascending runs, when its keys are
+            // distinct (they are for every batch the service accepts; with a
+            // repeated key the order of the changes matters, so they keep it). A
+            // single-row write takes the plain path.
             let mut fresh: Vec<(&[u8], Vec<u8>)> = Vec::new();
-            let distinct = distinct_keys(&full);
+            let runs = full.len() > 1 && distinct_keys(&full);
             for ((k, m), old) in full.iter().zip(decision.mutations).zip(&current) {
                 match m {
-                    Mutation::Put(v) if distinct && old.is_none() => fresh.push((k, v)),
+                    Mutation::Put(v) if runs && old.is_none() => fresh.push((k, v)),
                     Mutation::Put(v) => self.change(Op::Insert {
                         table: T_ENTITIES,
                         key: k,
@@ -763,9 +764,6 @@ fn insert_run(
 
 /// Whether no key repeats.
 fn distinct_keys(keys: &[Vec<u8>]) -> bool {
-    if keys.len() < 2 {
-        return true;
-    }
     let mut sorted: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
     sorted.sort_unstable();
     sorted.windows(2).all(|w| w[0] != w[1])
