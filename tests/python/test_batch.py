@@ -53,6 +53,30 @@ def test_mixed_transaction(btable):
     assert btable.get_entity("p", "new").metadata["etag"] == results[0]["etag"]
 
 
+def test_transaction_new_rows_between_existing_rows(btable):
+    # New rows are stored as sorted runs between the rows already there: in runs
+    # of several, then alternating with existing rows, sent in descending order,
+    # beside merges of existing rows in the same changeset.
+    existing = [i for i in range(60) if i % 10 == 0 or (i >= 30 and i % 2 == 0)]
+    btable.submit_transaction(
+        [("create", {"PartitionKey": "p", "RowKey": f"r{i:03d}", "V": i, "Round": 1}) for i in existing]
+    )
+    new = [i for i in reversed(range(60)) if i not in existing]
+    ops = [("create", {"PartitionKey": "p", "RowKey": f"r{i:03d}", "V": i, "Round": 2}) for i in new]
+    merged = (0, 20, 40)
+    ops += [
+        ("upsert", {"PartitionKey": "p", "RowKey": f"r{i:03d}", "Round": 2}, {"mode": UpdateMode.MERGE})
+        for i in merged
+    ]
+    assert len(btable.submit_transaction(ops)) == len(ops)
+    got = rows(btable)
+    assert list(got) == [f"r{i:03d}" for i in range(60)]
+    for i in range(60):
+        row = got[f"r{i:03d}"]
+        assert row["V"] == i
+        assert row["Round"] == (2 if i not in existing or i in merged else 1), i
+
+
 def test_transaction_is_atomic(btable):
     btable.create_entity({"PartitionKey": "p", "RowKey": "exists", "V": 0})
     btable.create_entity({"PartitionKey": "p", "RowKey": "keep", "V": 0})
