@@ -216,14 +216,17 @@ fn flush_loop(shared: &Shared) {
     }
 }
 
-/// Writes `pages` to `file`, one `pwritev` per run of adjacent pages.
+/// Writes `pages` to `file`, one `pwritev` per run of adjacent pages, starting
+/// the disk on each [`WRITEBACK_CHUNK`] as it goes (see [`Writeback`]).
 fn write_runs(file: &File, pages: &Pages) -> io::Result<()> {
+    let mut writeback = Writeback::default();
     let mut run: Vec<IoSlice<'_>> = Vec::with_capacity(MAX_IOV);
     let mut run_start = 0;
     let mut run_end = 0;
     for (&start, data) in pages {
         if run.len() == MAX_IOV || (!run.is_empty() && start != run_end) {
             write_all_vectored_at(file, &mut run, run_start)?;
+            writeback.wrote(file, run_start, run_end)?;
             run.clear();
         }
         if run.is_empty() {
@@ -234,7 +237,72 @@ fn write_runs(file: &File, pages: &Pages) -> io::Result<()> {
     }
     if !run.is_empty() {
         write_all_vectored_at(file, &mut run, run_start)?;
+        writeback.wrote(file, run_start, run_end)?;
     }
+    writeback.flush(file)
+}
+
+/// Bytes of page writes the flusher sends to the disk at a time.
+const WRITEBACK_CHUNK: u64 = 1 << 20;
+
+/// Sends written pages to the disk a chunk at a time, waiting for each, so the
+/// disk's queue never holds more than a chunk of them. Left to `fdatasync`, a
+/// checkpoint's tens of megabytes went to the disk at once, and the log's small
+/// `fdatasync`s queued behind all of it (up to 22 ms each, against 0.1 ms); in
+/// chunks they wait for one chunk at most, and the pages reach the disk no
+/// later. Durability still comes from the epoch's `fdatasync`.
+#[derive(Default)]
+struct Writeback {
+    /// The byte range written since the last chunk was sent.
+    from: u64,
+    to: u64,
+}
+
+impl Writeback {
+    fn wrote(&mut self, file: &File, start: u64, end: u64) -> io::Result<()> {
+        if self.to == self.from {
+            self.from = start;
+        }
+        self.from = self.from.min(start);
+        self.to = self.to.max(end);
+        if self.to - self.from >= WRITEBACK_CHUNK {
+            self.flush(file)?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self, file: &File) -> io::Result<()> {
+        if self.to > self.from {
+            sync_range(file, self.from, self.to - self.from)?;
+        }
+        self.from = 0;
+        self.to = 0;
+        Ok(())
+    }
+}
+
+#[cfg(target_os = "linux")]
+fn sync_range(file: &File, offset: u64, len: u64) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let flags = libc::SYNC_FILE_RANGE_WAIT_BEFORE | libc::SYNC_FILE_RANGE_WRITE | libc::SYNC_FILE_RANGE_WAIT_AFTER;
+    let (offset, len) = (offset as libc::off64_t, len as libc::off64_t);
+    loop {
+        // SAFETY: a plain syscall on an open descriptor this `File` owns; it
+        // reads no memory of ours.
+        let rc = unsafe { libc::sync_file_range(file.as_raw_fd(), offset, len, flags) };
+        if rc == 0 {
+            return Ok(());
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+/// Elsewhere the epoch's sync alone sends the pages.
+#[cfg(not(target_os = "linux"))]
+fn sync_range(_: &File, _: u64, _: u64) -> io::Result<()> {
     Ok(())
 }
 
