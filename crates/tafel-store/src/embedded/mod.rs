@@ -38,7 +38,7 @@ use async_trait::async_trait;
 use redb::{CursorError, Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
 use tokio::sync::oneshot;
 
-use self::commit::{Committed, Pending, Published, Snapshot};
+use self::commit::{Checkpoint, Committed, Pending, Published, Snapshot};
 use self::page_file::{Durable, PageFile};
 use self::table_ids::TableIds;
 use self::wal::{decode_ops, LogBuf, Op, Spare, Wal};
@@ -65,10 +65,18 @@ const MAX_GROUP: usize = 512;
 /// A checkpoint at least this often while there are writes, so the log's replay
 /// stays short and redb can reuse the pages that non-durable commits freed.
 const CHECKPOINT_INTERVAL: Duration = Duration::from_secs(5);
-/// A checkpoint once this much log was written since the last: it writes every
-/// page changed since, so its duration (a stall for the writes queued behind it)
-/// grows with this.
+/// A checkpoint once this much log was written since the last, if the writes
+/// were large ones (batches): it writes every page changed since, and that grows
+/// with the bytes, and so does the wait it costs the writes in flight, each of
+/// which is a large share of the writes in the meantime.
 const CHECKPOINT_BYTES: u64 = 16 << 20;
+/// The same for small writes, whose pages a checkpoint writes anyway: under
+/// scattered updates it rewrites about the same pages however long it waited,
+/// so waiting longer saves disk and CPU, and its wait reaches only the writes
+/// in flight, a tiny share of those in the meantime. Measured in BENCHMARKS.md.
+const SMALL_CHECKPOINT_BYTES: u64 = 48 << 20;
+/// Writes with at most this many bytes of log each, on average, are small.
+const SMALL_WRITE: u64 = 8 << 10;
 /// An idle writer checkpoints after this long without a write.
 const IDLE_CHECKPOINT: Duration = Duration::from_secs(1);
 
@@ -248,7 +256,7 @@ impl EmbeddedStore {
             tracing::info!(records = records.len(), "replaying the write-ahead log");
         }
         replay(&db, &records, wal.last_seq)?;
-        // The log starts over at its beginning: what replay (and the commits
+        // The log starts over in its first half: what replay (and the commits
         // above) made durable must be on disk before a record overwrites the old.
         durable.wait(durable.last_requested()).map_err(be)?;
         let published = Arc::new(ArcSwap::new(Snapshot::take(&db)?));
@@ -258,8 +266,9 @@ impl EmbeddedStore {
         let failed = Arc::new(AtomicBool::new(false));
         let state = LogState {
             last_seq: wal.last_seq,
-            size: wal.size(),
+            size: wal.half(),
             bytes: 0,
+            jobs: 0,
             last_checkpoint: Instant::now(),
             dirty: false,
             spare: Arc::default(),
@@ -362,10 +371,12 @@ fn replay(db: &Database, records: &[wal::Record], next: u64) -> Result<(), Store
 struct LogState {
     /// Number of the last record (or of the one the last checkpoint includes).
     last_seq: u64,
-    /// Bytes the log file holds.
+    /// Bytes a log half holds: the records since the last checkpoint must fit.
     size: u64,
     /// Bytes of the records numbered since the last checkpoint.
     bytes: u64,
+    /// Jobs in the groups committed since the last checkpoint.
+    jobs: u64,
     last_checkpoint: Instant,
     /// Non-durable commits since the last checkpoint.
     dirty: bool,
@@ -378,6 +389,20 @@ struct LogState {
 impl LogState {
     fn fits(&self, record: &LogBuf) -> bool {
         self.bytes + record.len() <= self.size
+    }
+
+    /// Whether the writes since the last checkpoint were small ones.
+    fn small_writes(&self) -> bool {
+        self.bytes <= self.jobs.saturating_mul(SMALL_WRITE)
+    }
+
+    fn checkpoint_due(&self) -> bool {
+        let bytes = if self.small_writes() {
+            SMALL_CHECKPOINT_BYTES
+        } else {
+            CHECKPOINT_BYTES
+        };
+        self.dirty && (self.bytes >= bytes || self.last_checkpoint.elapsed() >= CHECKPOINT_INTERVAL)
     }
 }
 
@@ -409,7 +434,7 @@ fn writer_loop(
         }
         run_group(db, &mut state, log, failed, group);
         // Now make everything durable in redb if due.
-        if state.dirty && (state.bytes >= CHECKPOINT_BYTES || state.last_checkpoint.elapsed() >= CHECKPOINT_INTERVAL) {
+        if state.checkpoint_due() {
             run_group(db, &mut state, log, failed, Vec::new());
         }
     }
@@ -432,6 +457,7 @@ fn run_group(db: &Database, state: &mut LogState, log: &mpsc::Sender<Committed>,
         result: Ok(()),
     };
     let checkpoint_alone = group.is_empty();
+    let jobs = group.len() as u64;
     committed.result = (|| -> Result<(), String> {
         if failed.load(Ordering::Acquire) {
             // The log is broken: change nothing more. Dropping the jobs fails them.
@@ -475,15 +501,20 @@ fn run_group(db: &Database, state: &mut LogState, log: &mpsc::Sender<Committed>,
         txn.commit().map_err(|e| e.to_string())?;
         state.last_seq = seq;
         if checkpoint {
-            // The writer stands still meanwhile, and the log thread then waits
-            // for the checkpoint's pages to be on disk: the writes' p99.9.
+            // The writer stood still meanwhile: the writes' p99.9.
             tracing::debug!(ms = started.elapsed().as_secs_f64() * 1e3, "checkpoint committed");
-            committed.checkpoint = Some(state.durable.last_requested());
+            committed.checkpoint = Some(Checkpoint {
+                sync: state.durable.last_requested(),
+                // A group too big for the log is in no record: durable only on disk.
+                on_disk_first: !checkpoint_alone || state.small_writes(),
+            });
             state.bytes = 0;
+            state.jobs = 0;
             state.last_checkpoint = Instant::now();
             state.dirty = false;
         } else {
             state.bytes += log.len();
+            state.jobs += jobs;
             state.dirty = true;
             committed.record = Some((log, seq));
         }

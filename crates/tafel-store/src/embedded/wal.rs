@@ -9,13 +9,19 @@
 //!   changes as record `n`, syncs, and only then publishes the snapshot and
 //!   answers the writers.
 //! - Now and then a group commits durably instead (a checkpoint): it needs no
-//!   record, and once the log thread reaches it the log is written again from
-//!   offset 0. Records numbered below it that the log thread writes before that
-//!   are harmless: the checkpoint covers them, and replay never reads them.
+//!   record, and the records after it go to the start of the log's other half.
+//!   The log thread does not wait for the checkpoint to be on disk (its pages
+//!   take tens of milliseconds): only a half's next round does, since until
+//!   then the half holds the only durable copy of its records' writes. So at
+//!   most the newest checkpoint is not on disk yet, and the records after the
+//!   durable state lie in at most two runs: the rest of one half, then the
+//!   start of the other.
 //! - On open, redb is back at its last durable commit, whose `wal_seq` is `s`;
-//!   records `s+1, s+2, …` read from offset 0, while contiguous and intact, are
-//!   replayed. A record from an earlier round of the file has a smaller number,
-//!   and a torn one fails its checksum, so either ends the replay. Replay then
+//!   records `s+1, s+2, …`, while contiguous and intact, are replayed: from the
+//!   start of the half that begins with `s+1`, and on at the start of the
+//!   other half when that one begins with the next number. A record from an
+//!   earlier round of a half has a smaller number, and a torn one fails its
+//!   checksum, so either ends a run. Replay then
 //!   commits `wal_seq` = the last number + [`SEQ_JUMP`] durably, and the new
 //!   records count on from there: records left behind a torn one (written, never
 //!   synced, never answered) have smaller numbers than every new record, so none
@@ -32,7 +38,8 @@ use std::path::Path;
 const HEADER: usize = 16;
 /// Bytes of log file, written with zeros up front: `fdatasync` of an overwrite
 /// within the file's size need not update the inode, which keeps it cheap.
-pub(super) const LOG_SIZE: u64 = 64 << 20;
+/// Each half holds the records between two checkpoints.
+pub(super) const LOG_SIZE: u64 = 128 << 20;
 const FILE_NAME: &str = "tafel.wal";
 /// How far record numbers move on at each open: further than a log can hold.
 const SEQ_JUMP: u64 = 1 << 32;
@@ -42,6 +49,9 @@ pub(super) struct Wal {
     /// Where the next record goes.
     offset: u64,
     size: u64,
+    /// The redb sync that covers every record in the other half (0: none is
+    /// needed): the other half is not written over before it is on disk.
+    other_covered_by: u64,
     /// Number of the last record found on open (or of the one the durable state
     /// includes): the writer numbers the records after it.
     pub(super) last_seq: u64,
@@ -144,18 +154,19 @@ impl Wal {
             file,
             offset: 0,
             size,
+            other_covered_by: 0,
             last_seq,
         };
         Ok((wal, records))
     }
 
-    /// Bytes the log holds: the records written since a checkpoint must fit.
-    pub(super) fn size(&self) -> u64 {
-        self.size
+    /// Bytes a half holds: the records written since a checkpoint must fit.
+    pub(super) fn half(&self) -> u64 {
+        self.size / 2
     }
 
     /// Writes `record` as number `seq` after the records written since the last
-    /// reset. Not durable until [`Wal::sync`]; the writer checked that it fits.
+    /// checkpoint. Not durable until [`Wal::sync`]; the writer checked that it fits.
     pub(super) fn write(&mut self, record: &mut LogBuf, seq: u64) -> io::Result<()> {
         let buf = &mut record.0;
         let len = (buf.len() - HEADER) as u32;
@@ -173,9 +184,12 @@ impl Wal {
         self.file.sync_data()
     }
 
-    /// After a durable commit covering every record: start over at offset 0.
-    pub(super) fn reset(&mut self) {
-        self.offset = 0;
+    /// At a checkpoint, whose redb sync is number `sync` and covers every record
+    /// written so far: the next record goes to the start of the other half.
+    /// Returns the sync that must be on disk before that record is written.
+    pub(super) fn next_half(&mut self, sync: u64) -> u64 {
+        self.offset = if self.offset < self.half() { self.half() } else { 0 };
+        std::mem::replace(&mut self.other_covered_by, sync)
     }
 }
 
@@ -197,29 +211,50 @@ fn write_zeros(file: &File, from: u64, to: u64) -> io::Result<()> {
     Ok(())
 }
 
+/// The intact records numbered from `applied + 1` on, in at most two runs (see
+/// the module comment): when a run ends, the chain goes on at the start of the
+/// other half if the record there is the next one.
 fn read_records(file: &File, size: u64, applied: u64) -> io::Result<Vec<Record>> {
+    let half = size / 2;
     let mut records = Vec::new();
     let mut offset = 0u64;
-    let mut expect = applied + 1;
-    let mut header = [0u8; HEADER];
-    while offset + HEADER as u64 <= size {
-        file.read_exact_at(&mut header, offset)?;
-        let len = u32::from_le_bytes([header[0], header[1], header[2], header[3]]) as u64;
-        let seq = u64::from_le_bytes(header[8..16].try_into().unwrap_or_default());
-        if seq != expect || offset + HEADER as u64 + len > size {
-            break;
+    // The first run may start at either half; then one more run at most.
+    let mut jumps = 2;
+    loop {
+        match read_record(file, size, offset, applied + 1 + records.len() as u64)? {
+            Some(r) => {
+                offset += (HEADER + r.payload.len()) as u64;
+                records.push(r);
+            }
+            None if jumps > 0 => {
+                jumps -= 1;
+                offset = if offset < half { half } else { 0 };
+            }
+            None => break,
         }
-        let mut buf = vec![0u8; HEADER + len as usize];
-        file.read_exact_at(&mut buf, offset)?;
-        if checksum(&buf) != u32::from_le_bytes([header[4], header[5], header[6], header[7]]) {
-            break;
-        }
-        buf.drain(..HEADER);
-        records.push(Record { seq, payload: buf });
-        offset += HEADER as u64 + len;
-        expect += 1;
     }
     Ok(records)
+}
+
+/// The record at `offset` if it is intact and numbered `seq`.
+fn read_record(file: &File, size: u64, offset: u64, seq: u64) -> io::Result<Option<Record>> {
+    let mut header = [0u8; HEADER];
+    if offset + HEADER as u64 > size {
+        return Ok(None);
+    }
+    file.read_exact_at(&mut header, offset)?;
+    let len = u32::from_le_bytes([header[0], header[1], header[2], header[3]]) as u64;
+    let found = u64::from_le_bytes(header[8..16].try_into().unwrap_or_default());
+    if found != seq || offset + HEADER as u64 + len > size {
+        return Ok(None);
+    }
+    let mut buf = vec![0u8; HEADER + len as usize];
+    file.read_exact_at(&mut buf, offset)?;
+    if checksum(&buf) != u32::from_le_bytes([header[4], header[5], header[6], header[7]]) {
+        return Ok(None);
+    }
+    buf.drain(..HEADER);
+    Ok(Some(Record { seq, payload: buf }))
 }
 
 /// A physical change to one of the store's redb tables, as logged.
@@ -425,13 +460,42 @@ mod tests {
         for _ in 0..3 {
             append(&mut wal, &[9; 100]);
         }
-        // Checkpoint covering 1..=3, then one short record over the start of record 1.
-        wal.reset();
+        // Checkpoint 1 covers 1..=3: record 4 goes to the second half.
+        assert_eq!(wal.next_half(1), 0, "the second half was never written");
         assert_eq!(append(&mut wal, &[4; 1]), 4);
+        assert_eq!(wal.offset, wal.half() + (HEADER + 1) as u64);
         drop(wal);
         let (wal, recs) = Wal::open(&d, 3).expect("reopen");
         assert_eq!(recs.iter().map(|r| r.seq).collect::<Vec<_>>(), [4]);
         assert_eq!(wal.last_seq, 4 + SEQ_JUMP);
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn replay_goes_on_from_one_half_into_the_other() {
+        let d = dir();
+        let mut wal = fresh(&d);
+        for i in 1..=3u8 {
+            append(&mut wal, &[i; 100]);
+        }
+        assert_eq!(wal.next_half(1), 0);
+        append(&mut wal, &[4; 100]);
+        append(&mut wal, &[5; 100]);
+        // Back to the first half, once checkpoint 1 (covering 1..=3) is on disk;
+        // record 6 lands over record 1.
+        assert_eq!(wal.next_half(2), 1, "the first half waits for checkpoint 1");
+        append(&mut wal, &[6; 10]);
+        drop(wal);
+        let seqs = |applied| {
+            let (_, recs) = Wal::open(&d, applied).expect("reopen");
+            recs.iter().map(|r| r.seq).collect::<Vec<_>>()
+        };
+        // Checkpoint 2 not on disk: the second half, then the first again.
+        assert_eq!(seqs(3), [4, 5, 6]);
+        // Checkpoint 2 on disk: the first half alone.
+        assert_eq!(seqs(5), [6]);
+        // A state the log no longer continues finds nothing to replay.
+        assert_eq!(seqs(1), Vec::<u64>::new());
         let _ = std::fs::remove_dir_all(&d);
     }
 
