@@ -23,6 +23,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::fs::File;
 use std::io::{self, IoSlice};
 use std::ops::Bound;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread;
 
@@ -127,6 +128,10 @@ impl State {
 
 struct Shared {
     state: Mutex<State>,
+    /// The highest sync number someone waits for ([`Durable::wait`]). While it
+    /// is not on disk, every epoch the flusher writes stands between the waiter
+    /// and it, so the flusher sends them to the disk in one go (see [`Writeback`]).
+    awaited: AtomicU64,
     /// Signalled whenever the queue, `durable` or `failed` changes.
     changed: Condvar,
     /// The same open file as the backend's, for vectored writes and syncs.
@@ -178,12 +183,12 @@ impl Shared {
 /// told to and nothing is left.
 fn flush_loop(shared: &Shared) {
     loop {
-        let (run, sync) = {
+        let (run, sync, durable) = {
             let mut state = shared.lock();
             loop {
                 if state.failed.is_none() {
                     if let Some(front) = state.queue.front() {
-                        break (front.run.clone(), front.sync);
+                        break (front.run.clone(), front.sync, state.durable);
                     }
                 }
                 if state.stop {
@@ -194,7 +199,8 @@ fn flush_loop(shared: &Shared) {
         };
         #[cfg(test)]
         let _paused = shared.pause.lock().unwrap_or_else(|e| e.into_inner());
-        let result = write_runs(&shared.file, &run.pages).and_then(|()| match sync {
+        let hurry = || shared.awaited.load(Ordering::Acquire) > durable;
+        let result = write_runs(&shared.file, &run.pages, hurry).and_then(|()| match sync {
             Some(_) => shared.file.sync_data(),
             None => Ok(()),
         });
@@ -217,9 +223,14 @@ fn flush_loop(shared: &Shared) {
 }
 
 /// Writes `pages` to `file`, one `pwritev` per run of adjacent pages, starting
-/// the disk on each [`WRITEBACK_CHUNK`] as it goes (see [`Writeback`]).
-fn write_runs(file: &File, pages: &Pages) -> io::Result<()> {
-    let mut writeback = Writeback::default();
+/// the disk on each [`WRITEBACK_CHUNK`] as it goes unless in a `hurry` (see
+/// [`Writeback`]).
+fn write_runs(file: &File, pages: &Pages, hurry: impl Fn() -> bool) -> io::Result<()> {
+    let mut writeback = Writeback {
+        hurry: &hurry,
+        from: 0,
+        to: 0,
+    };
     let mut run: Vec<IoSlice<'_>> = Vec::with_capacity(MAX_IOV);
     let mut run_start = 0;
     let mut run_end = 0;
@@ -250,15 +261,18 @@ const WRITEBACK_CHUNK: u64 = 1 << 20;
 /// checkpoint's tens of megabytes went to the disk at once, and the log's small
 /// `fdatasync`s queued behind all of it (up to 22 ms each, against 0.1 ms); in
 /// chunks they wait for one chunk at most, and the pages reach the disk no
-/// later. Durability still comes from the epoch's `fdatasync`.
-#[derive(Default)]
-struct Writeback {
+/// later. Durability still comes from the epoch's `fdatasync`. But when the log
+/// waits for the sync, no log `fdatasync` competes, and waiting for each chunk
+/// made a checkpoint of small writes take 40% longer (145–190 against 229–311
+/// ms), so then the pages go to the disk all at once.
+struct Writeback<'a> {
+    hurry: &'a dyn Fn() -> bool,
     /// The byte range written since the last chunk was sent.
     from: u64,
     to: u64,
 }
 
-impl Writeback {
+impl Writeback<'_> {
     fn wrote(&mut self, file: &File, start: u64, end: u64) -> io::Result<()> {
         if self.to == self.from {
             self.from = start;
@@ -272,7 +286,7 @@ impl Writeback {
     }
 
     fn flush(&mut self, file: &File) -> io::Result<()> {
-        if self.to > self.from {
+        if self.to > self.from && !(self.hurry)() {
             sync_range(file, self.from, self.to - self.from)?;
         }
         self.from = 0;
@@ -373,6 +387,9 @@ impl Durable {
     /// Waits until sync number `n` is done; an error if the flusher failed first.
     pub(super) fn wait(&self, n: u64) -> io::Result<()> {
         let mut state = self.0.lock();
+        if state.durable < n {
+            self.0.awaited.fetch_max(n, Ordering::AcqRel);
+        }
         while state.durable < n && state.failed.is_none() {
             state = self.0.wait(state);
         }
@@ -401,6 +418,7 @@ impl PageFile {
         let inner = FileBackend::new(file).map_err(io::Error::other)?;
         let shared = Arc::new(Shared {
             state: Mutex::new(State::default()),
+            awaited: AtomicU64::new(0),
             changed: Condvar::new(),
             file: own,
             #[cfg(test)]
