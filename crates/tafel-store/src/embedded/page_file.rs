@@ -230,6 +230,7 @@ fn write_runs(file: &File, pages: &Pages, hurry: impl Fn() -> bool) -> io::Resul
         hurry: &hurry,
         from: 0,
         to: 0,
+        bytes: 0,
     };
     let mut run: Vec<IoSlice<'_>> = Vec::with_capacity(MAX_IOV);
     let mut run_start = 0;
@@ -267,30 +268,32 @@ const WRITEBACK_CHUNK: u64 = 1 << 20;
 /// ms), so then the pages go to the disk all at once.
 struct Writeback<'a> {
     hurry: &'a dyn Fn() -> bool,
-    /// The byte range written since the last chunk was sent.
+    /// The byte range written since the last chunk was sent, and how many
+    /// bytes of it were written.
     from: u64,
     to: u64,
+    bytes: u64,
 }
 
 impl Writeback<'_> {
+    /// After `start..end` was written (runs come in offset order).
     fn wrote(&mut self, file: &File, start: u64, end: u64) -> io::Result<()> {
-        if self.to == self.from {
+        if self.bytes == 0 {
             self.from = start;
         }
-        self.from = self.from.min(start);
-        self.to = self.to.max(end);
-        if self.to - self.from >= WRITEBACK_CHUNK {
+        self.to = end;
+        self.bytes += end - start;
+        if self.bytes >= WRITEBACK_CHUNK {
             self.flush(file)?;
         }
         Ok(())
     }
 
     fn flush(&mut self, file: &File) -> io::Result<()> {
-        if self.to > self.from && !(self.hurry)() {
+        if self.bytes > 0 && !(self.hurry)() {
             sync_range(file, self.from, self.to - self.from)?;
         }
-        self.from = 0;
-        self.to = 0;
+        self.bytes = 0;
         Ok(())
     }
 }
