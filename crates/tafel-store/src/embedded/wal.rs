@@ -10,9 +10,10 @@
 //!   answers the writers.
 //! - Now and then a group commits durably instead (a checkpoint): it needs no
 //!   record, and the records after it go to the start of the log's other half.
-//!   The log thread does not wait for the checkpoint to be on disk (its pages
-//!   take tens of milliseconds): only a half's next round does, since until
-//!   then the half holds the only durable copy of its records' writes. So at
+//!   The log thread need not wait for the checkpoint to be on disk (its pages
+//!   take tens of milliseconds; see `commit.rs` for when it does): a half's
+//!   next round must, since until then the half holds the only durable copy of
+//!   its records' writes. So at
 //!   most the newest checkpoint is not on disk yet, and the records after the
 //!   durable state lie in at most two runs: the rest of one half, then the
 //!   start of the other.
