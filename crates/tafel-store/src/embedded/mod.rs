@@ -24,6 +24,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+mod checkpoint;
 mod commit;
 mod page_file;
 #[cfg(test)]
@@ -38,6 +39,7 @@ use async_trait::async_trait;
 use redb::{CursorError, Database, Durability, ReadableDatabase, ReadableTable, TableDefinition};
 use tokio::sync::oneshot;
 
+use self::checkpoint::SinceCheckpoint;
 use self::commit::{Checkpoint, Committed, Pending, Published, Snapshot};
 use self::page_file::{Durable, PageFile};
 use self::table_ids::TableIds;
@@ -62,21 +64,6 @@ const NEXT_TABLE_ID: &str = "next_table_id";
 const WAL_SEQ: &str = "wal_seq";
 /// Upper bound of jobs folded into one commit, so one commit's latency stays bounded.
 const MAX_GROUP: usize = 512;
-/// A checkpoint at least this often while there are writes, so the log's replay
-/// stays short and redb can reuse the pages that non-durable commits freed.
-const CHECKPOINT_INTERVAL: Duration = Duration::from_secs(5);
-/// A checkpoint once this much log was written since the last, if the writes
-/// were large ones (batches): it writes every page changed since, and that grows
-/// with the bytes, and so does the wait it costs the writes in flight, each of
-/// which is a large share of the writes in the meantime.
-const CHECKPOINT_BYTES: u64 = 16 << 20;
-/// The same for small writes, whose pages a checkpoint writes anyway: under
-/// scattered updates it rewrites about the same pages however long it waited,
-/// so waiting longer saves disk and CPU, and its wait reaches only the writes
-/// in flight, a tiny share of those in the meantime. Measured in BENCHMARKS.md.
-const SMALL_CHECKPOINT_BYTES: u64 = 48 << 20;
-/// Writes with at most this many bytes of log each, on average, are small.
-const SMALL_WRITE: u64 = 8 << 10;
 /// An idle writer checkpoints after this long without a write.
 const IDLE_CHECKPOINT: Duration = Duration::from_secs(1);
 
@@ -267,10 +254,7 @@ impl EmbeddedStore {
         let state = LogState {
             last_seq: wal.last_seq,
             size: wal.half(),
-            bytes: 0,
-            jobs: 0,
-            last_checkpoint: Instant::now(),
-            dirty: false,
+            since: SinceCheckpoint::default(),
             spare: Arc::default(),
             durable: durable.clone(),
         };
@@ -373,13 +357,7 @@ struct LogState {
     last_seq: u64,
     /// Bytes a log half holds: the records since the last checkpoint must fit.
     size: u64,
-    /// Bytes of the records numbered since the last checkpoint.
-    bytes: u64,
-    /// Jobs in the groups committed since the last checkpoint.
-    jobs: u64,
-    last_checkpoint: Instant,
-    /// Non-durable commits since the last checkpoint.
-    dirty: bool,
+    since: SinceCheckpoint,
     /// Record buffers the log thread is done with.
     spare: Arc<Spare>,
     /// When redb's syncs are on disk.
@@ -388,21 +366,7 @@ struct LogState {
 
 impl LogState {
     fn fits(&self, record: &LogBuf) -> bool {
-        self.bytes + record.len() <= self.size
-    }
-
-    /// Whether the writes since the last checkpoint were small ones.
-    fn small_writes(&self) -> bool {
-        self.bytes <= self.jobs.saturating_mul(SMALL_WRITE)
-    }
-
-    fn checkpoint_due(&self) -> bool {
-        let bytes = if self.small_writes() {
-            SMALL_CHECKPOINT_BYTES
-        } else {
-            CHECKPOINT_BYTES
-        };
-        self.dirty && (self.bytes >= bytes || self.last_checkpoint.elapsed() >= CHECKPOINT_INTERVAL)
+        self.since.bytes + record.len() <= self.size
     }
 }
 
@@ -418,7 +382,7 @@ fn writer_loop(
         let first = match rx.recv_timeout(IDLE_CHECKPOINT) {
             Ok(job) => job,
             Err(mpsc::RecvTimeoutError::Timeout) => {
-                if state.dirty {
+                if state.since.any() {
                     run_group(db, &mut state, log, failed, Vec::new());
                 }
                 continue;
@@ -434,12 +398,12 @@ fn writer_loop(
         }
         run_group(db, &mut state, log, failed, group);
         // Now make everything durable in redb if due.
-        if state.checkpoint_due() {
+        if state.since.checkpoint_due(Instant::now()) {
             run_group(db, &mut state, log, failed, Vec::new());
         }
     }
     // Shutting down: leave nothing to replay.
-    if state.dirty {
+    if state.since.any() {
         run_group(db, &mut state, log, failed, Vec::new());
     }
 }
@@ -506,16 +470,11 @@ fn run_group(db: &Database, state: &mut LogState, log: &mpsc::Sender<Committed>,
             committed.checkpoint = Some(Checkpoint {
                 sync: state.durable.last_requested(),
                 // A group too big for the log is in no record: durable only on disk.
-                on_disk_first: !checkpoint_alone || state.small_writes(),
+                on_disk_first: !checkpoint_alone || state.since.small_writes(),
             });
-            state.bytes = 0;
-            state.jobs = 0;
-            state.last_checkpoint = Instant::now();
-            state.dirty = false;
+            state.since = SinceCheckpoint::default();
         } else {
-            state.bytes += log.len();
-            state.jobs += jobs;
-            state.dirty = true;
+            state.since.add(log.len(), jobs, Instant::now());
             committed.record = Some((log, seq));
         }
         committed.snapshot = Some(Snapshot::take(db).map_err(|e| e.to_string())?);

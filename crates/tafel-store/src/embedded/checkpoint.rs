@@ -1,0 +1,113 @@
+//! When the writer makes a checkpoint: a durable redb commit, after which the
+//! log's records before it are no longer needed (see `commit.rs`).
+
+use std::time::{Duration, Instant};
+
+/// A checkpoint at most this long after the first write it will cover, so the
+/// log's replay stays short and redb can reuse the pages that non-durable
+/// commits freed. Counted from that write, not from the last checkpoint: the
+/// first write after a quiet spell must not be followed by a checkpoint at once
+/// (see [`SinceCheckpoint::first`]).
+const CHECKPOINT_INTERVAL: Duration = Duration::from_secs(5);
+/// A checkpoint once this much log was written since the last, if the writes
+/// were large ones (batches): it writes every page changed since, and that grows
+/// with the bytes, and so does the wait it costs the writes in flight, each of
+/// which is a large share of the writes in the meantime.
+const CHECKPOINT_BYTES: u64 = 16 << 20;
+/// The same for small writes, whose pages a checkpoint writes anyway: under
+/// scattered updates it rewrites about the same pages however long it waited,
+/// so waiting longer saves disk and CPU, and its wait reaches only the writes
+/// in flight, a tiny share of those in the meantime. Measured in BENCHMARKS.md.
+const SMALL_CHECKPOINT_BYTES: u64 = 48 << 20;
+/// Writes with at most this many bytes of log each, on average, are small.
+const SMALL_WRITE: u64 = 8 << 10;
+
+/// The non-durable commits since the last checkpoint, which the next one covers.
+#[derive(Default)]
+pub(super) struct SinceCheckpoint {
+    /// Bytes of their log records.
+    pub(super) bytes: u64,
+    /// Jobs in their groups.
+    jobs: u64,
+    /// When the first of them was made; `None` while there is none.
+    ///
+    /// A checkpoint made right after the first write that followed a quiet
+    /// spell (so while readers still saw the state before that write) left
+    /// redb 4.5 rescanning, at every later non-durable commit, the pages freed
+    /// by all of those since, until the next checkpoint. Each commit cost more
+    /// than the last: under merges the writer went from 40% to 65% of the
+    /// server's CPU and the throughput fell by a sixth (BENCHMARKS.md, session
+    /// 13). Counting the interval from this first write, and not from the last
+    /// checkpoint, keeps such a write from being followed by a checkpoint at once.
+    first: Option<Instant>,
+}
+
+impl SinceCheckpoint {
+    pub(super) fn add(&mut self, bytes: u64, jobs: u64, now: Instant) {
+        self.bytes += bytes;
+        self.jobs += jobs;
+        self.first.get_or_insert(now);
+    }
+
+    pub(super) fn any(&self) -> bool {
+        self.first.is_some()
+    }
+
+    /// Whether the writes since the last checkpoint were small ones.
+    pub(super) fn small_writes(&self) -> bool {
+        self.bytes <= self.jobs.saturating_mul(SMALL_WRITE)
+    }
+
+    pub(super) fn checkpoint_due(&self, now: Instant) -> bool {
+        let bytes = if self.small_writes() {
+            SMALL_CHECKPOINT_BYTES
+        } else {
+            CHECKPOINT_BYTES
+        };
+        self.first
+            .is_some_and(|first| self.bytes >= bytes || now.duration_since(first) >= CHECKPOINT_INTERVAL)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const RECORD: u64 = 1200;
+
+    #[test]
+    fn a_write_after_a_quiet_spell_is_not_followed_by_a_checkpoint_at_once() {
+        let start = Instant::now();
+        let mut since = SinceCheckpoint::default();
+        assert!(!since.checkpoint_due(start + Duration::from_secs(60)));
+        // The last checkpoint was a minute ago; this is the first write since.
+        let first = start + Duration::from_secs(60);
+        since.add(RECORD, 1, first);
+        assert!(!since.checkpoint_due(first));
+        since.add(RECORD, 1, first + Duration::from_secs(1));
+        assert!(!since.checkpoint_due(first + CHECKPOINT_INTERVAL - Duration::from_millis(1)));
+        assert!(since.checkpoint_due(first + CHECKPOINT_INTERVAL));
+    }
+
+    #[test]
+    fn small_writes_are_checkpointed_less_often_than_batches() {
+        let now = Instant::now();
+        let mut small = SinceCheckpoint::default();
+        while small.bytes < CHECKPOINT_BYTES {
+            small.add(RECORD, 1, now);
+        }
+        assert!(small.small_writes());
+        assert!(!small.checkpoint_due(now));
+        while small.bytes < SMALL_CHECKPOINT_BYTES {
+            small.add(RECORD, 1, now);
+        }
+        assert!(small.checkpoint_due(now));
+
+        let mut batches = SinceCheckpoint::default();
+        while batches.bytes < CHECKPOINT_BYTES {
+            batches.add(100 * RECORD, 1, now);
+        }
+        assert!(!batches.small_writes());
+        assert!(batches.checkpoint_due(now));
+    }
+}
