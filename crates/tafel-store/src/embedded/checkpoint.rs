@@ -31,14 +31,11 @@ pub(super) struct SinceCheckpoint {
     jobs: u64,
     /// When the first of them was made; `None` while there is none.
     ///
-    /// A checkpoint made right after the first write that followed a quiet
-    /// spell (so while readers still saw the state before that write) left
-    /// redb 4.5 rescanning, at every later non-durable commit, the pages freed
-    /// by all of those since, until the next checkpoint. Each commit cost more
-    /// than the last: under merges the writer went from 40% to 65% of the
-    /// server's CPU and the throughput fell by a sixth (BENCHMARKS.md, session
-    /// 13). Counting the interval from this first write, and not from the last
-    /// checkpoint, keeps such a write from being followed by a checkpoint at once.
+    /// The interval counts from this first write, not from the last
+    /// checkpoint, so that a write after a quiet spell is not followed by a
+    /// checkpoint at once: a durable commit and a wait for the disk, to cover
+    /// one group, and the trigger of the redb slowdown `commit::wait_published`
+    /// tells of.
     first: Option<Instant>,
 }
 

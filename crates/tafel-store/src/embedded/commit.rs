@@ -87,6 +87,8 @@ pub(super) struct Committed {
     pub(super) pending: Vec<Pending>,
     /// How the commit went.
     pub(super) result: Result<(), String>,
+    /// Told once this and every group before it are published ([`wait_published`]).
+    pub(super) published: Option<mpsc::SyncSender<()>>,
 }
 
 /// A durable commit whose pages are on their way to disk.
@@ -101,11 +103,52 @@ pub(super) struct Checkpoint {
     pub(super) on_disk_first: bool,
 }
 
+impl Default for Committed {
+    /// Nothing committed, nothing to answer.
+    fn default() -> Self {
+        Committed {
+            record: None,
+            checkpoint: None,
+            snapshot: None,
+            deletes_table: false,
+            pending: Vec::new(),
+            result: Ok(()),
+            published: None,
+        }
+    }
+}
+
 impl Committed {
     pub(super) fn answer(self, result: &Result<(), String>) {
         for p in self.pending {
             p.send(result);
         }
+        if let Some(published) = self.published {
+            // The writer waits for this; it cannot have gone.
+            let _ = published.send(());
+        }
+    }
+}
+
+/// Blocks the writer until the log thread has published every group sent to
+/// it so far, so that new readers see the state as of the writer's last commit.
+/// A stopped log thread drops the request, which ends the wait too.
+///
+/// A checkpoint waits for this. One made while readers were still on an older
+/// state left redb 4.5 with its oldest unprocessed non-durable commit pinned:
+/// every later non-durable commit rescanned the pages freed by all those since,
+/// until the next checkpoint, so each cost more than the last (under merges the
+/// writer's share of the CPU went from 40% to 65%, and throughput fell by a
+/// sixth: BENCHMARKS.md, session 13). A long checkpoint gave the log time to
+/// catch up; a short one right after a commit did not.
+pub(super) fn wait_published(to_log: &mpsc::Sender<Committed>) {
+    let (tx, rx) = mpsc::sync_channel(1);
+    let marker = Committed {
+        published: Some(tx),
+        ..Committed::default()
+    };
+    if to_log.send(marker).is_ok() {
+        let _ = rx.recv();
     }
 }
 
@@ -330,6 +373,33 @@ mod tests {
     /// A value whose record makes its write a large one (see `SMALL_WRITE`).
     fn large(byte: u8) -> Vec<u8> {
         vec![byte; 64 << 10]
+    }
+
+    // The held lock keeps the log thread from publishing the last commit.
+    #[allow(clippy::await_holding_lock)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_checkpoint_waits_until_readers_see_every_commit_before_it() {
+        let dir = tempdir();
+        let (store, hold) = open(dir.path()).await;
+        let (x, y) = (EntityKey::new("p", "x"), EntityKey::new("p", "y"));
+        put(&store, &x, vec![1], false).await;
+        let before = next_checkpoint(&store, store.durable.last_requested()).await;
+
+        let held = hold.lock().expect("hold");
+        let writing = spawn_put(&store, &y, vec![2], false);
+        // The writer commits `y` and, idle, is due for a checkpoint after a second.
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        assert_eq!(
+            store.durable.last_requested(),
+            before,
+            "checkpointed while readers still saw the state before the last commit"
+        );
+
+        drop(held);
+        assert!(writing.await.expect("join"));
+        next_checkpoint(&store, before).await;
+        assert_eq!(scan_values(&store).await, [vec![1], vec![2]]);
+        store.shutdown().await.expect("shutdown");
     }
 
     // The paused flusher stands for a slow disk under a checkpoint.

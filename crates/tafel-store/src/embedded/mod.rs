@@ -411,14 +411,17 @@ fn writer_loop(
 /// Runs one group of jobs in one transaction, commits it (non-durably, or as a
 /// checkpoint) and hands it to the log thread. An empty group with pending
 /// non-durable commits is a plain checkpoint.
-fn run_group(db: &Database, state: &mut LogState, log: &mpsc::Sender<Committed>, failed: &AtomicBool, group: Vec<Job>) {
+fn run_group(
+    db: &Database,
+    state: &mut LogState,
+    to_log: &mpsc::Sender<Committed>,
+    failed: &AtomicBool,
+    group: Vec<Job>,
+) {
     let mut committed = Committed {
-        record: None,
-        checkpoint: None,
-        snapshot: None,
         deletes_table: group.iter().any(|j| matches!(j, Job::DeleteTable { .. })),
         pending: Vec::with_capacity(group.len()),
-        result: Ok(()),
+        ..Committed::default()
     };
     let checkpoint_alone = group.is_empty();
     let jobs = group.len() as u64;
@@ -461,6 +464,10 @@ fn run_group(db: &Database, state: &mut LogState, log: &mpsc::Sender<Committed>,
             Durability::None
         };
         txn.set_durability(level).map_err(|e| e.to_string())?;
+        if checkpoint && state.since.any() {
+            // No reader may be left on an older state: see `wait_published`.
+            commit::wait_published(to_log);
+        }
         let started = Instant::now();
         txn.commit().map_err(|e| e.to_string())?;
         state.last_seq = seq;
@@ -483,7 +490,7 @@ fn run_group(db: &Database, state: &mut LogState, log: &mpsc::Sender<Committed>,
     if let Err(e) = &committed.result {
         tracing::error!(error = %e, "commit failed; failing every request of the group");
     }
-    if let Err(mpsc::SendError(c)) = log.send(committed) {
+    if let Err(mpsc::SendError(c)) = to_log.send(committed) {
         c.answer(&Err("the log thread stopped".into()));
     }
 }
