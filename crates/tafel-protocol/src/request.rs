@@ -3,7 +3,6 @@
 
 use bytes::Bytes;
 use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
-use percent_encoding::percent_decode_str;
 use tafel_service::{Ctx, Error, ErrorCode, Result};
 
 /// Everything a handler needs to know besides the request itself.
@@ -77,16 +76,13 @@ impl Response {
     }
 }
 
-/// Query-string pairs, percent-decoded (`+` stays a plus, as in Azure).
+/// Query-string pairs, form-decoded as Azure does: `%XX` escapes, and `+` is a space
+/// (the Rust SDK and the legacy Python SDK send `PartitionKey+eq+'a'`; a literal plus
+/// arrives as `%2B`).
 pub fn parse_query(raw: Option<&str>) -> Vec<(String, String)> {
     let Some(raw) = raw else { return Vec::new() };
-    raw.split('&')
-        .filter(|p| !p.is_empty())
-        .map(|pair| {
-            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-            let dec = |s: &str| percent_decode_str(s).decode_utf8_lossy().into_owned();
-            (dec(k), dec(v))
-        })
+    form_urlencoded::parse(raw.as_bytes())
+        .map(|(k, v)| (k.into_owned(), v.into_owned()))
         .collect()
 }
 
@@ -108,5 +104,18 @@ pub fn effective_method(method: &Method, headers: &HeaderMap) -> Result<Method> 
         Ok(v) if v.eq_ignore_ascii_case("DELETE") => Ok(Method::DELETE),
         Ok(v) if v.eq_ignore_ascii_case("PATCH") => Ok(Method::PATCH),
         _ => Err(Error::new(ErrorCode::XMethodIncorrectValue)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_query;
+
+    #[test]
+    fn query_string_plus_is_a_space_and_percent_2b_a_plus() {
+        let q = parse_query(Some("$filter=PartitionKey+eq+'a%2Bb'&&$top=5&flag"));
+        let want = [("$filter", "PartitionKey eq 'a+b'"), ("$top", "5"), ("flag", "")];
+        let got: Vec<(&str, &str)> = q.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        assert_eq!(got, want);
     }
 }

@@ -40,6 +40,7 @@ pub async fn handle(svc: &Service, cx: &Context, req: &Request) -> Result<Respon
             _ => Err(method_not_allowed()),
         },
         Resource::Table(name) => match req.method {
+            Method::GET | Method::HEAD => tables::get(svc, cx, req, &name).await,
             Method::DELETE => tables::delete(svc, cx, &name).await,
             _ => Err(method_not_allowed()),
         },

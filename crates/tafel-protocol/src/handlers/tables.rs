@@ -1,4 +1,4 @@
-//! Query Tables, Create Table, Delete Table.
+//! Query Tables (all, or one by name), Create Table, Delete Table.
 
 use http::StatusCode;
 use tafel_service::{Result, Service, TableQuery};
@@ -61,6 +61,15 @@ pub async fn query(svc: &Service, cx: &Context, req: &Request) -> Result<Respons
         resp.set("x-ms-continuation-nexttablename", next);
     }
     Ok(resp)
+}
+
+/// `GET /Tables('name')`: that one table as a single `@Element`, not a `value` array.
+pub async fn get(svc: &Service, cx: &Context, req: &Request, name: &str) -> Result<Response> {
+    let level = metadata_level(req)?;
+    let name = svc.get_table(&cx.ctx, name).await?;
+    let mut out = Vec::with_capacity(128);
+    write_table(&mut out, cx, level, &name, true);
+    Ok(Response::with_body(StatusCode::OK, content_type(level), out))
 }
 
 pub async fn create(svc: &Service, cx: &Context, req: &Request) -> Result<Response> {

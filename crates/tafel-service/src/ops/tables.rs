@@ -53,6 +53,16 @@ impl Service {
         }
     }
 
+    /// Query Tables addressed at one table (`GET /Tables('name')`, the legacy SDKs'
+    /// `exists`): its stored name, or `ResourceNotFound` as Azure answers.
+    pub async fn get_table(&self, ctx: &Ctx, name: &str) -> Result<String> {
+        ctx.access.check(Action::QueryTables, None, None)?;
+        match self.store.get_table(&ctx.account, name).await? {
+            Some(t) => Ok(t.name),
+            None => Err(Error::new(ErrorCode::ResourceNotFound)),
+        }
+    }
+
     pub async fn query_tables(&self, ctx: &Ctx, q: &TableQuery) -> Result<TablePage> {
         ctx.access.check(Action::QueryTables, None, None)?;
         let want = q.top.unwrap_or(MAX_PAGE).clamp(1, MAX_PAGE);
