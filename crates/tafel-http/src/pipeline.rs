@@ -4,17 +4,21 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Instant;
 
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Method, StatusCode};
 use http_body_util::Full;
 use hyper::body::Incoming;
 use tafel_protocol::json::MetadataLevel;
+use tafel_protocol::operation::{self, Operation};
+use tafel_protocol::resource::Resource;
 use tafel_protocol::{error_body, handlers, parse_query, Context, Request, Response};
 use tafel_service::{Ctx, Error, ErrorCode, Service};
 
 use crate::accounts::Accounts;
 use crate::addressing;
+use crate::admin::{self, Credential, Ops};
 use crate::auth::{self, Signed};
 use crate::body;
 use crate::cors;
@@ -25,6 +29,8 @@ pub const DEFAULT_VERSION: &str = "2019-02-02";
 pub struct AppState {
     pub service: Service,
     pub accounts: Accounts,
+    /// Metrics, access log and drain state (`admin/`).
+    pub ops: Arc<Ops>,
 }
 
 /// The client's address, put in each request's extensions by the server.
@@ -42,11 +48,32 @@ struct Meta {
     /// `Origin` of a cross-origin request, and the request's verb.
     origin: Option<String>,
     method: Method,
+    /// For metrics and the access log: the operation, the error answered, and
+    /// the table named (only gathered while the access log is on).
+    operation: Operation,
+    error: Option<ErrorCode>,
+    table: String,
 }
 
 pub async fn handle(state: Arc<AppState>, req: hyper::Request<Incoming>) -> Response {
+    let started = Instant::now();
+    let _in_flight = state.ops.in_flight();
     let request_id = uuid::Uuid::new_v4().to_string();
     let headers = req.headers();
+    let bytes_in = headers
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok())
+        .unwrap_or(0);
+    let logs_access = state.ops.logs_access();
+    let credential = Credential::of(
+        headers.get(http::header::AUTHORIZATION).map(HeaderValue::as_bytes),
+        req.uri().query(),
+    );
+    let peer = req.extensions().get::<PeerAddr>().map(|p| p.0);
+    let user_agent = match logs_access {
+        true => headers.get(http::header::USER_AGENT).cloned(),
+        false => None,
+    };
     let mut meta = Meta {
         request_id,
         version: headers
@@ -59,11 +86,17 @@ pub async fn handle(state: Arc<AppState>, req: hyper::Request<Incoming>) -> Resp
         account: None,
         origin: headers.get("origin").and_then(|v| v.to_str().ok()).map(str::to_owned),
         method: req.method().clone(),
+        operation: Operation::Unknown,
+        error: None,
+        table: String::new(),
     };
     let head_request = req.method() == Method::HEAD;
     let mut resp = match run(&state, req, &mut meta).await {
         Ok(r) => r,
-        Err(e) => error_response(&e, &meta),
+        Err(e) => {
+            meta.error = Some(e.code);
+            error_response(&e, &meta)
+        }
     };
     if let (Some(origin), Some(account)) = (&meta.origin, &meta.account) {
         if meta.method != Method::OPTIONS {
@@ -74,6 +107,20 @@ pub async fn handle(state: Arc<AppState>, req: hyper::Request<Incoming>) -> Resp
     if head_request {
         resp.body = Bytes::new();
     }
+    state.ops.finish(&admin::Request {
+        started,
+        operation: meta.operation,
+        error: meta.error,
+        status: resp.status.as_u16(),
+        bytes_in,
+        bytes_out: resp.body.len() as u64,
+        request_id: &meta.request_id,
+        account: meta.account.as_deref().unwrap_or_default(),
+        table: &meta.table,
+        credential,
+        peer,
+        user_agent: user_agent.as_ref().and_then(|v| v.to_str().ok()).unwrap_or_default(),
+    });
     resp
 }
 
@@ -188,6 +235,7 @@ async fn run(state: &AppState, req: hyper::Request<Incoming>, meta: &mut Meta) -
     let address = addressing::resolve(&host, &raw_path)
         .ok_or_else(|| Error::with_message(ErrorCode::InvalidUri, "The request URI names no storage account."))?;
     meta.account = Some(address.account.clone());
+    classify(state, &parts, &address.path, &query, meta);
     if parts.method == Method::OPTIONS {
         // CORS preflight: unauthenticated, answered from the stored rules.
         meta.error_level = None;
@@ -238,6 +286,20 @@ async fn run(state: &AppState, req: hyper::Request<Incoming>, meta: &mut Meta) -
         secondary: address.secondary,
     };
     tafel_protocol::handle(&state.service, &cx, &request).await
+}
+
+/// Names the operation (and, for the access log, the table) the request asks for.
+fn classify(state: &AppState, parts: &http::request::Parts, path: &str, query: &[(String, String)], meta: &mut Meta) {
+    let method =
+        tafel_protocol::effective_method(&parts.method, &parts.headers).unwrap_or_else(|_| parts.method.clone());
+    let (op, resource) = operation::classify(&method, path, query, &parts.headers);
+    meta.operation = op;
+    if state.ops.logs_access() {
+        meta.table = match resource {
+            Some(Resource::Table(t) | Resource::EntitySet(t) | Resource::Entity { table: t, .. }) => t,
+            _ => String::new(),
+        };
+    }
 }
 
 /// Converts a protocol response into hyper's.

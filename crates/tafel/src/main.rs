@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
+use tafel_http::admin::{self, AccessLog, AdminState, Destination, LogFormat, Ops};
 use tafel_http::server::Threads;
 use tafel_http::{Accounts, AppState};
 use tafel_service::Service;
@@ -77,6 +78,52 @@ struct ServeArgs {
     /// for batches (default: one per CPU).
     #[arg(long, env = "TAFEL_LONG_THREADS")]
     long_threads: Option<usize>,
+    /// Address of the admin listener (/health, /ready, /metrics).
+    #[arg(long, env = "TAFEL_ADMIN_HOST", default_value = "127.0.0.1")]
+    admin_host: String,
+    /// Port of the admin listener.
+    #[arg(long, env = "TAFEL_ADMIN_PORT", default_value_t = 10012)]
+    admin_port: u16,
+    /// Run no admin listener.
+    #[arg(long, env = "TAFEL_NO_ADMIN")]
+    no_admin: bool,
+    /// Bearer token the admin listener asks for (/metrics, and /ready's reason);
+    /// required when it listens on a non-loopback address.
+    #[arg(long, env = "TAFEL_ADMIN_TOKEN", hide_env_values = true)]
+    admin_token: Option<String>,
+    /// Where the access log goes: off, stdout, or a file to append to.
+    #[arg(long, env = "TAFEL_ACCESS_LOG", default_value = "off")]
+    access_log: String,
+    /// Format of the access log and of the server's own log lines.
+    #[arg(long, env = "TAFEL_LOG_FORMAT", value_enum, default_value_t = LogFormatArg::Text)]
+    log_format: LogFormatArg,
+    /// On SIGTERM, seconds to keep serving with /ready at 503 (so load balancers
+    /// stop sending here) before shutting down.
+    #[arg(long, env = "TAFEL_DRAIN_SECONDS", default_value_t = 5)]
+    drain_seconds: u64,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, PartialEq, Eq)]
+enum LogFormatArg {
+    Text,
+    Json,
+}
+
+impl ServeArgs {
+    fn access_log(&self) -> anyhow::Result<Option<AccessLog>> {
+        let destination = match self.access_log.as_str() {
+            "off" | "" => return Ok(None),
+            "stdout" | "-" => Destination::Stdout,
+            path => Destination::File(PathBuf::from(path)),
+        };
+        let format = match self.log_format {
+            LogFormatArg::Text => LogFormat::Text,
+            LogFormatArg::Json => LogFormat::Json,
+        };
+        let log = AccessLog::open(&destination, format)
+            .with_context(|| format!("opening the access log {}", self.access_log))?;
+        Ok(Some(log))
+    }
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, PartialEq, Eq)]
@@ -114,11 +161,15 @@ fn main() -> anyhow::Result<()> {
         Some(Command::Serve(a)) => a,
         None => cli.serve,
     };
-    tracing_subscriber::fmt()
+    let logs = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::try_new(&args.log).unwrap_or_else(|_| "info".into()))
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+        .with_writer(std::io::stderr);
+    match args.log_format {
+        LogFormatArg::Json => logs.json().init(),
+        LogFormatArg::Text => logs
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .init(),
+    }
     // This runtime only accepts connections and runs the store's background
     // work; serving threads and long requests run on their own (tafel_http::serve).
     tokio::runtime::Builder::new_current_thread()
@@ -159,9 +210,12 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             .with_context(|| format!("opening the store in {}", args.data_dir.display()))?,
         ),
     };
+    let ops = Arc::new(Ops::new(args.access_log()?));
+    let account_names: Vec<String> = accounts.names().map(str::to_owned).collect();
     let state = Arc::new(AppState {
         service: Service::new(store.clone()),
         accounts,
+        ops: ops.clone(),
     });
     let addr: SocketAddr = format!("{}:{}", args.host, args.port)
         .parse()
@@ -169,6 +223,33 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .with_context(|| format!("binding {addr}"))?;
+    let backend = match args.backend {
+        Backend::Embedded => "embedded",
+        Backend::Postgres => "postgres",
+    };
+    let (admin_stop, admin_stopped) = tokio::sync::oneshot::channel::<()>();
+    let admin_task = if args.no_admin {
+        None
+    } else {
+        let admin_addr: SocketAddr = format!("{}:{}", args.admin_host, args.admin_port)
+            .parse()
+            .context("bad --admin-host/--admin-port")?;
+        admin::listener::check_exposure(&admin_addr, args.admin_token.as_deref()).map_err(anyhow::Error::msg)?;
+        let admin_listener = tokio::net::TcpListener::bind(admin_addr)
+            .await
+            .with_context(|| format!("binding the admin listener {admin_addr}"))?;
+        tracing::info!("admin listener on {}", admin_listener.local_addr()?);
+        let admin_state = Arc::new(AdminState::new(
+            ops.clone(),
+            store.clone(),
+            account_names,
+            args.admin_token.clone().filter(|t| !t.is_empty()),
+            backend,
+        ));
+        Some(tokio::spawn(admin::serve_admin(admin_listener, admin_state, async {
+            let _ = admin_stopped.await;
+        })))
+    };
     let names: Vec<&str> = state.accounts.names().collect();
     match args.backend {
         Backend::Embedded => {
@@ -183,14 +264,29 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         serving: args.threads.unwrap_or(defaults.serving),
         long: args.long_threads.unwrap_or(defaults.long),
     };
-    tafel_http::serve(listener, state, threads, shutdown_signal()).await?;
+    let drain = std::time::Duration::from_secs(args.drain_seconds);
+    tafel_http::serve(listener, state, threads, shutdown_signal(ops.clone(), drain)).await?;
     tracing::info!("draining the store");
     store.shutdown().await?;
+    ops.flush();
+    let _ = admin_stop.send(());
+    if let Some(task) = admin_task {
+        if let Ok(Err(e)) = task.await {
+            tracing::warn!(error = %e, "the admin listener failed");
+        }
+    }
     tracing::info!("stopped");
     Ok(())
 }
 
-async fn shutdown_signal() {
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Signal {
+    Interrupt,
+    Terminate,
+}
+
+/// The next SIGINT or SIGTERM.
+async fn next_signal() -> Signal {
     let ctrl_c = async {
         let _ = tokio::signal::ctrl_c().await;
     };
@@ -206,8 +302,30 @@ async fn shutdown_signal() {
     #[cfg(not(unix))]
     let term = std::future::pending::<()>();
     tokio::select! {
-        () = ctrl_c => {}
-        () = term => {}
+        () = ctrl_c => Signal::Interrupt,
+        () = term => Signal::Terminate,
+    }
+}
+
+/// Completes when the server should stop taking requests. SIGTERM (what
+/// orchestrators and service managers send) drains first: `/ready` answers 503
+/// and responses ask clients to close their connections for `drain`, while
+/// requests are still served, so a load balancer moves traffic away before
+/// anything is refused. SIGINT (Ctrl-C at a terminal) stops without the wait,
+/// as does a second signal during the drain. Either way, in-flight requests
+/// then finish before the process exits.
+async fn shutdown_signal(ops: Arc<Ops>, drain: std::time::Duration) {
+    let first = next_signal().await;
+    ops.start_draining();
+    if first == Signal::Terminate && !drain.is_zero() {
+        tracing::info!(
+            seconds = drain.as_secs_f64(),
+            "SIGTERM: not ready, draining before shutdown"
+        );
+        tokio::select! {
+            () = tokio::time::sleep(drain) => {}
+            s = next_signal() => tracing::info!(signal = ?s, "second signal: shutting down now"),
+        }
     }
     tracing::info!("shutdown requested");
 }
