@@ -12,7 +12,6 @@ use http_body_util::Full;
 use hyper::body::Incoming;
 use tafel_protocol::json::MetadataLevel;
 use tafel_protocol::operation::{self, Operation};
-use tafel_protocol::resource::Resource;
 use tafel_protocol::{error_body, handlers, parse_query, Context, Request, Response};
 use tafel_service::{Ctx, Error, ErrorCode, Service};
 
@@ -53,6 +52,8 @@ struct Meta {
     operation: Operation,
     error: Option<ErrorCode>,
     table: String,
+    /// Bytes of the request body read.
+    bytes_in: u64,
 }
 
 pub async fn handle(state: Arc<AppState>, req: hyper::Request<Incoming>) -> Response {
@@ -60,19 +61,18 @@ pub async fn handle(state: Arc<AppState>, req: hyper::Request<Incoming>) -> Resp
     let _in_flight = state.ops.in_flight();
     let request_id = uuid::Uuid::new_v4().to_string();
     let headers = req.headers();
-    let bytes_in = headers
-        .get(http::header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok())
-        .unwrap_or(0);
+    // What only the access log needs is gathered only while it is on.
     let logs_access = state.ops.logs_access();
-    let credential = Credential::of(
-        headers.get(http::header::AUTHORIZATION).map(HeaderValue::as_bytes),
-        req.uri().query(),
-    );
-    let peer = req.extensions().get::<PeerAddr>().map(|p| p.0);
-    let user_agent = match logs_access {
-        true => headers.get(http::header::USER_AGENT).cloned(),
-        false => None,
+    let (credential, peer, user_agent) = match logs_access {
+        true => (
+            Credential::of(
+                headers.get(http::header::AUTHORIZATION).map(HeaderValue::as_bytes),
+                req.uri().query(),
+            ),
+            req.extensions().get::<PeerAddr>().map(|p| p.0),
+            headers.get(http::header::USER_AGENT).cloned(),
+        ),
+        false => (Credential::Anonymous, None, None),
     };
     let mut meta = Meta {
         request_id,
@@ -89,6 +89,7 @@ pub async fn handle(state: Arc<AppState>, req: hyper::Request<Incoming>) -> Resp
         operation: Operation::Unknown,
         error: None,
         table: String::new(),
+        bytes_in: 0,
     };
     let head_request = req.method() == Method::HEAD;
     let mut resp = match run(&state, req, &mut meta).await {
@@ -107,12 +108,17 @@ pub async fn handle(state: Arc<AppState>, req: hyper::Request<Incoming>) -> Resp
     if head_request {
         resp.body = Bytes::new();
     }
+    if state.ops.draining() {
+        // The client opens its next request's connection anew, so none is left
+        // idle here to be cut when the drain ends.
+        resp.set_static("connection", "close");
+    }
     state.ops.finish(&admin::Request {
         started,
         operation: meta.operation,
         error: meta.error,
         status: resp.status.as_u16(),
-        bytes_in,
+        bytes_in: meta.bytes_in,
         bytes_out: resp.body.len() as u64,
         request_id: &meta.request_id,
         account: meta.account.as_deref().unwrap_or_default(),
@@ -248,6 +254,7 @@ async fn run(state: &AppState, req: hyper::Request<Incoming>, meta: &mut Meta) -
         .get(http::header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
     let body = body::read(body, declared).await?;
+    meta.bytes_in = body.len() as u64;
     check_content_md5(&parts.headers, &body)?;
 
     let peer = parts.extensions.get::<PeerAddr>().map(|p| p.0.ip());
@@ -290,15 +297,14 @@ async fn run(state: &AppState, req: hyper::Request<Incoming>, meta: &mut Meta) -
 
 /// Names the operation (and, for the access log, the table) the request asks for.
 fn classify(state: &AppState, parts: &http::request::Parts, path: &str, query: &[(String, String)], meta: &mut Meta) {
-    let method =
-        tafel_protocol::effective_method(&parts.method, &parts.headers).unwrap_or_else(|_| parts.method.clone());
-    let (op, resource) = operation::classify(&method, path, query, &parts.headers);
-    meta.operation = op;
+    // Only a POST tunnels another verb (X-HTTP-Method); a bad tunnel is refused later.
+    let method = match parts.method {
+        Method::POST => tafel_protocol::effective_method(&parts.method, &parts.headers).unwrap_or(Method::POST),
+        _ => parts.method.clone(),
+    };
+    meta.operation = operation::classify(&method, path, query, &parts.headers);
     if state.ops.logs_access() {
-        meta.table = match resource {
-            Some(Resource::Table(t) | Resource::EntitySet(t) | Resource::Entity { table: t, .. }) => t,
-            _ => String::new(),
-        };
+        meta.table = operation::table(path).unwrap_or_default();
     }
 }
 

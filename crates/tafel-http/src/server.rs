@@ -249,18 +249,8 @@ async fn serve_thread(
                 let ops = state.ops.clone();
                 let svc = service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
                     req.extensions_mut().insert(PeerAddr(peer));
-                    let ops = state.ops.clone();
                     let fut = respond(state.clone(), long.clone(), req);
-                    async move {
-                        let mut resp = into_hyper(fut.await);
-                        if ops.draining() {
-                            // Draining: the client opens its next request's connection
-                            // anew, so none is left idle here to be cut at shutdown.
-                            resp.headers_mut()
-                                .insert(http::header::CONNECTION, http::HeaderValue::from_static("close"));
-                        }
-                        Ok::<_, Infallible>(resp)
-                    }
+                    async move { Ok::<_, Infallible>(into_hyper(fut.await)) }
                 });
                 let conn = graceful.watch(http.serve_connection(TokioIo::new(stream), svc));
                 ops.metrics.connection_opened();

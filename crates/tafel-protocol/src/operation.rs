@@ -3,6 +3,7 @@
 //! names are a fixed set, so they make bounded metric labels.
 
 use http::{HeaderMap, Method};
+use percent_encoding::percent_decode_str;
 
 use crate::resource::{self, Resource};
 
@@ -52,58 +53,117 @@ impl Operation {
     }
 }
 
-/// The operation of `method` (the effective verb, after `X-HTTP-Method`) on
-/// `path` (below the account root, as sent), with the resource it names when the
-/// path parses. A request the handlers would refuse for its verb is `Unknown`.
-pub fn classify(
-    method: &Method,
-    path: &str,
-    query: &[(String, String)],
-    headers: &HeaderMap,
-) -> (Operation, Option<Resource>) {
-    if method == Method::OPTIONS {
-        return (Operation::Preflight, resource::parse(path).ok());
-    }
-    match resource::parse(path) {
-        Ok(r) => (of(method, &r, query, headers), Some(r)),
-        Err(_) => (Operation::Unknown, None),
+/// The kind of resource a path names, without its names and keys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shape {
+    Service,
+    Tables,
+    Table,
+    EntitySet,
+    Entity,
+    Batch,
+}
+
+impl From<&Resource> for Shape {
+    fn from(r: &Resource) -> Self {
+        match r {
+            Resource::Service => Shape::Service,
+            Resource::Tables => Shape::Tables,
+            Resource::Table(_) => Shape::Table,
+            Resource::EntitySet(_) => Shape::EntitySet,
+            Resource::Entity { .. } => Shape::Entity,
+            Resource::Batch => Shape::Batch,
+        }
     }
 }
 
-/// The operation of `method` on a parsed resource.
-pub fn of(method: &Method, resource: &Resource, query: &[(String, String)], headers: &HeaderMap) -> Operation {
+/// The shape of a path below the account root (as sent), told the way
+/// [`resource::parse`] tells it but without copying names or keys out: this
+/// runs for every request. The keys themselves are not checked: a malformed
+/// entity path is still an entity operation (that then fails with `InvalidUri`).
+pub fn shape(path: &str) -> Option<Shape> {
+    // Most paths have no escape at all: a memchr is cheaper than the decoder's scan.
+    let decoded = match memchr::memchr(b'%', path.as_bytes()) {
+        None => std::borrow::Cow::Borrowed(path),
+        Some(_) => percent_decode_str(path).decode_utf8().ok()?,
+    };
+    let path = decoded.strip_prefix('/').unwrap_or(&decoded);
+    if path.is_empty() {
+        return Some(Shape::Service);
+    }
+    if path == "$batch" || path == "$batch/" {
+        return Some(Shape::Batch);
+    }
+    let (name, args) = match path.find('(') {
+        Some(i) => (&path[..i], Some(path[i + 1..].strip_suffix(')')?.trim())),
+        None => (path.strip_suffix('/').unwrap_or(path), None),
+    };
+    if name.is_empty() || name.contains('/') {
+        return None;
+    }
+    Some(match (name == "Tables", args) {
+        (true, None | Some("")) => Shape::Tables,
+        (true, Some(_)) => Shape::Table,
+        (false, None | Some("")) => Shape::EntitySet,
+        (false, Some(_)) => Shape::Entity,
+    })
+}
+
+/// The operation of `method` (the effective verb, after `X-HTTP-Method`) on
+/// `path` (below the account root, as sent). A request the handlers would
+/// refuse for its verb is `Unknown`.
+pub fn classify(method: &Method, path: &str, query: &[(String, String)], headers: &HeaderMap) -> Operation {
+    if method == Method::OPTIONS {
+        return Operation::Preflight;
+    }
+    match shape(path) {
+        Some(s) => of(method, s, query, headers),
+        None => Operation::Unknown,
+    }
+}
+
+/// The table a path names, if any (for access logs; it copies the name).
+pub fn table(path: &str) -> Option<String> {
+    match resource::parse(path).ok()? {
+        Resource::Table(t) | Resource::EntitySet(t) | Resource::Entity { table: t, .. } => Some(t),
+        _ => None,
+    }
+}
+
+/// The operation of `method` on a resource of shape `shape`.
+pub fn of(method: &Method, shape: Shape, query: &[(String, String)], headers: &HeaderMap) -> Operation {
     use Operation::*;
     let param = |name: &str| query.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
     let read = method == Method::GET || method == Method::HEAD;
-    let conditional = headers.contains_key("if-match");
-    match resource {
-        Resource::Service => match (param("comp"), read, method == Method::PUT) {
+    let conditional = || headers.contains_key(http::header::IF_MATCH);
+    match shape {
+        Shape::Service => match (param("comp"), read, method == Method::PUT) {
             (Some("properties"), true, _) => GetTableServiceProperties,
             (Some("properties"), _, true) => SetTableServiceProperties,
             (Some("stats"), true, _) => GetTableServiceStats,
             _ => Unknown,
         },
-        Resource::Tables if read => QueryTables,
-        Resource::Tables if method == Method::POST => CreateTable,
-        Resource::Table(_) if read => QueryTable,
-        Resource::Table(_) if method == Method::DELETE => DeleteTable,
-        Resource::EntitySet(_) if param("comp") == Some("acl") => match (read, method == Method::PUT) {
+        Shape::Tables if read => QueryTables,
+        Shape::Tables if method == Method::POST => CreateTable,
+        Shape::Table if read => QueryTable,
+        Shape::Table if method == Method::DELETE => DeleteTable,
+        Shape::EntitySet if param("comp") == Some("acl") => match (read, method == Method::PUT) {
             (true, _) => GetTableAcl,
             (_, true) => SetTableAcl,
             _ => Unknown,
         },
-        Resource::EntitySet(_) if read => QueryEntities,
-        Resource::EntitySet(_) if method == Method::POST => InsertEntity,
-        Resource::Entity { .. } => match method.as_str() {
+        Shape::EntitySet if read => QueryEntities,
+        Shape::EntitySet if method == Method::POST => InsertEntity,
+        Shape::Entity => match method.as_str() {
             "GET" | "HEAD" => QueryEntity,
-            "PUT" if conditional => UpdateEntity,
+            "PUT" if conditional() => UpdateEntity,
             "PUT" => InsertOrReplaceEntity,
-            "MERGE" | "PATCH" if conditional => MergeEntity,
+            "MERGE" | "PATCH" if conditional() => MergeEntity,
             "MERGE" | "PATCH" => InsertOrMergeEntity,
             "DELETE" => DeleteEntity,
             _ => Unknown,
         },
-        Resource::Batch if method == Method::POST => EntityGroupTransaction,
+        Shape::Batch if method == Method::POST => EntityGroupTransaction,
         _ => Unknown,
     }
 }
@@ -119,7 +179,7 @@ mod tests {
         if if_match {
             headers.insert("if-match", "*".parse().unwrap());
         }
-        classify(&method, path, &query, &headers).0
+        classify(&method, path, &query, &headers)
     }
 
     #[test]
@@ -156,11 +216,37 @@ mod tests {
             ),
             (op("OPTIONS", "/t", &[], false), Preflight),
             (op("DELETE", "/Tables", &[], false), Unknown),
-            (op("GET", "/t(PartitionKey='a')", &[], false), Unknown),
+            (op("GET", "/a/b", &[], false), Unknown),
         ];
         for (got, want) in cases {
             assert_eq!(got, want);
         }
+    }
+
+    #[test]
+    fn shape_agrees_with_the_resource_parser_on_every_path_it_parses() {
+        for path in [
+            "/",
+            "",
+            "/Tables",
+            "/Tables()",
+            "/Tables('abc')",
+            "/Tables(%27abc%27)",
+            "/$batch",
+            "/$batch/",
+            "/mytable",
+            "/mytable/",
+            "/mytable()",
+            "/t(PartitionKey='a',RowKey='b')",
+            "/t(PartitionKey=%27a%20b%27,RowKey=%27(x,y)%27)",
+            "/t(RowKey='b',PartitionKey='a')",
+        ] {
+            let parsed = resource::parse(path).expect(path);
+            assert_eq!(shape(path), Some(Shape::from(&parsed)), "{path}");
+        }
+        assert_eq!(table("/t(PartitionKey='a',RowKey='b')").as_deref(), Some("t"));
+        assert_eq!(table("/Tables('x')").as_deref(), Some("x"));
+        assert_eq!(table("/Tables"), None);
     }
 
     #[test]

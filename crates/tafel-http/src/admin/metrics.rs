@@ -1,24 +1,26 @@
 //! The Prometheus registry and the request metrics the pipeline updates.
 //!
-//! A request costs a few atomic adds and one uncontended lock (the latency
-//! histogram's): every label value is a `&'static str` from a fixed set, and
-//! the series of each operation (and of its answers without an error code)
-//! are looked up once and kept, so the common case neither hashes, formats nor
-//! allocates. Store metrics and per-account table counts are read at scrape
-//! time ([`Metrics::render`]).
+//! A request costs a few atomic adds and no lock: every label value is a
+//! `&'static str` from a fixed set, the series of each operation (and of its
+//! answers without an error code) are looked up once and kept, and latency
+//! goes to a lock-free fixed-bucket histogram per operation (prometheus-client's
+//! own takes a mutex per observation) that a collector encodes at scrape time.
+//! So the common case neither hashes, formats, allocates nor locks. Store
+//! metrics and per-account table counts are read at scrape time
+//! ([`Metrics::render`]).
 
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, NoLabelSet};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 use tafel_protocol::Operation;
 use tafel_service::ErrorCode;
+use tafel_store::stats::Histo;
 use tafel_store::{MetricValue, StoreMetric};
 
 /// Request latency buckets, seconds: 100 µs to 10 s.
@@ -40,13 +42,35 @@ struct OpLabels {
     operation: &'static str,
 }
 
-fn latency_histogram() -> Histogram {
-    Histogram::new(LATENCY.iter().copied())
+/// Request latency by operation (indexed by [`Operation::index`]), encoded
+/// under `tafel_request_duration_seconds` for the operations seen so far.
+#[derive(Debug)]
+struct Latency(Arc<[Histo]>);
+
+impl Collector for Latency {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let mut family = encoder.encode_descriptor(
+            "request_duration_seconds",
+            "Time from a request's arrival to its response, by operation",
+            None,
+            MetricType::Histogram,
+        )?;
+        for (op, h) in Operation::ALL.iter().zip(self.0.iter()) {
+            let s = h.snapshot();
+            if s.count == 0 {
+                continue;
+            }
+            let labels = OpLabels { operation: op.as_str() };
+            family
+                .encode_family(&labels)?
+                .encode_histogram::<NoLabelSet>(s.sum, s.count, &s.buckets, None)?;
+        }
+        Ok(())
+    }
 }
 
 /// The series of one operation, resolved on its first request.
 struct OpSeries {
-    latency: Histogram,
     bytes_in: Counter,
     bytes_out: Counter,
     /// Requests answered without an error code, by status class.
@@ -56,7 +80,7 @@ struct OpSeries {
 pub struct Metrics {
     registry: Registry,
     requests: Family<RequestLabels, Counter>,
-    latency: Family<OpLabels, Histogram, fn() -> Histogram>,
+    latency: Arc<[Histo]>,
     bytes_in: Family<OpLabels, Counter>,
     bytes_out: Family<OpLabels, Counter>,
     connections: Gauge,
@@ -85,7 +109,7 @@ impl Metrics {
     pub fn new() -> Self {
         let mut registry = Registry::with_prefix("tafel");
         let requests = Family::<RequestLabels, Counter>::default();
-        let latency = Family::<OpLabels, Histogram, fn() -> Histogram>::new_with_constructor(latency_histogram);
+        let latency: Arc<[Histo]> = Operation::ALL.iter().map(|_| Histo::new(LATENCY)).collect();
         let bytes_in = Family::<OpLabels, Counter>::default();
         let bytes_out = Family::<OpLabels, Counter>::default();
         let connections = Gauge::default();
@@ -96,14 +120,10 @@ impl Metrics {
             "Table API requests answered, by operation, status class and error code",
             requests.clone(),
         );
-        registry.register(
-            "request_duration_seconds",
-            "Time from a request's arrival to its response, by operation",
-            latency.clone(),
-        );
+        registry.register_collector(Box::new(Latency(latency.clone())));
         registry.register(
             "request_body_bytes",
-            "Bytes of request bodies received (Content-Length), by operation",
+            "Bytes of request bodies read, by operation",
             bytes_in.clone(),
         );
         registry.register(
@@ -144,7 +164,6 @@ impl Metrics {
         Some(slot.get_or_init(|| {
             let labels = OpLabels { operation: op.as_str() };
             OpSeries {
-                latency: self.latency.get_or_create_owned(&labels),
                 bytes_in: self.bytes_in.get_or_create_owned(&labels),
                 bytes_out: self.bytes_out.get_or_create_owned(&labels),
                 plain: Default::default(),
@@ -155,9 +174,16 @@ impl Metrics {
     /// Counts one answered request.
     pub fn observe(&self, o: &Outcome) {
         let Some(series) = self.series(o.operation) else { return };
-        series.latency.observe(o.seconds);
-        series.bytes_in.inc_by(o.bytes_in);
-        series.bytes_out.inc_by(o.bytes_out);
+        if let Some(h) = self.latency.get(o.operation.index()) {
+            h.observe(o.seconds);
+        }
+        // Most requests have no body (and HEAD answers none): skip adding 0.
+        if o.bytes_in > 0 {
+            series.bytes_in.inc_by(o.bytes_in);
+        }
+        if o.bytes_out > 0 {
+            series.bytes_out.inc_by(o.bytes_out);
+        }
         let class = usize::from(o.status / 100).clamp(1, 5) - 1;
         let labels = |error_code| RequestLabels {
             operation: o.operation.as_str(),
@@ -347,6 +373,7 @@ mod tests {
             r#"tafel_requests_total{operation="InsertEntity",status_class="2xx",error_code=""} 2"#,
             r#"tafel_requests_total{operation="InsertEntity",status_class="4xx",error_code="EntityAlreadyExists"} 1"#,
             r#"tafel_request_duration_seconds_count{operation="InsertEntity"} 3"#,
+            r#"tafel_request_duration_seconds_bucket{operation="InsertEntity",le="0.0025"} 3"#,
             r#"tafel_request_body_bytes_total{operation="InsertEntity"} 300"#,
             r#"tafel_account_tables{account="acct"} 4"#,
             r#"tafel_store_log_sync_seconds_bucket{le="+Inf"} 3"#,
