@@ -105,13 +105,12 @@ def test_no_admin_runs_no_admin_listener(workdir):
 # ---------------------------------------------------------------------------
 
 
-def test_each_operation_moves_its_counters_by_exactly_what_was_done(fresh_server, raw):
+def test_each_operation_moves_its_counters_by_exactly_what_was_done(fresh_server):
     from azure.core.exceptions import ResourceExistsError, ResourceNotFoundError
     from azure.data.tables import TableAccessPolicy, TableServiceClient, UpdateMode
     from azure.data.tables import TableMetrics
 
     srv = fresh_server
-    raw = srv.raw
     before = scrape(srv)
     assert requests_total(before) == {}
     name = unique_table_name()
@@ -484,3 +483,35 @@ def test_access_log_as_text_lines_on_stdout(workdir):
             assert part in line.split(" ") or part in line, line
     finally:
         srv.stop()
+
+
+# ---------------------------------------------------------------------------
+# Docs: every metric documented, the dashboard uses only real ones
+# ---------------------------------------------------------------------------
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+EMBEDDED_ONLY = ("tafel_store_commit_", "tafel_store_log_", "tafel_store_checkpoint_", "tafel_store_page_")
+
+
+def family_names(server: TafelServer) -> set:
+    text = requests.get(server.admin_url + "/metrics", timeout=10).text
+    return {line.split()[2] for line in text.splitlines() if line.startswith("# TYPE ")}
+
+
+def test_every_metric_is_documented_and_the_dashboard_uses_only_real_ones(fresh_server):
+    import re
+
+    srv = fresh_server
+    assert srv.raw.get("/Tables").status_code == 200  # so the request families have a series
+    exposed = family_names(srv)
+    doc = (DOCS / "operations.md").read_text()
+    undocumented = sorted(n for n in exposed if f"`{n}`" not in doc)
+    assert not undocumented, f"metrics missing from docs/operations.md: {undocumented}"
+
+    dashboard = (DOCS / "grafana-dashboard.json").read_text()
+    json.loads(dashboard)
+    used = {re.sub(r"_(bucket|sum|count)$", "", n) for n in re.findall(r"\btafel_[a-z_]+", dashboard)}
+    other_backend = "tafel_store_postgres_" if BACKEND == "embedded" else EMBEDDED_ONLY
+    unknown = sorted(n for n in used if n not in exposed and not n.startswith(other_backend))
+    assert not unknown, f"the dashboard uses metrics the server does not expose: {unknown}"
+    assert all(f"`{n}`" in doc for n in used)
