@@ -4,8 +4,10 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+mod config;
+
 use anyhow::Context as _;
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use tafel_http::admin::{self, AccessLog, AdminState, Destination, LogFormat, Ops};
 use tafel_http::server::Threads;
 use tafel_http::{Accounts, AppState};
@@ -19,8 +21,17 @@ use tafel_store::Store;
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// `tafel --version`: the version, the commit it was built from, and the
+/// backends compiled in.
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("TAFEL_COMMIT"),
+    "; backends: embedded, postgres)"
+);
+
 #[derive(Parser)]
-#[command(name = "tafel", version, about = "An Azure Table Storage–compatible server")]
+#[command(name = "tafel", version = VERSION, about = "An Azure Table Storage–compatible server")]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
@@ -32,10 +43,26 @@ struct Cli {
 enum Command {
     /// Run the server (the default).
     Serve(ServeArgs),
+    /// The configuration.
+    Config {
+        #[command(subcommand)]
+        action: ConfigCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum ConfigCommand {
+    /// Print the effective configuration (flag > env > file > default) as a
+    /// file --config takes, with secrets masked.
+    Print(ServeArgs),
 }
 
 #[derive(Args, Clone)]
 struct ServeArgs {
+    /// A TOML file setting any of these flags under its own name (`port = 10002`);
+    /// flags and environment variables take precedence over it.
+    #[arg(long, env = "TAFEL_CONFIG")]
+    config: Option<PathBuf>,
     /// Address to listen on.
     #[arg(long, env = "TAFEL_HOST", default_value = "127.0.0.1")]
     host: String,
@@ -47,7 +74,12 @@ struct ServeArgs {
     data_dir: PathBuf,
     /// An account as NAME:BASE64KEY[:BASE64KEY2]; repeatable. Default: the
     /// emulator account devstoreaccount1 with its well-known key.
-    #[arg(long = "account", env = "TAFEL_ACCOUNTS", value_delimiter = ';')]
+    #[arg(
+        long = "account",
+        env = "TAFEL_ACCOUNTS",
+        value_delimiter = ';',
+        hide_env_values = true
+    )]
     accounts: Vec<String>,
     /// A file of accounts, one NAME:BASE64KEY[:BASE64KEY2] per line (`#` starts a
     /// comment line); combined with --account.
@@ -65,7 +97,12 @@ struct ServeArgs {
     backend: Backend,
     /// The database of the postgres backend, as a libpq-style URL or conninfo
     /// (`postgresql://user@host:5432/db`, `host=… dbname=…`).
-    #[arg(long, env = "TAFEL_POSTGRES_URL", required_if_eq("backend", "postgres"))]
+    #[arg(
+        long,
+        env = "TAFEL_POSTGRES_URL",
+        required_if_eq("backend", "postgres"),
+        hide_env_values = true
+    )]
     postgres_url: Option<String>,
     /// Connections to the database this node keeps at most.
     #[arg(long, env = "TAFEL_POSTGRES_POOL", default_value_t = 16)]
@@ -85,7 +122,7 @@ struct ServeArgs {
     #[arg(long, env = "TAFEL_ADMIN_PORT", default_value_t = 10012)]
     admin_port: u16,
     /// Run no admin listener.
-    #[arg(long, env = "TAFEL_NO_ADMIN")]
+    #[arg(long, env = "TAFEL_NO_ADMIN", value_parser = clap::builder::BoolishValueParser::new())]
     no_admin: bool,
     /// Bearer token the admin listener asks for (/metrics, and /ready's reason);
     /// required when it listens on a non-loopback address.
@@ -156,9 +193,18 @@ fn disable_transparent_huge_pages() {}
 
 fn main() -> anyhow::Result<()> {
     disable_transparent_huge_pages();
-    let cli = Cli::parse();
+    let cmd = Cli::command();
+    let (argv, from_file) = config::layered(&cmd, std::env::args_os().collect())?;
+    let matches = cmd.clone().try_get_matches_from(&argv).unwrap_or_else(|e| e.exit());
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     let args = match cli.command {
         Some(Command::Serve(a)) => a,
+        Some(Command::Config {
+            action: ConfigCommand::Print(_),
+        }) => {
+            print!("{}", config::print(&cmd, argv, &from_file)?);
+            return Ok(());
+        }
         None => cli.serve,
     };
     let logs = tracing_subscriber::fmt()
