@@ -86,3 +86,98 @@ impl EmbeddedStats {
         out
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::Ordering;
+    use std::sync::Arc;
+
+    use crate::embedded::scan_tests::{open, runtime, tempdir, ACCOUNT};
+    use crate::key::{EntityKey, KeyRange};
+    use crate::stats::{MetricValue, StoreMetric};
+    use crate::traits::{Decision, Mutation, ScanRequest, Store};
+
+    fn metric<'a>(metrics: &'a [StoreMetric], name: &str) -> &'a MetricValue {
+        &metrics
+            .iter()
+            .find(|m| m.name == name)
+            .unwrap_or_else(|| panic!("{name}"))
+            .value
+    }
+
+    #[test]
+    fn ready_until_the_log_fails_or_the_store_shuts_down() {
+        let dir = tempdir();
+        runtime().block_on(async {
+            let store = open(dir.path());
+            assert_eq!(store.ready().await, Ok(()));
+            store.failed.store(true, Ordering::Release);
+            let reason = store.ready().await.expect_err("a failed log is not ready");
+            assert!(reason.contains("write-ahead log"), "{reason}");
+            store.failed.store(false, Ordering::Release);
+            store.shutdown().await.expect("shutdown");
+            let reason = store.ready().await.expect_err("a shut down store is not ready");
+            assert!(reason.contains("shut down"), "{reason}");
+        });
+    }
+
+    #[test]
+    fn groups_syncs_scanned_rows_and_tables_are_counted() {
+        let dir = tempdir();
+        runtime().block_on(async {
+            let store = open(dir.path());
+            for t in ["a", "b", "c"] {
+                store.create_table(ACCOUNT, t).await.expect("create");
+            }
+            for i in 0..5u8 {
+                let key = EntityKey::new("p", &format!("r{i}"));
+                store
+                    .write_entities(
+                        ACCOUNT,
+                        "a",
+                        vec![key],
+                        Box::new(move |_: &[Option<&[u8]>]| Decision {
+                            mutations: vec![Mutation::Put(vec![i])],
+                            outcome: Box::new(()),
+                        }),
+                    )
+                    .await
+                    .expect("write");
+            }
+            // Rows with an even value: 3 of 5.
+            let filter: crate::traits::RowFilter = Arc::new(|_, v: &[u8]| v[0].is_multiple_of(2));
+            let request = ScanRequest {
+                ranges: vec![KeyRange::all()],
+                limit: 100,
+                filter: Some(filter),
+                deadline: None,
+            };
+            assert_eq!(
+                store
+                    .scan_entities(ACCOUNT, "a", request)
+                    .await
+                    .expect("scan")
+                    .rows
+                    .len(),
+                3
+            );
+
+            let m = store.metrics();
+            // One at a time: 3 table creations and 5 writes, each its own group.
+            match metric(&m, "commit_group_size") {
+                MetricValue::Histogram(h) => assert_eq!((h.count, h.sum), (8, 8.0)),
+                other => panic!("{other:?}"),
+            }
+            match metric(&m, "log_sync_seconds") {
+                MetricValue::Histogram(h) => assert!(h.count >= 1 && h.count <= 8, "{h:?}"),
+                other => panic!("{other:?}"),
+            }
+            assert!(matches!(metric(&m, "query_rows_scanned"), MetricValue::Counter(5)));
+            assert!(matches!(metric(&m, "query_rows_returned"), MetricValue::Counter(3)));
+            assert!(matches!(metric(&m, "log_capacity_bytes"), MetricValue::Gauge(v) if *v > 0.0));
+            assert_eq!(store.count_tables(ACCOUNT).await.expect("count"), 3);
+            assert_eq!(store.count_tables("other").await.expect("count"), 0);
+            store.shutdown().await.expect("shutdown");
+        });
+    }
+}
