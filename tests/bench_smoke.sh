@@ -30,7 +30,7 @@ cleanup() {
 trap cleanup EXIT
 
 # Port 0: the kernel picks a free port; Tafel logs the address it listens on.
-"$TAFEL_BIN" serve --host 127.0.0.1 --port 0 --data-dir "$WORK/data" --log info >"$WORK/tafel.log" 2>&1 &
+"$TAFEL_BIN" serve --host 127.0.0.1 --port 0 --data-dir "$WORK/data" --log info --no-admin >"$WORK/tafel.log" 2>&1 &
 PID=$!
 ADDR=""
 for _ in $(seq 1 200); do

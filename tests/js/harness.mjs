@@ -66,7 +66,8 @@ export async function startServer({ timeoutMs = 60000 } = {}) {
   const logFd = fs.openSync(logPath, "a");
   const child = spawn(
     bin,
-    ["serve", "--host", "127.0.0.1", "--port", String(port), "--data-dir", dataDir],
+    // No admin listener (its default port would clash between servers), no drain wait.
+    ["serve", "--host", "127.0.0.1", "--port", String(port), "--data-dir", dataDir, "--no-admin", "--drain-seconds", "0"],
     {
       stdio: ["ignore", logFd, logFd],
       env: { RUST_LOG: "info", NO_COLOR: "1", ...process.env },

@@ -348,6 +348,8 @@ class TafelServer:
         self.data_dir = Path(data_dir)
         self.log_path = Path(log_path)
         self.port = port or free_port()
+        # Each server's admin listener on a port of its own (many servers run at once).
+        self.admin_port = free_port()
         self.extra_args = list(extra_args)
         self.proc: Optional[subprocess.Popen] = None
         self._log_file = None
@@ -360,6 +362,10 @@ class TafelServer:
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}/{ACCOUNT}"
+
+    @property
+    def admin_url(self) -> str:
+        return f"http://127.0.0.1:{self.admin_port}"
 
     @property
     def conn_str(self) -> str:
@@ -405,6 +411,7 @@ class TafelServer:
             "--data-dir",
             str(self.data_dir),
             *backend_args(self.database_url),
+            *self.default_ops_args(),
             *self.extra_args,
         ]
         self.proc = subprocess.Popen(
@@ -427,6 +434,16 @@ class TafelServer:
                 time.sleep(0.05)
         self.kill9()
         raise RuntimeError(f"tafel did not accept connections within {timeout}s:\n{self.log_tail(80)}")
+
+    def default_ops_args(self) -> list:
+        """The admin listener on this server's own port, and no drain wait on SIGTERM (tests
+        stop servers often), unless ``extra_args`` say otherwise."""
+        out = []
+        if not any(a in self.extra_args for a in ("--admin-port", "--no-admin")):
+            out += ["--admin-port", str(self.admin_port)]
+        if "--drain-seconds" not in self.extra_args:
+            out += ["--drain-seconds", "0"]
+        return out
 
     def is_running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None

@@ -4,6 +4,7 @@
 
 pub mod accounts;
 pub mod addressing;
+pub mod admin;
 mod auth;
 mod body;
 pub mod cors;

@@ -4,17 +4,20 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Instant;
 
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Method, StatusCode};
 use http_body_util::Full;
 use hyper::body::Incoming;
 use tafel_protocol::json::MetadataLevel;
+use tafel_protocol::operation::{self, Operation};
 use tafel_protocol::{error_body, handlers, parse_query, Context, Request, Response};
 use tafel_service::{Ctx, Error, ErrorCode, Service};
 
 use crate::accounts::Accounts;
 use crate::addressing;
+use crate::admin::{self, Credential, Ops};
 use crate::auth::{self, Signed};
 use crate::body;
 use crate::cors;
@@ -25,6 +28,8 @@ pub const DEFAULT_VERSION: &str = "2019-02-02";
 pub struct AppState {
     pub service: Service,
     pub accounts: Accounts,
+    /// Metrics, access log and drain state (`admin/`).
+    pub ops: Arc<Ops>,
 }
 
 /// The client's address, put in each request's extensions by the server.
@@ -42,11 +47,33 @@ struct Meta {
     /// `Origin` of a cross-origin request, and the request's verb.
     origin: Option<String>,
     method: Method,
+    /// For metrics and the access log: the operation, the error answered, and
+    /// the table named (only gathered while the access log is on).
+    operation: Operation,
+    error: Option<ErrorCode>,
+    table: String,
+    /// Bytes of the request body read.
+    bytes_in: u64,
 }
 
 pub async fn handle(state: Arc<AppState>, req: hyper::Request<Incoming>) -> Response {
+    let started = Instant::now();
+    let _in_flight = state.ops.in_flight();
     let request_id = uuid::Uuid::new_v4().to_string();
     let headers = req.headers();
+    // What only the access log needs is gathered only while it is on.
+    let logs_access = state.ops.logs_access();
+    let (credential, peer, user_agent) = match logs_access {
+        true => (
+            Credential::of(
+                headers.get(http::header::AUTHORIZATION).map(HeaderValue::as_bytes),
+                req.uri().query(),
+            ),
+            req.extensions().get::<PeerAddr>().map(|p| p.0),
+            headers.get(http::header::USER_AGENT).cloned(),
+        ),
+        false => (Credential::Anonymous, None, None),
+    };
     let mut meta = Meta {
         request_id,
         version: headers
@@ -59,11 +86,18 @@ pub async fn handle(state: Arc<AppState>, req: hyper::Request<Incoming>) -> Resp
         account: None,
         origin: headers.get("origin").and_then(|v| v.to_str().ok()).map(str::to_owned),
         method: req.method().clone(),
+        operation: Operation::Unknown,
+        error: None,
+        table: String::new(),
+        bytes_in: 0,
     };
     let head_request = req.method() == Method::HEAD;
     let mut resp = match run(&state, req, &mut meta).await {
         Ok(r) => r,
-        Err(e) => error_response(&e, &meta),
+        Err(e) => {
+            meta.error = Some(e.code);
+            error_response(&e, &meta)
+        }
     };
     if let (Some(origin), Some(account)) = (&meta.origin, &meta.account) {
         if meta.method != Method::OPTIONS {
@@ -74,6 +108,25 @@ pub async fn handle(state: Arc<AppState>, req: hyper::Request<Incoming>) -> Resp
     if head_request {
         resp.body = Bytes::new();
     }
+    if state.ops.draining() {
+        // The client opens its next request's connection anew, so none is left
+        // idle here to be cut when the drain ends.
+        resp.set_static("connection", "close");
+    }
+    state.ops.finish(&admin::Request {
+        started,
+        operation: meta.operation,
+        error: meta.error,
+        status: resp.status.as_u16(),
+        bytes_in: meta.bytes_in,
+        bytes_out: resp.body.len() as u64,
+        request_id: &meta.request_id,
+        account: meta.account.as_deref().unwrap_or_default(),
+        table: &meta.table,
+        credential,
+        peer,
+        user_agent: user_agent.as_ref().and_then(|v| v.to_str().ok()).unwrap_or_default(),
+    });
     resp
 }
 
@@ -188,6 +241,7 @@ async fn run(state: &AppState, req: hyper::Request<Incoming>, meta: &mut Meta) -
     let address = addressing::resolve(&host, &raw_path)
         .ok_or_else(|| Error::with_message(ErrorCode::InvalidUri, "The request URI names no storage account."))?;
     meta.account = Some(address.account.clone());
+    classify(state, &parts, &address.path, &query, meta);
     if parts.method == Method::OPTIONS {
         // CORS preflight: unauthenticated, answered from the stored rules.
         meta.error_level = None;
@@ -200,6 +254,7 @@ async fn run(state: &AppState, req: hyper::Request<Incoming>, meta: &mut Meta) -
         .get(http::header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
     let body = body::read(body, declared).await?;
+    meta.bytes_in = body.len() as u64;
     check_content_md5(&parts.headers, &body)?;
 
     let peer = parts.extensions.get::<PeerAddr>().map(|p| p.0.ip());
@@ -238,6 +293,19 @@ async fn run(state: &AppState, req: hyper::Request<Incoming>, meta: &mut Meta) -
         secondary: address.secondary,
     };
     tafel_protocol::handle(&state.service, &cx, &request).await
+}
+
+/// Names the operation (and, for the access log, the table) the request asks for.
+fn classify(state: &AppState, parts: &http::request::Parts, path: &str, query: &[(String, String)], meta: &mut Meta) {
+    // Only a POST tunnels another verb (X-HTTP-Method); a bad tunnel is refused later.
+    let method = match parts.method {
+        Method::POST => tafel_protocol::effective_method(&parts.method, &parts.headers).unwrap_or(Method::POST),
+        _ => parts.method.clone(),
+    };
+    meta.operation = operation::classify(&method, path, query, &parts.headers);
+    if state.ops.logs_access() {
+        meta.table = operation::table(path).unwrap_or_default();
+    }
 }
 
 /// Converts a protocol response into hyper's.

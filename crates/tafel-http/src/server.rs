@@ -38,6 +38,10 @@ use tafel_protocol::Response;
 
 /// How long shutdown waits for open requests to finish.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a connection accepted just before shutdown gets to send its first
+/// request: until it has, hyper's graceful shutdown takes it for idle and closes
+/// it, and its client sees the connection cut instead of an answer.
+const FIRST_REQUEST_GRACE: Duration = Duration::from_millis(250);
 
 /// One serving thread as the acceptor sees it.
 struct Worker {
@@ -101,6 +105,7 @@ pub async fn serve(
         workers.push(Worker { conns: tx, open });
     }
     tokio::pin!(shutdown);
+    let mut last_accept = None;
     loop {
         tokio::select! {
             accepted = listener.accept() => {
@@ -112,24 +117,21 @@ pub async fn serve(
                         continue;
                     }
                 };
-                let _ = stream.set_nodelay(true);
-                let Some(worker) = workers.iter().min_by_key(|w| w.open.load(Ordering::Relaxed)) else { break };
-                // The stream moves between runtimes as a std socket: a tokio one is
-                // tied to the reactor that registered it.
-                match stream.into_std() {
-                    Ok(std) => {
-                        worker.open.fetch_add(1, Ordering::Relaxed);
-                        if worker.conns.send((std, peer)).is_err() {
-                            tracing::warn!("a serving thread has stopped");
-                        }
-                    }
-                    Err(e) => tracing::warn!(error = %e, "could not hand over a connection"),
-                }
+                last_accept = Some(tokio::time::Instant::now());
+                hand_over(&workers, stream, peer);
             }
             () = &mut shutdown => break,
         }
     }
+    // Connections the kernel has completed are served, not reset by the close.
+    while let Ok(Ok((stream, peer))) = tokio::time::timeout(Duration::ZERO, listener.accept()).await {
+        last_accept = Some(tokio::time::Instant::now());
+        hand_over(&workers, stream, peer);
+    }
     drop(listener);
+    if let Some(at) = last_accept {
+        tokio::time::sleep_until(at + FIRST_REQUEST_GRACE).await;
+    }
     let _ = stop_tx.send(true);
     drop(workers);
     for h in handles {
@@ -143,6 +145,25 @@ pub async fn serve(
     query_runtime.shutdown_background();
     batch_runtime.shutdown_background();
     Ok(())
+}
+
+/// Gives a connection to the serving thread with the fewest open ones.
+fn hand_over(workers: &[Worker], stream: tokio::net::TcpStream, peer: SocketAddr) {
+    let _ = stream.set_nodelay(true);
+    let Some(worker) = workers.iter().min_by_key(|w| w.open.load(Ordering::Relaxed)) else {
+        return;
+    };
+    // The stream moves between runtimes as a std socket: a tokio one is
+    // tied to the reactor that registered it.
+    match stream.into_std() {
+        Ok(std) => {
+            worker.open.fetch_add(1, Ordering::Relaxed);
+            if worker.conns.send((std, peer)).is_err() {
+                tracing::warn!("a serving thread has stopped");
+            }
+        }
+        Err(e) => tracing::warn!(error = %e, "could not hand over a connection"),
+    }
 }
 
 /// The runtimes for requests that may run long.
@@ -225,16 +246,19 @@ async fn serve_thread(
                     }
                 };
                 let (state, long) = (state.clone(), long.clone());
+                let ops = state.ops.clone();
                 let svc = service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
                     req.extensions_mut().insert(PeerAddr(peer));
                     let fut = respond(state.clone(), long.clone(), req);
                     async move { Ok::<_, Infallible>(into_hyper(fut.await)) }
                 });
                 let conn = graceful.watch(http.serve_connection(TokioIo::new(stream), svc));
+                ops.metrics.connection_opened();
                 tokio::spawn(async move {
                     if let Err(e) = conn.await {
                         tracing::debug!(error = %e, "connection ended with an error");
                     }
+                    ops.metrics.connection_closed();
                     open.fetch_sub(1, Ordering::Relaxed);
                 });
             }

@@ -9,9 +9,11 @@ pub mod error_body;
 pub mod filter;
 pub mod handlers;
 pub mod json;
+pub mod operation;
 pub mod request;
 pub mod resource;
 pub mod xml;
 
 pub use handlers::handle;
+pub use operation::Operation;
 pub use request::{effective_method, parse_query, Context, Request, Response};

@@ -12,10 +12,12 @@ pub mod error;
 pub mod key;
 mod page;
 pub mod postgres;
+pub mod stats;
 mod traits;
 
 pub use error::StoreError;
 pub use key::{EntityKey, KeyRange, KeyRef};
+pub use stats::{HistogramSnapshot, MetricValue, StoreMetric};
 pub use traits::{
     Decide, Decision, Mutation, Outcome, RowFilter, RowSink, ScanEnd, ScanPage, ScanRequest, Store, TableRecord,
 };

@@ -6,6 +6,7 @@
 use std::time::Instant;
 
 use crate::key::KeyRef;
+use crate::stats::RowCounts;
 use crate::traits::{RowSink, ScanEnd, ScanRequest};
 
 /// Rows examined between deadline checks.
@@ -16,6 +17,9 @@ pub(crate) struct PageBuilder<'r, S: RowSink + ?Sized> {
     sink: &'r mut S,
     rows: usize,
     examined: u32,
+    /// Where the rows examined and returned are counted when the page is done.
+    counts: Option<&'r RowCounts>,
+    scanned: u64,
 }
 
 impl<'r, S: RowSink + ?Sized> PageBuilder<'r, S> {
@@ -25,7 +29,15 @@ impl<'r, S: RowSink + ?Sized> PageBuilder<'r, S> {
             sink,
             rows: 0,
             examined: 0,
+            counts: None,
+            scanned: 0,
         }
+    }
+
+    /// Counts the page's rows in `counts` once it is done (however it ends).
+    pub(crate) fn counted(mut self, counts: &'r RowCounts) -> Self {
+        self.counts = Some(counts);
+        self
     }
 
     /// Rows the page holds so far.
@@ -50,6 +62,7 @@ impl<'r, S: RowSink + ?Sized> PageBuilder<'r, S> {
     pub(crate) fn offer_matched(&mut self, key: KeyRef<'_>, value: &[u8], matched: bool) -> Option<ScanEnd> {
         let request = self.request;
         self.examined = self.examined.wrapping_add(1);
+        self.scanned += 1;
         if self.examined.is_multiple_of(DEADLINE_EVERY) && request.deadline.is_some_and(|d| Instant::now() >= d) {
             return Some(stop_at(key));
         }
@@ -68,6 +81,14 @@ impl<'r, S: RowSink + ?Sized> PageBuilder<'r, S> {
     /// The end of a scan that reached the end of its ranges.
     pub(crate) fn finish(self) -> ScanEnd {
         ScanEnd { next: None }
+    }
+}
+
+impl<S: RowSink + ?Sized> Drop for PageBuilder<'_, S> {
+    fn drop(&mut self) {
+        if let Some(c) = self.counts {
+            c.add(self.scanned, self.rows as u64);
+        }
     }
 }
 

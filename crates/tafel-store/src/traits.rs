@@ -10,6 +10,7 @@ use async_trait::async_trait;
 
 use crate::error::StoreError;
 use crate::key::{EntityKey, KeyRange, KeyRef};
+use crate::stats::StoreMetric;
 
 /// A table as stored: its name with the case it was created with, and the opaque
 /// access-policy blob the service keeps for it.
@@ -143,4 +144,29 @@ pub trait Store: Send + Sync + 'static {
 
     /// Makes everything acknowledged durable and stops accepting writes.
     async fn shutdown(&self) -> Result<(), StoreError>;
+
+    /// Whether the store can serve now; the reason when it cannot. Bounded in
+    /// time: a load balancer's health check waits for it.
+    async fn ready(&self) -> Result<(), String> {
+        Ok(())
+    }
+
+    /// The backend's own metrics as of now (commit groups, syncs, pool, ...).
+    fn metrics(&self) -> Vec<StoreMetric> {
+        Vec::new()
+    }
+
+    /// How many tables `account` has.
+    async fn count_tables(&self, account: &str) -> Result<u64, StoreError> {
+        let (mut n, mut from) = (0u64, None::<String>);
+        loop {
+            let page = self.list_tables(account, from.as_deref(), 1000).await?;
+            let skip = usize::from(from.is_some());
+            n += page.len().saturating_sub(skip) as u64;
+            if page.len() < 1000 {
+                return Ok(n);
+            }
+            from = page.last().map(|t| t.name.clone());
+        }
+    }
 }

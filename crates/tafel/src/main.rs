@@ -4,8 +4,11 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+mod config;
+
 use anyhow::Context as _;
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
+use tafel_http::admin::{self, AccessLog, AdminState, Destination, LogFormat, Ops};
 use tafel_http::server::Threads;
 use tafel_http::{Accounts, AppState};
 use tafel_service::Service;
@@ -18,8 +21,17 @@ use tafel_store::Store;
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// `tafel --version`: the version, the commit it was built from, and the
+/// backends compiled in.
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("TAFEL_COMMIT"),
+    "; backends: embedded, postgres)"
+);
+
 #[derive(Parser)]
-#[command(name = "tafel", version, about = "An Azure Table Storage–compatible server")]
+#[command(name = "tafel", version = VERSION, about = "An Azure Table Storage–compatible server")]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
@@ -31,10 +43,26 @@ struct Cli {
 enum Command {
     /// Run the server (the default).
     Serve(ServeArgs),
+    /// The configuration.
+    Config {
+        #[command(subcommand)]
+        action: ConfigCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum ConfigCommand {
+    /// Print the effective configuration (flag > env > file > default) as a
+    /// file --config takes, with secrets masked.
+    Print(ServeArgs),
 }
 
 #[derive(Args, Clone)]
 struct ServeArgs {
+    /// A TOML file setting any of these flags under its own name (`port = 10002`);
+    /// flags and environment variables take precedence over it.
+    #[arg(long, env = "TAFEL_CONFIG")]
+    config: Option<PathBuf>,
     /// Address to listen on.
     #[arg(long, env = "TAFEL_HOST", default_value = "127.0.0.1")]
     host: String,
@@ -46,7 +74,12 @@ struct ServeArgs {
     data_dir: PathBuf,
     /// An account as NAME:BASE64KEY[:BASE64KEY2]; repeatable. Default: the
     /// emulator account devstoreaccount1 with its well-known key.
-    #[arg(long = "account", env = "TAFEL_ACCOUNTS", value_delimiter = ';')]
+    #[arg(
+        long = "account",
+        env = "TAFEL_ACCOUNTS",
+        value_delimiter = ';',
+        hide_env_values = true
+    )]
     accounts: Vec<String>,
     /// A file of accounts, one NAME:BASE64KEY[:BASE64KEY2] per line (`#` starts a
     /// comment line); combined with --account.
@@ -64,7 +97,12 @@ struct ServeArgs {
     backend: Backend,
     /// The database of the postgres backend, as a libpq-style URL or conninfo
     /// (`postgresql://user@host:5432/db`, `host=… dbname=…`).
-    #[arg(long, env = "TAFEL_POSTGRES_URL", required_if_eq("backend", "postgres"))]
+    #[arg(
+        long,
+        env = "TAFEL_POSTGRES_URL",
+        required_if_eq("backend", "postgres"),
+        hide_env_values = true
+    )]
     postgres_url: Option<String>,
     /// Connections to the database this node keeps at most.
     #[arg(long, env = "TAFEL_POSTGRES_POOL", default_value_t = 16)]
@@ -77,6 +115,52 @@ struct ServeArgs {
     /// for batches (default: one per CPU).
     #[arg(long, env = "TAFEL_LONG_THREADS")]
     long_threads: Option<usize>,
+    /// Address of the admin listener (/health, /ready, /metrics).
+    #[arg(long, env = "TAFEL_ADMIN_HOST", default_value = "127.0.0.1")]
+    admin_host: String,
+    /// Port of the admin listener.
+    #[arg(long, env = "TAFEL_ADMIN_PORT", default_value_t = 10012)]
+    admin_port: u16,
+    /// Run no admin listener.
+    #[arg(long, env = "TAFEL_NO_ADMIN", value_parser = clap::builder::BoolishValueParser::new())]
+    no_admin: bool,
+    /// Bearer token the admin listener asks for (/metrics, and /ready's reason);
+    /// required when it listens on a non-loopback address.
+    #[arg(long, env = "TAFEL_ADMIN_TOKEN", hide_env_values = true)]
+    admin_token: Option<String>,
+    /// Where the access log goes: off, stdout, or a file to append to.
+    #[arg(long, env = "TAFEL_ACCESS_LOG", default_value = "off")]
+    access_log: String,
+    /// Format of the access log and of the server's own log lines.
+    #[arg(long, env = "TAFEL_LOG_FORMAT", value_enum, default_value_t = LogFormatArg::Text)]
+    log_format: LogFormatArg,
+    /// On SIGTERM, seconds to keep serving with /ready at 503 (so load balancers
+    /// stop sending here) before shutting down.
+    #[arg(long, env = "TAFEL_DRAIN_SECONDS", default_value_t = 5)]
+    drain_seconds: u64,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, PartialEq, Eq)]
+enum LogFormatArg {
+    Text,
+    Json,
+}
+
+impl ServeArgs {
+    fn access_log(&self) -> anyhow::Result<Option<AccessLog>> {
+        let destination = match self.access_log.as_str() {
+            "off" | "" => return Ok(None),
+            "stdout" | "-" => Destination::Stdout,
+            path => Destination::File(PathBuf::from(path)),
+        };
+        let format = match self.log_format {
+            LogFormatArg::Text => LogFormat::Text,
+            LogFormatArg::Json => LogFormat::Json,
+        };
+        let log = AccessLog::open(&destination, format)
+            .with_context(|| format!("opening the access log {}", self.access_log))?;
+        Ok(Some(log))
+    }
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, PartialEq, Eq)]
@@ -109,16 +193,29 @@ fn disable_transparent_huge_pages() {}
 
 fn main() -> anyhow::Result<()> {
     disable_transparent_huge_pages();
-    let cli = Cli::parse();
+    let cmd = Cli::command();
+    let (argv, from_file) = config::layered(&cmd, std::env::args_os().collect())?;
+    let matches = cmd.clone().try_get_matches_from(&argv).unwrap_or_else(|e| e.exit());
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     let args = match cli.command {
         Some(Command::Serve(a)) => a,
+        Some(Command::Config {
+            action: ConfigCommand::Print(_),
+        }) => {
+            print!("{}", config::print(&cmd, argv, &from_file)?);
+            return Ok(());
+        }
         None => cli.serve,
     };
-    tracing_subscriber::fmt()
+    let logs = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::try_new(&args.log).unwrap_or_else(|_| "info".into()))
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+        .with_writer(std::io::stderr);
+    match args.log_format {
+        LogFormatArg::Json => logs.json().init(),
+        LogFormatArg::Text => logs
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .init(),
+    }
     // This runtime only accepts connections and runs the store's background
     // work; serving threads and long requests run on their own (tafel_http::serve).
     tokio::runtime::Builder::new_current_thread()
@@ -159,9 +256,12 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             .with_context(|| format!("opening the store in {}", args.data_dir.display()))?,
         ),
     };
+    let ops = Arc::new(Ops::new(args.access_log()?));
+    let account_names: Vec<String> = accounts.names().map(str::to_owned).collect();
     let state = Arc::new(AppState {
         service: Service::new(store.clone()),
         accounts,
+        ops: ops.clone(),
     });
     let addr: SocketAddr = format!("{}:{}", args.host, args.port)
         .parse()
@@ -169,6 +269,33 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .with_context(|| format!("binding {addr}"))?;
+    let backend = match args.backend {
+        Backend::Embedded => "embedded",
+        Backend::Postgres => "postgres",
+    };
+    let (admin_stop, admin_stopped) = tokio::sync::oneshot::channel::<()>();
+    let admin_task = if args.no_admin {
+        None
+    } else {
+        let admin_addr: SocketAddr = format!("{}:{}", args.admin_host, args.admin_port)
+            .parse()
+            .context("bad --admin-host/--admin-port")?;
+        admin::listener::check_exposure(&admin_addr, args.admin_token.as_deref()).map_err(anyhow::Error::msg)?;
+        let admin_listener = tokio::net::TcpListener::bind(admin_addr)
+            .await
+            .with_context(|| format!("binding the admin listener {admin_addr}"))?;
+        tracing::info!("admin listener on {}", admin_listener.local_addr()?);
+        let admin_state = Arc::new(AdminState::new(
+            ops.clone(),
+            store.clone(),
+            account_names,
+            args.admin_token.clone().filter(|t| !t.is_empty()),
+            backend,
+        ));
+        Some(tokio::spawn(admin::serve_admin(admin_listener, admin_state, async {
+            let _ = admin_stopped.await;
+        })))
+    };
     let names: Vec<&str> = state.accounts.names().collect();
     match args.backend {
         Backend::Embedded => {
@@ -183,14 +310,29 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         serving: args.threads.unwrap_or(defaults.serving),
         long: args.long_threads.unwrap_or(defaults.long),
     };
-    tafel_http::serve(listener, state, threads, shutdown_signal()).await?;
+    let drain = std::time::Duration::from_secs(args.drain_seconds);
+    tafel_http::serve(listener, state, threads, shutdown_signal(ops.clone(), drain)).await?;
     tracing::info!("draining the store");
     store.shutdown().await?;
+    ops.flush();
+    let _ = admin_stop.send(());
+    if let Some(task) = admin_task {
+        if let Ok(Err(e)) = task.await {
+            tracing::warn!(error = %e, "the admin listener failed");
+        }
+    }
     tracing::info!("stopped");
     Ok(())
 }
 
-async fn shutdown_signal() {
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Signal {
+    Interrupt,
+    Terminate,
+}
+
+/// The next SIGINT or SIGTERM.
+async fn next_signal() -> Signal {
     let ctrl_c = async {
         let _ = tokio::signal::ctrl_c().await;
     };
@@ -206,8 +348,30 @@ async fn shutdown_signal() {
     #[cfg(not(unix))]
     let term = std::future::pending::<()>();
     tokio::select! {
-        () = ctrl_c => {}
-        () = term => {}
+        () = ctrl_c => Signal::Interrupt,
+        () = term => Signal::Terminate,
+    }
+}
+
+/// Completes when the server should stop taking requests. SIGTERM (what
+/// orchestrators and service managers send) drains first: `/ready` answers 503
+/// and responses ask clients to close their connections for `drain`, while
+/// requests are still served, so a load balancer moves traffic away before
+/// anything is refused. SIGINT (Ctrl-C at a terminal) stops without the wait,
+/// as does a second signal during the drain. Either way, in-flight requests
+/// then finish before the process exits.
+async fn shutdown_signal(ops: Arc<Ops>, drain: std::time::Duration) {
+    let first = next_signal().await;
+    ops.start_draining();
+    if first == Signal::Terminate && !drain.is_zero() {
+        tracing::info!(
+            seconds = drain.as_secs_f64(),
+            "SIGTERM: not ready, draining before shutdown"
+        );
+        tokio::select! {
+            () = tokio::time::sleep(drain) => {}
+            s = next_signal() => tracing::info!(signal = ?s, "second signal: shutting down now"),
+        }
     }
     tracing::info!("shutdown requested");
 }

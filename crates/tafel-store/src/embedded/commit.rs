@@ -26,6 +26,7 @@ use arc_swap::ArcSwap;
 use redb::{Database, ReadOnlyTable, ReadTransaction, ReadableDatabase};
 
 use super::page_file::Durable;
+use super::stats::EmbeddedStats;
 use super::table_ids::TableIds;
 use super::wal::{LogBuf, Spare, Wal};
 use super::{be, Reply, ENTITIES, MAX_GROUP, TABLES};
@@ -168,6 +169,7 @@ pub(super) fn log_loop(
         failed,
         spare,
         durable,
+        stats,
     } = shared;
     let mut broken: Option<String> = None;
     while let Ok(first) = rx.recv() {
@@ -176,7 +178,7 @@ pub(super) fn log_loop(
         if broken.is_none() {
             // Tests hold this to keep committed groups from becoming durable.
             let held = hold.map(|h| h.lock().unwrap_or_else(|p| p.into_inner()));
-            let written = write_all(&mut wal, durable, &mut batch);
+            let written = write_all(&mut wal, durable, stats, &mut batch);
             drop(held);
             if let Err(e) = written {
                 tracing::error!(error = %e, "write-ahead log failed; failing every write until restart");
@@ -212,15 +214,17 @@ pub(super) struct LogShared {
     pub(super) failed: Arc<AtomicBool>,
     pub(super) spare: Arc<Spare>,
     pub(super) durable: Durable,
+    pub(super) stats: Arc<EmbeddedStats>,
 }
 
 /// Writes the batch's records in order, going on in the log's other half at
 /// each checkpoint, with one sync for them all.
-fn write_all(wal: &mut Wal, durable: &Durable, batch: &mut [Committed]) -> std::io::Result<()> {
+fn write_all(wal: &mut Wal, durable: &Durable, stats: &EmbeddedStats, batch: &mut [Committed]) -> std::io::Result<()> {
     let mut wrote = false;
     for c in batch.iter_mut() {
         if let Some((record, seq)) = &mut c.record {
             wal.write(record, *seq)?;
+            stats.log_bytes.fetch_add(record.len(), Ordering::Relaxed);
             wrote = true;
         }
         if let Some(Checkpoint { sync, on_disk_first }) = c.checkpoint {
@@ -236,7 +240,9 @@ fn write_all(wal: &mut Wal, durable: &Durable, batch: &mut [Committed]) -> std::
         }
     }
     if wrote {
+        let started = std::time::Instant::now();
         wal.sync()?;
+        stats.log_sync.observe_duration(started.elapsed());
     }
     Ok(())
 }

@@ -29,6 +29,7 @@ mod commit;
 mod page_file;
 #[cfg(test)]
 mod scan_tests;
+mod stats;
 mod table_ids;
 mod wal;
 #[cfg(test)]
@@ -42,11 +43,13 @@ use tokio::sync::oneshot;
 use self::checkpoint::SinceCheckpoint;
 use self::commit::{Checkpoint, Committed, Pending, Published, Snapshot};
 use self::page_file::{Durable, PageFile};
+use self::stats::EmbeddedStats;
 use self::table_ids::TableIds;
 use self::wal::{decode_ops, LogBuf, Op, Spare, Wal};
 use crate::error::StoreError;
 use crate::key::{EntityKey, KeyRef};
 use crate::page::PageBuilder;
+use crate::stats::{RowCounts, StoreMetric};
 use crate::traits::{Decide, Mutation, Outcome, RowSink, ScanEnd, ScanRequest, Store, TableRecord};
 
 /// `account 0x00 lowercase-table-name` → `id u64 LE, name len u16 LE, name, acl`.
@@ -122,6 +125,11 @@ pub struct EmbeddedStore {
     ids: Arc<TableIds>,
     jobs: std::sync::Mutex<Option<mpsc::Sender<Job>>>,
     writer: std::sync::Mutex<Option<thread::JoinHandle<()>>>,
+    /// Set once a log write or sync failed: every write fails until a restart.
+    failed: Arc<AtomicBool>,
+    /// When redb's syncs are on disk, and whether the page flusher failed.
+    pages: Durable,
+    stats: Arc<EmbeddedStats>,
     /// Lets tests hold the page flusher back.
     #[cfg(test)]
     durable: Durable,
@@ -217,6 +225,7 @@ impl EmbeddedStore {
             .map_err(be)?;
         let file = PageFile::new(file).map_err(be)?;
         let durable = file.durable();
+        let pages = durable.clone();
         #[cfg(test)]
         let test_durable = durable.clone();
         let db = Database::builder()
@@ -251,12 +260,15 @@ impl EmbeddedStore {
         let (tx, rx) = mpsc::channel();
         let (log_tx, log_rx) = mpsc::channel();
         let failed = Arc::new(AtomicBool::new(false));
+        let stats = Arc::new(EmbeddedStats::default());
+        stats.log_capacity.store(wal.half(), Ordering::Relaxed);
         let state = LogState {
             last_seq: wal.last_seq,
             size: wal.half(),
             since: SinceCheckpoint::default(),
             spare: Arc::default(),
             durable: durable.clone(),
+            stats: stats.clone(),
         };
         let log = {
             let shared = commit::LogShared {
@@ -265,16 +277,18 @@ impl EmbeddedStore {
                 failed: failed.clone(),
                 spare: state.spare.clone(),
                 durable,
+                stats: stats.clone(),
             };
             thread::Builder::new()
                 .name("tafel-log".into())
                 .spawn(move || commit::log_loop(wal, log_rx, &shared, hold.as_deref()))
                 .map_err(be)?
         };
+        let writer_failed = failed.clone();
         let writer = thread::Builder::new()
             .name("tafel-writer".into())
             .spawn(move || {
-                writer_loop(&db, state, rx, &log_tx, &failed);
+                writer_loop(&db, state, rx, &log_tx, &writer_failed);
                 // The log thread answers what is left, then ends with the channel.
                 drop(log_tx);
                 if log.join().is_err() {
@@ -287,6 +301,9 @@ impl EmbeddedStore {
             ids,
             jobs: std::sync::Mutex::new(Some(tx)),
             writer: std::sync::Mutex::new(Some(writer)),
+            failed,
+            pages,
+            stats,
             #[cfg(test)]
             durable: test_durable,
         })
@@ -362,6 +379,7 @@ struct LogState {
     spare: Arc<Spare>,
     /// When redb's syncs are on disk.
     durable: Durable,
+    stats: Arc<EmbeddedStats>,
 }
 
 impl LogState {
@@ -471,7 +489,12 @@ fn run_group(
         let started = Instant::now();
         txn.commit().map_err(|e| e.to_string())?;
         state.last_seq = seq;
+        if jobs > 0 {
+            state.stats.group_jobs.observe(jobs as f64);
+        }
         if checkpoint {
+            state.stats.checkpoint_seconds.observe_duration(started.elapsed());
+            state.stats.checkpoint_log_bytes.observe(state.since.bytes as f64);
             // The writer stood still meanwhile: the writes' p99.9.
             tracing::debug!(ms = started.elapsed().as_secs_f64() * 1e3, "checkpoint committed");
             committed.checkpoint = Some(Checkpoint {
@@ -484,6 +507,7 @@ fn run_group(
             state.since.add(log.len(), jobs, Instant::now());
             committed.record = Some((log, seq));
         }
+        state.stats.log_fill.store(state.since.bytes, Ordering::Relaxed);
         committed.snapshot = Some(Snapshot::take(db).map_err(|e| e.to_string())?);
         Ok(())
     })();
@@ -837,6 +861,7 @@ const SLICE_CHECK_EVERY: u32 = 256;
 /// (more threads than cores only time-slice them and evict each other's rows
 /// from the caches).
 async fn scan(
+    rows: &RowCounts,
     snapshot: &Snapshot,
     ids: &TableIds,
     generation: u64,
@@ -848,7 +873,7 @@ async fn scan(
     let mut since_check = 0u32;
     let id = table_id(snapshot, ids, table_key, generation)?;
     let entities = &snapshot.entities;
-    let mut page = PageBuilder::new(request, sink);
+    let mut page = PageBuilder::new(request, sink).counted(rows);
     let table_prefix = id.to_be_bytes();
     for range in &request.ranges {
         if range.is_empty() {
@@ -986,7 +1011,7 @@ impl Store for EmbeddedStore {
     ) -> Result<ScanEnd, StoreError> {
         let key = table_key(account, table);
         let (generation, snapshot) = self.id_view();
-        scan(&snapshot, &self.ids, generation, &key, &request, sink).await
+        scan(&self.stats.rows, &snapshot, &self.ids, generation, &key, &request, sink).await
     }
 
     async fn write_entities(
@@ -1018,6 +1043,48 @@ impl Store for EmbeddedStore {
     async fn set_service_properties(&self, account: &str, value: Vec<u8>) -> Result<(), StoreError> {
         let account = account.to_owned();
         self.submit(|reply| Job::SetProps { account, value, reply }).await
+    }
+
+    async fn ready(&self) -> Result<(), String> {
+        if self.jobs.lock().map_err(|e| e.to_string())?.is_none() {
+            return Err("the store is shut down".into());
+        }
+        if self.failed.load(Ordering::Acquire) {
+            return Err("the write-ahead log failed; writes fail until a restart".into());
+        }
+        if let Some(e) = self.pages.failure() {
+            return Err(format!(
+                "writing the store file failed ({e}); writes fail until a restart"
+            ));
+        }
+        let writer_gone = self
+            .writer
+            .lock()
+            .map_err(|e| e.to_string())?
+            .as_ref()
+            .is_none_or(|w| w.is_finished());
+        if writer_gone {
+            return Err("the writer thread stopped".into());
+        }
+        Ok(())
+    }
+
+    fn metrics(&self) -> Vec<StoreMetric> {
+        self.stats.metrics(self.pages.bytes_written())
+    }
+
+    async fn count_tables(&self, account: &str) -> Result<u64, StoreError> {
+        let snapshot = self.snapshot();
+        let order = snapshot.txn.open_table(TABLE_ORDER).map_err(be)?;
+        let lo = order_key(account, "");
+        let mut hi = account.as_bytes().to_vec();
+        hi.push(1);
+        let mut n = 0;
+        for item in order.range::<&[u8]>(lo.as_slice()..hi.as_slice()).map_err(be)? {
+            item.map_err(be)?;
+            n += 1;
+        }
+        Ok(n)
     }
 
     async fn shutdown(&self) -> Result<(), StoreError> {

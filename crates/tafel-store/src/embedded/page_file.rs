@@ -136,6 +136,8 @@ struct Shared {
     changed: Condvar,
     /// The same open file as the backend's, for vectored writes and syncs.
     file: File,
+    /// Bytes of pages the flusher has written, for the store's metrics.
+    written: AtomicU64,
     /// Tests hold this to keep the flusher from writing.
     #[cfg(test)]
     pause: Mutex<()>,
@@ -209,6 +211,7 @@ fn flush_loop(shared: &Shared) {
             Ok(()) => {
                 state.queue.pop_front();
                 state.queued_bytes -= run.bytes;
+                shared.written.fetch_add(run.bytes as u64, Ordering::Relaxed);
                 if let Some(n) = sync {
                     state.durable = n;
                 }
@@ -381,6 +384,16 @@ impl Durable {
         self.0.lock().closed
     }
 
+    /// Bytes of pages written to the file so far.
+    pub(super) fn bytes_written(&self) -> u64 {
+        self.0.written.load(Ordering::Relaxed)
+    }
+
+    /// Why the flusher stopped writing, if it failed.
+    pub(super) fn failure(&self) -> Option<String> {
+        self.0.lock().failed.clone()
+    }
+
     /// Holds the flusher back while the guard lives.
     #[cfg(test)]
     pub(super) fn pause(&self) -> MutexGuard<'_, ()> {
@@ -424,6 +437,7 @@ impl PageFile {
             awaited: AtomicU64::new(0),
             changed: Condvar::new(),
             file: own,
+            written: AtomicU64::new(0),
             #[cfg(test)]
             pause: Mutex::new(()),
         });

@@ -25,6 +25,7 @@
 mod connect;
 mod scan;
 mod schema;
+mod stats;
 mod txn;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -37,10 +38,12 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::IsolationLevel;
 
+use self::stats::PgStats;
 use self::txn::{retry, DbError};
 
 use crate::error::StoreError;
 use crate::key::EntityKey;
+use crate::stats::StoreMetric;
 use crate::traits::{Decide, Mutation, Outcome, RowSink, ScanEnd, ScanRequest, Store, TableRecord};
 
 pub struct PostgresOptions {
@@ -56,7 +59,11 @@ impl Default for PostgresOptions {
 
 pub struct PostgresStore {
     pool: Pool,
+    stats: PgStats,
 }
+
+/// How long readiness waits for the database to answer.
+const READY_DEADLINE: Duration = Duration::from_secs(2);
 
 /// Lookups ignore case: tables are keyed by the name's ASCII lowercase bytes.
 fn lower(name: &str) -> Vec<u8> {
@@ -112,11 +119,17 @@ impl PostgresStore {
             .map_err(StoreError::backend)?;
         let client = pool.get().await.map_err(|e| DbError::from(e).into_store())?;
         schema::ensure(&client).await.map_err(DbError::into_store)?;
-        Ok(PostgresStore { pool })
+        Ok(PostgresStore {
+            pool,
+            stats: PgStats::default(),
+        })
     }
 
     async fn client(&self) -> Result<deadpool_postgres::Client, DbError> {
-        Ok(self.pool.get().await?)
+        let started = std::time::Instant::now();
+        let client = self.pool.get().await;
+        self.stats.pool_wait.observe_duration(started.elapsed());
+        Ok(client?)
     }
 
     /// One attempt of a write: the whole transaction, from BEGIN to COMMIT.
@@ -240,7 +253,7 @@ impl PostgresStore {
             .read_only(true)
             .start()
             .await?;
-        let page = scan::scan(&tx, account, lname, request).await?;
+        let page = scan::scan(&tx, &self.stats.rows, account, lname, request).await?;
         tx.commit().await?;
         Ok(page)
     }
@@ -249,17 +262,17 @@ impl PostgresStore {
 #[async_trait]
 impl Store for PostgresStore {
     async fn create_table(&self, account: &str, name: &str) -> Result<bool, StoreError> {
-        retry("create table", || self.create_once(account, name)).await
+        retry(&self.stats, "create table", || self.create_once(account, name)).await
     }
 
     async fn delete_table(&self, account: &str, name: &str) -> Result<bool, StoreError> {
         let lname = lower(name);
-        retry("delete table", || self.delete_once(account, &lname)).await
+        retry(&self.stats, "delete table", || self.delete_once(account, &lname)).await
     }
 
     async fn get_table(&self, account: &str, name: &str) -> Result<Option<TableRecord>, StoreError> {
         let lname = lower(name);
-        retry("get table", || async {
+        retry(&self.stats, "get table", || async {
             let client = self.client().await?;
             let stmt = client.prepare_cached(schema::GET_TABLE).await?;
             match client.query_opt(&stmt, &[&account, &lname]).await? {
@@ -272,7 +285,7 @@ impl Store for PostgresStore {
 
     async fn set_table_acl(&self, account: &str, name: &str, acl: Vec<u8>) -> Result<bool, StoreError> {
         let lname = lower(name);
-        retry("set table acl", || async {
+        retry(&self.stats, "set table acl", || async {
             let client = self.client().await?;
             let stmt = client.prepare_cached(schema::SET_ACL).await?;
             Ok(client.execute(&stmt, &[&account, &lname, &acl]).await? == 1)
@@ -288,7 +301,7 @@ impl Store for PostgresStore {
     ) -> Result<Vec<TableRecord>, StoreError> {
         let from = from.unwrap_or("").as_bytes();
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        retry("list tables", || async {
+        retry(&self.stats, "list tables", || async {
             let client = self.client().await?;
             let stmt = client.prepare_cached(schema::LIST_TABLES).await?;
             let rows = client.query(&stmt, &[&account, &from, &limit]).await?;
@@ -300,7 +313,7 @@ impl Store for PostgresStore {
     async fn get_entity(&self, account: &str, table: &str, key: &EntityKey) -> Result<Option<Vec<u8>>, StoreError> {
         let lname = lower(table);
         let key = key.as_bytes();
-        retry("get entity", || async {
+        retry(&self.stats, "get entity", || async {
             let client = self.client().await?;
             let stmt = client.prepare_cached(schema::GET_ENTITY).await?;
             match client.query_opt(&stmt, &[&account, &lname, &key]).await? {
@@ -319,7 +332,7 @@ impl Store for PostgresStore {
         sink: &mut (dyn RowSink + '_),
     ) -> Result<ScanEnd, StoreError> {
         let lname = lower(table);
-        let (rows, end) = retry("scan", || self.scan_once(account, &lname, &request)).await?;
+        let (rows, end) = retry(&self.stats, "scan", || self.scan_once(account, &lname, &request)).await?;
         for (key, value) in &rows {
             sink.push(key.view(), value);
         }
@@ -335,11 +348,14 @@ impl Store for PostgresStore {
     ) -> Result<Outcome, StoreError> {
         let lname = lower(table);
         let keys: Vec<&[u8]> = keys.iter().map(EntityKey::as_bytes).collect();
-        retry("write", || self.write_once(account, &lname, &keys, &decide)).await
+        retry(&self.stats, "write", || {
+            self.write_once(account, &lname, &keys, &decide)
+        })
+        .await
     }
 
     async fn get_service_properties(&self, account: &str) -> Result<Option<Vec<u8>>, StoreError> {
-        retry("get service properties", || async {
+        retry(&self.stats, "get service properties", || async {
             let client = self.client().await?;
             let stmt = client.prepare_cached(schema::GET_PROPS).await?;
             match client.query_opt(&stmt, &[&account]).await? {
@@ -351,11 +367,39 @@ impl Store for PostgresStore {
     }
 
     async fn set_service_properties(&self, account: &str, value: Vec<u8>) -> Result<(), StoreError> {
-        retry("set service properties", || async {
+        retry(&self.stats, "set service properties", || async {
             let client = self.client().await?;
             let stmt = client.prepare_cached(schema::SET_PROPS).await?;
             client.execute(&stmt, &[&account, &value]).await?;
             Ok(())
+        })
+        .await
+    }
+
+    async fn ready(&self) -> Result<(), String> {
+        let ping = async {
+            let client = self.client().await.map_err(|e| e.into_store().to_string())?;
+            client
+                .simple_query("SELECT 1")
+                .await
+                .map_err(|e| format!("postgres: {e}"))?;
+            Ok(())
+        };
+        tokio::time::timeout(READY_DEADLINE, ping)
+            .await
+            .unwrap_or_else(|_| Err(format!("the database did not answer within {READY_DEADLINE:?}")))
+    }
+
+    fn metrics(&self) -> Vec<StoreMetric> {
+        self.stats.metrics(&self.pool)
+    }
+
+    async fn count_tables(&self, account: &str) -> Result<u64, StoreError> {
+        retry(&self.stats, "count tables", || async {
+            let client = self.client().await?;
+            let stmt = client.prepare_cached(schema::COUNT_TABLES).await?;
+            let n: i64 = client.query_one(&stmt, &[&account]).await?.try_get(0)?;
+            Ok(u64::try_from(n).unwrap_or(0))
         })
         .await
     }

@@ -9,6 +9,7 @@ use super::txn::DbError;
 use crate::error::StoreError;
 use crate::key::KeyRef;
 use crate::page::PageBuilder;
+use crate::stats::RowCounts;
 use crate::traits::{ScanEnd, ScanRequest};
 
 /// The rows of one attempt, kept until its snapshot committed: a retried attempt
@@ -33,6 +34,7 @@ fn chunk_size(request: &ScanRequest, have: usize) -> usize {
 
 pub async fn scan(
     tx: &Transaction<'_>,
+    counts: &RowCounts,
     account: &str,
     lname: &[u8],
     request: &ScanRequest,
@@ -45,7 +47,7 @@ pub async fn scan(
     let from = tx.prepare_cached(schema::SCAN_FROM).await?;
     let between = tx.prepare_cached(schema::SCAN_BETWEEN).await?;
     let mut rows = Rows::new();
-    let mut page = PageBuilder::new(request, &mut rows);
+    let mut page = PageBuilder::new(request, &mut rows).counted(counts);
     for range in &request.ranges {
         if range.is_empty() {
             continue;
@@ -62,6 +64,7 @@ pub async fn scan(
                 let key: &[u8] = row.try_get(0)?;
                 let value: &[u8] = row.try_get(1)?;
                 if let Some(end) = page.offer(KeyRef::new(key), value) {
+                    drop(page);
                     return Ok((rows, end));
                 }
             }

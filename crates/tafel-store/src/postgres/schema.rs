@@ -50,6 +50,7 @@ pub const SET_VERSION: &str =
 pub const GET_VERSION: &str = "SELECT value FROM tafel_meta WHERE name = 'schema_version'";
 
 pub const GET_TABLE: &str = "SELECT name, acl FROM tafel_tables WHERE account = $1 AND lname = $2";
+pub const COUNT_TABLES: &str = "SELECT count(*) FROM tafel_tables WHERE account = $1";
 pub const TABLE_ID: &str = "SELECT id FROM tafel_tables WHERE account = $1 AND lname = $2";
 pub const CREATE_TABLE: &str = "INSERT INTO tafel_tables (account, lname, name, id, acl) VALUES ($1, $2, $3, $4, '')
      ON CONFLICT (account, lname) DO NOTHING";

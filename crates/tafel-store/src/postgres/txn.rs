@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use tokio_postgres::error::SqlState;
 
+use super::stats::PgStats;
 use crate::error::StoreError;
 
 /// Attempts before a conflicting operation gives up with `Busy`.
@@ -87,8 +88,8 @@ pub fn backoff(attempt: u32) -> Duration {
 }
 
 /// Runs `attempt` until it succeeds, fails for a reason other than a conflict, or
-/// has conflicted [`MAX_ATTEMPTS`] times.
-pub async fn retry<T, F, Fut>(what: &str, mut attempt: F) -> Result<T, StoreError>
+/// has conflicted [`MAX_ATTEMPTS`] times; counts the reruns in `stats`.
+pub(super) async fn retry<T, F, Fut>(stats: &PgStats, what: &str, mut attempt: F) -> Result<T, StoreError>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, DbError>>,
@@ -100,10 +101,12 @@ where
             Ok(v) => return Ok(v),
             Err(e) if e.is_conflict() => {
                 if n >= MAX_ATTEMPTS {
+                    stats.gave_up();
                     return Err(StoreError::Busy(format!(
                         "{what}: still conflicting after {n} attempts"
                     )));
                 }
+                stats.conflict_retried();
                 tokio::time::sleep(backoff(n)).await;
             }
             Err(e) => return Err(e.into_store()),

@@ -1,0 +1,218 @@
+//! The admin listener: a small HTTP/1.1 server on a port of its own.
+//!
+//! - `GET /health`: 200 while the process serves (liveness).
+//! - `GET /ready`: 200 while the store is usable and the node is not draining;
+//!   503 with the reason otherwise (readiness).
+//! - `GET /metrics`: Prometheus text format.
+//!
+//! With `--admin-token`, `/metrics` needs `Authorization: Bearer <token>`, and
+//! `/ready` gives its reason only to a caller that sends it; `/health` and
+//! `/ready`'s status stay open, since load balancers' health checks seldom send
+//! credentials. A listener on a non-loopback address must have a token.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{header, Method, StatusCode};
+use http_body_util::Full;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use subtle::ConstantTimeEq;
+use tafel_store::Store;
+use tokio::net::TcpListener;
+
+use super::metrics::Scrape;
+use super::Ops;
+
+pub struct AdminState {
+    pub ops: Arc<Ops>,
+    pub store: Arc<dyn Store>,
+    /// Accounts whose tables `/metrics` counts.
+    pub accounts: Vec<String>,
+    pub token: Option<String>,
+    pub backend: &'static str,
+    /// The last readiness reported, to log its changes once.
+    was_ready: AtomicBool,
+}
+
+impl AdminState {
+    pub fn new(
+        ops: Arc<Ops>,
+        store: Arc<dyn Store>,
+        accounts: Vec<String>,
+        token: Option<String>,
+        backend: &'static str,
+    ) -> Self {
+        AdminState {
+            ops,
+            store,
+            accounts,
+            token,
+            backend,
+            was_ready: AtomicBool::new(true),
+        }
+    }
+
+    /// Readiness now: not draining, and the store answers.
+    async fn readiness(&self) -> Result<(), String> {
+        let now = if self.ops.draining() {
+            Err("draining: the node is shutting down".to_owned())
+        } else {
+            self.store.ready().await
+        };
+        let ready = now.is_ok();
+        if self.was_ready.swap(ready, Ordering::Relaxed) != ready {
+            match &now {
+                Ok(()) => tracing::info!("ready again"),
+                Err(reason) => tracing::warn!(%reason, "not ready"),
+            }
+        }
+        now
+    }
+
+    fn authorized(&self, req: &hyper::Request<hyper::body::Incoming>) -> bool {
+        let Some(token) = &self.token else { return true };
+        let sent = req
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.as_bytes().strip_prefix(b"Bearer "));
+        sent.is_some_and(|s| bool::from(s.ct_eq(token.as_bytes())))
+    }
+}
+
+/// Refuses an admin listener open to the network without a token.
+pub fn check_exposure(addr: &SocketAddr, token: Option<&str>) -> Result<(), String> {
+    if !addr.ip().is_loopback() && token.is_none_or(str::is_empty) {
+        return Err(format!(
+            "the admin listener on {addr} is not on a loopback address: set --admin-token (TAFEL_ADMIN_TOKEN)"
+        ));
+    }
+    Ok(())
+}
+
+type Resp = hyper::Response<Full<Bytes>>;
+
+fn text(status: StatusCode, body: impl Into<Bytes>) -> Resp {
+    let mut r = hyper::Response::new(Full::new(body.into()));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        http::HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    r.headers_mut()
+        .insert(header::CACHE_CONTROL, http::HeaderValue::from_static("no-store"));
+    r
+}
+
+async fn route(state: &AdminState, req: hyper::Request<hyper::body::Incoming>) -> Resp {
+    if req.method() != Method::GET && req.method() != Method::HEAD {
+        let mut r = text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n");
+        r.headers_mut()
+            .insert(header::ALLOW, http::HeaderValue::from_static("GET, HEAD"));
+        return r;
+    }
+    match req.uri().path() {
+        "/health" => text(StatusCode::OK, "ok\n"),
+        "/ready" => match state.readiness().await {
+            Ok(()) => text(StatusCode::OK, "ready\n"),
+            Err(reason) if state.authorized(&req) => {
+                text(StatusCode::SERVICE_UNAVAILABLE, format!("not ready: {reason}\n"))
+            }
+            Err(_) => text(StatusCode::SERVICE_UNAVAILABLE, "not ready\n"),
+        },
+        "/metrics" if !state.authorized(&req) => {
+            let mut r = text(StatusCode::UNAUTHORIZED, "a bearer token is required\n");
+            r.headers_mut()
+                .insert(header::WWW_AUTHENTICATE, http::HeaderValue::from_static("Bearer"));
+            r
+        }
+        "/metrics" => metrics(state).await,
+        _ => text(StatusCode::NOT_FOUND, "not found\n"),
+    }
+}
+
+async fn metrics(state: &AdminState) -> Resp {
+    let ready = state.readiness().await.is_ok();
+    let mut tables = Vec::with_capacity(state.accounts.len());
+    for account in &state.accounts {
+        match state.store.count_tables(account).await {
+            Ok(n) => tables.push((account.clone(), n)),
+            Err(e) => tracing::debug!(error = %e, account, "could not count tables"),
+        }
+    }
+    let scrape = Scrape {
+        ready,
+        draining: state.ops.draining(),
+        backend: state.backend,
+        store: state.store.metrics(),
+        tables,
+    };
+    match state.ops.metrics.render(scrape) {
+        Ok(body) => {
+            let mut r = text(StatusCode::OK, body);
+            r.headers_mut().insert(
+                header::CONTENT_TYPE,
+                http::HeaderValue::from_static(prometheus_client::encoding::prometheus_text::CONTENT_TYPE),
+            );
+            r
+        }
+        Err(_) => text(StatusCode::INTERNAL_SERVER_ERROR, "could not encode the metrics\n"),
+    }
+}
+
+/// Serves the admin endpoints on `listener` until `shutdown` completes.
+pub async fn serve_admin(
+    listener: TcpListener,
+    state: Arc<AdminState>,
+    shutdown: impl Future<Output = ()>,
+) -> std::io::Result<()> {
+    tokio::pin!(shutdown);
+    loop {
+        let (stream, _) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(a) => a,
+                Err(e) => {
+                    tracing::warn!(error = %e, "admin accept failed");
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => return Ok(()),
+        };
+        let state = state.clone();
+        tokio::spawn(async move {
+            let svc = service_fn(move |req| {
+                let state = state.clone();
+                async move { Ok::<_, Infallible>(route(&state, req).await) }
+            });
+            let conn = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(Duration::from_secs(10))
+                .serve_connection(TokioIo::new(stream), svc);
+            if let Err(e) = conn.await {
+                tracing::debug!(error = %e, "admin connection ended with an error");
+            }
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_non_loopback_listener_needs_a_token() {
+        let public: SocketAddr = "0.0.0.0:10012".parse().unwrap();
+        let local: SocketAddr = "127.0.0.1:10012".parse().unwrap();
+        assert!(check_exposure(&public, None).is_err());
+        assert!(check_exposure(&public, Some("")).is_err());
+        assert!(check_exposure(&public, Some("s3cret")).is_ok());
+        assert!(check_exposure(&local, None).is_ok());
+        assert!(check_exposure(&"[::1]:1".parse().unwrap(), None).is_ok());
+    }
+}

@@ -1,0 +1,385 @@
+//! The Prometheus registry and the request metrics the pipeline updates.
+//!
+//! A request costs a few atomic adds and no lock: every label value is a
+//! `&'static str` from a fixed set, the series of each operation (and of its
+//! answers without an error code) are looked up once and kept, and latency
+//! goes to a lock-free fixed-bucket histogram per operation (prometheus-client's
+//! own takes a mutex per observation) that a collector encodes at scrape time.
+//! So the common case neither hashes, formats, allocates nor locks. Store
+//! metrics and per-account table counts are read at scrape time
+//! ([`Metrics::render`]).
+
+use std::sync::{Arc, OnceLock};
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, NoLabelSet};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::Registry;
+use tafel_protocol::Operation;
+use tafel_service::ErrorCode;
+use tafel_store::stats::Histo;
+use tafel_store::{MetricValue, StoreMetric};
+
+/// Request latency buckets, seconds: 100 µs to 10 s.
+const LATENCY: &[f64] = &[
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+
+const CLASSES: [&str; 5] = ["1xx", "2xx", "3xx", "4xx", "5xx"];
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RequestLabels {
+    operation: &'static str,
+    status_class: &'static str,
+    error_code: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OpLabels {
+    operation: &'static str,
+}
+
+/// Request latency by operation (indexed by [`Operation::index`]), encoded
+/// under `tafel_request_duration_seconds` for the operations seen so far.
+#[derive(Debug)]
+struct Latency(Arc<[Histo]>);
+
+impl Collector for Latency {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let mut family = encoder.encode_descriptor(
+            "request_duration_seconds",
+            "Time from a request's arrival to its response, by operation",
+            None,
+            MetricType::Histogram,
+        )?;
+        for (op, h) in Operation::ALL.iter().zip(self.0.iter()) {
+            let s = h.snapshot();
+            if s.count == 0 {
+                continue;
+            }
+            let labels = OpLabels { operation: op.as_str() };
+            family
+                .encode_family(&labels)?
+                .encode_histogram::<NoLabelSet>(s.sum, s.count, &s.buckets, None)?;
+        }
+        Ok(())
+    }
+}
+
+/// The series of one operation, resolved on its first request.
+struct OpSeries {
+    bytes_in: Counter,
+    bytes_out: Counter,
+    /// Requests answered without an error code, by status class.
+    plain: [OnceLock<Counter>; 5],
+}
+
+pub struct Metrics {
+    registry: Registry,
+    requests: Family<RequestLabels, Counter>,
+    latency: Arc<[Histo]>,
+    bytes_in: Family<OpLabels, Counter>,
+    bytes_out: Family<OpLabels, Counter>,
+    connections: Gauge,
+    in_flight: Gauge,
+    access_log_dropped: Counter,
+    ops: Box<[OnceLock<OpSeries>]>,
+}
+
+/// One finished request, as metrics see it.
+pub struct Outcome {
+    pub operation: Operation,
+    pub status: u16,
+    pub error: Option<ErrorCode>,
+    pub seconds: f64,
+    pub bytes_in: u64,
+    pub bytes_out: u64,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("tafel");
+        let requests = Family::<RequestLabels, Counter>::default();
+        let latency: Arc<[Histo]> = Operation::ALL.iter().map(|_| Histo::new(LATENCY)).collect();
+        let bytes_in = Family::<OpLabels, Counter>::default();
+        let bytes_out = Family::<OpLabels, Counter>::default();
+        let connections = Gauge::default();
+        let in_flight = Gauge::default();
+        let access_log_dropped = Counter::default();
+        registry.register(
+            "requests",
+            "Table API requests answered, by operation, status class and error code",
+            requests.clone(),
+        );
+        registry.register_collector(Box::new(Latency(latency.clone())));
+        registry.register(
+            "request_body_bytes",
+            "Bytes of request bodies read, by operation",
+            bytes_in.clone(),
+        );
+        registry.register(
+            "response_body_bytes",
+            "Bytes of response bodies sent, by operation",
+            bytes_out.clone(),
+        );
+        registry.register(
+            "open_connections",
+            "Table API connections open now",
+            connections.clone(),
+        );
+        registry.register(
+            "requests_in_flight",
+            "Table API requests being served now",
+            in_flight.clone(),
+        );
+        registry.register(
+            "access_log_dropped_lines",
+            "Access log lines dropped because the log writer fell behind",
+            access_log_dropped.clone(),
+        );
+        Metrics {
+            registry,
+            requests,
+            latency,
+            bytes_in,
+            bytes_out,
+            connections,
+            in_flight,
+            access_log_dropped,
+            ops: Operation::ALL.iter().map(|_| OnceLock::new()).collect(),
+        }
+    }
+
+    fn series(&self, op: Operation) -> Option<&OpSeries> {
+        let slot = self.ops.get(op.index())?;
+        Some(slot.get_or_init(|| {
+            let labels = OpLabels { operation: op.as_str() };
+            OpSeries {
+                bytes_in: self.bytes_in.get_or_create_owned(&labels),
+                bytes_out: self.bytes_out.get_or_create_owned(&labels),
+                plain: Default::default(),
+            }
+        }))
+    }
+
+    /// Counts one answered request.
+    pub fn observe(&self, o: &Outcome) {
+        let Some(series) = self.series(o.operation) else { return };
+        if let Some(h) = self.latency.get(o.operation.index()) {
+            h.observe(o.seconds);
+        }
+        // Most requests have no body (and HEAD answers none): skip adding 0.
+        if o.bytes_in > 0 {
+            series.bytes_in.inc_by(o.bytes_in);
+        }
+        if o.bytes_out > 0 {
+            series.bytes_out.inc_by(o.bytes_out);
+        }
+        let class = usize::from(o.status / 100).clamp(1, 5) - 1;
+        let labels = |error_code| RequestLabels {
+            operation: o.operation.as_str(),
+            status_class: CLASSES[class],
+            error_code,
+        };
+        match o.error {
+            None => {
+                series.plain[class]
+                    .get_or_init(|| self.requests.get_or_create_owned(&labels("")))
+                    .inc();
+            }
+            // Errors are the rarer case: a map lookup, still no allocation.
+            Some(code) => {
+                self.requests.get_or_create(&labels(code.as_str())).inc();
+            }
+        }
+    }
+
+    pub fn connection_opened(&self) {
+        self.connections.inc();
+    }
+
+    pub fn connection_closed(&self) {
+        self.connections.dec();
+    }
+
+    pub fn request_started(&self) {
+        self.in_flight.inc();
+    }
+
+    pub fn request_finished(&self) {
+        self.in_flight.dec();
+    }
+
+    pub fn access_log_dropped(&self) {
+        self.access_log_dropped.inc();
+    }
+
+    /// The exposition in Prometheus text format (0.0.4): the request metrics,
+    /// then what was read at scrape time.
+    pub fn render(&self, scrape: Scrape) -> Result<String, std::fmt::Error> {
+        let mut out = String::with_capacity(16 << 10);
+        prometheus_client::encoding::prometheus_text::encode(&mut out, &self.registry)?;
+        let mut at_scrape = Registry::default();
+        at_scrape.register_collector(Box::new(scrape));
+        prometheus_client::encoding::prometheus_text::encode(&mut out, &at_scrape)?;
+        Ok(out)
+    }
+}
+
+/// What a scrape reads from the store and the process.
+#[derive(Debug)]
+pub struct Scrape {
+    pub ready: bool,
+    pub draining: bool,
+    pub backend: &'static str,
+    pub store: Vec<StoreMetric>,
+    /// Tables per account (accounts whose count could not be read are left out).
+    pub tables: Vec<(String, u64)>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct AccountLabels {
+    account: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct InfoLabels {
+    version: &'static str,
+    backend: &'static str,
+}
+
+/// Help text without a final period: the encoder adds one.
+fn help(h: &str) -> &str {
+    h.trim_end_matches('.')
+}
+
+impl Collector for Scrape {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let gauge = |encoder: &mut DescriptorEncoder, name: &str, text: &str, v: i64| {
+            encoder
+                .encode_descriptor(name, text, None, MetricType::Gauge)?
+                .encode_gauge(&v)
+        };
+        gauge(
+            &mut encoder,
+            "tafel_ready",
+            "1 while the node is ready to serve (GET /ready answers 200)",
+            i64::from(self.ready),
+        )?;
+        gauge(
+            &mut encoder,
+            "tafel_draining",
+            "1 once shutdown began: the node answers /ready with 503 while in-flight requests finish",
+            i64::from(self.draining),
+        )?;
+        let info = InfoLabels {
+            version: env!("CARGO_PKG_VERSION"),
+            backend: self.backend,
+        };
+        encoder
+            .encode_descriptor(
+                "tafel_build_info",
+                "The server's version and backend",
+                None,
+                MetricType::Gauge,
+            )?
+            .encode_family(&info)?
+            .encode_gauge(&1i64)?;
+        {
+            let mut tables = encoder.encode_descriptor(
+                "tafel_account_tables",
+                "Tables each account has",
+                None,
+                MetricType::Gauge,
+            )?;
+            for (account, n) in &self.tables {
+                let labels = AccountLabels {
+                    account: account.clone(),
+                };
+                tables
+                    .encode_family(&labels)?
+                    .encode_gauge(&i64::try_from(*n).unwrap_or(i64::MAX))?;
+            }
+        }
+        for m in &self.store {
+            let name = format!("tafel_store_{}", m.name);
+            match &m.value {
+                MetricValue::Counter(v) => encoder
+                    .encode_descriptor(&name, help(m.help), None, MetricType::Counter)?
+                    .encode_counter::<NoLabelSet, _, u64>(v, None)?,
+                MetricValue::Gauge(v) => encoder
+                    .encode_descriptor(&name, help(m.help), None, MetricType::Gauge)?
+                    .encode_gauge(v)?,
+                MetricValue::Histogram(h) => encoder
+                    .encode_descriptor(&name, help(m.help), None, MetricType::Histogram)?
+                    .encode_histogram::<NoLabelSet>(h.sum, h.count, &h.buckets, None)?,
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scrape() -> Scrape {
+        Scrape {
+            ready: true,
+            draining: false,
+            backend: "embedded",
+            store: vec![StoreMetric {
+                name: "log_sync_seconds",
+                help: "Syncs.",
+                value: MetricValue::Histogram(tafel_store::HistogramSnapshot {
+                    buckets: vec![(0.001, 2), (f64::INFINITY, 1)],
+                    sum: 0.5,
+                    count: 3,
+                }),
+            }],
+            tables: vec![("acct".into(), 4)],
+        }
+    }
+
+    #[test]
+    fn requests_are_counted_by_operation_class_and_code() {
+        let m = Metrics::new();
+        let ok = Outcome {
+            operation: Operation::InsertEntity,
+            status: 201,
+            error: None,
+            seconds: 0.002,
+            bytes_in: 100,
+            bytes_out: 300,
+        };
+        m.observe(&ok);
+        m.observe(&ok);
+        m.observe(&Outcome {
+            status: 409,
+            error: Some(ErrorCode::EntityAlreadyExists),
+            ..ok
+        });
+        let text = m.render(scrape()).unwrap();
+        for line in [
+            r#"tafel_requests_total{operation="InsertEntity",status_class="2xx",error_code=""} 2"#,
+            r#"tafel_requests_total{operation="InsertEntity",status_class="4xx",error_code="EntityAlreadyExists"} 1"#,
+            r#"tafel_request_duration_seconds_count{operation="InsertEntity"} 3"#,
+            r#"tafel_request_duration_seconds_bucket{operation="InsertEntity",le="0.0025"} 3"#,
+            r#"tafel_request_body_bytes_total{operation="InsertEntity"} 300"#,
+            r#"tafel_account_tables{account="acct"} 4"#,
+            r#"tafel_store_log_sync_seconds_bucket{le="+Inf"} 3"#,
+            "tafel_ready 1",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} missing from\n{text}");
+        }
+    }
+}

@@ -1,0 +1,133 @@
+//! Everything for operators, beside the Table API and never reachable from it:
+//! the admin listener (`/health`, `/ready`, `/metrics`, [`listener`]), the
+//! Prometheus metrics ([`metrics`]), the access log ([`access_log`]), and the
+//! drain state shutdown sets ([`Ops`]).
+//!
+//! The Table API pipeline reports each request here once it is answered
+//! ([`Ops::finish`]); the admin listener runs on a port of its own, so no path
+//! an account name could take leads to it.
+
+pub mod access_log;
+pub mod listener;
+pub mod metrics;
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant, SystemTime};
+
+use tafel_protocol::Operation;
+use tafel_service::ErrorCode;
+
+pub use access_log::{AccessLog, Credential, Destination, LogFormat};
+pub use listener::{serve_admin, AdminState};
+pub use metrics::Metrics;
+
+/// What operations needs of the serving path: metrics, the access log, and
+/// whether the node is draining.
+pub struct Ops {
+    pub metrics: Metrics,
+    access_log: Option<AccessLog>,
+    draining: AtomicBool,
+}
+
+/// A request being served; reported by [`Ops::finish`].
+pub struct Request<'a> {
+    pub started: Instant,
+    pub operation: Operation,
+    pub error: Option<ErrorCode>,
+    pub status: u16,
+    pub bytes_in: u64,
+    pub bytes_out: u64,
+    /// What the access log alone needs (left empty when it is off).
+    pub request_id: &'a str,
+    pub account: &'a str,
+    pub table: &'a str,
+    pub credential: Credential,
+    pub peer: Option<SocketAddr>,
+    pub user_agent: &'a str,
+}
+
+/// Counts a request in flight while it lives.
+pub struct InFlight<'a>(&'a Metrics);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.request_finished();
+    }
+}
+
+impl Default for Ops {
+    fn default() -> Self {
+        Ops::new(None)
+    }
+}
+
+impl Ops {
+    pub fn new(access_log: Option<AccessLog>) -> Self {
+        Ops {
+            metrics: Metrics::new(),
+            access_log,
+            draining: AtomicBool::new(false),
+        }
+    }
+
+    /// Whether request details only the access log uses should be gathered.
+    pub fn logs_access(&self) -> bool {
+        self.access_log.is_some()
+    }
+
+    /// Turns `/ready` to 503 and asks clients to close their connections after
+    /// each response, so a load balancer stops sending here.
+    pub fn start_draining(&self) {
+        self.draining.store(true, Ordering::Release);
+    }
+
+    pub fn draining(&self) -> bool {
+        self.draining.load(Ordering::Acquire)
+    }
+
+    pub fn in_flight(&self) -> InFlight<'_> {
+        self.metrics.request_started();
+        InFlight(&self.metrics)
+    }
+
+    /// Records an answered request in the metrics and the access log.
+    pub fn finish(&self, r: &Request<'_>) {
+        let elapsed = r.started.elapsed();
+        self.metrics.observe(&metrics::Outcome {
+            operation: r.operation,
+            status: r.status,
+            error: r.error,
+            seconds: elapsed.as_secs_f64(),
+            bytes_in: r.bytes_in,
+            bytes_out: r.bytes_out,
+        });
+        if let Some(log) = &self.access_log {
+            let entry = access_log::Entry {
+                time: access_log::rfc3339(SystemTime::now()),
+                request_id: r.request_id,
+                account: r.account,
+                operation: r.operation.as_str(),
+                table: r.table,
+                status: r.status,
+                error_code: r.error.map_or("", ErrorCode::as_str),
+                latency_ms: elapsed.as_secs_f64() * 1e3,
+                bytes_in: r.bytes_in,
+                bytes_out: r.bytes_out,
+                client: access_log::client(r.peer),
+                user_agent: r.user_agent,
+                credential: r.credential.as_str(),
+            };
+            if !log.log(&entry) {
+                self.metrics.access_log_dropped();
+            }
+        }
+    }
+
+    /// Writes out what the access log holds (at shutdown).
+    pub fn flush(&self) {
+        if let Some(log) = &self.access_log {
+            log.flush(Duration::from_secs(5));
+        }
+    }
+}
