@@ -333,10 +333,21 @@ def test_key_range_sas_reads_only_its_range(server, range_table, bounds, inside)
     assert keys_of(tc.query_entities("PartitionKey eq 'a' or PartitionKey eq 'e'")) == [
         k for k in want if k[0] in "ae"
     ]
-    # Point reads outside the range find nothing.
+    # Point reads outside the range are refused (test_key_range_sas_point_read_outside_...).
     for pk, rk in all_keys():
         got = outcome(lambda: tc.get_entity(pk, rk))
-        assert got == ("ok" if inside(pk, rk) else "ResourceNotFound"), (pk, rk, got)
+        assert got == ("ok" if inside(pk, rk) else "AuthorizationPermissionMismatch"), (pk, rk, got)
+
+
+def test_key_range_sas_point_read_outside_is_refused_before_the_lookup(server, range_table):
+    # It answered 404 (the range applied like a query's); Azure checks the scope first, so
+    # an existing and a missing entity outside the range get the same 403.
+    bounds = dict(start_pk="b", start_rk="2", end_pk="c", end_rk="4")
+    tc = sas_table(server, range_table, table_sas(range_table, permission="r", **bounds))
+    assert outcome(lambda: tc.get_entity("a", "1")) == "AuthorizationPermissionMismatch"
+    assert outcome(lambda: tc.get_entity("zz", "missing")) == "AuthorizationPermissionMismatch"
+    assert outcome(lambda: tc.get_entity("b", "9-missing")) == "ResourceNotFound"
+    assert outcome(lambda: tc.get_entity("c", "1")) == "ok"
 
 
 def test_key_range_sas_cannot_write_outside_it(server, admin, range_table):
