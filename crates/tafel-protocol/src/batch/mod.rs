@@ -16,7 +16,7 @@
 //! // 202 Accepted, Content-Type: response_content_type(&bb)
 //! ```
 //!
-//! What clients send (see the fixtures in `tests.rs`):
+//! What clients send (see the captured bodies in `fixtures/`):
 //! * azure-data-tables (Python): full URL targets, MIME-level `Content-ID: 0..n-1`
 //!   numbered across the batch, a `Content-Length` sub-header, `PATCH` for merge
 //!   (`POST` + `X-HTTP-Method: MERGE` for Cosmos-like endpoints), no `Prefer` on
@@ -29,8 +29,6 @@ mod multipart;
 mod request;
 mod response;
 
-#[cfg(test)]
-mod fixtures;
 #[cfg(test)]
 mod tests;
 
