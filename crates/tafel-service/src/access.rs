@@ -77,7 +77,7 @@ impl TablePermissions {
     }
 
     /// The letters in Azure's canonical order (`raud`).
-    pub fn canonical(&self) -> String {
+    pub(crate) fn canonical(&self) -> String {
         [
             (self.query, 'r'),
             (self.add, 'a'),
@@ -288,14 +288,14 @@ impl Access {
     }
 
     /// Whether the entity `(pk, rk)` lies within the grant's key range.
-    pub fn covers_key(&self, pk: &str, rk: &str) -> bool {
+    pub(crate) fn covers_key(&self, pk: &str, rk: &str) -> bool {
         self.key_range()
             .is_none_or(|r| r.contains(EntityKey::new(pk, rk).as_bytes()))
     }
 
     /// Restricts sorted, disjoint scan ranges to the grant's key range (Azure adds
     /// the range to the query's filter). The result stays sorted and disjoint.
-    pub fn clip(&self, ranges: Vec<KeyRange>) -> Vec<KeyRange> {
+    pub(crate) fn clip(&self, ranges: Vec<KeyRange>) -> Vec<KeyRange> {
         let Some(grant) = self.key_range() else { return ranges };
         ranges
             .into_iter()

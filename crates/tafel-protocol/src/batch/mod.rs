@@ -33,6 +33,5 @@ mod response;
 mod tests;
 
 pub use request::{parse_batch, BatchKind, BatchRequest, SubRequest, MAX_PARTS};
-pub use response::{
-    new_boundaries, reason_phrase, response_content_type, write_changeset_response, write_query_response, SubResponse,
-};
+pub(crate) use response::response_content_type;
+pub use response::{new_boundaries, write_changeset_response, write_query_response, SubResponse};

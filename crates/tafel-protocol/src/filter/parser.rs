@@ -11,7 +11,7 @@ use super::error_at;
 use super::lexer::{Kind, Token};
 
 /// Maximum nesting of parentheses and `not`s.
-pub const MAX_DEPTH: usize = 100;
+pub(crate) const MAX_DEPTH: usize = 100;
 
 pub(super) struct Parser<'a> {
     text: &'a str,

@@ -3,7 +3,8 @@ use tafel_service::model::{DateTime, Guid, Value};
 use tafel_service::query::{CompareOp, Expr};
 use tafel_service::ErrorCode;
 
-use super::{parse_filter, MAX_DEPTH};
+use super::parse_filter;
+use super::parser::MAX_DEPTH;
 
 fn cmp(property: &str, op: CompareOp, value: Value) -> Expr {
     Expr::Compare {

@@ -13,7 +13,7 @@ use crate::json::{content_type, decode_entity, write_json_str, EntityFormat, Met
 use crate::request::{Context, Request, Response};
 use crate::resource::{entity_path, Resource};
 
-pub const ETAG_HEADER: &str = "etag";
+pub(crate) const ETAG_HEADER: &str = "etag";
 
 /// `$select` as a list; `None` for all properties.
 fn select(req: &Request) -> Option<Vec<String>> {
@@ -30,7 +30,7 @@ fn select(req: &Request) -> Option<Vec<String>> {
 }
 
 /// The JSON body of a single entity (Get Entity, Insert with content, batch parts).
-pub fn entity_response_body(
+pub(crate) fn entity_response_body(
     cx: &Context,
     level: MetadataLevel,
     table: &str,

@@ -13,8 +13,6 @@ use crate::json::{negotiate, MetadataLevel};
 use crate::request::{Context, Request, Response};
 use crate::resource::{self, Resource};
 
-pub use entities::{entity_response_body, ETAG_HEADER};
-
 /// The response's JSON metadata level (`$format` over `Accept`).
 pub fn metadata_level(req: &Request) -> Result<MetadataLevel> {
     negotiate(req.param("$format"), req.header("accept"))

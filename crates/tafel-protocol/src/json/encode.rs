@@ -14,7 +14,7 @@ use super::MetadataLevel;
 use crate::resource::push_entity_keys;
 
 /// How to write entities of one response.
-pub struct EntityFormat<'a> {
+pub(crate) struct EntityFormat<'a> {
     level: MetadataLevel,
     base_url: &'a str,
     table: &'a str,
@@ -79,7 +79,7 @@ impl<'a> EntityFormat<'a> {
 
     /// Writes one entity from its stored bytes, validating them on the way. On
     /// error `out` holds a partial object and must be dropped.
-    pub fn write_stored(&self, out: &mut Vec<u8>, e: StoredRef<'_>, single: bool) -> tafel_service::Result<()> {
+    pub(crate) fn write_stored(&self, out: &mut Vec<u8>, e: StoredRef<'_>, single: bool) -> tafel_service::Result<()> {
         let (pk, rk) = e.keys();
         let (ts, properties) = e.read()?;
         let view = EntityView {
@@ -95,7 +95,7 @@ impl<'a> EntityFormat<'a> {
 
 /// An entity as the writer sees it, borrowed. `properties` yields them in order,
 /// or the error that stops the entity (corrupt stored bytes).
-pub struct EntityView<'a, P> {
+pub(crate) struct EntityView<'a, P> {
     pub partition_key: &'a str,
     pub row_key: &'a str,
     pub timestamp: Option<DateTime>,
@@ -119,7 +119,7 @@ fn needs_escape(s: &[u8]) -> bool {
     chunks.remainder().iter().any(|&b| escaped(b))
 }
 
-pub fn write_json_str(out: &mut Vec<u8>, s: &str) {
+pub(crate) fn write_json_str(out: &mut Vec<u8>, s: &str) {
     // Most keys and values need no escaping: copy them in one go.
     if !needs_escape(s.as_bytes()) {
         out.reserve(s.len() + 2);
@@ -252,7 +252,7 @@ fn property(out: &mut Vec<u8>, level: MetadataLevel, name: &str, v: ValueRef<'_>
 /// Writes one entity object. `single` adds the `odata.metadata` member of
 /// single-entity bodies. Stops at the first property error, leaving a partial
 /// object in `out`.
-pub fn write_entity<'a, P, E>(
+pub(crate) fn write_entity<'a, P, E>(
     f: &EntityFormat<'_>,
     out: &mut Vec<u8>,
     e: EntityView<'a, P>,
