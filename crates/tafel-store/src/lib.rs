@@ -12,10 +12,10 @@ pub mod error;
 pub mod key;
 mod page;
 pub mod postgres;
+#[cfg(test)]
+mod test_support;
 mod traits;
 
 pub use error::StoreError;
 pub use key::{EntityKey, KeyRange, KeyRef};
-pub use traits::{
-    Decide, Decision, Mutation, Outcome, RowFilter, RowSink, ScanEnd, ScanPage, ScanRequest, Store, TableRecord,
-};
+pub use traits::{Decide, Decision, Mutation, Outcome, RowFilter, RowSink, ScanEnd, ScanRequest, Store, TableRecord};

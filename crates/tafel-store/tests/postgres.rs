@@ -10,9 +10,12 @@ use std::time::{Duration, Instant};
 
 use tafel_store::embedded::{EmbeddedOptions, EmbeddedStore};
 use tafel_store::postgres::{PostgresOptions, PostgresStore};
-use tafel_store::{
-    Decide, Decision, EntityKey, KeyRange, Mutation, RowFilter, ScanPage, ScanRequest, Store, StoreError,
-};
+use tafel_store::{Decide, Decision, EntityKey, KeyRange, Mutation, RowFilter, ScanRequest, Store, StoreError};
+
+// Scans into owned pages, as the unit tests do.
+#[path = "../src/test_support.rs"]
+mod test_support;
+use test_support::{ScanEntities, ScanPage};
 
 /// The database URL, or `None` (said loudly) when the tests cannot run. With
 /// `TAFEL_REQUIRE_POSTGRES=1` a missing URL fails instead.

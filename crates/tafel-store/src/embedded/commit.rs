@@ -249,6 +249,7 @@ mod tests {
     use crate::embedded::scan_tests::tempdir;
     use crate::embedded::{EmbeddedOptions, EmbeddedStore};
     use crate::key::{EntityKey, KeyRange};
+    use crate::test_support::ScanEntities;
     use crate::traits::{Decision, Mutation, ScanRequest, Store};
 
     const ACCOUNT: &str = "acct";
