@@ -35,16 +35,21 @@ fn keyword(word: &str) -> Option<&'static str> {
     KEYWORDS.into_iter().find(|k| k.eq_ignore_ascii_case(word))
 }
 
+/// The comparison operators' keywords.
+pub(crate) const OPERATORS: [(&str, CompareOp); 6] = [
+    ("eq", CompareOp::Eq),
+    ("ne", CompareOp::Ne),
+    ("gt", CompareOp::Gt),
+    ("ge", CompareOp::Ge),
+    ("lt", CompareOp::Lt),
+    ("le", CompareOp::Le),
+];
+
 fn compare_op(word: &str) -> Option<CompareOp> {
-    Some(match keyword(word)? {
-        "eq" => CompareOp::Eq,
-        "ne" => CompareOp::Ne,
-        "gt" => CompareOp::Gt,
-        "ge" => CompareOp::Ge,
-        "lt" => CompareOp::Lt,
-        "le" => CompareOp::Le,
-        _ => return None,
-    })
+    OPERATORS
+        .into_iter()
+        .find(|(keyword, _)| keyword.eq_ignore_ascii_case(word))
+        .map(|(_, op)| op)
 }
 
 fn is_arithmetic(word: &str) -> bool {

@@ -4,7 +4,7 @@ use tafel_service::query::{CompareOp, Expr};
 use tafel_service::ErrorCode;
 
 use super::parse_filter;
-use super::parser::MAX_DEPTH;
+use super::parser::{MAX_DEPTH, OPERATORS};
 
 fn cmp(property: &str, op: CompareOp, value: Value) -> Expr {
     Expr::Compare {
@@ -378,14 +378,7 @@ fn print(expr: &Expr, out: &mut String) {
         Expr::Property(p) => out.push_str(p),
         Expr::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
         Expr::Compare { property, op, value } => {
-            let op = match op {
-                CompareOp::Eq => "eq",
-                CompareOp::Ne => "ne",
-                CompareOp::Gt => "gt",
-                CompareOp::Ge => "ge",
-                CompareOp::Lt => "lt",
-                CompareOp::Le => "le",
-            };
+            let op = OPERATORS.iter().find(|(_, o)| o == op).map_or("?", |(word, _)| *word);
             out.push_str(&format!("{property} {op} {}", print_value(value)));
         }
     }
