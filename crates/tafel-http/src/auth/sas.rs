@@ -65,35 +65,11 @@ pub(crate) fn service_string_to_sign(account: &str, query: &[(String, String)]) 
     } else {
         format!("/{account}/{table}")
     };
-    let fields: Vec<&str> = if sv >= "2015-04-05" {
-        vec![
-            v("sp"),
-            v("st"),
-            v("se"),
-            &resource,
-            v("si"),
-            v("sip"),
-            v("spr"),
-            sv,
-            v("spk"),
-            v("srk"),
-            v("epk"),
-            v("erk"),
-        ]
-    } else {
-        vec![
-            v("sp"),
-            v("st"),
-            v("se"),
-            &resource,
-            v("si"),
-            sv,
-            v("spk"),
-            v("srk"),
-            v("epk"),
-            v("erk"),
-        ]
-    };
+    let mut fields = vec![v("sp"), v("st"), v("se"), &resource, v("si")];
+    if sv >= "2015-04-05" {
+        fields.extend([v("sip"), v("spr")]);
+    }
+    fields.extend([sv, v("spk"), v("srk"), v("epk"), v("erk")]);
     fields.join("\n")
 }
 
