@@ -1,5 +1,5 @@
 //! What the store's tests use and the service does not: a scan page with its
-//! rows copied out. Shared by the unit tests and `tests/postgres.rs` (which
+//! rows copied out. Shared by the unit tests and `tests/postgres/` (which
 //! includes this file), so it names everything through its parent module.
 
 use super::{EntityKey, ScanRequest, Store, StoreError};
