@@ -6,7 +6,7 @@ use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 
 /// The well-known emulator account and key (spec/auth.md §1).
-pub const DEV_ACCOUNT: &str = "devstoreaccount1";
+pub(crate) const DEV_ACCOUNT: &str = "devstoreaccount1";
 pub const DEV_KEY: &str = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==";
 
 #[derive(Debug, Clone, Default)]

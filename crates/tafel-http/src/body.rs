@@ -15,7 +15,7 @@ use tafel_service::{Error, ErrorCode};
 
 /// Largest body accepted (the `$batch` limit); single entities are far smaller
 /// and are checked against the entity-size rules by the service.
-pub const MAX_BODY: usize = 4 * 1024 * 1024;
+pub(crate) const MAX_BODY: usize = 4 * 1024 * 1024;
 /// Bytes of an oversized body read and dropped before answering, at most.
 const DRAIN_MAX: usize = 64 * 1024 * 1024;
 /// Time spent draining an oversized body, at most.

@@ -40,7 +40,7 @@ fn allow_origin(rule: &CorsRule, origin: &str) -> String {
 
 /// The preflight response headers of the first rule allowing `origin`, `method`
 /// and every header of `request_headers` (a comma list); `None` if none does.
-pub fn preflight_headers(
+pub(crate) fn preflight_headers(
     rules: &[CorsRule],
     origin: &str,
     method: &str,
@@ -72,7 +72,7 @@ pub fn preflight_headers(
 
 /// The headers for an actual request from `origin` with `method`, if a rule
 /// allows both.
-pub fn actual_headers(rules: &[CorsRule], origin: &str, method: &str) -> Vec<(&'static str, String)> {
+pub(crate) fn actual_headers(rules: &[CorsRule], origin: &str, method: &str) -> Vec<(&'static str, String)> {
     let Some(rule) = rules
         .iter()
         .find(|r| origin_allowed(r, origin) && method_allowed(r, method))
@@ -137,7 +137,7 @@ pub async fn preflight(service: &Service, accounts: &Accounts, account: &str, he
 
 /// Adds the CORS headers to a response (success or error) of an actual request
 /// whose `Origin` matches one of the account's rules.
-pub async fn decorate(service: &Service, account: &str, origin: &str, method: &str, resp: &mut Response) {
+pub(crate) async fn decorate(service: &Service, account: &str, origin: &str, method: &str, resp: &mut Response) {
     let Ok(rules) = service.cors_rules(account).await else {
         return;
     };

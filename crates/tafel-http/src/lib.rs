@@ -2,13 +2,13 @@
 //! Key, Shared Key Lite, shared access signatures), CORS and the common response
 //! headers. Everything below it is the protocol layer.
 
-pub mod accounts;
-pub mod addressing;
+mod accounts;
+mod addressing;
 pub mod admin;
 mod auth;
 mod body;
-pub mod cors;
-pub mod pipeline;
+mod cors;
+mod pipeline;
 pub mod server;
 
 pub use accounts::Accounts;

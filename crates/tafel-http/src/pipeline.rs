@@ -23,7 +23,7 @@ use crate::body;
 use crate::cors;
 
 /// The version we answer with when the client sent none.
-pub const DEFAULT_VERSION: &str = "2019-02-02";
+pub(crate) const DEFAULT_VERSION: &str = "2019-02-02";
 
 pub struct AppState {
     pub service: Service,
@@ -34,7 +34,7 @@ pub struct AppState {
 
 /// The client's address, put in each request's extensions by the server.
 #[derive(Debug, Clone, Copy)]
-pub struct PeerAddr(pub SocketAddr);
+pub(crate) struct PeerAddr(pub SocketAddr);
 
 struct Meta {
     request_id: String,
@@ -309,7 +309,7 @@ fn classify(state: &AppState, parts: &http::request::Parts, path: &str, query: &
 }
 
 /// Converts a protocol response into hyper's.
-pub fn into_hyper(resp: Response) -> hyper::Response<Full<Bytes>> {
+pub(crate) fn into_hyper(resp: Response) -> hyper::Response<Full<Bytes>> {
     let mut out = hyper::Response::new(Full::new(resp.body));
     *out.status_mut() = resp.status;
     *out.headers_mut() = resp.headers;

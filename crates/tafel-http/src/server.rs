@@ -4,19 +4,21 @@
 //! One acceptor hands each connection to the serving thread with the fewest open
 //! connections, and that thread's single-threaded runtime serves it for its whole
 //! life. Requests are short and connections are many, so a work-stealing
-//! scheduler has little to balance; on 2 cores with 32 point reads in flight,
-//! tokio's left a quarter of the machine idle and served 15-20% fewer reads
-//! (BENCHMARKS.md, session 4).
+//! scheduler has little to balance; on 2 cores with many point reads in flight,
+//! tokio's left part of the machine idle and served fewer reads
+//! (BENCHMARKS.md, "Numbers formerly in code comments": Serving threads).
 //!
 //! Requests that run long are handed to work-stealing runtimes with a worker per
 //! core, so they use every core however few serving threads there are, and never
 //! hold up the short requests of the connections that share their serving thread.
 //! That lets the default leave a core to the clients that so often share the
 //! machine with an emulator: a preempted serving thread holds its connections'
-//! requests until the kernel's next tick (4 ms at HZ=250), which was the whole of
-//! the point reads' p99. Queries and `$batch` get a runtime each: a query's scan
-//! runs on its worker in 10 ms slices, and a batch waiting for its turn behind
-//! every runnable scan took twice as long as one the kernel schedules beside them.
+//! requests until the kernel's next tick, which was the whole of the point reads'
+//! p99. Queries and `$batch` get a runtime each: a query's scan runs on its
+//! worker in 10 ms slices (the store's `SCAN_SLICE`), and a batch waiting for
+//! its turn behind every runnable scan took far longer than one the kernel
+//! schedules beside them (BENCHMARKS.md, "Numbers formerly in code comments":
+//! Runtimes for long requests).
 
 use std::convert::Infallible;
 use std::future::Future;

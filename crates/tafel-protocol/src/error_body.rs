@@ -31,7 +31,7 @@ pub fn json(err: &Error, level: MetadataLevel, request_id: &str, index: Option<u
     (content_type(level), out)
 }
 
-pub fn xml_escape(s: &str) -> String {
+pub(crate) fn xml_escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         match c {

@@ -13,8 +13,6 @@ mod tests;
 use tafel_service::query::Expr;
 use tafel_service::{Error, ErrorCode};
 
-pub use parser::MAX_DEPTH;
-
 /// Parses percent-decoded `$filter` text. Keywords and type prefixes are
 /// case-insensitive; whitespace between tokens is free. An empty filter is an
 /// error: callers treat an absent or blank `$filter` as "no filter" themselves.

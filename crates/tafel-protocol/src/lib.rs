@@ -4,15 +4,15 @@
 //! HTTP layer calls (for top-level requests and for batch sub-requests alike).
 
 pub mod batch;
-pub mod continuation;
+mod continuation;
 pub mod error_body;
 pub mod filter;
 pub mod handlers;
 pub mod json;
 pub mod operation;
 pub mod request;
-pub mod resource;
-pub mod xml;
+mod resource;
+mod xml;
 
 pub use handlers::handle;
 pub use operation::Operation;

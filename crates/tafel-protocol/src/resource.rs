@@ -149,7 +149,7 @@ pub fn entity_path(table: &str, pk: &str, rk: &str) -> String {
 
 /// Appends `(PartitionKey='p',RowKey='r')`, the key part of [`entity_path`], as
 /// ASCII that needs no escaping inside a JSON string.
-pub fn push_entity_keys(out: &mut Vec<u8>, pk: &str, rk: &str) {
+pub(crate) fn push_entity_keys(out: &mut Vec<u8>, pk: &str, rk: &str) {
     out.extend_from_slice(b"(PartitionKey='");
     push_key_literal(out, pk);
     out.extend_from_slice(b"',RowKey='");

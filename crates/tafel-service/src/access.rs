@@ -51,6 +51,24 @@ pub enum SasGrant {
     Account(AccountGrant),
 }
 
+/// Reads a string of SAS letters into one flag per letter of `letters`, set
+/// when the letter appears (any order, repeats allowed). Letters in `ignored`
+/// grant nothing; any other letter makes the string invalid (`None`).
+fn letter_flags<const N: usize>(s: &str, letters: [char; N], ignored: &str) -> Option<[bool; N]> {
+    let mut flags = [false; N];
+    for c in s.chars() {
+        match letters.iter().position(|l| *l == c) {
+            Some(i) => flags[i] = true,
+            None if ignored.contains(c) => {}
+            None => return None,
+        }
+    }
+    Some(flags)
+}
+
+/// The service-SAS `sp` letters, in Azure's canonical order.
+const TABLE_LETTERS: [char; 4] = ['r', 'a', 'u', 'd'];
+
 /// Service-SAS permissions (`sp` letters `r a u d`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct TablePermissions {
@@ -63,31 +81,24 @@ pub struct TablePermissions {
 impl TablePermissions {
     /// Parses letters from `raud` in any order; `None` for any other letter.
     pub fn parse(s: &str) -> Option<Self> {
-        let mut p = TablePermissions::default();
-        for c in s.chars() {
-            match c {
-                'r' => p.query = true,
-                'a' => p.add = true,
-                'u' => p.update = true,
-                'd' => p.delete = true,
-                _ => return None,
-            }
-        }
-        Some(p)
+        let [query, add, update, delete] = letter_flags(s, TABLE_LETTERS, "")?;
+        Some(TablePermissions {
+            query,
+            add,
+            update,
+            delete,
+        })
     }
 
     /// The letters in Azure's canonical order (`raud`).
-    pub fn canonical(&self) -> String {
-        [
-            (self.query, 'r'),
-            (self.add, 'a'),
-            (self.update, 'u'),
-            (self.delete, 'd'),
-        ]
-        .iter()
-        .filter(|(on, _)| *on)
-        .map(|(_, c)| *c)
-        .collect()
+    pub(crate) fn canonical(&self) -> String {
+        let flags = [self.query, self.add, self.update, self.delete];
+        TABLE_LETTERS
+            .into_iter()
+            .zip(flags)
+            .filter(|(_, on)| *on)
+            .map(|(c, _)| c)
+            .collect()
     }
 }
 
@@ -108,22 +119,18 @@ impl AccountPermissions {
     /// Parses account-SAS letters. Letters that only other Storage services use
     /// (`x t f i y`) are accepted and grant nothing here; unknown letters → `None`.
     pub fn parse(s: &str) -> Option<Self> {
-        let mut p = AccountPermissions::default();
-        for c in s.chars() {
-            match c {
-                'r' => p.read = true,
-                'w' => p.write = true,
-                'd' => p.delete = true,
-                'l' => p.list = true,
-                'a' => p.add = true,
-                'c' => p.create = true,
-                'u' => p.update = true,
-                'p' => p.process = true,
-                'x' | 't' | 'f' | 'i' | 'y' => {}
-                _ => return None,
-            }
-        }
-        Some(p)
+        let letters = ['r', 'w', 'd', 'l', 'a', 'c', 'u', 'p'];
+        let [read, write, delete, list, add, create, update, process] = letter_flags(s, letters, "xtfiy")?;
+        Some(AccountPermissions {
+            read,
+            write,
+            delete,
+            list,
+            add,
+            create,
+            update,
+            process,
+        })
     }
 }
 
@@ -136,17 +143,14 @@ pub struct ResourceTypes {
 }
 
 impl ResourceTypes {
+    /// Parses `srt` letters in any order; `None` for any other letter.
     pub fn parse(s: &str) -> Option<Self> {
-        let mut r = ResourceTypes::default();
-        for c in s.chars() {
-            match c {
-                's' => r.service = true,
-                'c' => r.container = true,
-                'o' => r.object = true,
-                _ => return None,
-            }
-        }
-        Some(r)
+        let [service, container, object] = letter_flags(s, ['s', 'c', 'o'], "")?;
+        Some(ResourceTypes {
+            service,
+            container,
+            object,
+        })
     }
 }
 
@@ -289,7 +293,7 @@ impl Access {
 
     /// Restricts sorted, disjoint scan ranges to the grant's key range (Azure adds
     /// the range to the query's filter). The result stays sorted and disjoint.
-    pub fn clip(&self, ranges: Vec<KeyRange>) -> Vec<KeyRange> {
+    pub(crate) fn clip(&self, ranges: Vec<KeyRange>) -> Vec<KeyRange> {
         let Some(grant) = self.key_range() else { return ranges };
         ranges
             .into_iter()

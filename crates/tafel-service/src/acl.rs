@@ -10,9 +10,9 @@ use crate::model::DateTime;
 use crate::ops::{Ctx, Service};
 
 /// At most this many signed identifiers per table.
-pub const MAX_POLICIES: usize = 5;
+pub(crate) const MAX_POLICIES: usize = 5;
 /// Signed identifier Ids are 1 to 64 characters.
-pub const MAX_ID_CHARS: usize = 64;
+pub(crate) const MAX_ID_CHARS: usize = 64;
 
 const FORMAT: u8 = 1;
 

@@ -29,7 +29,7 @@ impl Enc {
     }
 
     /// 0 = absent, 1 = false, 2 = true.
-    pub fn opt_bool(&mut self, v: Option<bool>) -> &mut Self {
+    pub(crate) fn opt_bool(&mut self, v: Option<bool>) -> &mut Self {
         self.0.push(v.map_or(0, |b| 1 + u8::from(b)));
         self
     }
@@ -40,7 +40,7 @@ impl Enc {
         self
     }
 
-    pub fn strs(&mut self, v: &[String]) -> &mut Self {
+    pub(crate) fn strs(&mut self, v: &[String]) -> &mut Self {
         self.u32(v.len() as u32);
         for s in v {
             self.str(s);
@@ -90,7 +90,7 @@ impl<'a> Dec<'a> {
         Some(self.take(1)?[0] != 0)
     }
 
-    pub fn opt_bool(&mut self) -> Option<Option<bool>> {
+    pub(crate) fn opt_bool(&mut self) -> Option<Option<bool>> {
         match self.take(1)?[0] {
             0 => Some(None),
             1 => Some(Some(false)),
@@ -103,7 +103,7 @@ impl<'a> Dec<'a> {
         String::from_utf8(self.take(n)?.to_vec()).ok()
     }
 
-    pub fn strs(&mut self) -> Option<Vec<String>> {
+    pub(crate) fn strs(&mut self) -> Option<Vec<String>> {
         let n = self.u32()? as usize;
         (0..n.min(self.0.len()))
             .map(|_| self.str())

@@ -7,13 +7,13 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use crate::model::DateTime;
 
 #[derive(Debug, Default)]
-pub struct Clock {
+pub(crate) struct Clock {
     last: AtomicI64,
 }
 
 impl Clock {
     /// A Timestamp later than every one handed out before and than `after`.
-    pub fn next_after(&self, after: Option<DateTime>) -> DateTime {
+    pub(crate) fn next_after(&self, after: Option<DateTime>) -> DateTime {
         let floor = after.map_or(i64::MIN, |t| t.0);
         let now = DateTime::now().0;
         let mut prev = self.last.load(Ordering::Relaxed);

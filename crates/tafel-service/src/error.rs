@@ -18,7 +18,7 @@ macro_rules! codes {
             pub fn status(self) -> u16 {
                 match self { $(ErrorCode::$name => $status),* }
             }
-            pub fn default_message(self) -> &'static str {
+            pub(crate) fn default_message(self) -> &'static str {
                 match self { $(ErrorCode::$name => $msg),* }
             }
         }

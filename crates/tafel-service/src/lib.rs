@@ -2,11 +2,11 @@
 //! and the operations (tables, entities, batches) on top of a [`tafel_store::Store`].
 //! It knows nothing of HTTP or JSON.
 
-pub mod access;
+mod access;
 pub mod acl;
 mod blob;
 mod clock;
-pub mod error;
+mod error;
 pub mod model;
 mod ops;
 pub mod properties;

@@ -8,13 +8,13 @@ use crate::error::{Error, ErrorCode, Result};
 use crate::model::DateTime;
 use crate::ops::{Ctx, Service};
 
-pub const MAX_CORS_RULES: usize = 5;
-pub const MAX_ORIGINS: usize = 64;
-pub const MAX_LITERAL_HEADERS: usize = 64;
-pub const MAX_PREFIXED_HEADERS: usize = 2;
-pub const MAX_CORS_VALUE_CHARS: usize = 256;
-pub const CORS_METHODS: [&str; 8] = ["DELETE", "GET", "HEAD", "MERGE", "POST", "OPTIONS", "PUT", "PATCH"];
-pub const ANALYTICS_VERSION: &str = "1.0";
+pub(crate) const MAX_CORS_RULES: usize = 5;
+pub(crate) const MAX_ORIGINS: usize = 64;
+pub(crate) const MAX_LITERAL_HEADERS: usize = 64;
+pub(crate) const MAX_PREFIXED_HEADERS: usize = 2;
+pub(crate) const MAX_CORS_VALUE_CHARS: usize = 256;
+pub(crate) const CORS_METHODS: [&str; 8] = ["DELETE", "GET", "HEAD", "MERGE", "POST", "OPTIONS", "PUT", "PATCH"];
+pub(crate) const ANALYTICS_VERSION: &str = "1.0";
 
 const FORMAT: u8 = 1;
 

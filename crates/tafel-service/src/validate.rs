@@ -1,16 +1,16 @@
 //! The data-model rules of the Table service, each with Azure's error code.
 
 use crate::error::{Error, ErrorCode, Result};
-use crate::model::{DateTime, Entity, Value};
+use crate::model::{Entity, Value};
 
-pub const MAX_CUSTOM_PROPERTIES: usize = 252;
-pub const MAX_PROPERTY_NAME_CHARS: usize = 255;
+pub(crate) const MAX_CUSTOM_PROPERTIES: usize = 252;
+pub(crate) const MAX_PROPERTY_NAME_CHARS: usize = 255;
 /// Keys are at most 1 KiB as UTF-16.
-pub const MAX_KEY_UTF16_UNITS: usize = 512;
+pub(crate) const MAX_KEY_UTF16_UNITS: usize = 512;
 /// Strings must stay under 64 KiB as UTF-16.
-pub const MAX_STRING_UTF16_UNITS: usize = 32_767;
-pub const MAX_BINARY_BYTES: usize = 65_535;
-pub const MAX_ENTITY_BYTES: usize = 1 << 20;
+pub(crate) const MAX_STRING_UTF16_UNITS: usize = 32_767;
+pub(crate) const MAX_BINARY_BYTES: usize = 65_535;
+pub(crate) const MAX_ENTITY_BYTES: usize = 1 << 20;
 
 /// `^[A-Za-z][A-Za-z0-9]{2,62}$`, and not the reserved name `tables`.
 pub fn table_name(name: &str) -> Result<()> {
@@ -53,7 +53,7 @@ pub fn key(value: &str, which: &str) -> Result<()> {
 
 /// A custom property name: an identifier (letter or `_`, then letters, digits,
 /// `_`) of at most 255 characters.
-pub fn property_name(name: &str) -> Result<()> {
+pub(crate) fn property_name(name: &str) -> Result<()> {
     if name.chars().count() > MAX_PROPERTY_NAME_CHARS {
         return Err(Error::new(ErrorCode::PropertyNameTooLong));
     }
@@ -97,7 +97,7 @@ pub fn entity(e: &Entity) -> Result<()> {
 }
 
 /// The whole-entity limits: property count and size.
-pub fn entity_limits(e: &Entity) -> Result<()> {
+pub(crate) fn entity_limits(e: &Entity) -> Result<()> {
     property_count(e)?;
     entity_size(e)
 }
@@ -120,7 +120,7 @@ fn entity_size(e: &Entity) -> Result<()> {
 /// strings: one per character, two for those outside the BMP (4-byte UTF-8).
 /// Counted per byte without decoding, which the compiler vectorizes; every
 /// written entity is measured.
-pub fn utf16_len(s: &str) -> usize {
+pub(crate) fn utf16_len(s: &str) -> usize {
     // Nearly every string is ASCII, which `is_ascii` checks a word at a time.
     if s.is_ascii() {
         return s.len();
@@ -132,7 +132,7 @@ pub fn utf16_len(s: &str) -> usize {
 
 /// Azure's entity-size formula (limits.md): 4 bytes plus, per property, 8 bytes,
 /// the name as UTF-16 and the value; the system properties count too.
-pub fn azure_size(e: &Entity) -> usize {
+pub(crate) fn azure_size(e: &Entity) -> usize {
     let prop = |name_units: usize, value: usize| 8 + 2 * name_units + value;
     let key_size = |k: &str| 4 + 2 * utf16_len(k);
     4 + prop(12, key_size(&e.partition_key))
@@ -144,15 +144,10 @@ pub fn azure_size(e: &Entity) -> usize {
             .sum::<usize>()
 }
 
-/// Timestamps are only ever produced by the server; a stored one outside Azure's
-/// range would mean corruption.
-pub fn is_valid_timestamp(t: DateTime) -> bool {
-    t.in_azure_range()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::DateTime;
 
     #[test]
     fn table_names() {

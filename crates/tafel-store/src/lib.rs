@@ -13,11 +13,11 @@ pub mod key;
 mod page;
 pub mod postgres;
 pub mod stats;
+#[cfg(test)]
+mod test_support;
 mod traits;
 
 pub use error::StoreError;
 pub use key::{EntityKey, KeyRange, KeyRef};
 pub use stats::{HistogramSnapshot, MetricValue, StoreMetric};
-pub use traits::{
-    Decide, Decision, Mutation, Outcome, RowFilter, RowSink, ScanEnd, ScanPage, ScanRequest, Store, TableRecord,
-};
+pub use traits::{Decide, Decision, Mutation, Outcome, RowFilter, RowSink, ScanEnd, ScanRequest, Store, TableRecord};

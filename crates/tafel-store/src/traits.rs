@@ -58,13 +58,6 @@ pub struct ScanEnd {
     pub next: Option<EntityKey>,
 }
 
-/// One page of a scan, its rows copied out.
-pub struct ScanPage {
-    pub rows: Vec<(EntityKey, Vec<u8>)>,
-    /// As [`ScanEnd::next`].
-    pub next: Option<EntityKey>,
-}
-
 /// What a write does to one of the keys it locked.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Mutation {
@@ -121,13 +114,6 @@ pub trait Store: Send + Sync + 'static {
         request: ScanRequest,
         sink: &mut (dyn RowSink + '_),
     ) -> Result<ScanEnd, StoreError>;
-
-    /// [`Store::scan_into`] collecting owned copies of the rows.
-    async fn scan_entities(&self, account: &str, table: &str, request: ScanRequest) -> Result<ScanPage, StoreError> {
-        let mut rows = Vec::new();
-        let end = self.scan_into(account, table, request, &mut rows).await?;
-        Ok(ScanPage { rows, next: end.next })
-    }
 
     /// Atomically reads `keys` (distinct, of one table), lets `decide` choose the
     /// mutations, applies them and makes them durable before returning.

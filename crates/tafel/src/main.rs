@@ -16,8 +16,9 @@ use tafel_store::embedded::{EmbeddedOptions, EmbeddedStore};
 use tafel_store::postgres::{PostgresOptions, PostgresStore};
 use tafel_store::Store;
 
-// Request handling allocates many short-lived buffers from every runtime thread;
-// glibc's malloc took about a third of the workers' time under load (BENCHMARKS.md §3).
+// Request handling allocates many short-lived buffers from every runtime thread,
+// and glibc's malloc was a large share of the workers' time under load
+// (BENCHMARKS.md, "Numbers formerly in code comments": mimalloc).
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -171,9 +172,9 @@ enum Backend {
 
 /// Turns transparent huge pages off for this process. The allocator hands the
 /// store's writer thread fresh memory as redb's dirty pages come and go, and the
-/// kernel zeroed it 2 MiB at a time on first touch: a group commit stalled ~5 ms
-/// every ~50 ms under inserts (insert p99 7.7–9.0 ms at 32 in flight, 3.1 ms
-/// without; BENCHMARKS.md). mimalloc's `MIMALLOC_ALLOW_THP=0` does the same.
+/// kernel zeroed it a huge page at a time on first touch, stalling group commits
+/// and with them the writes' p99 (BENCHMARKS.md, "Numbers formerly in code comments":
+/// Transparent huge pages). mimalloc's `MIMALLOC_ALLOW_THP=0` does the same.
 #[cfg(target_os = "linux")]
 fn disable_transparent_huge_pages() {
     // SAFETY: prctl with PR_SET_THP_DISABLE takes only integers and changes only

@@ -56,7 +56,7 @@ pub fn kind(query: &[(String, String)]) -> Option<Kind> {
 
 /// The service-SAS string-to-sign of the signed version `sv`, as the SDKs build
 /// it: `sip`/`spr` from 2015-04-05, the `/table/` resource prefix from 2015-02-21.
-pub fn service_string_to_sign(account: &str, query: &[(String, String)]) -> String {
+pub(crate) fn service_string_to_sign(account: &str, query: &[(String, String)]) -> String {
     let v = |n| param(query, n).unwrap_or("");
     let sv = v("sv");
     let table = v("tn").to_ascii_lowercase();
@@ -65,40 +65,16 @@ pub fn service_string_to_sign(account: &str, query: &[(String, String)]) -> Stri
     } else {
         format!("/{account}/{table}")
     };
-    let fields: Vec<&str> = if sv >= "2015-04-05" {
-        vec![
-            v("sp"),
-            v("st"),
-            v("se"),
-            &resource,
-            v("si"),
-            v("sip"),
-            v("spr"),
-            sv,
-            v("spk"),
-            v("srk"),
-            v("epk"),
-            v("erk"),
-        ]
-    } else {
-        vec![
-            v("sp"),
-            v("st"),
-            v("se"),
-            &resource,
-            v("si"),
-            sv,
-            v("spk"),
-            v("srk"),
-            v("epk"),
-            v("erk"),
-        ]
-    };
+    let mut fields = vec![v("sp"), v("st"), v("se"), &resource, v("si")];
+    if sv >= "2015-04-05" {
+        fields.extend([v("sip"), v("spr")]);
+    }
+    fields.extend([sv, v("spk"), v("srk"), v("epk"), v("erk")]);
     fields.join("\n")
 }
 
 /// The account-SAS string-to-sign (with a trailing newline; `ses` from 2020-12-06).
-pub fn account_string_to_sign(account: &str, query: &[(String, String)]) -> String {
+pub(crate) fn account_string_to_sign(account: &str, query: &[(String, String)]) -> String {
     let v = |n| param(query, n).unwrap_or("");
     let sv = v("sv");
     let mut s = [
@@ -168,7 +144,7 @@ fn ip_key(ip: IpAddr) -> IpAddr {
 
 /// Whether `peer` is within `sip` (one address or `from-to`); `None` if `sip`
 /// is malformed.
-pub fn ip_allowed(sip: &str, peer: IpAddr) -> Option<bool> {
+pub(crate) fn ip_allowed(sip: &str, peer: IpAddr) -> Option<bool> {
     let (from, to) = match sip.split_once('-') {
         Some((a, b)) => (a.trim().parse::<IpAddr>().ok()?, b.trim().parse::<IpAddr>().ok()?),
         None => {

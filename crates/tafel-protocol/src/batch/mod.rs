@@ -16,7 +16,7 @@
 //! // 202 Accepted, Content-Type: response_content_type(&bb)
 //! ```
 //!
-//! What clients send (see the fixtures in `tests.rs`):
+//! What clients send (see the captured bodies in `fixtures/`):
 //! * azure-data-tables (Python): full URL targets, MIME-level `Content-ID: 0..n-1`
 //!   numbered across the batch, a `Content-Length` sub-header, `PATCH` for merge
 //!   (`POST` + `X-HTTP-Method: MERGE` for Cosmos-like endpoints), no `Prefer` on
@@ -30,11 +30,8 @@ mod request;
 mod response;
 
 #[cfg(test)]
-mod fixtures;
-#[cfg(test)]
 mod tests;
 
 pub use request::{parse_batch, BatchKind, BatchRequest, SubRequest, MAX_PARTS};
-pub use response::{
-    new_boundaries, reason_phrase, response_content_type, write_changeset_response, write_query_response, SubResponse,
-};
+pub(crate) use response::response_content_type;
+pub use response::{new_boundaries, write_changeset_response, write_query_response, SubResponse};

@@ -61,7 +61,7 @@ pub struct SubRequest {
 impl SubRequest {
     /// The first value of a sub-request header as text, if present and visible
     /// ASCII.
-    pub fn header_str(&self, name: &str) -> Option<&str> {
+    pub(crate) fn header_str(&self, name: &str) -> Option<&str> {
         self.headers.get(name).and_then(|v| v.to_str().ok())
     }
 

@@ -56,7 +56,7 @@ impl SubResponse {
 }
 
 /// The reason phrase Azure writes after a status code in batch parts.
-pub fn reason_phrase(status: u16) -> &'static str {
+pub(crate) fn reason_phrase(status: u16) -> &'static str {
     match status {
         200 => "OK",
         201 => "Created",
@@ -101,7 +101,7 @@ pub fn new_boundaries() -> (String, String) {
 }
 
 /// The outer response `Content-Type`: `multipart/mixed; boundary=<batch_boundary>`.
-pub fn response_content_type(batch_boundary: &str) -> String {
+pub(crate) fn response_content_type(batch_boundary: &str) -> String {
     format!("multipart/mixed; boundary={batch_boundary}")
 }
 

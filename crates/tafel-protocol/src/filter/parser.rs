@@ -11,7 +11,7 @@ use super::error_at;
 use super::lexer::{Kind, Token};
 
 /// Maximum nesting of parentheses and `not`s.
-pub const MAX_DEPTH: usize = 100;
+pub(crate) const MAX_DEPTH: usize = 100;
 
 pub(super) struct Parser<'a> {
     text: &'a str,
@@ -35,16 +35,21 @@ fn keyword(word: &str) -> Option<&'static str> {
     KEYWORDS.into_iter().find(|k| k.eq_ignore_ascii_case(word))
 }
 
+/// The comparison operators' keywords.
+pub(crate) const OPERATORS: [(&str, CompareOp); 6] = [
+    ("eq", CompareOp::Eq),
+    ("ne", CompareOp::Ne),
+    ("gt", CompareOp::Gt),
+    ("ge", CompareOp::Ge),
+    ("lt", CompareOp::Lt),
+    ("le", CompareOp::Le),
+];
+
 fn compare_op(word: &str) -> Option<CompareOp> {
-    Some(match keyword(word)? {
-        "eq" => CompareOp::Eq,
-        "ne" => CompareOp::Ne,
-        "gt" => CompareOp::Gt,
-        "ge" => CompareOp::Ge,
-        "lt" => CompareOp::Lt,
-        "le" => CompareOp::Le,
-        _ => return None,
-    })
+    OPERATORS
+        .into_iter()
+        .find(|(keyword, _)| keyword.eq_ignore_ascii_case(word))
+        .map(|(_, op)| op)
 }
 
 fn is_arithmetic(word: &str) -> bool {

@@ -3,7 +3,8 @@ use tafel_service::model::{DateTime, Guid, Value};
 use tafel_service::query::{CompareOp, Expr};
 use tafel_service::ErrorCode;
 
-use super::{parse_filter, MAX_DEPTH};
+use super::parse_filter;
+use super::parser::{MAX_DEPTH, OPERATORS};
 
 fn cmp(property: &str, op: CompareOp, value: Value) -> Expr {
     Expr::Compare {
@@ -144,14 +145,8 @@ fn literal_on_the_left_is_normalised() {
 
 #[test]
 fn every_operator_case_insensitively() {
-    for (word, op) in [
-        ("eq", CompareOp::Eq),
-        ("ne", CompareOp::Ne),
-        ("gt", CompareOp::Gt),
-        ("ge", CompareOp::Ge),
-        ("lt", CompareOp::Lt),
-        ("le", CompareOp::Le),
-    ] {
+    // Spelled out apart from the parser's table, in the order of CompareOp::ALL.
+    for (word, op) in ["eq", "ne", "gt", "ge", "lt", "le"].into_iter().zip(CompareOp::ALL) {
         assert_eq!(parse(&format!("A {word} 1")), cmp("A", op, Value::Int32(1)));
         let upper = word.to_uppercase();
         assert_eq!(parse(&format!("A {upper} 1")), cmp("A", op, Value::Int32(1)));
@@ -377,14 +372,7 @@ fn print(expr: &Expr, out: &mut String) {
         Expr::Property(p) => out.push_str(p),
         Expr::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
         Expr::Compare { property, op, value } => {
-            let op = match op {
-                CompareOp::Eq => "eq",
-                CompareOp::Ne => "ne",
-                CompareOp::Gt => "gt",
-                CompareOp::Ge => "ge",
-                CompareOp::Lt => "lt",
-                CompareOp::Le => "le",
-            };
+            let op = OPERATORS.iter().find(|(_, o)| o == op).map_or("?", |(word, _)| *word);
             out.push_str(&format!("{property} {op} {}", print_value(value)));
         }
     }

@@ -16,7 +16,7 @@ fn unexpected(name: &str, parent: &str) -> Error {
 }
 
 /// Parses a Set Table ACL body; an empty body or `<SignedIdentifiers/>` clears.
-pub fn parse_acl(body: &[u8]) -> Result<Vec<SignedIdentifier>> {
+pub(crate) fn parse_acl(body: &[u8]) -> Result<Vec<SignedIdentifier>> {
     let Some(root) = xml::parse(body)? else {
         return Ok(Vec::new());
     };
@@ -46,7 +46,7 @@ pub fn parse_acl(body: &[u8]) -> Result<Vec<SignedIdentifier>> {
 }
 
 /// The Get Table ACL document, dates with 7 fractional digits.
-pub fn write_acl(ids: &[SignedIdentifier]) -> String {
+pub(crate) fn write_acl(ids: &[SignedIdentifier]) -> String {
     let mut w = Writer::new();
     if ids.is_empty() {
         w.empty("SignedIdentifiers");

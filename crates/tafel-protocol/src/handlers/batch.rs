@@ -20,7 +20,7 @@ use crate::request::{effective_method, parse_query, Context, Request, Response};
 use crate::resource::{self, entity_path, Resource};
 
 /// Azure's limit of operations in one changeset.
-pub const MAX_OPERATIONS: usize = 100;
+pub(crate) const MAX_OPERATIONS: usize = 100;
 
 /// One changeset operation, decoded.
 struct Op {

@@ -6,14 +6,14 @@ use tafel_service::{
     validate, EntityQuery, EntitySink, Error, ErrorCode, IfMatch, Result, Service, WriteKind, WriteOp,
 };
 
-use super::{apply_prefer, metadata_level, prefer, require_json_body, top, unsupported_options};
+use super::{apply_prefer, metadata_level, open_query_body, prefer, require_json_body, top, unsupported_options};
 use crate::continuation;
 use crate::filter::parse_filter;
-use crate::json::{content_type, decode_entity, write_json_str, EntityFormat, MetadataLevel};
+use crate::json::{content_type, decode_entity, EntityFormat, MetadataLevel};
 use crate::request::{Context, Request, Response};
 use crate::resource::{entity_path, Resource};
 
-pub const ETAG_HEADER: &str = "etag";
+pub(crate) const ETAG_HEADER: &str = "etag";
 
 /// `$select` as a list; `None` for all properties.
 fn select(req: &Request) -> Option<Vec<String>> {
@@ -30,7 +30,7 @@ fn select(req: &Request) -> Option<Vec<String>> {
 }
 
 /// The JSON body of a single entity (Get Entity, Insert with content, batch parts).
-pub fn entity_response_body(
+pub(crate) fn entity_response_body(
     cx: &Context,
     level: MetadataLevel,
     table: &str,
@@ -89,13 +89,7 @@ pub async fn query(svc: &Service, cx: &Context, req: &Request, table: &str) -> R
     let sel = select(req);
     let f = EntityFormat::new(level, &cx.base_url, &cx.ctx.account, table, sel.as_deref());
     let mut out = Vec::with_capacity(QUERY_BODY_START);
-    out.push(b'{');
-    if level != MetadataLevel::No {
-        out.extend_from_slice(b"\"odata.metadata\":");
-        write_json_str(&mut out, &format!("{}/$metadata#{table}", cx.base_url));
-        out.push(b',');
-    }
-    out.extend_from_slice(b"\"value\":[");
+    open_query_body(&mut out, level, &cx.base_url, table);
     let mut rows = JsonRows {
         format: &f,
         start: out.len(),

@@ -9,11 +9,9 @@ mod tables;
 use http::{Method, StatusCode};
 use tafel_service::{Error, ErrorCode, Result, Service};
 
-use crate::json::{negotiate, MetadataLevel};
+use crate::json::{negotiate, write_json_str, MetadataLevel};
 use crate::request::{Context, Request, Response};
 use crate::resource::{self, Resource};
-
-pub use entities::{entity_response_body, ETAG_HEADER};
 
 /// The response's JSON metadata level (`$format` over `Accept`).
 pub fn metadata_level(req: &Request) -> Result<MetadataLevel> {
@@ -24,6 +22,19 @@ pub fn metadata_level(req: &Request) -> Result<MetadataLevel> {
 /// operations), rather than JSON.
 pub fn wants_xml_errors(req: &Request) -> bool {
     req.param("comp").is_some() || req.param("restype").is_some()
+}
+
+/// Opens a query's response body: `{`, the `odata.metadata` member (naming
+/// `what`, `Tables` or a table, unless there is no metadata) and the `value`
+/// array, which the caller fills and closes.
+fn open_query_body(out: &mut Vec<u8>, level: MetadataLevel, base_url: &str, what: &str) {
+    out.push(b'{');
+    if level != MetadataLevel::No {
+        out.extend_from_slice(b"\"odata.metadata\":");
+        write_json_str(out, &format!("{base_url}/$metadata#{what}"));
+        out.push(b',');
+    }
+    out.extend_from_slice(b"\"value\":[");
 }
 
 fn method_not_allowed() -> Error {

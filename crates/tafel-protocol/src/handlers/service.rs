@@ -122,7 +122,7 @@ fn cors(el: &Element) -> Result<Vec<CorsRule>> {
 
 /// Parses a Set Table Service Properties body; absent top-level elements stay
 /// `None` (keep the stored value).
-pub fn parse_properties(body: &[u8]) -> Result<PropertiesUpdate> {
+pub(crate) fn parse_properties(body: &[u8]) -> Result<PropertiesUpdate> {
     let root = xml::parse(body)?.ok_or_else(|| {
         Error::with_message(
             ErrorCode::InvalidXmlDocument,
@@ -160,7 +160,7 @@ fn write_metrics(w: &mut Writer, name: &str, m: &Metrics) {
     w.close(name);
 }
 
-pub fn write_properties(p: &ServiceProperties) -> String {
+pub(crate) fn write_properties(p: &ServiceProperties) -> String {
     let mut w = Writer::new();
     w.open("StorageServiceProperties");
     let l = &p.logging;
@@ -192,7 +192,7 @@ pub fn write_properties(p: &ServiceProperties) -> String {
     w.finish()
 }
 
-pub fn write_stats(s: &ServiceStats) -> String {
+pub(crate) fn write_stats(s: &ServiceStats) -> String {
     let when = std::time::UNIX_EPOCH + std::time::Duration::from_secs(s.last_sync_time.unix_seconds().max(0) as u64);
     let mut w = Writer::new();
     w.open("StorageServiceStats")

@@ -3,7 +3,7 @@
 use http::StatusCode;
 use tafel_service::{Result, Service, TableQuery};
 
-use super::{apply_prefer, metadata_level, prefer, require_json_body, top};
+use super::{apply_prefer, metadata_level, open_query_body, prefer, require_json_body, top};
 use crate::filter::parse_filter;
 use crate::json::{content_type, decode_table_name, write_json_str, MetadataLevel};
 use crate::request::{Context, Request, Response};
@@ -42,13 +42,7 @@ pub async fn query(svc: &Service, cx: &Context, req: &Request) -> Result<Respons
     };
     let page = svc.query_tables(&cx.ctx, &q).await?;
     let mut out = Vec::with_capacity(64 + page.names.len() * 48);
-    out.push(b'{');
-    if level != MetadataLevel::No {
-        out.extend_from_slice(b"\"odata.metadata\":");
-        write_json_str(&mut out, &format!("{}/$metadata#Tables", cx.base_url));
-        out.push(b',');
-    }
-    out.extend_from_slice(b"\"value\":[");
+    open_query_body(&mut out, level, &cx.base_url, "Tables");
     for (i, name) in page.names.iter().enumerate() {
         if i > 0 {
             out.push(b',');

@@ -189,7 +189,7 @@ impl<'m, 'a> Index<'m, 'a> {
 
 /// Decodes an entity body. `url_keys` are the keys from the request URL (update,
 /// merge, upsert), which win over the body's.
-pub fn decode_entity(body: &[u8], url_keys: Option<(&str, &str)>) -> Result<Entity> {
+pub(crate) fn decode_entity(body: &[u8], url_keys: Option<(&str, &str)>) -> Result<Entity> {
     let members = parse_members(body)?;
     let index = Index::new(&members)?;
     let mut pk = None;
@@ -329,7 +329,7 @@ fn typed_value(name: &str, raw: &Raw<'_>, declared: Option<EdmType>) -> Result<O
 }
 
 /// The `TableName` of a Create Table body.
-pub fn decode_table_name(body: &[u8]) -> Result<String> {
+pub(crate) fn decode_table_name(body: &[u8]) -> Result<String> {
     let members = parse_members(body)?;
     match members.iter().find(|(k, _)| k == "TableName").map(|(_, v)| v) {
         Some(Raw::Str(s)) => Ok(s.clone().into_owned()),

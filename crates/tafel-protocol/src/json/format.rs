@@ -45,7 +45,7 @@ fn level_of(media: &str) -> Option<Result<MetadataLevel>> {
 /// The metadata level for a response. `$format` wins over `Accept`; a missing
 /// Accept means minimal metadata (JSON-speaking clients that omit it still get
 /// JSON); an Accept listing only Atom/XML is refused as Azurite does.
-pub fn negotiate(format_param: Option<&str>, accept: Option<&str>) -> Result<MetadataLevel> {
+pub(crate) fn negotiate(format_param: Option<&str>, accept: Option<&str>) -> Result<MetadataLevel> {
     if let Some(f) = format_param {
         return level_of(f).unwrap_or_else(|| Err(Error::new(ErrorCode::MediaTypeNotSupported)));
     }

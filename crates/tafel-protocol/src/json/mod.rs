@@ -5,6 +5,7 @@ mod decode;
 mod encode;
 mod format;
 
-pub use decode::{decode_entity, decode_table_name};
-pub use encode::{write_entity, write_json_str, EntityFormat, EntityView};
-pub use format::{content_type, negotiate, MetadataLevel};
+pub(crate) use decode::{decode_entity, decode_table_name};
+pub(crate) use encode::{write_json_str, EntityFormat};
+pub(crate) use format::negotiate;
+pub use format::{content_type, MetadataLevel};

@@ -68,7 +68,7 @@ impl Element {
 }
 
 /// ISO 8601 as clients write dates in ACLs and SAS tokens; a bare date is midnight UTC.
-pub fn parse_datetime(s: &str) -> Option<DateTime> {
+pub(crate) fn parse_datetime(s: &str) -> Option<DateTime> {
     if s.len() == 10 {
         return DateTime::parse(&format!("{s}T00:00:00Z"));
     }
@@ -171,7 +171,7 @@ pub fn parse(body: &[u8]) -> Result<Option<Element>> {
 }
 
 /// Escapes text for element content.
-pub fn escape(s: &str) -> std::borrow::Cow<'_, str> {
+pub(crate) fn escape(s: &str) -> std::borrow::Cow<'_, str> {
     if !s.contains(['<', '>', '&', '"', '\'']) {
         return std::borrow::Cow::Borrowed(s);
     }

@@ -38,7 +38,7 @@ impl ValueRef<'_> {
         }
     }
 
-    pub fn to_value(self) -> Value {
+    pub(crate) fn to_value(self) -> Value {
         match self {
             ValueRef::String(s) => Value::String(s.to_owned()),
             ValueRef::Int32(v) => Value::Int32(v),
@@ -183,7 +183,7 @@ impl<'a> Reader<'a> {
 
 /// Overwrites the Timestamp of encoded bytes (encoded first with a placeholder so
 /// the expensive part happens outside the store's write transaction).
-pub fn set_timestamp(bytes: &mut [u8], ts: DateTime) {
+pub(crate) fn set_timestamp(bytes: &mut [u8], ts: DateTime) {
     if let Some(slot) = bytes.get_mut(1..9) {
         slot.copy_from_slice(&ts.0.to_le_bytes());
     }

@@ -155,7 +155,7 @@ impl DateTime {
     }
 
     /// Writes `YYYY-MM-DDTHH:MM:SS.fffffffZ`.
-    pub fn write_iso(self, out: &mut String) {
+    pub(crate) fn write_iso(self, out: &mut String) {
         // All bytes of iso_bytes are ASCII.
         out.push_str(std::str::from_utf8(&self.iso_bytes()).unwrap_or_default());
     }

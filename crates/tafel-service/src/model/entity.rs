@@ -70,7 +70,7 @@ pub fn etag_bytes(ts: DateTime) -> [u8; ETAG_LEN] {
 }
 
 /// `W/"datetime'` + 28 ISO bytes with two ':' grown to `%3A` + `'"`.
-pub const ETAG_LEN: usize = 12 + 28 + 4 + 2;
+pub(crate) const ETAG_LEN: usize = 12 + 28 + 4 + 2;
 
 #[cfg(test)]
 mod tests {

@@ -57,7 +57,7 @@ impl EdmType {
         }
     }
 
-    pub fn from_tag(tag: u8) -> Option<EdmType> {
+    pub(crate) fn from_tag(tag: u8) -> Option<EdmType> {
         Some(match tag {
             1 => EdmType::String,
             2 => EdmType::Int32,
@@ -90,7 +90,7 @@ impl Value {
     }
 
     /// Size of the value under Azure's entity-size formula (limits.md).
-    pub fn azure_size(&self) -> usize {
+    pub(crate) fn azure_size(&self) -> usize {
         match self {
             Value::String(s) => 4 + 2 * crate::validate::utf16_len(s),
             Value::Binary(b) => 4 + b.len(),

@@ -12,7 +12,7 @@ use crate::model::{StoredEntity, StoredRef};
 use crate::query::Expr;
 use crate::query::{eval_stored, plan_entities};
 
-pub const MAX_PAGE: usize = 1000;
+pub(crate) const MAX_PAGE: usize = 1000;
 /// Azure returns a partial page with a continuation after this much work.
 const PAGE_BUDGET: Duration = Duration::from_secs(5);
 

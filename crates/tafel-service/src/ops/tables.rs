@@ -7,7 +7,7 @@ use crate::query::eval_table_name;
 use crate::query::Expr;
 use crate::validate;
 
-pub const MAX_PAGE: usize = 1000;
+pub(crate) const MAX_PAGE: usize = 1000;
 
 #[derive(Debug, Clone, Default)]
 pub struct TableQuery {
@@ -42,14 +42,6 @@ impl Service {
             Ok(())
         } else {
             Err(Error::new(ErrorCode::TableNotFound))
-        }
-    }
-
-    /// Fails with `TableNotFound` unless the table exists; returns its stored name.
-    pub async fn table_exists(&self, ctx: &Ctx, name: &str) -> Result<String> {
-        match self.store.get_table(&ctx.account, name).await? {
-            Some(t) => Ok(t.name),
-            None => Err(Error::new(ErrorCode::TableNotFound)),
         }
     }
 

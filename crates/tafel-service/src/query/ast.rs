@@ -15,6 +15,16 @@ pub enum CompareOp {
 }
 
 impl CompareOp {
+    /// Every operator, for code that goes through them all.
+    pub const ALL: [CompareOp; 6] = [
+        CompareOp::Eq,
+        CompareOp::Ne,
+        CompareOp::Gt,
+        CompareOp::Ge,
+        CompareOp::Lt,
+        CompareOp::Le,
+    ];
+
     /// The operator with its operands swapped (`'a' lt RowKey` ⇔ `RowKey gt 'a'`).
     pub fn flipped(self) -> CompareOp {
         match self {

@@ -1,8 +1,8 @@
 //! Queries: the `$filter` tree, its evaluation against stored entities and table
 //! names, and the planner that turns it into key ranges.
 
-pub mod ast;
-pub mod eval;
+pub(crate) mod ast;
+pub(crate) mod eval;
 pub mod plan;
 #[cfg(test)]
 mod tests;

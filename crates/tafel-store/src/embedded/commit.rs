@@ -99,8 +99,10 @@ pub(super) struct Checkpoint {
     pub(super) sync: u64,
     /// The log waits for it to be on disk before going on. While the flusher
     /// writes tens of megabytes, the log's syncs share the disk with it and take
-    /// 3× as long: under small writes that slows far more of them than the
-    /// wait stalls (those in flight), under batches the other way round.
+    /// several times as long: under small writes that slows far more of them
+    /// than the wait stalls (those in flight), under batches the other way round
+    /// (BENCHMARKS.md, "Numbers formerly in code comments": Checkpoints by the
+    /// writes' size).
     pub(super) on_disk_first: bool,
 }
 
@@ -138,10 +140,10 @@ impl Committed {
 /// A checkpoint waits for this. One made while readers were still on an older
 /// state left redb 4.5 with its oldest unprocessed non-durable commit pinned:
 /// every later non-durable commit rescanned the pages freed by all those since,
-/// until the next checkpoint, so each cost more than the last (under merges the
-/// writer's share of the CPU went from 40% to 65%, and throughput fell by a
-/// sixth: BENCHMARKS.md, session 13). A long checkpoint gave the log time to
-/// catch up; a short one right after a commit did not.
+/// until the next checkpoint, so each cost more than the last (BENCHMARKS.md,
+/// "Numbers formerly in code comments": Checkpoints wait until readers see every
+/// commit). A long checkpoint gave the log time to catch up; a short one right
+/// after a commit did not.
 pub(super) fn wait_published(to_log: &mpsc::Sender<Committed>) {
     let (tx, rx) = mpsc::sync_channel(1);
     let marker = Committed {
@@ -255,6 +257,7 @@ mod tests {
     use crate::embedded::scan_tests::tempdir;
     use crate::embedded::{EmbeddedOptions, EmbeddedStore};
     use crate::key::{EntityKey, KeyRange};
+    use crate::test_support::ScanEntities;
     use crate::traits::{Decision, Mutation, ScanRequest, Store};
 
     const ACCOUNT: &str = "acct";

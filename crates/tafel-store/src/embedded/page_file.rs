@@ -4,8 +4,9 @@
 //! redb writes a checkpoint one page at a time: thousands of 4 KiB `pwrite`s,
 //! each of which makes the kernel allocate and fill one small page-cache folio,
 //! and then syncs; all of it on our single writer thread, which meanwhile
-//! applies no writes (under batch inserts, 60% of its time). A checkpoint's
-//! pages fall into about a hundred contiguous runs (7,400 pages in 100–135).
+//! applies no writes (under batch inserts, most of its time). A checkpoint's
+//! thousands of pages fall into about a hundred contiguous runs
+//! (BENCHMARKS.md, "Numbers formerly in code comments": Checkpoint pages in sorted runs).
 //!
 //! So page writes are held in memory, and each `sync_data` closes an *epoch*:
 //! the pages written since the last one, then a sync. A flusher thread writes
@@ -263,12 +264,12 @@ const WRITEBACK_CHUNK: u64 = 1 << 20;
 /// Sends written pages to the disk a chunk at a time, waiting for each, so the
 /// disk's queue never holds more than a chunk of them. Left to `fdatasync`, a
 /// checkpoint's tens of megabytes went to the disk at once, and the log's small
-/// `fdatasync`s queued behind all of it (up to 22 ms each, against 0.1 ms); in
-/// chunks they wait for one chunk at most, and the pages reach the disk no
-/// later. Durability still comes from the epoch's `fdatasync`. But when the log
-/// waits for the sync, no log `fdatasync` competes, and waiting for each chunk
-/// made a checkpoint of small writes take 40% longer (145–190 against 229–311
-/// ms), so then the pages go to the disk all at once.
+/// `fdatasync`s queued behind all of it; in chunks they wait for one chunk at
+/// most, and the pages reach the disk no later. Durability still comes from the
+/// epoch's `fdatasync`. But when the log waits for the sync, no log `fdatasync`
+/// competes, and waiting for each chunk made a checkpoint of small writes take
+/// markedly longer, so then the pages go to the disk all at once
+/// (BENCHMARKS.md, "Numbers formerly in code comments": Writeback in chunks).
 struct Writeback<'a> {
     hurry: &'a dyn Fn() -> bool,
     /// The byte range written since the last chunk was sent, and how many

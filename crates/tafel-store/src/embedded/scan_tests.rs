@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use super::{EmbeddedOptions, EmbeddedStore};
 use crate::key::{EntityKey, KeyRange, KeyRef};
+use crate::test_support::ScanEntities;
 use crate::traits::{Decision, Mutation, RowFilter, RowSink, ScanRequest, Store};
 
 pub(super) const ACCOUNT: &str = "acct";

@@ -95,6 +95,7 @@ mod tests {
     use crate::embedded::scan_tests::{open, runtime, tempdir, ACCOUNT};
     use crate::key::{EntityKey, KeyRange};
     use crate::stats::{MetricValue, StoreMetric};
+    use crate::test_support::ScanEntities;
     use crate::traits::{Decision, Mutation, ScanRequest, Store};
 
     fn metric<'a>(metrics: &'a [StoreMetric], name: &str) -> &'a MetricValue {

@@ -65,6 +65,7 @@ mod tests {
     use crate::embedded::{EmbeddedOptions, EmbeddedStore};
     use crate::error::StoreError;
     use crate::key::{EntityKey, KeyRange};
+    use crate::test_support::ScanEntities;
     use crate::traits::{Decision, Mutation, ScanRequest, Store};
 
     async fn put(store: &EmbeddedStore, table: &str, key: &EntityKey, value: u8) {

@@ -5,6 +5,7 @@
 use super::scan_tests::{open, runtime, tempdir, ACCOUNT};
 use super::EmbeddedStore;
 use crate::key::{EntityKey, KeyRange};
+use crate::test_support::ScanEntities;
 use crate::traits::{Decision, Mutation, ScanRequest, Store};
 
 /// The value row `i` gets in write `round`: `len` bytes, each distinct per row and round.

@@ -84,6 +84,16 @@ impl<'a> Puts<'a> {
     }
 }
 
+/// Begins a READ COMMITTED transaction, the level every write runs at (see the
+/// invariants above).
+async fn read_committed(client: &mut deadpool_postgres::Client) -> Result<deadpool_postgres::Transaction<'_>, DbError> {
+    Ok(client
+        .build_transaction()
+        .isolation_level(IsolationLevel::ReadCommitted)
+        .start()
+        .await?)
+}
+
 fn record(row: &tokio_postgres::Row) -> Result<TableRecord, DbError> {
     let name: Vec<u8> = row.try_get(0)?;
     let name = String::from_utf8(name).map_err(|_| StoreError::Backend("table name is not UTF-8".into()))?;
@@ -141,11 +151,7 @@ impl PostgresStore {
         decide: &Decide,
     ) -> Result<Outcome, DbError> {
         let mut client = self.client().await?;
-        let tx = client
-            .build_transaction()
-            .isolation_level(IsolationLevel::ReadCommitted)
-            .start()
-            .await?;
+        let tx = read_committed(&mut client).await?;
         let lock = tx.prepare_cached(schema::LOCK_TABLE).await?;
         let read = tx.prepare_cached(schema::READ_FOR_WRITE).await?;
         // Both statements go out before either answer comes back (pipelined).
@@ -224,11 +230,7 @@ impl PostgresStore {
         let mut client = self.client().await?;
         // READ COMMITTED: deleting the table row waits for the writes holding it
         // (FOR SHARE), and the entity delete's fresh snapshot then sees their rows.
-        let tx = client
-            .build_transaction()
-            .isolation_level(IsolationLevel::ReadCommitted)
-            .start()
-            .await?;
+        let tx = read_committed(&mut client).await?;
         let delete = tx.prepare_cached(schema::DELETE_TABLE).await?;
         let Some(row) = tx.query_opt(&delete, &[&account, &lname]).await? else {
             return Ok(false);

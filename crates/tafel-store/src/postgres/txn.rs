@@ -16,14 +16,14 @@ use super::stats::PgStats;
 use crate::error::StoreError;
 
 /// Attempts before a conflicting operation gives up with `Busy`.
-pub const MAX_ATTEMPTS: u32 = 16;
+pub(crate) const MAX_ATTEMPTS: u32 = 16;
 /// Backoff before the second attempt; it doubles up to [`MAX_BACKOFF`].
 const FIRST_BACKOFF: Duration = Duration::from_millis(1);
 const MAX_BACKOFF: Duration = Duration::from_millis(100);
 
 /// Why an attempt failed.
 #[derive(Debug)]
-pub enum DbError {
+pub(crate) enum DbError {
     Pg(tokio_postgres::Error),
     Pool(deadpool_postgres::PoolError),
     /// A definite answer (no table, a corrupt row): never retried.
@@ -52,7 +52,7 @@ impl From<StoreError> for DbError {
 
 impl DbError {
     /// A conflict with a concurrent transaction: running again may succeed.
-    pub fn is_conflict(&self) -> bool {
+    pub(crate) fn is_conflict(&self) -> bool {
         match self {
             DbError::Pg(e) => matches!(
                 e.code(),
@@ -63,7 +63,7 @@ impl DbError {
         }
     }
 
-    pub fn into_store(self) -> StoreError {
+    pub(crate) fn into_store(self) -> StoreError {
         match self {
             DbError::Store(e) => e,
             // The server's message (with its SQLSTATE) says more than the Display of the wrapper.
@@ -79,7 +79,7 @@ impl DbError {
 
 /// How long to wait before attempt `attempt + 1` (attempt counts from 1): a
 /// random share of an exponentially growing cap, so conflicting nodes spread out.
-pub fn backoff(attempt: u32) -> Duration {
+pub(crate) fn backoff(attempt: u32) -> Duration {
     let cap = FIRST_BACKOFF
         .saturating_mul(1 << attempt.min(16).saturating_sub(1))
         .min(MAX_BACKOFF);

@@ -74,14 +74,7 @@ fn entity() -> impl Strategy<Value = Entity> {
 }
 
 fn op() -> impl Strategy<Value = CompareOp> {
-    prop::sample::select(vec![
-        CompareOp::Eq,
-        CompareOp::Ne,
-        CompareOp::Gt,
-        CompareOp::Ge,
-        CompareOp::Lt,
-        CompareOp::Le,
-    ])
+    prop::sample::select(CompareOp::ALL.to_vec())
 }
 
 fn filter() -> impl Strategy<Value = Expr> {

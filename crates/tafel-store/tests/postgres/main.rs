@@ -1,0 +1,118 @@
+//! The PostgreSQL backend against a real PostgreSQL (`TAFEL_TEST_POSTGRES_URL`,
+//! which `scripts/with-postgres` provides). Every test works in an account of its
+//! own, so tests share the database without seeing each other. Where the contract
+//! leaves a choice (paging, ordering, edge cases), the answer is compared with the
+//! embedded store's. The tests are grouped by what they exercise, one module
+//! each; the helpers here serve them all.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tafel_store::embedded::{EmbeddedOptions, EmbeddedStore};
+use tafel_store::postgres::{PostgresOptions, PostgresStore};
+use tafel_store::{Decide, Decision, EntityKey, KeyRange, Mutation, RowFilter, ScanRequest, Store, StoreError};
+
+mod concurrency;
+mod lifecycle;
+mod operations;
+mod scans;
+// Scans into owned pages, as the unit tests do.
+#[path = "../../src/test_support.rs"]
+mod test_support;
+
+use test_support::{ScanEntities, ScanPage};
+
+/// The database URL, or `None` (said loudly) when the tests cannot run. With
+/// `TAFEL_REQUIRE_POSTGRES=1` a missing URL fails instead.
+fn url() -> Option<String> {
+    match std::env::var("TAFEL_TEST_POSTGRES_URL") {
+        Ok(u) if !u.is_empty() => Some(u),
+        _ => {
+            let msg = "TAFEL_TEST_POSTGRES_URL is not set: the PostgreSQL backend tests did NOT run \
+                       (run them with scripts/with-postgres cargo test -p tafel-store --test postgres)";
+            if std::env::var("TAFEL_REQUIRE_POSTGRES").is_ok_and(|v| v == "1") {
+                panic!("{msg}");
+            }
+            eprintln!("\n!!!!!!!! SKIPPED: {msg} !!!!!!!!\n");
+            None
+        }
+    }
+}
+
+async fn pg(url: &str) -> PostgresStore {
+    PostgresStore::connect(url, PostgresOptions { pool_size: 8 })
+        .await
+        .expect("connect to the test database")
+}
+
+fn account() -> String {
+    format!("acct{:016x}", fastrand::u64(..))
+}
+
+fn embedded() -> (EmbeddedStore, std::path::PathBuf) {
+    let dir = std::env::temp_dir().join(format!("tafel-pg-parity-{:016x}", fastrand::u64(..)));
+    let store = EmbeddedStore::open(&dir, EmbeddedOptions { cache_size: 8 << 20 }).expect("open embedded");
+    (store, dir)
+}
+
+fn key(pk: &str, rk: &str) -> EntityKey {
+    EntityKey::new(pk, rk)
+}
+
+/// Puts `values[i]` under `keys[i]`.
+fn put_all(values: Vec<Vec<u8>>) -> Decide {
+    Box::new(move |_| Decision {
+        mutations: values.iter().cloned().map(Mutation::Put).collect(),
+        outcome: Box::new(()),
+    })
+}
+
+async fn put(store: &dyn Store, account: &str, table: &str, pk: &str, rk: &str, value: &[u8]) {
+    store
+        .write_entities(account, table, vec![key(pk, rk)], put_all(vec![value.to_vec()]))
+        .await
+        .expect("put");
+}
+
+/// Inserts `key` if absent; `true` if this call inserted it.
+fn insert_if_absent(value: Vec<u8>) -> Decide {
+    Box::new(move |current| match current[0] {
+        Some(_) => Decision {
+            mutations: Vec::new(),
+            outcome: Box::new(false),
+        },
+        None => Decision {
+            mutations: vec![Mutation::Put(value.clone())],
+            outcome: Box::new(true),
+        },
+    })
+}
+
+/// Adds one to a little-endian u64 counter (absent = 0); returns the new value.
+fn increment() -> Decide {
+    Box::new(|current| {
+        let n = current[0].map_or(0, |v| u64::from_le_bytes(v.try_into().unwrap_or([0; 8]))) + 1;
+        Decision {
+            mutations: vec![Mutation::Put(n.to_le_bytes().to_vec())],
+            outcome: Box::new(n),
+        }
+    })
+}
+
+fn names(records: &[tafel_store::TableRecord]) -> Vec<&str> {
+    records.iter().map(|r| r.name.as_str()).collect()
+}
+
+fn all(limit: usize, filter: Option<RowFilter>) -> ScanRequest {
+    ScanRequest {
+        ranges: vec![KeyRange::all()],
+        limit,
+        filter,
+        deadline: None,
+    }
+}
+
+fn every_third() -> RowFilter {
+    Arc::new(|_, v| v.first().is_some_and(|b| b % 3 == 0))
+}

@@ -1,0 +1,184 @@
+//! Tables, entities and service properties, one operation at a time.
+
+use super::*;
+
+#[tokio::test]
+async fn tables_by_case_insensitive_name_listed_in_ordinal_order() {
+    let Some(url) = url() else { return };
+    let s = pg(&url).await;
+    let a = account();
+    assert!(s.create_table(&a, "Orders").await.unwrap());
+    assert!(!s.create_table(&a, "oRDERS").await.unwrap());
+    let t = s.get_table(&a, "ORDERS").await.unwrap().expect("found ignoring case");
+    assert_eq!((t.name.as_str(), t.acl.as_slice()), ("Orders", &[][..]));
+    assert_eq!(s.get_table(&a, "missing").await.unwrap(), None);
+    // Another account does not see it.
+    assert_eq!(s.get_table(&account(), "Orders").await.unwrap(), None);
+
+    for n in ["aa", "AB", "Bb", "b0"] {
+        assert!(s.create_table(&a, n).await.unwrap());
+    }
+    let all = s.list_tables(&a, None, 100).await.unwrap();
+    assert_eq!(
+        names(&all),
+        ["AB", "Bb", "Orders", "aa", "b0"],
+        "ordinal order of stored names"
+    );
+    assert_eq!(
+        names(&s.list_tables(&a, Some("Bb"), 2).await.unwrap()),
+        ["Bb", "Orders"]
+    );
+    assert_eq!(
+        names(&s.list_tables(&a, Some("Bc"), 100).await.unwrap()),
+        ["Orders", "aa", "b0"]
+    );
+    assert_eq!(
+        names(&s.list_tables(&a, Some("zz"), 100).await.unwrap()),
+        Vec::<&str>::new()
+    );
+    assert!(s.list_tables(&a, None, 0).await.unwrap().is_empty());
+
+    assert!(s.set_table_acl(&a, "orders", vec![1, 2, 3]).await.unwrap());
+    assert!(!s.set_table_acl(&a, "nope", vec![1]).await.unwrap());
+    assert_eq!(s.get_table(&a, "Orders").await.unwrap().unwrap().acl, [1, 2, 3]);
+    assert_eq!(s.list_tables(&a, Some("Orders"), 1).await.unwrap()[0].acl, [1, 2, 3]);
+
+    assert!(s.delete_table(&a, "ORDERS").await.unwrap());
+    assert!(!s.delete_table(&a, "Orders").await.unwrap());
+    assert_eq!(s.get_table(&a, "Orders").await.unwrap(), None);
+}
+
+#[tokio::test]
+async fn a_recreated_table_starts_empty() {
+    let Some(url) = url() else { return };
+    let s = pg(&url).await;
+    let a = account();
+    s.create_table(&a, "t1").await.unwrap();
+    put(&s, &a, "t1", "p", "r", b"old").await;
+    assert!(s.delete_table(&a, "T1").await.unwrap());
+    assert!(matches!(
+        s.get_entity(&a, "t1", &key("p", "r")).await,
+        Err(StoreError::TableNotFound)
+    ));
+    assert!(s.create_table(&a, "T1").await.unwrap());
+    assert_eq!(s.get_entity(&a, "t1", &key("p", "r")).await.unwrap(), None);
+    let page = s.scan_entities(&a, "t1", all(10, None)).await.unwrap();
+    assert!(page.rows.is_empty() && page.next.is_none());
+}
+
+#[tokio::test]
+async fn entity_operations_and_their_edge_cases() {
+    let Some(url) = url() else { return };
+    let s = pg(&url).await;
+    let a = account();
+    let k = key("p", "r");
+    assert!(matches!(
+        s.get_entity(&a, "none", &k).await,
+        Err(StoreError::TableNotFound)
+    ));
+    assert!(matches!(
+        s.write_entities(&a, "none", vec![k.clone()], put_all(vec![vec![1]]))
+            .await,
+        Err(StoreError::TableNotFound)
+    ));
+    assert!(matches!(
+        s.scan_entities(&a, "none", all(10, None)).await,
+        Err(StoreError::TableNotFound)
+    ));
+    s.create_table(&a, "Ent").await.unwrap();
+    assert_eq!(s.get_entity(&a, "ENT", &k).await.unwrap(), None);
+    put(&s, &a, "ent", "p", "r", b"v1").await;
+    assert_eq!(s.get_entity(&a, "Ent", &k).await.unwrap().as_deref(), Some(&b"v1"[..]));
+
+    // The decision sees the current rows, in the order of the keys asked for.
+    let k2 = key("p", "s");
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen2 = seen.clone();
+    let out = s
+        .write_entities(
+            &a,
+            "Ent",
+            vec![k2.clone(), k.clone()],
+            Box::new(move |cur| {
+                *seen2.lock().unwrap() = cur.iter().map(|c| c.map(<[u8]>::to_vec)).collect();
+                Decision {
+                    mutations: vec![Mutation::Put(b"new".to_vec()), Mutation::Delete],
+                    outcome: Box::new(7u32),
+                }
+            }),
+        )
+        .await
+        .unwrap();
+    assert_eq!(*out.downcast::<u32>().unwrap(), 7);
+    assert_eq!(*seen.lock().unwrap(), vec![None, Some(b"v1".to_vec())]);
+    assert_eq!(s.get_entity(&a, "Ent", &k).await.unwrap(), None);
+    assert_eq!(
+        s.get_entity(&a, "Ent", &k2).await.unwrap().as_deref(),
+        Some(&b"new"[..])
+    );
+
+    // Keep and "change nothing".
+    s.write_entities(
+        &a,
+        "Ent",
+        vec![k2.clone(), k.clone()],
+        Box::new(|_| Decision {
+            mutations: vec![Mutation::Keep, Mutation::Put(b"k".to_vec())],
+            outcome: Box::new(()),
+        }),
+    )
+    .await
+    .unwrap();
+    s.write_entities(
+        &a,
+        "Ent",
+        vec![k2.clone()],
+        Box::new(|_| Decision {
+            mutations: Vec::new(),
+            outcome: Box::new(()),
+        }),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        s.get_entity(&a, "Ent", &k2).await.unwrap().as_deref(),
+        Some(&b"new"[..])
+    );
+    assert_eq!(s.get_entity(&a, "Ent", &k).await.unwrap().as_deref(), Some(&b"k"[..]));
+
+    // A decision that does not cover every key, or panics, writes nothing.
+    let short = s
+        .write_entities(&a, "Ent", vec![k.clone(), k2.clone()], put_all(vec![b"x".to_vec()]))
+        .await;
+    assert!(matches!(short, Err(StoreError::Backend(_))));
+    let panicked = s
+        .write_entities(&a, "Ent", vec![k.clone()], Box::new(|_| panic!("decide panics")))
+        .await;
+    assert!(matches!(panicked, Err(StoreError::Backend(_))));
+    assert_eq!(s.get_entity(&a, "Ent", &k).await.unwrap().as_deref(), Some(&b"k"[..]));
+
+    // Empty and large values, binary keys.
+    let big = vec![0xabu8; 1 << 20];
+    put(&s, &a, "Ent", "p\u{0}x", "\u{10000}", &big).await;
+    put(&s, &a, "Ent", "p", "empty", b"").await;
+    assert_eq!(
+        s.get_entity(&a, "Ent", &key("p\u{0}x", "\u{10000}")).await.unwrap(),
+        Some(big)
+    );
+    assert_eq!(
+        s.get_entity(&a, "Ent", &key("p", "empty")).await.unwrap(),
+        Some(Vec::new())
+    );
+}
+
+#[tokio::test]
+async fn service_properties_per_account() {
+    let Some(url) = url() else { return };
+    let s = pg(&url).await;
+    let (a, b) = (account(), account());
+    assert_eq!(s.get_service_properties(&a).await.unwrap(), None);
+    s.set_service_properties(&a, vec![1]).await.unwrap();
+    s.set_service_properties(&a, vec![2, 2]).await.unwrap();
+    assert_eq!(s.get_service_properties(&a).await.unwrap(), Some(vec![2, 2]));
+    assert_eq!(s.get_service_properties(&b).await.unwrap(), None);
+}

@@ -1,0 +1,123 @@
+//! Scans page exactly like the embedded store's.
+
+use super::*;
+
+/// The scans whose answers both backends must agree on.
+fn scan_cases() -> Vec<(&'static str, ScanRequest)> {
+    let past = Instant::now() - Duration::from_secs(1);
+    vec![
+        ("everything", all(10_000, None)),
+        ("limit 10", all(10, None)),
+        ("limit exactly the rows", all(1200, None)),
+        ("limit 0", all(0, None)),
+        ("filter, limit 5", all(5, Some(every_third()))),
+        ("filter, limit = matches", all(400, Some(every_third()))),
+        ("filter nothing matches", all(10, Some(Arc::new(|_, _| false)))),
+        (
+            "deadline passed",
+            ScanRequest {
+                deadline: Some(past),
+                ..all(10_000, None)
+            },
+        ),
+        (
+            "deadline passed, filter",
+            ScanRequest {
+                deadline: Some(past),
+                ..all(10_000, Some(every_third()))
+            },
+        ),
+        (
+            "ranges, one empty",
+            ScanRequest {
+                ranges: vec![
+                    KeyRange::partition("a"),
+                    KeyRange {
+                        start: KeyRange::pk_lower("b"),
+                        end: Some(KeyRange::pk_lower("b")),
+                    },
+                    KeyRange::rows(
+                        "c",
+                        std::ops::Bound::Included("r0100"),
+                        std::ops::Bound::Excluded("r0110"),
+                    ),
+                    KeyRange::point("c", "r0300"),
+                    KeyRange::rows("c", std::ops::Bound::Excluded("r0390"), std::ops::Bound::Unbounded),
+                ],
+                limit: 1000,
+                filter: None,
+                deadline: None,
+            },
+        ),
+        (
+            "ranges, page ends in the second",
+            ScanRequest {
+                ranges: vec![KeyRange::partition("a"), KeyRange::partition("c")],
+                limit: 450,
+                filter: Some(every_third()),
+                deadline: None,
+            },
+        ),
+    ]
+}
+
+fn summary(page: &ScanPage) -> (Vec<(EntityKey, Vec<u8>)>, Option<EntityKey>) {
+    (page.rows.clone(), page.next.clone())
+}
+
+#[tokio::test]
+async fn scans_page_exactly_like_the_embedded_store() {
+    let Some(url) = url() else { return };
+    let s = pg(&url).await;
+    let (e, dir) = embedded();
+    let a = account();
+    for store in [&s as &dyn Store, &e] {
+        store.create_table(&a, "scan").await.unwrap();
+        for pk in ["a", "b", "c"] {
+            // 400 rows per partition, written 100 to a transaction.
+            for chunk in 0..4 {
+                let keys: Vec<EntityKey> = (chunk * 100..chunk * 100 + 100)
+                    .map(|i| key(pk, &format!("r{i:04}")))
+                    .collect();
+                let values = (chunk * 100..chunk * 100 + 100)
+                    .map(|i| vec![(i % 256) as u8, 1])
+                    .collect();
+                store.write_entities(&a, "scan", keys, put_all(values)).await.unwrap();
+            }
+        }
+    }
+    for (name, request) in scan_cases() {
+        let (name2, request2) = scan_cases().into_iter().find(|(n, _)| *n == name).expect("same case");
+        let want = e.scan_entities(&a, "scan", request2).await.unwrap();
+        let got = s.scan_entities(&a, "scan", request).await.unwrap();
+        assert_eq!(summary(&got), summary(&want), "{name2}");
+    }
+    // Paging to the end with a filter visits every match once.
+    let mut seen = 0;
+    let mut from = Vec::new();
+    loop {
+        let page = s
+            .scan_entities(
+                &a,
+                "scan",
+                ScanRequest {
+                    ranges: vec![KeyRange { start: from, end: None }],
+                    limit: 37,
+                    filter: Some(every_third()),
+                    deadline: None,
+                },
+            )
+            .await
+            .unwrap();
+        seen += page.rows.len();
+        match page.next {
+            Some(k) => from = k.as_bytes().to_vec(),
+            None => break,
+        }
+    }
+    let matches = (0..400).filter(|i| (i % 256) % 3 == 0).count() * 3;
+    assert_eq!(seen, matches);
+    e.shutdown().await.unwrap();
+    drop(e);
+    let _ = std::fs::remove_dir_all(dir);
+}
