@@ -177,15 +177,10 @@ enum Backend {
 /// Transparent huge pages). mimalloc's `MIMALLOC_ALLOW_THP=0` does the same.
 #[cfg(target_os = "linux")]
 fn disable_transparent_huge_pages() {
-    // SAFETY: prctl with PR_SET_THP_DISABLE takes only integers and changes only
-    // this process's memory policy.
-    let rc = unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0) };
-    if rc != 0 {
+    // Called before any other thread starts: threads inherit the flag.
+    if let Err(e) = rustix::thread::disable_transparent_huge_pages(true) {
         // Only a latency tweak: carry on with the kernel's default.
-        eprintln!(
-            "tafel: could not disable transparent huge pages: {}",
-            std::io::Error::last_os_error()
-        );
+        eprintln!("tafel: could not disable transparent huge pages: {e}");
     }
 }
 

@@ -51,7 +51,7 @@ impl Bench {
                     t.latency(t0);
                     t.ops += 1;
                     t.entities += 1;
-                    if self.cfg.verify && seq.is_multiple_of(100) {
+                    if self.cfg.verify && seq % 100 == 0 {
                         t.samples.push(Sample {
                             insert_table: true,
                             pk,
