@@ -100,12 +100,7 @@ fn new_rows_between_existing_rows_all_land_and_replay() {
         let existed = put(&store, &mixed, 2, 300).await;
         assert!(existed.iter().zip(&mixed).all(|(e, &i)| *e == existing(i)));
         let want: Vec<(usize, Vec<u8>)> = (0..200)
-            .map(|i| {
-                (
-                    i,
-                    value(i, if !existing(i) || i % 20 == 0 { 2 } else { 1 }, 300),
-                )
-            })
+            .map(|i| (i, value(i, if !existing(i) || i % 20 == 0 { 2 } else { 1 }, 300)))
             .collect();
         assert_eq!(rows(&store).await, want);
         std::fs::create_dir_all(crashed.path()).expect("mkdir");
