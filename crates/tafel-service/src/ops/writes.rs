@@ -53,12 +53,22 @@ impl IfMatch {
         }
     }
 
+    /// Compares the ETags' values, as Azure does: the datetime literal inside is
+    /// percent-encoded on the wire (`%3A`), but the legacy Node.js SDK rebuilds the ETag
+    /// of a no-metadata query's entity from its Timestamp with bare `:`.
     fn matches(&self, current: DateTime) -> bool {
         match self {
             IfMatch::None | IfMatch::Any => true,
-            IfMatch::Etag(quoted) => etag_for(current).strip_prefix("W/") == Some(quoted.as_str()),
+            IfMatch::Etag(quoted) => etag_for(current)
+                .strip_prefix("W/")
+                .is_some_and(|cur| percent_decoded(cur) == percent_decoded(quoted)),
         }
     }
+}
+
+/// `s` with its `%XX` escapes decoded; a `%` not followed by two hex digits stays.
+fn percent_decoded(s: &str) -> Vec<u8> {
+    percent_encoding::percent_decode_str(s).collect()
 }
 
 #[derive(Debug, Clone)]
@@ -233,4 +243,24 @@ fn decide(
         });
     }
     Ok((ts, mutations))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn if_match_compares_the_decoded_etag() {
+        let ts = DateTime(638_530_713_301_234_567);
+        let sent = etag_for(ts);
+        assert!(sent.contains("%3A"));
+        let matches = |h: &str| IfMatch::parse(Some(h)).is_ok_and(|m| m.matches(ts));
+        assert!(matches(&sent));
+        assert!(matches(&sent.replace("%3A", ":")));
+        assert!(matches(&sent.replace("%3A", "%3a")));
+        assert!(!matches(&sent.replace("%3A", "%3B")));
+        assert!(!matches(&etag_for(DateTime(ts.0 + 1)).replace("%3A", ":")));
+        assert_eq!(percent_decoded("a%2"), b"a%2");
+        assert_eq!(percent_decoded("%zz%41"), b"%zzA");
+    }
 }
