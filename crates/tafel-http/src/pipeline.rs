@@ -136,8 +136,8 @@ pub fn busy() -> Response {
     let request_id = uuid::Uuid::new_v4().to_string();
     let (ct, body) = error_body::json(&e, MetadataLevel::Minimal, &request_id, None);
     let mut resp = Response::with_body(StatusCode::SERVICE_UNAVAILABLE, ct, body);
-    resp.set("x-ms-error-code", e.code.as_str());
-    resp.set("x-ms-request-id", &request_id);
+    resp.set_static("x-ms-error-code", e.code.as_str());
+    let _ = resp.set("x-ms-request-id", &request_id); // a UUID: always header text
     resp
 }
 
@@ -148,13 +148,15 @@ fn error_response(e: &Error, meta: &Meta) -> Response {
     };
     let status = StatusCode::from_u16(e.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let mut resp = Response::with_body(status, ct, body);
-    resp.set("x-ms-error-code", e.code.as_str());
+    resp.set_static("x-ms-error-code", e.code.as_str());
     resp
 }
 
 fn finish(resp: &mut Response, meta: &Meta) {
-    resp.set("x-ms-request-id", &meta.request_id);
-    resp.set("x-ms-version", &meta.version);
+    // Both were header text when they came in (a UUID of ours, the request's own
+    // `x-ms-version`); a failure would have been logged by `set` as an internal error.
+    let _ = resp.set("x-ms-request-id", &meta.request_id);
+    let _ = resp.set("x-ms-version", &meta.version);
     // No `Date` here: hyper adds it, formatted once a second.
     resp.set_static("cache-control", "no-cache");
     resp.set_static("x-content-type-options", "nosniff");

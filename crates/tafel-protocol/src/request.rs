@@ -54,19 +54,20 @@ impl Response {
         }
     }
 
-    pub fn with_body(status: StatusCode, content_type: &str, body: impl Into<Bytes>) -> Self {
+    pub fn with_body(status: StatusCode, content_type: &'static str, body: impl Into<Bytes>) -> Self {
         let mut r = Response::new(status);
-        r.set("content-type", content_type);
+        r.set_static("content-type", content_type);
         r.body = body.into();
         r
     }
 
-    /// Sets a header; values that are not valid header text are skipped (they
-    /// are always produced by us, from validated input).
-    pub fn set(&mut self, name: &'static str, value: &str) {
-        if let Ok(v) = HeaderValue::from_str(value) {
-            self.headers.insert(HeaderName::from_static(name), v);
-        }
+    /// Sets a header. A value that is not valid header text is an internal error
+    /// the caller sees: our values come from validated input, so it is a bug.
+    pub fn set(&mut self, name: &'static str, value: &str) -> Result<()> {
+        let v = HeaderValue::from_str(value)
+            .map_err(|_| Error::internal(format!("the {name} header's value is not valid header text")))?;
+        self.headers.insert(HeaderName::from_static(name), v);
+        Ok(())
     }
 
     /// A header whose value is a constant: no copy per response.
@@ -109,7 +110,19 @@ pub fn effective_method(method: &Method, headers: &HeaderMap) -> Result<Method> 
 
 #[cfg(test)]
 mod tests {
-    use super::parse_query;
+    use super::{parse_query, Response};
+    use http::StatusCode;
+    use tafel_service::ErrorCode;
+
+    #[test]
+    fn a_header_value_that_is_not_header_text_is_an_error_not_dropped() {
+        let mut resp = Response::new(StatusCode::OK);
+        let err = resp.set("location", "http://x/a\nb").map(|_| ()).unwrap_err();
+        assert_eq!(err.code, ErrorCode::InternalError);
+        assert!(resp.headers.get("location").is_none());
+        assert!(resp.set("location", "http://x/a%0Ab").is_ok());
+        assert_eq!(resp.headers["location"], "http://x/a%0Ab");
+    }
 
     #[test]
     fn query_string_plus_is_a_space_and_percent_2b_a_plus() {

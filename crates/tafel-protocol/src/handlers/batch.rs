@@ -273,9 +273,8 @@ pub async fn batch(svc: &Service, cx: &Context, req: &Request) -> Result<Respons
             None => return Err(Error::invalid_input("The batch contains no operation.")),
         },
     };
-    Ok(Response::with_body(
-        StatusCode::ACCEPTED,
-        &response_content_type(&bb),
-        body,
-    ))
+    let mut resp = Response::new(StatusCode::ACCEPTED);
+    resp.set("content-type", &response_content_type(&bb))?;
+    resp.body = body.into();
+    Ok(resp)
 }

@@ -58,7 +58,7 @@ pub(crate) async fn get(
     let mut body = Vec::with_capacity(entity.bytes.len() + 512);
     f.write_stored(&mut body, entity.view(), true)?;
     let mut resp = Response::with_body(StatusCode::OK, content_type(level), body);
-    resp.set(ETAG_HEADER, &etag_for(entity.view().timestamp()?));
+    resp.set(ETAG_HEADER, &etag_for(entity.view().timestamp()?))?;
     Ok(resp)
 }
 
@@ -102,8 +102,8 @@ pub async fn query(svc: &Service, cx: &Context, req: &Request, table: &str) -> R
     out.extend_from_slice(b"]}");
     let mut resp = Response::with_body(StatusCode::OK, content_type(level), out);
     if let Some((pk, rk)) = &next {
-        resp.set("x-ms-continuation-nextpartitionkey", &continuation::encode(pk));
-        resp.set("x-ms-continuation-nextrowkey", &continuation::encode(rk));
+        resp.set("x-ms-continuation-nextpartitionkey", &continuation::encode(pk))?;
+        resp.set("x-ms-continuation-nextrowkey", &continuation::encode(rk))?;
     }
     Ok(resp)
 }
@@ -213,21 +213,21 @@ pub async fn write(svc: &Service, cx: &Context, req: &Request, resource: Resourc
             entity.timestamp = Some(ts);
             let body = entity_response_body(cx, level, &table, entity, None);
             resp = Response::with_body(StatusCode::CREATED, content_type(level), body);
-            resp.set(ETAG_HEADER, &etag_for(ts));
+            resp.set(ETAG_HEADER, &etag_for(ts))?;
             let location = format!(
                 "{}/{}",
                 cx.base_url,
                 entity_path(&table, &entity.partition_key, &entity.row_key)
             );
-            resp.set("location", &location);
+            resp.set("location", &location)?;
             let pref = prefer(req);
             if pref == Some(false) {
-                resp.set("dataserviceid", &location);
+                resp.set("dataserviceid", &location)?;
             }
             apply_prefer(&mut resp, pref);
         }
         (WriteKind::Delete, _) => {}
-        _ => resp.set(ETAG_HEADER, &etag_for(ts)),
+        _ => resp.set(ETAG_HEADER, &etag_for(ts))?,
     }
     Ok(resp)
 }

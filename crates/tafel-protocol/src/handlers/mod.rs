@@ -148,9 +148,9 @@ pub(crate) fn apply_prefer(resp: &mut Response, prefer: Option<bool>) {
             resp.status = StatusCode::NO_CONTENT;
             resp.body = bytes::Bytes::new();
             resp.headers.remove("content-type");
-            resp.set("preference-applied", "return-no-content");
+            resp.set_static("preference-applied", "return-no-content");
         }
-        Some(true) => resp.set("preference-applied", "return-content"),
+        Some(true) => resp.set_static("preference-applied", "return-content"),
         None => {}
     }
 }
