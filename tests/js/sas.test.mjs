@@ -76,7 +76,8 @@ it("table SAS: add+update allow upserts, and a key range bounds reads and writes
   });
   const client = sasTable(table, sas);
   assert.deepEqual(keys(await collect(client.listEntities())), ["b1", "b2"]);
-  await expectRestError(client.getEntity("a", "1"), 404, "ResourceNotFound");
+  // A point read outside the range is refused before the lookup, like a write.
+  await expectRestError(client.getEntity("a", "1"), 403, "AuthorizationPermissionMismatch");
   await client.upsertEntity({ partitionKey: "b", rowKey: "3", v: "b3" }, "Replace");
   await client.upsertEntity({ partitionKey: "b", rowKey: "3", w: 1 }, "Merge");
   assert.equal((await client.getEntity("b", "3")).w, 1);

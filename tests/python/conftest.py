@@ -385,6 +385,19 @@ class TafelServer:
 
     # Lifecycle ---------------------------------------------------------------
     def start(self, timeout: float = 60.0) -> None:
+        # A port free_port() found may be taken by the time the server binds it (another
+        # server, or a client's ephemeral port): the admin port, ours to choose, is then
+        # chosen again. The Table API port stays, as restarts must keep it.
+        for attempt in range(3):
+            try:
+                return self._start_once(timeout)
+            except RuntimeError as e:
+                admin_ours = not any(a in self.extra_args for a in ("--admin-port", "--no-admin"))
+                if attempt == 2 or not admin_ours or "binding the admin listener" not in str(e):
+                    raise
+                self.admin_port = free_port()
+
+    def _start_once(self, timeout: float) -> None:
         if not self.binary.exists():
             pytest.fail(
                 f"tafel binary not found at {self.binary}; build it with "
