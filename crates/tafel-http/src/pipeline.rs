@@ -142,6 +142,9 @@ pub fn busy() -> Response {
 }
 
 fn error_response(e: &Error, meta: &Meta) -> Response {
+    if let Some(detail) = &e.detail {
+        tracing::debug!(request_id = %meta.request_id, code = e.code.as_str(), detail = %detail, "refused");
+    }
     let (ct, body) = match meta.error_level {
         Some(level) => error_body::json(e, level, &meta.request_id, None),
         None => error_body::xml(e, &meta.request_id),

@@ -15,19 +15,16 @@ fn message(err: &Error, request_id: &str, index: Option<usize>) -> String {
 }
 
 /// `{"odata.error":{"code":…,"message":{"lang":"en-US","value":…}}}`; `index`
-/// prefixes the message as batch responses do (`"2:…"`).
+/// prefixes the message as batch responses do (`"2:…"`). Only these two members, as
+/// Azure sends: azure-data-tables 12.0 fails to decode an error with any other (an
+/// authentication failure's detail is in the XML form and the server log only).
 pub fn json(err: &Error, level: MetadataLevel, request_id: &str, index: Option<usize>) -> (&'static str, Vec<u8>) {
     let mut out = Vec::with_capacity(256);
     out.extend_from_slice(b"{\"odata.error\":{\"code\":");
     write_json_str(&mut out, err.code.as_str());
     out.extend_from_slice(b",\"message\":{\"lang\":\"en-US\",\"value\":");
     write_json_str(&mut out, &message(err, request_id, index));
-    out.extend_from_slice(b"}");
-    if let Some(d) = &err.detail {
-        out.extend_from_slice(b",\"AuthenticationErrorDetail\":");
-        write_json_str(&mut out, d);
-    }
-    out.extend_from_slice(b"}}");
+    out.extend_from_slice(b"}}}");
     (content_type(level), out)
 }
 
