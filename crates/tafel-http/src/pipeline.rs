@@ -36,6 +36,10 @@ pub struct AppState {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct PeerAddr(pub SocketAddr);
 
+/// Put in each request's extensions by the server when its connection is TLS.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Https;
+
 struct Meta {
     request_id: String,
     version: String,
@@ -273,6 +277,7 @@ async fn run(state: &AppState, req: hyper::Request<Incoming>, meta: &mut Meta) -
             query: &query,
             headers: &parts.headers,
             peer,
+            https: parts.extensions.get::<Https>().is_some(),
         },
     )
     .await?;

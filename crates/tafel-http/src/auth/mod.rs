@@ -24,6 +24,8 @@ pub struct Signed<'a> {
     pub headers: &'a HeaderMap,
     /// The client's address, for SAS `sip` ranges.
     pub peer: Option<IpAddr>,
+    /// The connection is TLS (SAS `spr=https`).
+    pub https: bool,
 }
 
 /// Shared Key when an `Authorization` header is present, else a SAS when the

@@ -21,9 +21,6 @@ use tafel_service::{
 
 use super::Signed;
 
-/// Tafel serves plain HTTP; a SAS limited to HTTPS never applies.
-const REQUEST_IS_HTTPS: bool = false;
-
 fn failed(detail: impl Into<String>) -> Error {
     Error::new(ErrorCode::AuthenticationFailed).with_detail(detail)
 }
@@ -173,10 +170,10 @@ fn check_ip(query: &[(String, String)], peer: Option<IpAddr>) -> Result<()> {
     Ok(())
 }
 
-fn check_protocol(query: &[(String, String)]) -> Result<()> {
+fn check_protocol(query: &[(String, String)], https: bool) -> Result<()> {
     match param(query, "spr") {
         None | Some("https,http") | Some("http,https") => Ok(()),
-        Some("https") if REQUEST_IS_HTTPS => Ok(()),
+        Some("https") if https => Ok(()),
         Some("https") => Err(Error::new(ErrorCode::AuthorizationProtocolMismatch)),
         Some(other) => Err(failed(format!("The signed protocol '{other}' is not valid."))),
     }
@@ -201,6 +198,7 @@ pub async fn verify(keys: &[Vec<u8>], service: &Service, req: &Signed<'_>) -> Re
             table_grant(service, req.account, q, req.peer).await?
         }
     };
+    check_protocol(q, req.https)?;
     Ok(Access::Sas(Arc::new(grant)))
 }
 
@@ -215,7 +213,6 @@ fn account_grant(q: &[(String, String)], peer: Option<IpAddr>) -> Result<SasGran
     let start = param(q, "st").map(|s| parse_time("start", s)).transpose()?;
     check_window(start, parse_time("expiry", se)?, DateTime::now())?;
     check_ip(q, peer)?;
-    check_protocol(q)?;
     let resource_types = ResourceTypes::parse(param(q, "srt").unwrap_or(""))
         .ok_or_else(|| failed("The signed resource types (srt) are not valid."))?;
     let permissions =
@@ -272,7 +269,6 @@ async fn table_grant(
     };
     check_window(start, expiry, DateTime::now())?;
     check_ip(q, peer)?;
-    check_protocol(q)?;
     let permissions =
         TablePermissions::parse(&sp).ok_or_else(|| failed(format!("The signed permissions '{sp}' are not valid.")))?;
     let range = TableGrant::key_range(param(q, "spk"), param(q, "srk"), param(q, "epk"), param(q, "erk"))?;
@@ -388,11 +384,14 @@ mod tests {
 
     #[test]
     fn protocols() {
-        let code = |spr: &str| check_protocol(&q(&[("spr", spr)])).err().map(|e| e.code);
-        assert_eq!(code("https,http"), None);
-        assert_eq!(code(""), None);
-        assert_eq!(code("https"), Some(ErrorCode::AuthorizationProtocolMismatch));
-        assert_eq!(code("ftp"), Some(ErrorCode::AuthenticationFailed));
+        let code = |spr: &str, https| check_protocol(&q(&[("spr", spr)]), https).err().map(|e| e.code);
+        for https in [false, true] {
+            assert_eq!(code("https,http", https), None);
+            assert_eq!(code("", https), None);
+            assert_eq!(code("ftp", https), Some(ErrorCode::AuthenticationFailed));
+        }
+        assert_eq!(code("https", false), Some(ErrorCode::AuthorizationProtocolMismatch));
+        assert_eq!(code("https", true), None);
     }
 
     #[test]

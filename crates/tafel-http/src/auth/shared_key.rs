@@ -149,6 +149,7 @@ mod tests {
             query: &[],
             headers: &headers,
             peer: None,
+            https: false,
         };
         let sig = sign(
             &key,
