@@ -1,4 +1,4 @@
-//! HTTP layer of Tafel: the server, account addressing, authentication (Shared
+//! HTTP layer of Tafel: the server (plain or TLS), account addressing, authentication (Shared
 //! Key, Shared Key Lite, shared access signatures), CORS and the common response
 //! headers. Everything below it is the protocol layer.
 
@@ -10,6 +10,7 @@ mod body;
 mod cors;
 mod pipeline;
 pub mod server;
+pub mod tls;
 
 pub use accounts::Accounts;
 pub use pipeline::AppState;

@@ -4,12 +4,14 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+mod cert;
 mod config;
 
 use anyhow::Context as _;
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use tafel_http::admin::{self, AccessLog, AdminState, Destination, LogFormat, Ops};
 use tafel_http::server::Threads;
+use tafel_http::tls;
 use tafel_http::{Accounts, AppState};
 use tafel_service::Service;
 use tafel_store::embedded::{EmbeddedOptions, EmbeddedStore};
@@ -44,6 +46,9 @@ struct Cli {
 enum Command {
     /// Run the server (the default).
     Serve(ServeArgs),
+    /// Make a local development CA and a certificate it signs for localhost,
+    /// 127.0.0.1 and ::1, for `serve --cert/--key`; print how to trust the CA.
+    Cert(cert::CertArgs),
     /// The configuration.
     Config {
         #[command(subcommand)]
@@ -73,6 +78,19 @@ struct ServeArgs {
     /// Directory holding the data.
     #[arg(long, env = "TAFEL_DATA_DIR", default_value = "./tafel-data")]
     data_dir: PathBuf,
+    /// Serve HTTPS with this PEM certificate chain (leaf first), with --key.
+    /// `tafel cert` makes one for local development. SIGHUP reloads it.
+    #[arg(long, env = "TAFEL_TLS_CERT", requires = "key", conflicts_with = "pfx")]
+    cert: Option<PathBuf>,
+    /// The PEM private key of --cert.
+    #[arg(long, env = "TAFEL_TLS_KEY", requires = "cert")]
+    key: Option<PathBuf>,
+    /// Serve HTTPS with the key and certificate chain in this PKCS#12 (.pfx) file.
+    #[arg(long, env = "TAFEL_TLS_PFX")]
+    pfx: Option<PathBuf>,
+    /// The password of --pfx.
+    #[arg(long, env = "TAFEL_TLS_PFX_PASSWORD", hide_env_values = true, requires = "pfx")]
+    pwd: Option<String>,
     /// An account as NAME:BASE64KEY[:BASE64KEY2]; repeatable. Default: the
     /// emulator account devstoreaccount1 with its well-known key.
     #[arg(
@@ -148,6 +166,21 @@ enum LogFormatArg {
 }
 
 impl ServeArgs {
+    /// The TLS certificate to serve with, if any.
+    fn tls_source(&self) -> Option<tls::Source> {
+        match (&self.cert, &self.key, &self.pfx) {
+            (Some(cert), Some(key), _) => Some(tls::Source::Pem {
+                cert: cert.clone(),
+                key: key.clone(),
+            }),
+            (_, _, Some(path)) => Some(tls::Source::Pfx {
+                path: path.clone(),
+                password: self.pwd.clone().unwrap_or_default(),
+            }),
+            _ => None,
+        }
+    }
+
     fn access_log(&self) -> anyhow::Result<Option<AccessLog>> {
         let destination = match self.access_log.as_str() {
             "off" | "" => return Ok(None),
@@ -201,6 +234,7 @@ fn main() -> anyhow::Result<()> {
             print!("{}", config::print(&cmd, argv, &from_file)?);
             return Ok(());
         }
+        Some(Command::Cert(a)) => return cert::run(a),
         None => cli.serve,
     };
     let logs = tracing_subscriber::fmt()
@@ -259,6 +293,19 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         accounts,
         ops: ops.clone(),
     });
+    let certificate = match args.tls_source() {
+        Some(source) => Some(tls::Certificate::open(source).context("loading the TLS certificate")?),
+        None => None,
+    };
+    let acceptor = certificate
+        .as_ref()
+        .map(|c| c.acceptor())
+        .transpose()
+        .context("setting up TLS")?;
+    if let Some(certificate) = certificate.clone() {
+        tokio::spawn(reload_on_hangup(certificate));
+    }
+    let scheme = if acceptor.is_some() { "https" } else { "http" };
     let addr: SocketAddr = format!("{}:{}", args.host, args.port)
         .parse()
         .context("bad --host/--port")?;
@@ -295,10 +342,10 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let names: Vec<&str> = state.accounts.names().collect();
     match args.backend {
         Backend::Embedded => {
-            tracing::info!(data_dir = %args.data_dir.display(), accounts = ?names, "listening on {}", listener.local_addr()?)
+            tracing::info!(data_dir = %args.data_dir.display(), accounts = ?names, "listening on {scheme}://{}", listener.local_addr()?)
         }
         Backend::Postgres => {
-            tracing::info!(backend = "postgres", accounts = ?names, "listening on {}", listener.local_addr()?)
+            tracing::info!(backend = "postgres", accounts = ?names, "listening on {scheme}://{}", listener.local_addr()?)
         }
     }
     let defaults = Threads::for_cores(std::thread::available_parallelism().map_or(1, |n| n.get()));
@@ -307,7 +354,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         long: args.long_threads.unwrap_or(defaults.long),
     };
     let drain = std::time::Duration::from_secs(args.drain_seconds);
-    tafel_http::serve(listener, state, threads, shutdown_signal(ops.clone(), drain)).await?;
+    tafel_http::serve(listener, state, acceptor, threads, shutdown_signal(ops.clone(), drain)).await?;
     tracing::info!("draining the store");
     store.shutdown().await?;
     ops.flush();
@@ -319,6 +366,29 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     }
     tracing::info!("stopped");
     Ok(())
+}
+
+/// On each SIGHUP, loads the certificate files again: new handshakes get the new
+/// certificate, open connections keep theirs. A file that does not load leaves
+/// the one in use.
+async fn reload_on_hangup(certificate: Arc<tls::Certificate>) {
+    #[cfg(unix)]
+    {
+        let Ok(mut hangups) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) else {
+            tracing::warn!("cannot listen for SIGHUP: the TLS certificate will not reload");
+            return;
+        };
+        while hangups.recv().await.is_some() {
+            match certificate.reload() {
+                Ok(()) => tracing::info!("SIGHUP: TLS certificate reloaded"),
+                Err(e) => {
+                    tracing::error!(error = %e, "SIGHUP: the TLS certificate did not load; keeping the one in use")
+                }
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = certificate;
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
