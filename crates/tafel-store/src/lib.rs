@@ -20,4 +20,4 @@ mod traits;
 pub use error::StoreError;
 pub use key::{EntityKey, KeyRange, KeyRef};
 pub use stats::{HistogramSnapshot, MetricValue, StoreMetric};
-pub use traits::{Decide, Decision, Mutation, Outcome, RowFilter, RowSink, ScanEnd, ScanRequest, Store, TableRecord};
+pub use traits::{write_with, Decide, Mutation, RowFilter, RowSink, ScanEnd, ScanRequest, Store, TableRecord};

@@ -31,7 +31,6 @@ use super::table_ids::TableIds;
 use super::wal::{LogBuf, Spare, Wal};
 use super::{be, Reply, ENTITIES, MAX_GROUP, TABLES};
 use crate::error::StoreError;
-use crate::traits::Outcome;
 
 /// A read-only view of the store as of one commit, with the two tables every
 /// read needs already open, so a point read opens nothing.
@@ -58,7 +57,6 @@ pub(super) type Published = ArcSwap<Snapshot>;
 pub(super) enum Pending {
     Bool(Reply<bool>, Result<bool, StoreError>),
     Unit(Reply<()>, Result<(), StoreError>),
-    Outcome(Reply<Outcome>, Result<Outcome, StoreError>),
 }
 
 impl Pending {
@@ -67,10 +65,8 @@ impl Pending {
         match (self, commit) {
             (Pending::Bool(tx, r), Ok(())) => drop(tx.send(r)),
             (Pending::Unit(tx, r), Ok(())) => drop(tx.send(r)),
-            (Pending::Outcome(tx, r), Ok(())) => drop(tx.send(r)),
             (Pending::Bool(tx, _), Err(e)) => drop(tx.send(Err(StoreError::Backend(e.clone())))),
             (Pending::Unit(tx, _), Err(e)) => drop(tx.send(Err(StoreError::Backend(e.clone())))),
-            (Pending::Outcome(tx, _), Err(e)) => drop(tx.send(Err(StoreError::Backend(e.clone())))),
         }
     }
 }
@@ -258,7 +254,7 @@ mod tests {
     use crate::embedded::{EmbeddedOptions, EmbeddedStore};
     use crate::key::{EntityKey, KeyRange};
     use crate::test_support::ScanEntities;
-    use crate::traits::{Decision, Mutation, ScanRequest, Store};
+    use crate::traits::{write_with, Mutation, ScanRequest, Store};
 
     const ACCOUNT: &str = "acct";
 
@@ -285,26 +281,23 @@ mod tests {
     /// Puts `value` under `key`, or, with `only_if_absent`, keeps what is there;
     /// the outcome is whether the key was absent.
     async fn put(store: &EmbeddedStore, key: &EntityKey, value: Vec<u8>, only_if_absent: bool) -> bool {
-        let outcome = store
-            .write_entities(
-                ACCOUNT,
-                "t",
-                vec![key.clone()],
-                Box::new(move |current: &[Option<&[u8]>]| {
-                    let absent = current[0].is_none();
-                    Decision {
-                        mutations: if absent || !only_if_absent {
-                            vec![Mutation::Put(value.clone())]
-                        } else {
-                            Vec::new()
-                        },
-                        outcome: Box::new(absent),
-                    }
-                }),
-            )
-            .await
-            .expect("write");
-        *outcome.downcast::<bool>().expect("bool outcome")
+        write_with(
+            store,
+            ACCOUNT,
+            "t",
+            vec![key.clone()],
+            move |current: &[Option<&[u8]>]| {
+                let absent = current[0].is_none();
+                let mutations = if absent || !only_if_absent {
+                    vec![Mutation::Put(value.clone())]
+                } else {
+                    Vec::new()
+                };
+                (mutations, absent)
+            },
+        )
+        .await
+        .expect("write")
     }
 
     async fn scan_values(store: &EmbeddedStore) -> Vec<Vec<u8>> {

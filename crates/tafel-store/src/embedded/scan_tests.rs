@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use super::{EmbeddedOptions, EmbeddedStore};
 use crate::key::{EntityKey, KeyRange, KeyRef};
 use crate::test_support::ScanEntities;
-use crate::traits::{Decision, Mutation, RowFilter, RowSink, ScanRequest, Store};
+use crate::traits::{Mutation, RowFilter, RowSink, ScanRequest, Store};
 
 pub(super) const ACCOUNT: &str = "acct";
 
@@ -28,9 +28,8 @@ async fn fill(store: &EmbeddedStore, table: &str, pk: &str, n: usize) {
             ACCOUNT,
             table,
             keys,
-            Box::new(move |current: &[Option<&[u8]>]| Decision {
-                mutations: (0..current.len()).map(|i| Mutation::Put(vec![i as u8])).collect(),
-                outcome: Box::new(()),
+            Box::new(move |current: &[Option<&[u8]>]| {
+                (0..current.len()).map(|i| Mutation::Put(vec![i as u8])).collect()
             }),
         )
         .await

@@ -96,7 +96,7 @@ mod tests {
     use crate::key::{EntityKey, KeyRange};
     use crate::stats::{MetricValue, StoreMetric};
     use crate::test_support::ScanEntities;
-    use crate::traits::{Decision, Mutation, ScanRequest, Store};
+    use crate::traits::{Mutation, ScanRequest, Store};
 
     fn metric<'a>(metrics: &'a [StoreMetric], name: &str) -> &'a MetricValue {
         &metrics
@@ -137,10 +137,7 @@ mod tests {
                         ACCOUNT,
                         "a",
                         vec![key],
-                        Box::new(move |_: &[Option<&[u8]>]| Decision {
-                            mutations: vec![Mutation::Put(vec![i])],
-                            outcome: Box::new(()),
-                        }),
+                        Box::new(move |_: &[Option<&[u8]>]| vec![Mutation::Put(vec![i])]),
                     )
                     .await
                     .expect("write");
