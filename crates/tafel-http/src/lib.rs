@@ -5,7 +5,7 @@
 mod accounts;
 mod addressing;
 pub mod admin;
-mod auth;
+pub mod auth;
 mod body;
 mod cors;
 mod pipeline;

@@ -39,6 +39,65 @@ pub enum Access {
     Full,
     /// A verified, currently valid shared access signature.
     Sas(Arc<SasGrant>),
+    /// A verified bearer token: what its principal's roles allow.
+    Token(Arc<TokenGrant>),
+}
+
+/// Azure's built-in data roles for tables, weakest first: Storage Table Data Reader,
+/// Storage Table Data Contributor, and an owner who may also manage table ACLs and
+/// the service's properties.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum TableRole {
+    Reader,
+    Contributor,
+    Owner,
+}
+
+impl TableRole {
+    fn allows(self, action: Action) -> bool {
+        use Action::*;
+        match action {
+            QueryTables | ReadEntity => true,
+            CreateTable | DeleteTable | InsertEntity | UpdateEntity | UpsertEntity | DeleteEntity => {
+                self >= TableRole::Contributor
+            }
+            GetTableAcl | SetTableAcl | GetServiceProperties | SetServiceProperties | GetServiceStats => {
+                self == TableRole::Owner
+            }
+        }
+    }
+}
+
+/// The roles a token's principal holds in the account: one for the whole account,
+/// and any for single tables (names compared ignoring case, as tables are).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct TokenGrant {
+    pub account: Option<TableRole>,
+    pub tables: Vec<(String, TableRole)>,
+}
+
+impl TokenGrant {
+    /// Every operation (a token accepted with no role file).
+    pub fn owner() -> Self {
+        TokenGrant {
+            account: Some(TableRole::Owner),
+            tables: Vec::new(),
+        }
+    }
+
+    fn check(&self, action: Action, table: Option<&str>) -> Result<()> {
+        let on_table = table.into_iter().flat_map(|t| {
+            self.tables
+                .iter()
+                .filter(move |(name, _)| name.eq_ignore_ascii_case(t))
+                .map(|(_, role)| *role)
+        });
+        let best = self.account.into_iter().chain(on_table).max();
+        match best {
+            Some(role) if role.allows(action) => Ok(()),
+            _ => Err(Error::new(ErrorCode::AuthorizationPermissionMismatch)),
+        }
+    }
 }
 
 /// What a shared access signature grants, once its signature, time window, IP
@@ -277,6 +336,7 @@ impl Access {
                 SasGrant::Table(g) => g.check(action, table, keys),
                 SasGrant::Account(g) => g.check(action),
             },
+            Access::Token(grant) => grant.check(action, table),
         }
     }
 
@@ -287,7 +347,7 @@ impl Access {
                 SasGrant::Table(g) => g.range.as_ref(),
                 SasGrant::Account(_) => None,
             },
-            Access::Full => None,
+            Access::Full | Access::Token(_) => None,
         }
     }
 
@@ -516,5 +576,33 @@ mod tests {
         assert!(AccountPermissions::parse("rz").is_none());
         assert!(ResourceTypes::parse("sco").is_some());
         assert!(ResourceTypes::parse("b").is_none());
+    }
+
+    #[test]
+    fn token_roles_grant_what_azures_built_in_roles_grant() {
+        let reader = TokenGrant {
+            account: Some(TableRole::Reader),
+            tables: vec![("Orders".into(), TableRole::Contributor)],
+        };
+        let ok = |g: &TokenGrant, a, t| g.check(a, t).is_ok();
+        assert!(ok(&reader, Action::QueryTables, None));
+        assert!(ok(&reader, Action::ReadEntity, Some("other")));
+        assert!(!ok(&reader, Action::InsertEntity, Some("other")));
+        assert!(ok(&reader, Action::InsertEntity, Some("orders")));
+        assert!(ok(&reader, Action::DeleteTable, Some("ORDERS")));
+        assert!(!ok(&reader, Action::SetTableAcl, Some("orders")));
+        let owner = TokenGrant::owner();
+        for a in ALL {
+            assert!(ok(&owner, a, Some("t")), "{a:?}");
+        }
+        let none = TokenGrant::default();
+        let e = none.check(Action::ReadEntity, Some("t")).unwrap_err();
+        assert_eq!(e.code, ErrorCode::AuthorizationPermissionMismatch);
+        let table_only = TokenGrant {
+            account: None,
+            tables: vec![("t".into(), TableRole::Owner)],
+        };
+        assert!(!ok(&table_only, Action::QueryTables, None));
+        assert!(ok(&table_only, Action::GetTableAcl, Some("t")));
     }
 }

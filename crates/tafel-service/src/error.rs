@@ -5,15 +5,16 @@ use std::borrow::Cow;
 use std::fmt;
 
 macro_rules! codes {
-    ($($name:ident => $status:expr, $msg:expr;)*) => {
-        /// Azure Table service error codes (see spec/errors.md).
+    ($($name:ident $(as $wire:literal)? => $status:expr, $msg:expr;)*) => {
+        /// Azure Table service error codes (see spec/errors.md). A variant named
+        /// `X as "Y"` goes on the wire as `Y`: Azure uses one code with two statuses.
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
         pub enum ErrorCode { $($name),* }
 
         impl ErrorCode {
             /// The code as it appears on the wire (`x-ms-error-code`, `odata.error.code`).
             pub fn as_str(self) -> &'static str {
-                match self { $(ErrorCode::$name => stringify!($name)),* }
+                match self { $(ErrorCode::$name => codes!(@wire $name $($wire)?)),* }
             }
             pub fn status(self) -> u16 {
                 match self { $(ErrorCode::$name => $status),* }
@@ -23,6 +24,8 @@ macro_rules! codes {
             }
         }
     };
+    (@wire $name:ident) => { stringify!($name) };
+    (@wire $name:ident $wire:literal) => { $wire };
 }
 
 codes! {
@@ -71,6 +74,10 @@ codes! {
     Md5Mismatch => 400, "The MD5 value specified in the request did not match with the MD5 value calculated by the server.";
     AuthenticationFailed => 403, "Server failed to authenticate the request. Make sure the value of Authorization header is formed correctly including the signature.";
     InvalidAuthenticationInfo => 400, "Authentication information is not given in the correct format. Check the value of Authorization header.";
+    // A bearer token the server does not accept; the response carries the
+    // `WWW-Authenticate` challenge the message points to.
+    InvalidBearerToken as "InvalidAuthenticationInfo" => 401, "Server failed to authenticate the request. Please refer to the information in the www-authenticate header.";
+    NoAuthenticationInformation => 401, "Server failed to authenticate the request. Please refer to the information in the www-authenticate header.";
     AuthorizationPermissionMismatch => 403, "This request is not authorized to perform this operation using this permission.";
     AuthorizationServiceMismatch => 403, "This request is not authorized to perform this operation using this service.";
     AuthorizationResourceTypeMismatch => 403, "This request is not authorized to perform this operation using this resource type.";

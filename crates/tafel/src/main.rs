@@ -10,6 +10,9 @@ mod config;
 use anyhow::Context as _;
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use tafel_http::admin::{self, AccessLog, AdminState, Destination, LogFormat, Ops};
+use tafel_http::auth::bearer::{self, OAuth};
+use tafel_http::auth::jwks::{KeySource, Keys, REFRESH};
+use tafel_http::auth::roles::Roles;
 use tafel_http::server::Threads;
 use tafel_http::tls;
 use tafel_http::{Accounts, AppState};
@@ -91,6 +94,31 @@ struct ServeArgs {
     /// The password of --pfx.
     #[arg(long, env = "TAFEL_TLS_PFX_PASSWORD", hide_env_values = true, requires = "pfx")]
     pwd: Option<String>,
+    /// Accept Microsoft Entra ID bearer tokens (HTTPS only): `basic` checks audience,
+    /// issuer and lifetime but not the signature (local development only); `strict`
+    /// also verifies the signature (--oauth-jwks or --oauth-issuer).
+    #[arg(long, env = "TAFEL_OAUTH", value_enum)]
+    oauth: Option<OAuthMode>,
+    /// A JWKS file of the keys strict mode verifies signatures with.
+    #[arg(long, env = "TAFEL_OAUTH_JWKS", requires = "oauth")]
+    oauth_jwks: Option<PathBuf>,
+    /// An issuer to accept besides Entra's (`https://sts.windows.net/<tenant>/`,
+    /// `https://login.microsoftonline.com/<tenant>/v2.0`); repeatable. In strict mode
+    /// without --oauth-jwks, its OpenID discovery document names the keys.
+    #[arg(
+        long = "oauth-issuer",
+        env = "TAFEL_OAUTH_ISSUERS",
+        value_delimiter = ';',
+        requires = "oauth"
+    )]
+    oauth_issuers: Vec<String>,
+    /// Role file mapping token principals to table roles (docs/oauth.md); without
+    /// one every accepted token may do everything.
+    #[arg(long, env = "TAFEL_OAUTH_ROLES", requires = "oauth")]
+    oauth_roles: Option<PathBuf>,
+    /// Tenant named in the WWW-Authenticate challenge of a refused token.
+    #[arg(long, env = "TAFEL_OAUTH_TENANT", default_value = "common")]
+    oauth_tenant: String,
     /// An account as NAME:BASE64KEY[:BASE64KEY2]; repeatable. Default: the
     /// emulator account devstoreaccount1 with its well-known key.
     #[arg(
@@ -160,12 +188,64 @@ struct ServeArgs {
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, PartialEq, Eq)]
+enum OAuthMode {
+    Basic,
+    Strict,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, PartialEq, Eq)]
 enum LogFormatArg {
     Text,
     Json,
 }
 
 impl ServeArgs {
+    /// Bearer-token checking, if --oauth is on; loads the keys and the role file.
+    async fn oauth(&self) -> anyhow::Result<Option<Arc<OAuth>>> {
+        let Some(mode) = self.oauth else { return Ok(None) };
+        let roles = match &self.oauth_roles {
+            Some(path) => Some(Roles::load(path).map_err(anyhow::Error::msg)?),
+            None => None,
+        };
+        let keys = match (mode, &self.oauth_jwks) {
+            (OAuthMode::Basic, _) => {
+                tracing::warn!("--oauth basic: token signatures are NOT checked; anyone can mint an accepted token. For local development only.");
+                None
+            }
+            (OAuthMode::Strict, Some(path)) => Some(KeySource::File(path.clone())),
+            (OAuthMode::Strict, None) if !self.oauth_issuers.is_empty() => {
+                Some(KeySource::Issuers(self.oauth_issuers.clone()))
+            }
+            (OAuthMode::Strict, None) => {
+                anyhow::bail!("--oauth strict needs --oauth-jwks or --oauth-issuer (the keys to verify tokens with)")
+            }
+        };
+        let keys = match keys {
+            Some(source) => {
+                let keys = Arc::new(
+                    Keys::load(source)
+                        .await
+                        .map_err(anyhow::Error::msg)
+                        .context("loading the OAuth signing keys")?,
+                );
+                tokio::spawn(refresh_keys(keys.clone()));
+                Some(keys)
+            }
+            None => None,
+        };
+        let mode = match mode {
+            OAuthMode::Basic => bearer::Mode::Basic,
+            OAuthMode::Strict => bearer::Mode::Strict,
+        };
+        Ok(Some(Arc::new(OAuth::new(
+            mode,
+            keys,
+            self.oauth_issuers.clone(),
+            roles,
+            &self.oauth_tenant,
+        ))))
+    }
+
     /// The TLS certificate to serve with, if any.
     fn tls_source(&self) -> Option<tls::Source> {
         match (&self.cert, &self.key, &self.pfx) {
@@ -288,10 +368,17 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     };
     let ops = Arc::new(Ops::new(args.access_log()?));
     let account_names: Vec<String> = accounts.names().map(str::to_owned).collect();
+    let oauth = args.oauth().await?;
+    if oauth.is_some() && args.tls_source().is_none() {
+        tracing::warn!(
+            "--oauth without --cert/--pfx: bearer tokens are accepted only over HTTPS, so every one will be refused"
+        );
+    }
     let state = Arc::new(AppState {
         service: Service::new(store.clone()),
         accounts,
         ops: ops.clone(),
+        oauth,
     });
     let certificate = match args.tls_source() {
         Some(source) => Some(tls::Certificate::open(source).context("loading the TLS certificate")?),
@@ -366,6 +453,16 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     }
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Loads the OAuth signing keys again every hour (issuers rotate them).
+async fn refresh_keys(keys: Arc<Keys>) {
+    loop {
+        tokio::time::sleep(REFRESH).await;
+        if let Err(e) = keys.reload().await {
+            tracing::warn!(error = %e, "reloading the OAuth signing keys failed; keeping the ones in use");
+        }
+    }
 }
 
 /// On each SIGHUP, loads the certificate files again: new handshakes get the new

@@ -1,8 +1,11 @@
 //! Authentication: every request except CORS preflight proves it holds an
-//! account key (Shared Key, Shared Key Lite) or a shared access signature made
-//! with one, before anything else runs. The outcome is the [`Access`] the
-//! service layer enforces per operation.
+//! account key (Shared Key, Shared Key Lite), a shared access signature made
+//! with one, or (with `--oauth`) a bearer token, before anything else runs. The
+//! outcome is the [`Access`] the service layer enforces per operation.
 
+pub mod bearer;
+pub mod jwks;
+pub mod roles;
 mod sas;
 mod shared_key;
 
@@ -28,18 +31,31 @@ pub struct Signed<'a> {
     pub https: bool,
 }
 
-/// Shared Key when an `Authorization` header is present, else a SAS when the
+/// A bearer token when `oauth` is on and the `Authorization` header says
+/// `Bearer`, Shared Key for any other `Authorization` header, else a SAS when the
 /// query has `sig`; stored access policies are looked up through `service`.
-pub async fn authenticate(accounts: &Accounts, service: &Service, req: &Signed<'_>) -> Result<Access> {
+pub async fn authenticate(
+    accounts: &Accounts,
+    service: &Service,
+    oauth: Option<&bearer::OAuth>,
+    req: &Signed<'_>,
+) -> Result<Access> {
     let auth = req.headers.get("authorization").map(|v| v.to_str().unwrap_or(""));
     let Some(keys) = accounts.keys(req.account) else {
         return Err(Error::new(ErrorCode::AuthenticationFailed)
             .with_detail(format!("The account '{}' does not exist.", req.account)));
     };
-    match auth {
-        Some(header) => shared_key::verify(keys, req, header).map(|()| Access::Full),
-        None if req.query.iter().any(|(k, _)| k == "sig") => sas::verify(keys, service, req).await,
-        None => Err(Error::new(ErrorCode::AuthenticationFailed)
+    let bearer = auth.and_then(|h| {
+        let (scheme, token) = h.trim().split_once(' ')?;
+        scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+    });
+    match (auth, bearer, oauth) {
+        (_, Some(token), Some(oauth)) => oauth.verify(req, token).await,
+        (Some(header), _, _) => shared_key::verify(keys, req, header).map(|()| Access::Full),
+        (None, _, _) if req.query.iter().any(|(k, _)| k == "sig") => sas::verify(keys, service, req).await,
+        // With tokens accepted, Azure answers 401 and a challenge that names the tenant.
+        (None, _, Some(_)) => Err(Error::new(ErrorCode::NoAuthenticationInformation)),
+        (None, _, None) => Err(Error::new(ErrorCode::AuthenticationFailed)
             .with_detail("The request carries no Authorization header and no shared access signature.")),
     }
 }

@@ -1,0 +1,286 @@
+"""Microsoft Entra ID bearer tokens (--oauth basic|strict) over HTTPS: the SDK with a
+TokenCredential, every refusal with Azure's status, code and challenge, signature checks
+against a JWKS file and an OpenID discovery document, and the role file."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import jwt
+import pytest
+import requests
+from azure.core.credentials import AccessToken
+from azure.core.exceptions import HttpResponseError
+from azure.data.tables import TableServiceClient
+from cryptography.hazmat.primitives.asymmetric import rsa
+
+from conftest import ACCOUNT, TafelServer, sdk_error_code, unique_table_name
+from test_tls import make_cert
+
+TENANT = "72f988bf-86f1-41af-91ab-2d7cd011db47"
+ISSUER = f"https://sts.windows.net/{TENANT}/"
+CHALLENGE = f"Bearer authorization_uri=https://login.microsoftonline.com/{TENANT}/oauth2/authorize resource_id=https://storage.azure.com"
+
+
+def rsa_key():
+    return rsa.generate_private_key(public_exponent=65537, key_size=2048)
+
+
+SIGNING_KEY = rsa_key()
+OTHER_KEY = rsa_key()
+
+
+def jwks(key, kid: str = "k1") -> dict:
+    public = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(key.public_key()))
+    public.update({"kid": kid, "use": "sig", "alg": "RS256"})
+    return {"keys": [public]}
+
+
+def mint(key=SIGNING_KEY, kid: str = "k1", **claims) -> str:
+    now = int(time.time())
+    body = {"aud": "https://storage.azure.com", "iss": ISSUER, "iat": now, "nbf": now - 60, "exp": now + 3600, "oid": "alice"}
+    body.update(claims)
+    body = {k: v for k, v in body.items() if v is not None}
+    return jwt.encode(body, key, algorithm="RS256", headers={"kid": kid})
+
+
+class StaticToken:
+    """A TokenCredential that hands out one token, as DefaultAzureCredential would a real one."""
+
+    def __init__(self, token: str):
+        self.token = token
+        self.scopes = []
+
+    def get_token(self, *scopes, **kwargs):
+        self.scopes.extend(scopes)
+        return AccessToken(self.token, int(time.time()) + 3600)
+
+
+def start(workdir: Path, tls: Path, *args: str) -> TafelServer:
+    name = uuid.uuid4().hex[:6]
+    extra = ["--oauth-tenant", TENANT, *args]
+    if tls is not None:
+        extra = ["--cert", str(tls / "cert.pem"), "--key", str(tls / "key.pem"), *extra]
+    srv = TafelServer(workdir / f"data-oauth-{name}", workdir / f"tafel-oauth-{name}.log", extra_args=extra)
+    if tls is not None:
+        srv.ca_file = tls / "ca.pem"
+    srv.start()
+    return srv
+
+
+@pytest.fixture(scope="module")
+def tls(_workdir) -> Path:
+    out = _workdir / f"oauth-tls-{uuid.uuid4().hex[:6]}"
+    make_cert(out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def basic(_workdir, tls):
+    log = _workdir / f"access-{uuid.uuid4().hex[:6]}.log"
+    srv = start(_workdir, tls, "--oauth", "basic", "--access-log", str(log))
+    srv.access_log = log
+    yield srv
+    srv.stop()
+
+
+ROLES = """
+[[grant]]
+principal = "oid:reader"
+role = "Storage Table Data Reader"
+
+[[grant]]
+principal = "role:Tables.Write"
+role = "Storage Table Data Contributor"
+
+[[grant]]
+principal = "appid:admin-app"
+role = "owner"
+
+[[grant]]
+principal = "group:orders-team"
+role = "contributor"
+table = "ordersonly"
+"""
+
+
+@pytest.fixture(scope="module")
+def strict(_workdir, tls):
+    keys = _workdir / "jwks.json"
+    keys.write_text(json.dumps(jwks(SIGNING_KEY)))
+    roles = _workdir / "roles.toml"
+    roles.write_text(ROLES)
+    srv = start(_workdir, tls, "--oauth", "strict", "--oauth-jwks", str(keys), "--oauth-roles", str(roles))
+    yield srv
+    srv.stop()
+
+
+def call(srv: TafelServer, path: str = "/Tables", token: str | None = None, method: str = "GET", version: str = "2019-02-02", **kw):
+    headers = {"x-ms-version": version, "Accept": "application/json;odata=nometadata", "x-ms-date": time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime())}
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
+    verify = str(srv.ca_file) if srv.ca_file else True
+    return requests.request(method, f"{srv.url}{path}", headers=headers, verify=verify, timeout=30, **kw)
+
+
+def test_the_sdk_quickstart_with_a_token_credential_over_https(basic):
+    cred = StaticToken(mint())
+    name = unique_table_name("oauth")
+    with TableServiceClient(endpoint=basic.url, credential=cred, connection_verify=str(basic.ca_file)) as svc:
+        table = svc.create_table(name)
+        table.create_entity({"PartitionKey": "p", "RowKey": "1", "V": "token"})
+        table.submit_transaction([("create", {"PartitionKey": "p", "RowKey": "2"}), ("upsert", {"PartitionKey": "p", "RowKey": "1", "W": 2})])
+        assert [(e["RowKey"], e.get("W")) for e in table.query_entities("PartitionKey eq 'p'")] == [("1", 2), ("2", None)]
+        assert name in [t.name for t in svc.list_tables()]
+        svc.delete_table(name)
+    assert cred.scopes and all(s.startswith("https://storage.azure.com") for s in cred.scopes)
+
+
+def test_each_bad_token_is_401_invalid_authentication_info_with_the_challenge(basic):
+    cases = {
+        "Audience validation failed": mint(aud="https://vault.azure.net"),
+        "Issuer validation failed": mint(iss="https://evil.example/"),
+        "The token is expired": mint(exp=int(time.time()) - 3600),
+        "not yet valid": mint(nbf=int(time.time()) + 3600),
+        "not a valid JWT": "not-a-token",
+    }
+    for detail, token in cases.items():
+        r = call(basic, token=token)
+        assert r.status_code == 401, (detail, r.text)
+        assert r.headers["x-ms-error-code"] == "InvalidAuthenticationInfo"
+        assert r.headers["WWW-Authenticate"] == CHALLENGE
+        assert "www-authenticate header" in r.json()["odata.error"]["message"]["value"]
+        xml = call(basic, "/?restype=service&comp=properties", token=token)
+        assert xml.status_code == 401 and f"{detail}" in xml.text, (detail, xml.text)
+    # Audiences Azure accepts besides storage's: the account's endpoint, and this endpoint.
+    for aud in (f"https://{ACCOUNT}.table.core.windows.net", f"https://127.0.0.1:{basic.port}", "https://storage.azure.com/"):
+        assert call(basic, token=mint(aud=aud)).status_code == 200, aud
+    v2 = mint(iss=f"https://login.microsoftonline.com/{TENANT}/v2.0")
+    assert call(basic, token=v2).status_code == 200
+
+
+def test_no_credential_is_401_with_the_challenge_and_keys_and_sas_still_work(basic):
+    r = call(basic)
+    assert r.status_code == 401 and r.headers["x-ms-error-code"] == "NoAuthenticationInformation"
+    assert r.headers["WWW-Authenticate"] == CHALLENGE
+    assert basic.raw.get("/Tables").status_code == 200  # Shared Key
+    assert call(basic, token=mint(), version="2018-03-28").status_code == 401
+
+
+def test_tokens_never_reach_the_access_log(basic):
+    token = mint(oid="log-check")
+    assert call(basic, token=token).status_code == 200
+    time.sleep(0.5)
+    text = basic.access_log.read_text()
+    assert "Bearer" in text
+    assert token not in text and token.split(".")[2] not in text
+
+
+def test_a_bearer_token_over_plain_http_is_refused(_workdir):
+    srv = start(_workdir, None, "--oauth", "basic")
+    try:
+        r = call(srv, token=mint())
+        assert r.status_code == 401 and r.headers["WWW-Authenticate"] == CHALLENGE
+        assert "only over HTTPS" in call(srv, "/?restype=service&comp=properties", token=mint()).text
+    finally:
+        srv.stop()
+
+
+def test_strict_mode_verifies_signatures_with_the_jwks_file(strict):
+    assert call(strict, token=mint(appid="admin-app")).status_code == 200
+    for token in (mint(key=OTHER_KEY, appid="admin-app"), mint(kid="unknown", appid="admin-app")):
+        r = call(strict, token=token)
+        assert r.status_code == 401 and r.headers["WWW-Authenticate"] == CHALLENGE
+        assert "Signature validation failed" in call(strict, "/?restype=service&comp=properties", token=token).text
+
+
+def test_roles_decide_what_a_principal_may_do(strict):
+    owner = StaticToken(mint(appid="admin-app"))
+    reader = StaticToken(mint(oid="reader"))
+    writer = StaticToken(mint(oid="someone", roles=["Tables.Write"]))
+    orders = StaticToken(mint(oid="member", groups=["orders-team"]))
+    nobody = StaticToken(mint(oid="stranger"))
+    verify = str(strict.ca_file)
+
+    def svc(cred):
+        return TableServiceClient(endpoint=strict.url, credential=cred, connection_verify=verify)
+
+    name = unique_table_name("roles")
+    svc(writer).create_table(name).create_entity({"PartitionKey": "p", "RowKey": "1"})
+    svc(owner).create_table("ordersonly")
+    try:
+        as_reader = svc(reader).get_table_client(name)
+        assert [e["RowKey"] for e in as_reader.list_entities()] == ["1"]
+        for denied in (
+            lambda: as_reader.create_entity({"PartitionKey": "p", "RowKey": "2"}),
+            lambda: svc(reader).create_table(unique_table_name("no")),
+            lambda: svc(writer).get_table_client(name).set_table_access_policy({}),
+            lambda: svc(writer).get_service_properties(),
+            lambda: list(svc(nobody).get_table_client(name).list_entities()),
+            lambda: svc(orders).get_table_client(name).create_entity({"PartitionKey": "p", "RowKey": "3"}),
+        ):
+            with pytest.raises(HttpResponseError) as err:
+                denied()
+            assert err.value.status_code == 403
+            assert sdk_error_code(err.value) == "AuthorizationPermissionMismatch"
+        svc(orders).get_table_client("ordersonly").create_entity({"PartitionKey": "o", "RowKey": "1"})
+        svc(owner).get_table_client(name).set_table_access_policy({})
+        assert "cors" in svc(owner).get_service_properties()
+    finally:
+        svc(owner).delete_table(name)
+        svc(owner).delete_table("ordersonly")
+
+
+class Discovery(http.server.BaseHTTPRequestHandler):
+    """An OpenID issuer on loopback: its discovery document and key set."""
+
+    def do_GET(self):  # noqa: N802 (http.server's name)
+        base = f"http://127.0.0.1:{self.server.server_port}"
+        if self.path == "/.well-known/openid-configuration":
+            body = {"issuer": base, "jwks_uri": f"{base}/keys"}
+        elif self.path == "/keys":
+            body = jwks(SIGNING_KEY, kid="d1")
+        else:
+            self.send_error(404)
+            return
+        data = json.dumps(body).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_strict_mode_with_an_openid_issuers_discovery_document(_workdir, tls):
+    issuer = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Discovery)
+    threading.Thread(target=issuer.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{issuer.server_port}"
+    srv = start(_workdir, tls, "--oauth", "strict", "--oauth-issuer", url)
+    try:
+        assert call(srv, token=mint(kid="d1", iss=url)).status_code == 200
+        # Entra's issuers stay accepted; the key must still be the issuer's.
+        assert call(srv, token=mint(kid="d1")).status_code == 200
+        assert call(srv, token=mint(kid="d1", key=OTHER_KEY, iss=url)).status_code == 401
+        assert call(srv, token=mint(kid="d1", iss="http://127.0.0.1:1/")).status_code == 401
+    finally:
+        srv.stop()
+        issuer.shutdown()
+
+
+def test_strict_mode_without_keys_or_an_unreachable_issuer_stops_the_start(_workdir, tls):
+    for args, says in (
+        (["--oauth", "strict"], "--oauth-jwks or --oauth-issuer"),
+        (["--oauth", "strict", "--oauth-issuer", "http://127.0.0.1:1"], "127.0.0.1:1"),
+    ):
+        srv = TafelServer(_workdir / f"d-{uuid.uuid4().hex[:6]}", _workdir / "tafel-oauth-bad.log", extra_args=args)
+        with pytest.raises(RuntimeError):
+            srv.start(timeout=30)
+        assert says in srv.log_path.read_text()
