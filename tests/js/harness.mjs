@@ -1,7 +1,7 @@
 // Starts the real tafel binary for the JS SDK tests (like tests/python/conftest.py):
 // $TAFEL_BIN or <repo>/target/release/tafel, on a free loopback port, with a fresh data dir.
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import fs from "node:fs";
 import net from "node:net";
@@ -54,6 +54,17 @@ export function uniqueTableName(prefix = "js") {
   return (prefix + randomBytes(10).toString("hex")).slice(0, 63);
 }
 
+/** With TAFEL_BACKEND=postgres and TAFEL_POSTGRES_URL (a server to create databases on, as
+ * scripts/with-postgres provides), each server gets a new database of its own. */
+function backendArgs() {
+  if (process.env.TAFEL_BACKEND !== "postgres") return [];
+  const admin = process.env.TAFEL_POSTGRES_URL;
+  if (!admin) throw new Error("TAFEL_BACKEND=postgres needs TAFEL_POSTGRES_URL");
+  const name = `tafel_js_${randomBytes(8).toString("hex")}`;
+  execFileSync("psql", ["-v", "ON_ERROR_STOP=1", "-q", admin, "-c", `CREATE DATABASE ${name}`], { stdio: "ignore" });
+  return ["--backend", "postgres", "--postgres-url", `${admin.replace(/\/[^/]*$/, "")}/${name}`];
+}
+
 /** Starts tafel; `args` are extra serve flags (with `--cert` the server speaks HTTPS). */
 export async function startServer({ timeoutMs = 60000, args = [] } = {}) {
   const bin = tafelBinary();
@@ -68,7 +79,7 @@ export async function startServer({ timeoutMs = 60000, args = [] } = {}) {
   const child = spawn(
     bin,
     // No admin listener (its default port would clash between servers), no drain wait.
-    ["serve", "--host", "127.0.0.1", "--port", String(port), "--data-dir", dataDir, "--no-admin", "--drain-seconds", "0", ...args],
+    ["serve", "--host", "127.0.0.1", "--port", String(port), "--data-dir", dataDir, "--no-admin", "--drain-seconds", "0", ...backendArgs(), ...args],
     {
       stdio: ["ignore", logFd, logFd],
       env: { RUST_LOG: "info", NO_COLOR: "1", ...process.env },
