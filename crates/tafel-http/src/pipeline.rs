@@ -302,7 +302,7 @@ async fn run(state: &AppState, req: hyper::Request<Incoming>, meta: &mut Meta) -
         meta.error_level = Some(handlers::metadata_level(&request).unwrap_or(MetadataLevel::Minimal));
     }
     let cx = Context {
-        ctx: Ctx {
+        caller: Ctx {
             account: address.account,
             access,
         },
