@@ -17,8 +17,6 @@ use tafel_http::server::Threads;
 use tafel_http::tls;
 use tafel_http::{Accounts, AppState};
 use tafel_service::Service;
-use tafel_store::embedded::{EmbeddedOptions, EmbeddedStore};
-use tafel_store::postgres::{PostgresOptions, PostgresStore};
 use tafel_store::Store;
 
 // Request handling allocates many short-lived buffers from every runtime thread,
@@ -27,13 +25,41 @@ use tafel_store::Store;
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// The backends compiled in (cargo features), for `--version`.
+#[cfg(all(feature = "embedded", feature = "postgres"))]
+macro_rules! backends {
+    () => {
+        "embedded, postgres"
+    };
+}
+#[cfg(all(feature = "embedded", not(feature = "postgres")))]
+macro_rules! backends {
+    () => {
+        "embedded"
+    };
+}
+#[cfg(all(not(feature = "embedded"), feature = "postgres"))]
+macro_rules! backends {
+    () => {
+        "postgres"
+    };
+}
+#[cfg(not(any(feature = "embedded", feature = "postgres")))]
+macro_rules! backends {
+    () => {
+        "none"
+    };
+}
+
 /// `tafel --version`: the version, the commit it was built from, and the
 /// backends compiled in.
 const VERSION: &str = concat!(
     env!("CARGO_PKG_VERSION"),
     " (commit ",
     env!("TAFEL_COMMIT"),
-    "; backends: embedded, postgres)"
+    "; backends: ",
+    backends!(),
+    ")"
 );
 
 #[derive(Parser)]
@@ -277,10 +303,55 @@ impl ServeArgs {
     }
 }
 
+/// The backend `--backend` names, if this build has it (cargo features
+/// `embedded` and `postgres`, both default).
+async fn open_store(args: &ServeArgs) -> anyhow::Result<Arc<dyn Store>> {
+    match (args.backend, &args.postgres_url) {
+        #[cfg(feature = "postgres")]
+        (Backend::Postgres, Some(url)) => Ok(Arc::new(
+            tafel_store::postgres::PostgresStore::connect(
+                url,
+                tafel_store::postgres::PostgresOptions {
+                    pool_size: args.postgres_pool,
+                },
+            )
+            .await
+            .context("connecting to the postgres backend")?,
+        )),
+        #[cfg(feature = "postgres")]
+        (Backend::Postgres, None) => anyhow::bail!("--backend postgres needs --postgres-url"),
+        #[cfg(feature = "embedded")]
+        (Backend::Embedded, _) => Ok(Arc::new(
+            tafel_store::embedded::EmbeddedStore::open(
+                &args.data_dir,
+                tafel_store::embedded::EmbeddedOptions {
+                    cache_size: args.cache_mb << 20,
+                },
+            )
+            .with_context(|| format!("opening the store in {}", args.data_dir.display()))?,
+        )),
+        #[allow(unreachable_patterns)]
+        (backend, _) => anyhow::bail!(
+            "this tafel was built without the {} backend (cargo feature `{}`)",
+            backend.name(),
+            backend.name()
+        ),
+    }
+}
+
 #[derive(clap::ValueEnum, Clone, Copy, PartialEq, Eq)]
 enum Backend {
     Embedded,
     Postgres,
+}
+
+impl Backend {
+    fn name(self) -> &'static str {
+        match self {
+            Backend::Embedded => "embedded",
+            Backend::Postgres => "postgres",
+        }
+    }
 }
 
 /// Turns transparent huge pages off for this process. The allocator hands the
@@ -344,28 +415,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     } else {
         Accounts::from_specs(&specs).map_err(anyhow::Error::msg)?
     };
-    let store: Arc<dyn Store> = match (args.backend, &args.postgres_url) {
-        (Backend::Postgres, Some(url)) => Arc::new(
-            PostgresStore::connect(
-                url,
-                PostgresOptions {
-                    pool_size: args.postgres_pool,
-                },
-            )
-            .await
-            .context("connecting to the postgres backend")?,
-        ),
-        (Backend::Postgres, None) => anyhow::bail!("--backend postgres needs --postgres-url"),
-        (Backend::Embedded, _) => Arc::new(
-            EmbeddedStore::open(
-                &args.data_dir,
-                EmbeddedOptions {
-                    cache_size: args.cache_mb << 20,
-                },
-            )
-            .with_context(|| format!("opening the store in {}", args.data_dir.display()))?,
-        ),
-    };
+    let store = open_store(&args).await?;
     let ops = Arc::new(Ops::new(args.access_log()?));
     let account_names: Vec<String> = accounts.names().map(str::to_owned).collect();
     let oauth = args.oauth().await?;
@@ -399,10 +449,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .with_context(|| format!("binding {addr}"))?;
-    let backend = match args.backend {
-        Backend::Embedded => "embedded",
-        Backend::Postgres => "postgres",
-    };
+    let backend = args.backend.name();
     let (admin_stop, admin_stopped) = tokio::sync::oneshot::channel::<()>();
     let admin_task = if args.no_admin {
         None
