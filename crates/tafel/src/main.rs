@@ -476,10 +476,10 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let names: Vec<&str> = state.accounts.names().collect();
     match args.backend {
         Backend::Embedded => {
-            tracing::info!(data_dir = %args.data_dir.display(), accounts = ?names, "listening on {scheme}://{}", listener.local_addr()?)
+            tracing::info!(data_dir = %args.data_dir.display(), accounts = ?names, scheme, "listening on {}", listener.local_addr()?)
         }
         Backend::Postgres => {
-            tracing::info!(backend = "postgres", accounts = ?names, "listening on {scheme}://{}", listener.local_addr()?)
+            tracing::info!(backend = "postgres", accounts = ?names, scheme, "listening on {}", listener.local_addr()?)
         }
     }
     let defaults = Threads::for_cores(std::thread::available_parallelism().map_or(1, |n| n.get()));
