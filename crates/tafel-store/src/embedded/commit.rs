@@ -315,7 +315,7 @@ mod tests {
     #[allow(clippy::await_holding_lock)]
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_write_is_neither_visible_nor_answered_before_its_log_record_is_synced() {
-        let dir = tempdir();
+        let dir = tempdir().expect("temp dir");
         let (store, hold) = open(dir.path()).await;
         let key = EntityKey::new("p", "r");
         put(&store, &key, vec![1], false).await;
@@ -340,7 +340,7 @@ mod tests {
     #[allow(clippy::await_holding_lock)]
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_write_that_changed_nothing_waits_for_the_writes_it_saw() {
-        let dir = tempdir();
+        let dir = tempdir().expect("temp dir");
         let (store, hold) = open(dir.path()).await;
         let key = EntityKey::new("p", "r");
 
@@ -381,7 +381,7 @@ mod tests {
     #[allow(clippy::await_holding_lock)]
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_checkpoint_waits_until_readers_see_every_commit_before_it() {
-        let dir = tempdir();
+        let dir = tempdir().expect("temp dir");
         let (store, hold) = open(dir.path()).await;
         let (x, y) = (EntityKey::new("p", "x"), EntityKey::new("p", "y"));
         put(&store, &x, vec![1], false).await;
@@ -408,7 +408,7 @@ mod tests {
     #[allow(clippy::await_holding_lock)]
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn after_small_writes_the_log_waits_for_the_checkpoint_to_be_on_disk() {
-        let dir = tempdir();
+        let dir = tempdir().expect("temp dir");
         let (store, _hold) = open(dir.path()).await;
         let (x, y) = (EntityKey::new("p", "x"), EntityKey::new("p", "y"));
         put(&store, &x, vec![1], false).await;
@@ -429,7 +429,7 @@ mod tests {
     #[allow(clippy::await_holding_lock)]
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_log_half_is_not_written_over_before_the_checkpoint_covering_it_is_on_disk() {
-        let dir = tempdir();
+        let dir = tempdir().expect("temp dir");
         let (store, _hold) = open(dir.path()).await;
         let (x, y, z) = (
             EntityKey::new("p", "x"),
@@ -465,7 +465,7 @@ mod tests {
     #[allow(clippy::await_holding_lock)]
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn writes_answered_across_a_checkpoint_not_on_disk_are_replayed_from_both_halves() {
-        let (dir, crashed) = (tempdir(), tempdir());
+        let (dir, crashed) = (tempdir().expect("temp dir"), tempdir().expect("temp dir"));
         let (store, _hold) = open(dir.path()).await;
         let (x, y) = (EntityKey::new("p", "x"), EntityKey::new("p", "y"));
         let paused = store.durable.pause();
@@ -490,7 +490,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn answered_writes_are_read_back_under_concurrent_writers() {
-        let dir = tempdir();
+        let dir = tempdir().expect("temp dir");
         let (store, _hold) = open(dir.path()).await;
         let tasks: Vec<_> = (0..16u8)
             .map(|w| {

@@ -620,7 +620,7 @@ mod tests {
 
     #[test]
     fn held_writes_read_back_and_reach_the_file_at_sync() {
-        let dir = tempdir();
+        let dir = tempdir().expect("temp dir");
         let (f, peek) = open(&dir);
         f.set_len(8 * 4096).expect("set_len");
         // Out of order, two runs: pages 1..=3 and page 6.
@@ -652,7 +652,7 @@ mod tests {
 
     #[test]
     fn a_sync_is_durable_only_once_the_flusher_has_written_and_synced_it() {
-        let dir = tempdir();
+        let dir = tempdir().expect("temp dir");
         let (f, peek) = open(&dir);
         f.set_len(4096).expect("set_len");
         let paused = f.shared.pause.lock().expect("pause");
@@ -676,7 +676,7 @@ mod tests {
 
     #[test]
     fn a_rewrite_of_a_held_page_replaces_it() {
-        let dir = tempdir();
+        let dir = tempdir().expect("temp dir");
         let (f, peek) = open(&dir);
         f.set_len(4096).expect("set_len");
         f.write(0, &page(1, 4096)).expect("write");
@@ -688,7 +688,7 @@ mod tests {
 
     #[test]
     fn an_overlapping_write_of_another_size_lands_after_the_held_one() {
-        let dir = tempdir();
+        let dir = tempdir().expect("temp dir");
         let (f, peek) = open(&dir);
         f.set_len(4 * 4096).expect("set_len");
         // A 16 KiB page, then a 4 KiB page inside it (a freed page reused at
@@ -715,7 +715,7 @@ mod tests {
 
     #[test]
     fn held_pages_past_a_shorter_length_do_not_grow_the_file_back() {
-        let dir = tempdir();
+        let dir = tempdir().expect("temp dir");
         let (f, peek) = open(&dir);
         f.set_len(4 * 4096).expect("set_len");
         f.write(3 * 4096, &page(9, 4096)).expect("write");
@@ -727,7 +727,7 @@ mod tests {
 
     #[test]
     fn a_read_past_the_files_end_is_served_from_held_pages() {
-        let dir = tempdir();
+        let dir = tempdir().expect("temp dir");
         let (f, _peek) = open(&dir);
         f.write(0, &page(4, 4096)).expect("write");
         f.write(4096, &page(5, 4096)).expect("write");
@@ -741,7 +741,7 @@ mod tests {
 
     #[test]
     fn too_many_held_bytes_go_to_the_file_without_a_sync() {
-        let dir = tempdir();
+        let dir = tempdir().expect("temp dir");
         let (f, peek) = open(&dir);
         let pages = (HOLD_LIMIT / 4096) as u64;
         f.set_len(pages * 4096).expect("set_len");
@@ -756,7 +756,7 @@ mod tests {
     #[test]
     fn a_redb_database_over_it_reopens_with_its_data() {
         const T: redb::TableDefinition<u64, &[u8]> = redb::TableDefinition::new("t");
-        let dir = tempdir();
+        let dir = tempdir().expect("temp dir");
         let value = page(3, 3000);
         for round in 0..2u64 {
             let (f, _peek) = open(&dir);

@@ -108,7 +108,7 @@ mod tests {
 
     #[test]
     fn ready_until_the_log_fails_or_the_store_shuts_down() {
-        let dir = tempdir();
+        let dir = tempdir().expect("temp dir");
         runtime().block_on(async {
             let store = open(dir.path());
             assert_eq!(store.ready().await, Ok(()));
@@ -124,7 +124,7 @@ mod tests {
 
     #[test]
     fn groups_syncs_scanned_rows_and_tables_are_counted() {
-        let dir = tempdir();
+        let dir = tempdir().expect("temp dir");
         runtime().block_on(async {
             let store = open(dir.path());
             for t in ["a", "b", "c"] {

@@ -93,7 +93,7 @@ mod tests {
 
     #[test]
     fn reads_after_a_table_is_deleted_and_created_again_never_use_the_old_id() {
-        let dir = tempdir();
+        let dir = tempdir().expect("temp dir");
         let rt = tokio::runtime::Builder::new_current_thread().build().expect("runtime");
         rt.block_on(async {
             let store = EmbeddedStore::open(dir.path(), EmbeddedOptions { cache_size: 8 << 20 }).expect("open");

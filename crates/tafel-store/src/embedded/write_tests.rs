@@ -46,7 +46,7 @@ async fn rows(store: &EmbeddedStore) -> Vec<(usize, Vec<u8>)> {
 
 #[test]
 fn batches_of_new_rows_fill_their_leaves() {
-    let dir = tempdir();
+    let dir = tempdir().expect("temp dir");
     runtime().block_on(async {
         let store = open(dir.path());
         store.create_table(ACCOUNT, "t").await.expect("create");
@@ -72,8 +72,8 @@ fn batches_of_new_rows_fill_their_leaves() {
 #[allow(clippy::await_holding_lock)]
 #[test]
 fn new_rows_between_existing_rows_all_land_and_replay() {
-    let dir = tempdir();
-    let crashed = tempdir();
+    let dir = tempdir().expect("temp dir");
+    let crashed = tempdir().expect("temp dir");
     runtime().block_on(async {
         let store = open(dir.path());
         store.create_table(ACCOUNT, "t").await.expect("create");
