@@ -6,6 +6,10 @@
 //! optionally a key range; an account SAS names resource types (`s`ervice,
 //! `c`ontainer = table, `o`bject = entity) and a subset of `rwdlacup`. The
 //! operation → permission tables are those of spec/auth.md §4–§5.
+//!
+//! A bearer token (Microsoft Entra ID / OAuth) is a [`TokenGrant`]: the roles
+//! the HTTP layer found for the token's principal, for the whole account or for
+//! single tables, each one of Azure's built-in data roles ([`Role`]).
 
 use std::sync::Arc;
 
@@ -39,6 +43,105 @@ pub enum Access {
     Full,
     /// A verified, currently valid shared access signature.
     Sas(Arc<SasGrant>),
+    /// A verified, currently valid bearer token, with its principal's roles.
+    Token(Arc<TokenGrant>),
+}
+
+/// Azure's built-in data roles for tables, each including the one before it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Role {
+    /// Storage Table Data Reader: query tables, read and query entities.
+    Reader,
+    /// Storage Table Data Contributor: the reader's rights, insert, update, merge
+    /// and delete entities, create and delete tables.
+    Contributor,
+    /// The contributor's rights, table ACLs and the service properties and stats
+    /// (what an account owner does with the control plane on Azure).
+    Owner,
+}
+
+impl Role {
+    /// A role by Azure's name (`Storage Table Data Reader`) or a short one
+    /// (`reader`, `contributor`, `owner`), case-insensitively.
+    pub fn parse(s: &str) -> Option<Role> {
+        let s = s.trim().to_ascii_lowercase();
+        let short = s.strip_prefix("storage table data ").unwrap_or(&s);
+        match short {
+            "reader" => Some(Role::Reader),
+            "contributor" => Some(Role::Contributor),
+            "owner" => Some(Role::Owner),
+            _ => None,
+        }
+    }
+
+    /// The least role an action needs.
+    pub fn needed_for(action: Action) -> Role {
+        match action {
+            Action::QueryTables | Action::ReadEntity => Role::Reader,
+            Action::CreateTable
+            | Action::DeleteTable
+            | Action::InsertEntity
+            | Action::UpdateEntity
+            | Action::UpsertEntity
+            | Action::DeleteEntity => Role::Contributor,
+            Action::GetTableAcl
+            | Action::SetTableAcl
+            | Action::GetServiceProperties
+            | Action::SetServiceProperties
+            | Action::GetServiceStats => Role::Owner,
+        }
+    }
+}
+
+/// What a bearer token's principal may do on the addressed account.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct TokenGrant {
+    /// Every operation (`--oauth basic` without a role file, as Azurite's).
+    pub unrestricted: bool,
+    /// The highest role assigned for the whole account.
+    pub account: Option<Role>,
+    /// Roles assigned for single tables (names matched case-insensitively).
+    pub tables: Vec<(String, Role)>,
+}
+
+impl TokenGrant {
+    /// Every operation on the account.
+    pub fn unrestricted() -> Self {
+        TokenGrant {
+            unrestricted: true,
+            ..TokenGrant::default()
+        }
+    }
+
+    /// The highest role that applies to `table` (or, with none, to the account).
+    fn role_for(&self, table: Option<&str>) -> Option<Role> {
+        let on_table = table.and_then(|t| {
+            self.tables
+                .iter()
+                .filter(|(name, _)| name.eq_ignore_ascii_case(t))
+                .map(|(_, r)| *r)
+                .max()
+        });
+        self.account.max(on_table)
+    }
+
+    fn check(&self, action: Action, table: Option<&str>) -> Result<()> {
+        if self.unrestricted {
+            return Ok(());
+        }
+        // Query Tables lists the account: only an account-wide role reaches it.
+        let table = match action {
+            Action::QueryTables
+            | Action::GetServiceProperties
+            | Action::SetServiceProperties
+            | Action::GetServiceStats => None,
+            _ => table,
+        };
+        match self.role_for(table) {
+            Some(role) if role >= Role::needed_for(action) => Ok(()),
+            _ => Err(permission_mismatch()),
+        }
+    }
 }
 
 /// What a shared access signature grants, once its signature, time window, IP
@@ -277,6 +380,7 @@ impl Access {
                 SasGrant::Table(g) => g.check(action, table, keys),
                 SasGrant::Account(g) => g.check(action),
             },
+            Access::Token(grant) => grant.check(action, table),
         }
     }
 
@@ -287,7 +391,7 @@ impl Access {
                 SasGrant::Table(g) => g.range.as_ref(),
                 SasGrant::Account(_) => None,
             },
-            Access::Full => None,
+            Access::Full | Access::Token(_) => None,
         }
     }
 
@@ -503,6 +607,84 @@ mod tests {
         assert!(!one.contains(EntityKey::new("p", "").as_bytes()));
         assert!(TableGrant::key_range(None, Some("r"), None, None).is_err());
         assert_eq!(TableGrant::key_range(None, None, None, None).ok(), Some(None));
+    }
+
+    fn token(account: Option<Role>, tables: &[(&str, Role)]) -> Access {
+        Access::Token(Arc::new(TokenGrant {
+            unrestricted: false,
+            account,
+            tables: tables.iter().map(|(t, r)| ((*t).to_owned(), *r)).collect(),
+        }))
+    }
+
+    #[test]
+    fn token_roles_include_each_other_and_map_every_action() {
+        let reads = [Action::QueryTables, Action::ReadEntity];
+        let owner_only = [
+            Action::GetTableAcl,
+            Action::SetTableAcl,
+            Action::GetServiceProperties,
+            Action::SetServiceProperties,
+            Action::GetServiceStats,
+        ];
+        for action in ALL {
+            let need = if reads.contains(&action) {
+                Role::Reader
+            } else if owner_only.contains(&action) {
+                Role::Owner
+            } else {
+                Role::Contributor
+            };
+            assert_eq!(Role::needed_for(action), need, "{action:?}");
+            for role in [Role::Reader, Role::Contributor, Role::Owner] {
+                let got = code(token(Some(role), &[]).check(action, Some("t"), None));
+                let want = (role < need).then_some(ErrorCode::AuthorizationPermissionMismatch);
+                assert_eq!(got, want, "{role:?} {action:?}");
+            }
+            assert_eq!(
+                code(token(None, &[]).check(action, Some("t"), None)),
+                Some(ErrorCode::AuthorizationPermissionMismatch)
+            );
+            assert_eq!(
+                code(Access::Token(Arc::new(TokenGrant::unrestricted())).check(action, Some("t"), None)),
+                None
+            );
+        }
+    }
+
+    #[test]
+    fn table_scoped_roles_reach_only_their_table() {
+        let access = token(Some(Role::Reader), &[("Orders", Role::Contributor)]);
+        assert_eq!(
+            code(access.check(Action::InsertEntity, Some("orders"), Some(("p", "r")))),
+            None
+        );
+        assert_eq!(code(access.check(Action::DeleteTable, Some("ORDERS"), None)), None);
+        assert_eq!(
+            code(access.check(Action::InsertEntity, Some("other"), Some(("p", "r")))),
+            Some(ErrorCode::AuthorizationPermissionMismatch)
+        );
+        assert_eq!(code(access.check(Action::ReadEntity, Some("other"), None)), None);
+        // Listing tables needs an account-wide role; a table's owner is no account owner.
+        let scoped = token(None, &[("orders", Role::Owner)]);
+        assert_eq!(
+            code(scoped.check(Action::QueryTables, None, None)),
+            Some(ErrorCode::AuthorizationPermissionMismatch)
+        );
+        assert_eq!(
+            code(scoped.check(Action::GetServiceProperties, Some("orders"), None)),
+            Some(ErrorCode::AuthorizationPermissionMismatch)
+        );
+        assert_eq!(code(scoped.check(Action::SetTableAcl, Some("orders"), None)), None);
+        assert!(scoped.key_range().is_none());
+    }
+
+    #[test]
+    fn role_names() {
+        assert_eq!(Role::parse("Storage Table Data Reader"), Some(Role::Reader));
+        assert_eq!(Role::parse("storage table data contributor"), Some(Role::Contributor));
+        assert_eq!(Role::parse("Owner"), Some(Role::Owner));
+        assert_eq!(Role::parse("Storage Blob Data Reader"), None);
     }
 
     #[test]
