@@ -18,6 +18,7 @@ use tafel_service::{Ctx, Error, ErrorCode, Service};
 use crate::accounts::Accounts;
 use crate::addressing;
 use crate::admin::{self, Credential, Ops};
+use crate::auth::oauth::OAuth;
 use crate::auth::{self, Signed};
 use crate::body;
 use crate::cors;
@@ -30,6 +31,8 @@ pub struct AppState {
     pub accounts: Accounts,
     /// Metrics, access log and drain state (`admin/`).
     pub ops: Arc<Ops>,
+    /// Bearer tokens (`--oauth`); `None` refuses them as an unknown scheme.
+    pub oauth: Option<Arc<OAuth>>,
 }
 
 /// The client's address, put in each request's extensions by the server.
@@ -100,7 +103,17 @@ pub async fn handle(state: Arc<AppState>, req: hyper::Request<Incoming>) -> Resp
         Ok(r) => r,
         Err(e) => {
             meta.error = Some(e.code);
-            error_response(&e, &meta)
+            let mut resp = error_response(&e, &meta);
+            if let Some(oauth) = &state.oauth {
+                if matches!(
+                    e.code,
+                    ErrorCode::InvalidBearerToken | ErrorCode::NoAuthenticationInformation
+                ) {
+                    resp.headers
+                        .insert(http::header::WWW_AUTHENTICATE, oauth.challenge().clone());
+                }
+            }
+            resp
         }
     };
     if let (Some(origin), Some(account)) = (&meta.origin, &meta.account) {
@@ -270,6 +283,7 @@ async fn run(state: &AppState, req: hyper::Request<Incoming>, meta: &mut Meta) -
     let access = auth::authenticate(
         &state.accounts,
         &state.service,
+        state.oauth.as_deref(),
         &Signed {
             method: parts.method.as_str(),
             account: &address.account,
@@ -278,6 +292,7 @@ async fn run(state: &AppState, req: hyper::Request<Incoming>, meta: &mut Meta) -
             headers: &parts.headers,
             peer,
             https: parts.extensions.get::<Https>().is_some(),
+            host: &host,
         },
     )
     .await?;

@@ -10,7 +10,7 @@ use anyhow::Context as _;
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use tafel_http::admin::{self, AccessLog, AdminState, Destination, LogFormat, Ops};
 use tafel_http::server::Threads;
-use tafel_http::{Accounts, AppState};
+use tafel_http::{Accounts, AppState, OAuth, OAuthConfig, OAuthMode};
 use tafel_service::Service;
 use tafel_store::embedded::{EmbeddedOptions, EmbeddedStore};
 use tafel_store::postgres::{PostgresOptions, PostgresStore};
@@ -135,10 +135,37 @@ struct ServeArgs {
     /// Format of the access log and of the server's own log lines.
     #[arg(long, env = "TAFEL_LOG_FORMAT", value_enum, default_value_t = LogFormatArg::Text)]
     log_format: LogFormatArg,
+    /// Accept `Authorization: Bearer` tokens (Microsoft Entra ID / OAuth) over HTTPS:
+    /// `basic` checks their claims but not their signatures (local development
+    /// only), `strict` checks signatures too and needs --oauth-roles. Default: off.
+    #[arg(long, env = "TAFEL_OAUTH", value_enum)]
+    oauth: Option<OAuthArg>,
+    /// A token issuer to accept besides Entra ID's (repeatable); in strict mode its
+    /// OpenID discovery document (ISSUER/.well-known/openid-configuration) gives
+    /// the signing keys.
+    #[arg(long = "oauth-issuer", env = "TAFEL_OAUTH_ISSUERS", value_delimiter = ';')]
+    oauth_issuers: Vec<String>,
+    /// A JWKS file of token signing keys (RS256, ES256) for --oauth strict.
+    #[arg(long, env = "TAFEL_OAUTH_JWKS")]
+    oauth_jwks: Option<PathBuf>,
+    /// The role file: which token principals hold which table data roles
+    /// (TOML, or JSON if named *.json; SECURITY.md).
+    #[arg(long, env = "TAFEL_OAUTH_ROLES")]
+    oauth_roles: Option<PathBuf>,
+    /// The only Entra ID tenant whose tokens are accepted, also named in the
+    /// WWW-Authenticate challenge (default: any tenant; the challenge says `common`).
+    #[arg(long, env = "TAFEL_OAUTH_TENANT")]
+    oauth_tenant: Option<String>,
     /// On SIGTERM, seconds to keep serving with /ready at 503 (so load balancers
     /// stop sending here) before shutting down.
     #[arg(long, env = "TAFEL_DRAIN_SECONDS", default_value_t = 5)]
     drain_seconds: u64,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, PartialEq, Eq)]
+enum OAuthArg {
+    Basic,
+    Strict,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, PartialEq, Eq)]
@@ -253,11 +280,36 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         ),
     };
     let ops = Arc::new(Ops::new(args.access_log()?));
+    let oauth = match args.oauth {
+        None => {
+            if args.oauth_jwks.is_some() || args.oauth_roles.is_some() || !args.oauth_issuers.is_empty() {
+                anyhow::bail!("--oauth-issuer, --oauth-jwks and --oauth-roles need --oauth basic or --oauth strict");
+            }
+            None
+        }
+        Some(mode) => {
+            let oauth = OAuth::start(OAuthConfig {
+                mode: match mode {
+                    OAuthArg::Basic => OAuthMode::Basic,
+                    OAuthArg::Strict => OAuthMode::Strict,
+                },
+                issuers: args.oauth_issuers.clone(),
+                jwks_file: args.oauth_jwks.clone(),
+                roles_file: args.oauth_roles.clone(),
+                tenant: args.oauth_tenant.clone(),
+            })
+            .await
+            .map_err(anyhow::Error::msg)?;
+            tokio::spawn(oauth.clone().refresh_keys());
+            Some(oauth)
+        }
+    };
     let account_names: Vec<String> = accounts.names().map(str::to_owned).collect();
     let state = Arc::new(AppState {
         service: Service::new(store.clone()),
         accounts,
         ops: ops.clone(),
+        oauth,
     });
     let addr: SocketAddr = format!("{}:{}", args.host, args.port)
         .parse()

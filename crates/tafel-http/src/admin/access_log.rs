@@ -42,6 +42,8 @@ pub enum Credential {
     SharedKey,
     SharedKeyLite,
     Sas,
+    /// `Authorization: Bearer` (the token itself is never logged).
+    Bearer,
     /// An `Authorization` scheme the Table API does not take.
     Other,
     Anonymous,
@@ -53,6 +55,7 @@ impl Credential {
             Credential::SharedKey => "SharedKey",
             Credential::SharedKeyLite => "SharedKeyLite",
             Credential::Sas => "SAS",
+            Credential::Bearer => "Bearer",
             Credential::Other => "Other",
             Credential::Anonymous => "Anonymous",
         }
@@ -63,6 +66,7 @@ impl Credential {
         match authorization {
             Some(a) if a.starts_with(b"SharedKeyLite ") => Credential::SharedKeyLite,
             Some(a) if a.starts_with(b"SharedKey ") => Credential::SharedKey,
+            Some(a) if a.len() > 7 && a[..7].eq_ignore_ascii_case(b"bearer ") => Credential::Bearer,
             Some(_) => Credential::Other,
             None if query.is_some_and(|q| q.split('&').any(|p| p.starts_with("sig="))) => Credential::Sas,
             None => Credential::Anonymous,
@@ -257,7 +261,8 @@ mod tests {
             Credential::of(Some(b"SharedKeyLite a:b"), None),
             Credential::SharedKeyLite
         );
-        assert_eq!(Credential::of(Some(b"Bearer x"), None), Credential::Other);
+        assert_eq!(Credential::of(Some(b"Bearer x"), None), Credential::Bearer);
+        assert_eq!(Credential::of(Some(b"Basic x"), None), Credential::Other);
         assert_eq!(Credential::of(None, Some("sv=1&sig=abc")), Credential::Sas);
         assert_eq!(Credential::of(None, Some("$top=1")), Credential::Anonymous);
     }

@@ -1,8 +1,9 @@
 //! Authentication: every request except CORS preflight proves it holds an
-//! account key (Shared Key, Shared Key Lite) or a shared access signature made
-//! with one, before anything else runs. The outcome is the [`Access`] the
-//! service layer enforces per operation.
+//! account key (Shared Key, Shared Key Lite), a shared access signature made
+//! with one, or (with `--oauth`) a bearer token, before anything else runs. The
+//! outcome is the [`Access`] the service layer enforces per operation.
 
+pub mod oauth;
 mod sas;
 mod shared_key;
 
@@ -24,22 +25,38 @@ pub struct Signed<'a> {
     pub headers: &'a HeaderMap,
     /// The client's address, for SAS `sip` ranges.
     pub peer: Option<IpAddr>,
-    /// The connection is TLS (SAS `spr=https`).
+    /// The connection is TLS (SAS `spr=https`; bearer tokens need it).
     pub https: bool,
+    /// The `Host` the request was sent to (a bearer token's audience may name it).
+    pub host: &'a str,
 }
 
-/// Shared Key when an `Authorization` header is present, else a SAS when the
-/// query has `sig`; stored access policies are looked up through `service`.
-pub async fn authenticate(accounts: &Accounts, service: &Service, req: &Signed<'_>) -> Result<Access> {
+/// A bearer token when `oauth` is on and the `Authorization` header has that
+/// scheme, else Shared Key when the header is present, else a SAS when the query
+/// has `sig`; stored access policies are looked up through `service`.
+pub async fn authenticate(
+    accounts: &Accounts,
+    service: &Service,
+    oauth: Option<&oauth::OAuth>,
+    req: &Signed<'_>,
+) -> Result<Access> {
     let auth = req.headers.get("authorization").map(|v| v.to_str().unwrap_or(""));
     let Some(keys) = accounts.keys(req.account) else {
         return Err(Error::new(ErrorCode::AuthenticationFailed)
             .with_detail(format!("The account '{}' does not exist.", req.account)));
     };
-    match auth {
-        Some(header) => shared_key::verify(keys, req, header).map(|()| Access::Full),
-        None if req.query.iter().any(|(k, _)| k == "sig") => sas::verify(keys, service, req).await,
-        None => Err(Error::new(ErrorCode::AuthenticationFailed)
+    match (auth, oauth) {
+        (Some(header), Some(oauth)) if oauth::bearer_token(header).is_some() => {
+            oauth
+                .authenticate(req, oauth::bearer_token(header).unwrap_or_default())
+                .await
+        }
+        (Some(header), _) => shared_key::verify(keys, req, header).map(|()| Access::Full),
+        (None, _) if req.query.iter().any(|(k, _)| k == "sig") => sas::verify(keys, service, req).await,
+        // With bearer tokens on, Azure answers an anonymous request with its challenge.
+        (None, Some(_)) => Err(Error::new(ErrorCode::NoAuthenticationInformation)
+            .with_detail("The request carries no Authorization header and no shared access signature.")),
+        (None, None) => Err(Error::new(ErrorCode::AuthenticationFailed)
             .with_detail("The request carries no Authorization header and no shared access signature.")),
     }
 }
