@@ -54,7 +54,11 @@ export function uniqueTableName(prefix = "js") {
   return (prefix + randomBytes(10).toString("hex")).slice(0, 63);
 }
 
-export async function startServer({ timeoutMs = 60000 } = {}) {
+/**
+ * `args`: extra flags for `tafel serve`; `https`: the server has `--cert`/`--key` among them,
+ * so its URL is https.
+ */
+export async function startServer({ timeoutMs = 60000, args = [], https = false } = {}) {
   const bin = tafelBinary();
   if (!fs.existsSync(bin)) {
     throw new Error(`tafel binary not found at ${bin}; run \`cargo build --release -p tafel\` or set TAFEL_BIN`);
@@ -67,7 +71,10 @@ export async function startServer({ timeoutMs = 60000 } = {}) {
   const child = spawn(
     bin,
     // No admin listener (its default port would clash between servers), no drain wait.
-    ["serve", "--host", "127.0.0.1", "--port", String(port), "--data-dir", dataDir, "--no-admin", "--drain-seconds", "0"],
+    [
+      "serve", "--host", "127.0.0.1", "--port", String(port), "--data-dir", dataDir, "--no-admin", "--drain-seconds", "0",
+      ...args,
+    ],
     {
       stdio: ["ignore", logFd, logFd],
       env: { RUST_LOG: "info", NO_COLOR: "1", ...process.env },
@@ -100,7 +107,7 @@ export async function startServer({ timeoutMs = 60000 } = {}) {
     await sleep(50);
   }
 
-  const url = `http://127.0.0.1:${port}/${ACCOUNT}`;
+  const url = `${https ? "https" : "http"}://127.0.0.1:${port}/${ACCOUNT}`;
   const connStr =
     `DefaultEndpointsProtocol=http;AccountName=${ACCOUNT};AccountKey=${KEY};` +
     `TableEndpoint=${url};`;
