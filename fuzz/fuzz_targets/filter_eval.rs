@@ -50,9 +50,9 @@ fuzz_target!(|data: &[u8]| {
         let key = EntityKey::new(&e.partition_key, &e.row_key);
         let bytes = codec::encode(e.timestamp.unwrap_or(DateTime::MIN), &e.properties);
         let decoded = eval_entity(&expr, &e);
-        assert_eq!(eval_stored(&expr, &key, &bytes), decoded, "{expr:?}");
+        assert_eq!(eval_stored(&expr, key.view(), &bytes), decoded, "{expr:?}");
         let planned = plan.ranges.iter().any(|r| r.contains(key.as_bytes()))
-            && plan.residual.as_ref().is_none_or(|r| eval_stored(r, &key, &bytes));
+            && plan.residual.as_ref().is_none_or(|r| eval_stored(r, key.view(), &bytes));
         assert_eq!(planned, decoded, "{expr:?} {plan:?}");
     }
     let _ = eval_table_name(&expr, "customers");

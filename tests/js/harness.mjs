@@ -1,7 +1,7 @@
 // Starts the real tafel binary for the JS SDK tests (like tests/python/conftest.py):
 // $TAFEL_BIN or <repo>/target/release/tafel, on a free loopback port, with a fresh data dir.
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import fs from "node:fs";
 import net from "node:net";
@@ -54,11 +54,19 @@ export function uniqueTableName(prefix = "js") {
   return (prefix + randomBytes(10).toString("hex")).slice(0, 63);
 }
 
-/**
- * `args`: extra flags for `tafel serve`; `https`: the server has `--cert`/`--key` among them,
- * so its URL is https.
- */
-export async function startServer({ timeoutMs = 60000, args = [], https = false } = {}) {
+/** With TAFEL_BACKEND=postgres and TAFEL_POSTGRES_URL (a server to create databases on, as
+ * scripts/with-postgres provides), each server gets a new database of its own. */
+function backendArgs() {
+  if (process.env.TAFEL_BACKEND !== "postgres") return [];
+  const admin = process.env.TAFEL_POSTGRES_URL;
+  if (!admin) throw new Error("TAFEL_BACKEND=postgres needs TAFEL_POSTGRES_URL");
+  const name = `tafel_js_${randomBytes(8).toString("hex")}`;
+  execFileSync("psql", ["-v", "ON_ERROR_STOP=1", "-q", admin, "-c", `CREATE DATABASE ${name}`], { stdio: "ignore" });
+  return ["--backend", "postgres", "--postgres-url", `${admin.replace(/\/[^/]*$/, "")}/${name}`];
+}
+
+/** Starts tafel; `args` are extra serve flags (with `--cert` the server speaks HTTPS). */
+export async function startServer({ timeoutMs = 60000, args = [] } = {}) {
   const bin = tafelBinary();
   if (!fs.existsSync(bin)) {
     throw new Error(`tafel binary not found at ${bin}; run \`cargo build --release -p tafel\` or set TAFEL_BIN`);
@@ -71,10 +79,7 @@ export async function startServer({ timeoutMs = 60000, args = [], https = false 
   const child = spawn(
     bin,
     // No admin listener (its default port would clash between servers), no drain wait.
-    [
-      "serve", "--host", "127.0.0.1", "--port", String(port), "--data-dir", dataDir, "--no-admin", "--drain-seconds", "0",
-      ...args,
-    ],
+    ["serve", "--host", "127.0.0.1", "--port", String(port), "--data-dir", dataDir, "--no-admin", "--drain-seconds", "0", ...backendArgs(), ...args],
     {
       stdio: ["ignore", logFd, logFd],
       env: { RUST_LOG: "info", NO_COLOR: "1", ...process.env },
@@ -107,9 +112,10 @@ export async function startServer({ timeoutMs = 60000, args = [], https = false 
     await sleep(50);
   }
 
-  const url = `${https ? "https" : "http"}://127.0.0.1:${port}/${ACCOUNT}`;
+  const scheme = args.includes("--cert") || args.includes("--pfx") ? "https" : "http";
+  const url = `${scheme}://127.0.0.1:${port}/${ACCOUNT}`;
   const connStr =
-    `DefaultEndpointsProtocol=http;AccountName=${ACCOUNT};AccountKey=${KEY};` +
+    `DefaultEndpointsProtocol=${scheme};AccountName=${ACCOUNT};AccountKey=${KEY};` +
     `TableEndpoint=${url};`;
 
   async function stop() {

@@ -181,6 +181,8 @@ class RawClient:
             if s is not None:
                 s.close()
             s = requests.Session()
+            if self.server.ca_file:
+                s.verify = str(self.server.ca_file)
             self._local.session = s
             self._local.generation = self.server.starts
         return s
@@ -213,7 +215,7 @@ class RawClient:
             url_path = path
         else:
             url_path = "/" + account + path
-        url = f"http://127.0.0.1:{self.server.port}{url_path}"
+        url = f"{self.server.scheme}://127.0.0.1:{self.server.port}{url_path}"
         if qs:
             url += "?" + qs
         if json is not None:
@@ -357,11 +359,14 @@ class TafelServer:
         self.starts = 0
         # The postgres backend's database: created on first start, kept across restarts.
         self.database_url: Optional[str] = None
+        # HTTPS when started with a certificate; clients then trust ca_file.
+        self.scheme = "https" if any(a in self.extra_args for a in ("--cert", "--pfx")) else "http"
+        self.ca_file: Optional[Path] = None
 
     # Addresses ---------------------------------------------------------------
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/{ACCOUNT}"
+        return f"{self.scheme}://127.0.0.1:{self.port}/{ACCOUNT}"
 
     @property
     def admin_url(self) -> str:
@@ -379,8 +384,8 @@ class TafelServer:
 
     def conn_str_for(self, host: str) -> str:
         return (
-            f"DefaultEndpointsProtocol=http;AccountName={ACCOUNT};AccountKey={KEY};"
-            f"TableEndpoint=http://{host}:{self.port}/{ACCOUNT};"
+            f"DefaultEndpointsProtocol={self.scheme};AccountName={ACCOUNT};AccountKey={KEY};"
+            f"TableEndpoint={self.scheme}://{host}:{self.port}/{ACCOUNT};"
         )
 
     # Lifecycle ---------------------------------------------------------------

@@ -216,7 +216,15 @@ def test_open_connections_follow_the_clients(fresh_server):
     import http.client
 
     srv = fresh_server
-    base = value(scrape(srv), "tafel_open_connections")
+    # The harness's own startup probe (connect, close) may still be counted: wait
+    # until the gauge holds still.
+    seen = []
+    deadline = time.monotonic() + 5
+    while len(seen) < 3 or len(set(seen[-3:])) > 1:
+        assert time.monotonic() < deadline, f"open connections never settled: {seen}"
+        seen.append(value(scrape(srv), "tafel_open_connections"))
+        time.sleep(0.05)
+    base = seen[-1]
     conns = [http.client.HTTPConnection("127.0.0.1", srv.port, timeout=10) for _ in range(3)]
     for c in conns:
         c.request("GET", f"/{ACCOUNT}/Tables")

@@ -4,6 +4,8 @@
 //! error), so `--concurrency N` means exactly N requests in flight on N connections.
 
 use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use base64::engine::general_purpose::STANDARD;
@@ -14,8 +16,11 @@ use http::{HeaderMap, HeaderValue, Method, Request, StatusCode};
 use http_body_util::{BodyExt, Full};
 use hyper::client::conn::http1::SendRequest;
 use hyper_util::rt::TokioIo;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName};
 use sha2::Sha256;
 use tokio::net::TcpStream;
+use tokio_rustls::TlsConnector;
 
 /// The Accept header of every request: minimal metadata (what the Azure SDKs send), so
 /// typed properties come back with their `@odata.type` annotations and can be verified.
@@ -34,6 +39,23 @@ pub struct Endpoint {
     account: String,
     key: Vec<u8>,
     timeout: Duration,
+    /// For `https://` endpoints: the connector and the name the certificate must carry.
+    tls: Option<(TlsConnector, ServerName<'static>)>,
+}
+
+/// A TLS client trusting only the CA certificates in `ca` (PEM).
+fn tls_connector(ca: &Path) -> Result<TlsConnector, String> {
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_file_iter(ca).map_err(|e| format!("--ca {}: {e}", ca.display()))? {
+        let cert = cert.map_err(|e| format!("--ca {}: {e}", ca.display()))?;
+        roots.add(cert).map_err(|e| format!("--ca {}: {e}", ca.display()))?;
+    }
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(TlsConnector::from(Arc::new(config)))
 }
 
 /// A finished response: status, headers, whole body.
@@ -56,11 +78,20 @@ impl Resp {
 }
 
 impl Endpoint {
-    /// Parses `http://host:port[/account]`. `account` defaults to the first path segment.
-    pub fn new(url: &str, account: Option<&str>, key_b64: &str, timeout: Duration) -> Result<Self, String> {
-        let rest = url
-            .strip_prefix("http://")
-            .ok_or_else(|| format!("endpoint must start with http:// (TLS is not supported): {url}"))?;
+    /// Parses `http[s]://host:port[/account]`. `account` defaults to the first path
+    /// segment; an `https://` endpoint needs `ca`, the CA certificate(s) to trust.
+    pub fn new(
+        url: &str,
+        account: Option<&str>,
+        key_b64: &str,
+        timeout: Duration,
+        ca: Option<&Path>,
+    ) -> Result<Self, String> {
+        let (rest, https) = match (url.strip_prefix("http://"), url.strip_prefix("https://")) {
+            (Some(rest), _) => (rest, false),
+            (_, Some(rest)) => (rest, true),
+            _ => return Err(format!("endpoint must start with http:// or https://: {url}")),
+        };
         let (authority, path) = match rest.find('/') {
             Some(i) => (&rest[..i], rest[i..].trim_end_matches('/')),
             None => (rest, ""),
@@ -76,6 +107,16 @@ impl Endpoint {
             .decode(key_b64.trim())
             .map_err(|e| format!("--key is not valid base64: {e}"))?;
         let host = HeaderValue::from_str(authority).map_err(|e| format!("bad host {authority}: {e}"))?;
+        let tls = match (https, ca) {
+            (false, _) => None,
+            (true, None) => return Err("an https:// endpoint needs --ca (the CA certificate to trust)".into()),
+            (true, Some(ca)) => {
+                let name = authority.rsplit_once(':').map_or(authority, |(h, _)| h);
+                let name = name.trim_start_matches('[').trim_end_matches(']');
+                let name = ServerName::try_from(name.to_owned()).map_err(|e| format!("bad host {name}: {e}"))?;
+                Some((tls_connector(ca)?, name))
+            }
+        };
         Ok(Self {
             addr,
             host,
@@ -84,13 +125,15 @@ impl Endpoint {
             account,
             key,
             timeout,
+            tls,
         })
     }
 
     /// Absolute URL of a path below the account (used inside `$batch` bodies).
     pub fn absolute(&self, path: &str) -> String {
         format!(
-            "http://{}{}{}",
+            "{}://{}{}{}",
+            if self.tls.is_some() { "https" } else { "http" },
             self.host.to_str().unwrap_or("localhost"),
             self.base_path,
             path
@@ -169,6 +212,7 @@ fn resolve(authority: &str) -> Result<SocketAddr, String> {
 /// One keep-alive connection, reconnected on demand.
 pub struct Conn {
     addr: SocketAddr,
+    tls: Option<(TlsConnector, ServerName<'static>)>,
     timeout: Duration,
     sender: Option<SendRequest<Full<Bytes>>>,
     /// How many times a connection was (re)opened.
@@ -179,6 +223,7 @@ impl Conn {
     pub fn new(ep: &Endpoint) -> Self {
         Self {
             addr: ep.addr,
+            tls: ep.tls.clone(),
             timeout: ep.timeout,
             sender: None,
             connects: 0,
@@ -190,12 +235,16 @@ impl Conn {
             .await
             .map_err(|e| format!("connect {}: {e}", self.addr))?;
         let _ = stream.set_nodelay(true);
-        let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-            .await
-            .map_err(|e| format!("handshake: {e}"))?;
-        tokio::spawn(async move {
-            let _ = conn.await;
-        });
+        let sender = match &self.tls {
+            None => handshake(TokioIo::new(stream)).await?,
+            Some((connector, name)) => {
+                let tls = connector
+                    .connect(name.clone(), stream)
+                    .await
+                    .map_err(|e| format!("TLS handshake: {e}"))?;
+                handshake(TokioIo::new(tls)).await?
+            }
+        };
         self.connects += 1;
         Ok(sender)
     }
@@ -245,6 +294,20 @@ impl Conn {
     }
 }
 
+/// HTTP/1.1 over `io`, its connection driven by a task of its own.
+async fn handshake<I>(io: I) -> Result<SendRequest<Full<Bytes>>, String>
+where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
+    let (sender, conn) = hyper::client::conn::http1::handshake(io)
+        .await
+        .map_err(|e| format!("handshake: {e}"))?;
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    Ok(sender)
+}
+
 /// Percent-encodes a query-string value (everything but RFC 3986 unreserved characters).
 pub fn encode_query(s: &str) -> String {
     let mut out = String::with_capacity(s.len() * 3 / 2);
@@ -271,6 +334,7 @@ mod tests {
             None,
             DEV_KEY,
             Duration::from_secs(1),
+            None,
         )
         .expect("endpoint");
         assert_eq!(ep.account, "devstoreaccount1");
@@ -286,6 +350,7 @@ mod tests {
             None,
             DEV_KEY,
             Duration::from_secs(1),
+            None,
         )
         .expect("endpoint");
         let req = ep

@@ -48,9 +48,14 @@ enum Command {
 
 #[derive(Args)]
 struct RunArgs {
-    /// Table endpoint; path-style (`http://host:port/account`) or host-only with --account.
+    /// Table endpoint; path-style (`http://host:port/account`) or host-only with --account;
+    /// `https://` with --ca.
     #[arg(long, default_value = "http://127.0.0.1:10002/devstoreaccount1")]
     endpoint: String,
+    /// CA certificate (PEM) an `https://` endpoint's certificate must chain to (`tafel cert`
+    /// writes one).
+    #[arg(long)]
+    ca: Option<std::path::PathBuf>,
     /// Account name (default: the first path segment of the endpoint).
     #[arg(long)]
     account: Option<String>,
@@ -206,7 +211,13 @@ async fn run(args: RunArgs) -> Result<ExitCode, String> {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(1, |d| d.as_nanos() as u64)
     });
-    let ep = Endpoint::new(&args.endpoint, args.account.as_deref(), &args.key, args.timeout)?;
+    let ep = Endpoint::new(
+        &args.endpoint,
+        args.account.as_deref(),
+        &args.key,
+        args.timeout,
+        args.ca.as_deref(),
+    )?;
     let cfg = Config {
         concurrency,
         duration,

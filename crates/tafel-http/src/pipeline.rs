@@ -18,7 +18,7 @@ use tafel_service::{Ctx, Error, ErrorCode, Service};
 use crate::accounts::Accounts;
 use crate::addressing;
 use crate::admin::{self, Credential, Ops};
-use crate::auth::oauth::OAuth;
+use crate::auth::bearer::OAuth;
 use crate::auth::{self, Signed};
 use crate::body;
 use crate::cors;
@@ -31,7 +31,7 @@ pub struct AppState {
     pub accounts: Accounts,
     /// Metrics, access log and drain state (`admin/`).
     pub ops: Arc<Ops>,
-    /// Bearer tokens (`--oauth`); `None` refuses them as an unknown scheme.
+    /// Bearer tokens, when `--oauth` accepts them.
     pub oauth: Option<Arc<OAuth>>,
 }
 
@@ -103,17 +103,7 @@ pub async fn handle(state: Arc<AppState>, req: hyper::Request<Incoming>) -> Resp
         Ok(r) => r,
         Err(e) => {
             meta.error = Some(e.code);
-            let mut resp = error_response(&e, &meta);
-            if let Some(oauth) = &state.oauth {
-                if matches!(
-                    e.code,
-                    ErrorCode::InvalidBearerToken | ErrorCode::NoAuthenticationInformation
-                ) {
-                    resp.headers
-                        .insert(http::header::WWW_AUTHENTICATE, oauth.challenge().clone());
-                }
-            }
-            resp
+            error_response(&e, &meta, state.oauth.as_deref())
         }
     };
     if let (Some(origin), Some(account)) = (&meta.origin, &meta.account) {
@@ -158,7 +148,7 @@ pub fn busy() -> Response {
     resp
 }
 
-fn error_response(e: &Error, meta: &Meta) -> Response {
+fn error_response(e: &Error, meta: &Meta, oauth: Option<&OAuth>) -> Response {
     if let Some(detail) = &e.detail {
         tracing::debug!(request_id = %meta.request_id, code = e.code.as_str(), detail = %detail, "refused");
     }
@@ -169,6 +159,10 @@ fn error_response(e: &Error, meta: &Meta) -> Response {
     let status = StatusCode::from_u16(e.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let mut resp = Response::with_body(status, ct, body);
     resp.set_static("x-ms-error-code", e.code.as_str());
+    if let (Some(oauth), ErrorCode::InvalidBearerToken | ErrorCode::NoAuthenticationInformation) = (oauth, e.code) {
+        // The tenant is configuration, always header text; a failure is logged by `set`.
+        let _ = resp.set("www-authenticate", oauth.challenge());
+    }
     resp
 }
 
@@ -292,7 +286,6 @@ async fn run(state: &AppState, req: hyper::Request<Incoming>, meta: &mut Meta) -
             headers: &parts.headers,
             peer,
             https: parts.extensions.get::<Https>().is_some(),
-            host: &host,
         },
     )
     .await?;
@@ -309,7 +302,7 @@ async fn run(state: &AppState, req: hyper::Request<Incoming>, meta: &mut Meta) -
         meta.error_level = Some(handlers::metadata_level(&request).unwrap_or(MetadataLevel::Minimal));
     }
     let cx = Context {
-        ctx: Ctx {
+        caller: Ctx {
             account: address.account,
             access,
         },

@@ -28,16 +28,25 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use http::Method;
+use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::server::graceful::GracefulShutdown;
-use tokio::net::TcpListener;
+use hyper_util::server::graceful::{GracefulShutdown, Watcher};
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpListener, TcpStream};
 use tokio::runtime::Handle;
 use tokio::sync::{mpsc, watch};
+use tokio_rustls::server::TlsStream;
 
-use crate::pipeline::{busy, handle, into_hyper, AppState, PeerAddr};
+use crate::pipeline::{busy, handle, into_hyper, AppState, Https, PeerAddr};
+use crate::tls::{self, TlsAcceptor};
 use tafel_protocol::Response;
 
+/// How long a connection may take to send a request's head (and, on the TLS
+/// port, its first byte).
+const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a TLS handshake may take once its first byte has come.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long shutdown waits for open requests to finish.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long a connection accepted just before shutdown gets to send its first
@@ -73,9 +82,11 @@ impl Threads {
 }
 
 /// Serves until `shutdown` completes, then waits (bounded) for open requests.
+/// With `tls`, every connection is HTTPS.
 pub async fn serve(
     listener: TcpListener,
     state: Arc<AppState>,
+    tls: Option<TlsAcceptor>,
     threads: Threads,
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
@@ -93,16 +104,20 @@ pub async fn serve(
     for i in 0..threads.serving.max(1) {
         let (tx, rx) = mpsc::unbounded_channel();
         let open = Arc::new(AtomicUsize::new(0));
-        let (state, open2, stop) = (state.clone(), open.clone(), stop_rx.clone());
-        let long = Long {
-            query: query_runtime.handle().clone(),
-            batch: batch_runtime.handle().clone(),
+        let (open2, stop) = (open.clone(), stop_rx.clone());
+        let conn = ConnState {
+            state: state.clone(),
+            long: Long {
+                query: query_runtime.handle().clone(),
+                batch: batch_runtime.handle().clone(),
+            },
+            tls: tls.clone(),
         };
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
         handles.push(
             std::thread::Builder::new()
                 .name(format!("tafel-http-{i}"))
-                .spawn(move || runtime.block_on(serve_thread(rx, state, long, open2, stop)))?,
+                .spawn(move || runtime.block_on(serve_thread(rx, conn, open2, stop)))?,
         );
         workers.push(Worker { conns: tx, open });
     }
@@ -224,20 +239,19 @@ async fn respond(state: Arc<AppState>, long: Long, req: hyper::Request<hyper::bo
 /// then lets their open requests finish.
 async fn serve_thread(
     mut conns: mpsc::UnboundedReceiver<(std::net::TcpStream, SocketAddr)>,
-    state: Arc<AppState>,
-    long: Long,
+    conn: ConnState,
     open: Arc<AtomicUsize>,
     mut stop: watch::Receiver<bool>,
 ) {
     let graceful = GracefulShutdown::new();
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(TokioTimer::new())
-        .header_read_timeout(Duration::from_secs(30))
+        .header_read_timeout(HEADER_READ_TIMEOUT)
         .max_buf_size(1 << 20);
     loop {
         tokio::select! {
-            conn = conns.recv() => {
-                let Some((stream, peer)) = conn else { break };
+            next = conns.recv() => {
+                let Some((stream, peer)) = next else { break };
                 let open = open.clone();
                 let stream = match stream.set_nonblocking(true).and_then(|()| tokio::net::TcpStream::from_std(stream)) {
                     Ok(s) => s,
@@ -247,18 +261,17 @@ async fn serve_thread(
                         continue;
                     }
                 };
-                let (state, long) = (state.clone(), long.clone());
-                let ops = state.ops.clone();
-                let svc = service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
-                    req.extensions_mut().insert(PeerAddr(peer));
-                    let fut = respond(state.clone(), long.clone(), req);
-                    async move { Ok::<_, Infallible>(into_hyper(fut.await)) }
-                });
-                let conn = graceful.watch(http.serve_connection(TokioIo::new(stream), svc));
-                ops.metrics.connection_opened();
+                let (conn, http, watcher) = (conn.clone(), http.clone(), graceful.watcher());
                 tokio::spawn(async move {
-                    if let Err(e) = conn.await {
-                        tracing::debug!(error = %e, "connection ended with an error");
+                    let ops = conn.state.ops.clone();
+                    ops.metrics.connection_opened();
+                    match conn.tls.clone() {
+                        None => conn.serve(TokioIo::new(stream), peer, false, &http, watcher).await,
+                        Some(acceptor) => {
+                            if let Some(tls) = handshake(&acceptor, stream).await {
+                                conn.serve(TokioIo::new(tls), peer, true, &http, watcher).await;
+                            }
+                        }
                     }
                     ops.metrics.connection_closed();
                     open.fetch_sub(1, Ordering::Relaxed);
@@ -270,6 +283,59 @@ async fn serve_thread(
     tokio::select! {
         () = graceful.shutdown() => {}
         () = tokio::time::sleep(DRAIN_TIMEOUT) => tracing::warn!("timed out waiting for open connections"),
+    }
+}
+
+/// What every connection of the server shares.
+#[derive(Clone)]
+struct ConnState {
+    state: Arc<AppState>,
+    long: Long,
+    tls: Option<TlsAcceptor>,
+}
+
+impl ConnState {
+    /// Serves HTTP/1.1 on one connection, plain or TLS, until it closes.
+    async fn serve<I>(&self, io: I, peer: SocketAddr, https: bool, http: &http1::Builder, watcher: Watcher)
+    where
+        I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+    {
+        let (state, long) = (self.state.clone(), self.long.clone());
+        let svc = service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
+            req.extensions_mut().insert(PeerAddr(peer));
+            if https {
+                req.extensions_mut().insert(Https);
+            }
+            let fut = respond(state.clone(), long.clone(), req);
+            async move { Ok::<_, Infallible>(into_hyper(fut.await)) }
+        });
+        if let Err(e) = watcher.watch(http.serve_connection(io, svc)).await {
+            tracing::debug!(error = %e, "connection ended with an error");
+        }
+    }
+}
+
+/// The TLS handshake of a connection to the TLS port, or `None` when there is
+/// nothing to serve: the client spoke plain HTTP (it gets a 400 that says so,
+/// not a hang), went away, or did not finish the handshake in time.
+async fn handshake(acceptor: &TlsAcceptor, mut stream: TcpStream) -> Option<TlsStream<TcpStream>> {
+    let mut first = [0u8; 1];
+    match tokio::time::timeout(HEADER_READ_TIMEOUT, stream.peek(&mut first)).await {
+        Ok(Ok(1)) if first[0] == tls::HANDSHAKE_RECORD => {}
+        Ok(Ok(1)) => {
+            let _ = stream.write_all(tls::PLAIN_HTTP_ANSWER).await;
+            let _ = stream.shutdown().await;
+            return None;
+        }
+        _ => return None,
+    }
+    match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+        Ok(Ok(tls)) => Some(tls),
+        Ok(Err(e)) => {
+            tracing::debug!(error = %e, "TLS handshake failed");
+            None
+        }
+        Err(_) => None,
     }
 }
 

@@ -8,7 +8,8 @@ use tafel_service::{Ctx, Error, ErrorCode, Result};
 /// Everything a handler needs to know besides the request itself.
 #[derive(Debug, Clone)]
 pub struct Context {
-    pub ctx: Ctx,
+    /// Who asks: the account and what its credential may do.
+    pub caller: Ctx,
     /// Scheme + host (+ `/account` in path-style), for `odata.*` URLs and `Location`.
     pub base_url: String,
     pub request_id: String,

@@ -6,10 +6,6 @@
 //! optionally a key range; an account SAS names resource types (`s`ervice,
 //! `c`ontainer = table, `o`bject = entity) and a subset of `rwdlacup`. The
 //! operation → permission tables are those of spec/auth.md §4–§5.
-//!
-//! A bearer token (Microsoft Entra ID / OAuth) is a [`TokenGrant`]: the roles
-//! the HTTP layer found for the token's principal, for the whole account or for
-//! single tables, each one of Azure's built-in data roles ([`Role`]).
 
 use std::sync::Arc;
 
@@ -43,103 +39,63 @@ pub enum Access {
     Full,
     /// A verified, currently valid shared access signature.
     Sas(Arc<SasGrant>),
-    /// A verified, currently valid bearer token, with its principal's roles.
+    /// A verified bearer token: what its principal's roles allow.
     Token(Arc<TokenGrant>),
 }
 
-/// Azure's built-in data roles for tables, each including the one before it.
+/// Azure's built-in data roles for tables, weakest first: Storage Table Data Reader,
+/// Storage Table Data Contributor, and an owner who may also manage table ACLs and
+/// the service's properties.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Role {
-    /// Storage Table Data Reader: query tables, read and query entities.
+pub enum TableRole {
     Reader,
-    /// Storage Table Data Contributor: the reader's rights, insert, update, merge
-    /// and delete entities, create and delete tables.
     Contributor,
-    /// The contributor's rights, table ACLs and the service properties and stats
-    /// (what an account owner does with the control plane on Azure).
     Owner,
 }
 
-impl Role {
-    /// A role by Azure's name (`Storage Table Data Reader`) or a short one
-    /// (`reader`, `contributor`, `owner`), case-insensitively.
-    pub fn parse(s: &str) -> Option<Role> {
-        let s = s.trim().to_ascii_lowercase();
-        let short = s.strip_prefix("storage table data ").unwrap_or(&s);
-        match short {
-            "reader" => Some(Role::Reader),
-            "contributor" => Some(Role::Contributor),
-            "owner" => Some(Role::Owner),
-            _ => None,
-        }
-    }
-
-    /// The least role an action needs.
-    pub fn needed_for(action: Action) -> Role {
+impl TableRole {
+    fn allows(self, action: Action) -> bool {
+        use Action::*;
         match action {
-            Action::QueryTables | Action::ReadEntity => Role::Reader,
-            Action::CreateTable
-            | Action::DeleteTable
-            | Action::InsertEntity
-            | Action::UpdateEntity
-            | Action::UpsertEntity
-            | Action::DeleteEntity => Role::Contributor,
-            Action::GetTableAcl
-            | Action::SetTableAcl
-            | Action::GetServiceProperties
-            | Action::SetServiceProperties
-            | Action::GetServiceStats => Role::Owner,
+            QueryTables | ReadEntity => true,
+            CreateTable | DeleteTable | InsertEntity | UpdateEntity | UpsertEntity | DeleteEntity => {
+                self >= TableRole::Contributor
+            }
+            GetTableAcl | SetTableAcl | GetServiceProperties | SetServiceProperties | GetServiceStats => {
+                self == TableRole::Owner
+            }
         }
     }
 }
 
-/// What a bearer token's principal may do on the addressed account.
+/// The roles a token's principal holds in the account: one for the whole account,
+/// and any for single tables (names compared ignoring case, as tables are).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct TokenGrant {
-    /// Every operation (`--oauth basic` without a role file, as Azurite's).
-    pub unrestricted: bool,
-    /// The highest role assigned for the whole account.
-    pub account: Option<Role>,
-    /// Roles assigned for single tables (names matched case-insensitively).
-    pub tables: Vec<(String, Role)>,
+    pub account: Option<TableRole>,
+    pub tables: Vec<(String, TableRole)>,
 }
 
 impl TokenGrant {
-    /// Every operation on the account.
-    pub fn unrestricted() -> Self {
+    /// Every operation (a token accepted with no role file).
+    pub fn owner() -> Self {
         TokenGrant {
-            unrestricted: true,
-            ..TokenGrant::default()
+            account: Some(TableRole::Owner),
+            tables: Vec::new(),
         }
-    }
-
-    /// The highest role that applies to `table` (or, with none, to the account).
-    fn role_for(&self, table: Option<&str>) -> Option<Role> {
-        let on_table = table.and_then(|t| {
-            self.tables
-                .iter()
-                .filter(|(name, _)| name.eq_ignore_ascii_case(t))
-                .map(|(_, r)| *r)
-                .max()
-        });
-        self.account.max(on_table)
     }
 
     fn check(&self, action: Action, table: Option<&str>) -> Result<()> {
-        if self.unrestricted {
-            return Ok(());
-        }
-        // Query Tables lists the account: only an account-wide role reaches it.
-        let table = match action {
-            Action::QueryTables
-            | Action::GetServiceProperties
-            | Action::SetServiceProperties
-            | Action::GetServiceStats => None,
-            _ => table,
-        };
-        match self.role_for(table) {
-            Some(role) if role >= Role::needed_for(action) => Ok(()),
-            _ => Err(permission_mismatch()),
+        let on_table = table.into_iter().flat_map(|t| {
+            self.tables
+                .iter()
+                .filter(move |(name, _)| name.eq_ignore_ascii_case(t))
+                .map(|(_, role)| *role)
+        });
+        let best = self.account.into_iter().chain(on_table).max();
+        match best {
+            Some(role) if role.allows(action) => Ok(()),
+            _ => Err(Error::new(ErrorCode::AuthorizationPermissionMismatch)),
         }
     }
 }
@@ -417,286 +373,5 @@ impl Access {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const ALL: [Action; 13] = [
-        Action::QueryTables,
-        Action::CreateTable,
-        Action::DeleteTable,
-        Action::ReadEntity,
-        Action::InsertEntity,
-        Action::UpdateEntity,
-        Action::UpsertEntity,
-        Action::DeleteEntity,
-        Action::GetTableAcl,
-        Action::SetTableAcl,
-        Action::GetServiceProperties,
-        Action::SetServiceProperties,
-        Action::GetServiceStats,
-    ];
-
-    fn table_sas(sp: &str, range: Option<KeyRange>) -> Access {
-        let permissions = TablePermissions::parse(sp).expect("valid letters");
-        Access::Sas(Arc::new(SasGrant::Table(TableGrant {
-            table: "Orders".into(),
-            permissions,
-            range,
-        })))
-    }
-
-    fn account_sas(srt: &str, sp: &str) -> Access {
-        Access::Sas(Arc::new(SasGrant::Account(AccountGrant {
-            resource_types: ResourceTypes::parse(srt).expect("valid srt"),
-            permissions: AccountPermissions::parse(sp).expect("valid sp"),
-        })))
-    }
-
-    fn code(r: Result<()>) -> Option<ErrorCode> {
-        r.err().map(|e| e.code)
-    }
-
-    #[test]
-    fn each_service_sas_letter_allows_exactly_its_operations() {
-        let needs: [(Action, &str); 5] = [
-            (Action::ReadEntity, "r"),
-            (Action::InsertEntity, "a"),
-            (Action::UpdateEntity, "u"),
-            (Action::UpsertEntity, "au"),
-            (Action::DeleteEntity, "d"),
-        ];
-        for sp in ["", "r", "a", "u", "d", "au", "raud"] {
-            let access = table_sas(sp, None);
-            for (action, need) in needs {
-                let ok = need.chars().all(|c| sp.contains(c));
-                let got = code(access.check(action, Some("orders"), Some(("p", "r"))));
-                let want = if ok {
-                    None
-                } else {
-                    Some(ErrorCode::AuthorizationPermissionMismatch)
-                };
-                assert_eq!(got, want, "sp={sp} {action:?}");
-            }
-        }
-    }
-
-    #[test]
-    fn service_sas_is_bound_to_its_table_and_to_entities() {
-        let access = table_sas("raud", None);
-        assert_eq!(code(access.check(Action::ReadEntity, Some("ORDERS"), None)), None);
-        assert_eq!(
-            code(access.check(Action::ReadEntity, Some("other"), None)),
-            Some(ErrorCode::AuthorizationResourceTypeMismatch)
-        );
-        for action in ALL {
-            if matches!(
-                action,
-                Action::ReadEntity
-                    | Action::InsertEntity
-                    | Action::UpdateEntity
-                    | Action::UpsertEntity
-                    | Action::DeleteEntity
-            ) {
-                continue;
-            }
-            assert_eq!(
-                code(access.check(action, Some("orders"), None)),
-                Some(ErrorCode::AuthorizationResourceTypeMismatch),
-                "{action:?}"
-            );
-        }
-    }
-
-    #[test]
-    fn account_sas_mapping() {
-        use ErrorCode::{AuthorizationPermissionMismatch as Perm, AuthorizationResourceTypeMismatch as Type};
-        let cases: [(Action, &str, &str); 13] = [
-            (Action::GetServiceProperties, "s", "r"),
-            (Action::SetServiceProperties, "s", "w"),
-            (Action::GetServiceStats, "s", "r"),
-            (Action::QueryTables, "c", "l"),
-            (Action::CreateTable, "c", "c"),
-            (Action::DeleteTable, "c", "d"),
-            (Action::GetTableAcl, "c", ""),
-            (Action::SetTableAcl, "c", ""),
-            (Action::ReadEntity, "o", "r"),
-            (Action::InsertEntity, "o", "a"),
-            (Action::UpdateEntity, "o", "u"),
-            (Action::UpsertEntity, "o", "au"),
-            (Action::DeleteEntity, "o", "d"),
-        ];
-        for (action, srt, sp) in cases {
-            let full = account_sas("sco", "rwdlacup");
-            let want = if sp.is_empty() { Some(Perm) } else { None };
-            assert_eq!(code(full.check(action, Some("t"), None)), want, "{action:?}");
-            let others: String = "sco".chars().filter(|c| !srt.contains(*c)).collect();
-            assert_eq!(
-                code(account_sas(&others, "rwdlacup").check(action, Some("t"), None)),
-                Some(Type),
-                "{action:?}"
-            );
-            if !sp.is_empty() {
-                for letter in sp.chars() {
-                    let without: String = "rwdlacup".chars().filter(|c| *c != letter).collect();
-                    // Create Table also accepts `a` and `w`.
-                    if action == Action::CreateTable {
-                        continue;
-                    }
-                    assert_eq!(
-                        code(account_sas(srt, &without).check(action, Some("t"), None)),
-                        Some(Perm),
-                        "{action:?} without {letter}"
-                    );
-                }
-                assert_eq!(
-                    code(account_sas(srt, sp).check(action, Some("t"), None)),
-                    None,
-                    "{action:?}"
-                );
-            }
-        }
-        for sp in ["a", "c", "w"] {
-            assert_eq!(
-                code(account_sas("c", sp).check(Action::CreateTable, Some("t"), None)),
-                None
-            );
-        }
-        assert_eq!(
-            code(account_sas("c", "rdlup").check(Action::CreateTable, Some("t"), None)),
-            Some(Perm)
-        );
-    }
-
-    #[test]
-    fn key_ranges_bound_writes_and_clip_reads() {
-        let range = TableGrant::key_range(Some("b"), Some("2"), Some("d"), None)
-            .expect("valid")
-            .expect("bounded");
-        let access = table_sas("raud", Some(range));
-        let write = |pk, rk| code(access.check(Action::InsertEntity, Some("orders"), Some((pk, rk))));
-        assert_eq!(write("b", "2"), None);
-        assert_eq!(write("b", "3"), None);
-        assert_eq!(write("c", ""), None);
-        assert_eq!(write("d", "\u{FFFF}"), None);
-        assert_eq!(write("b", "1"), Some(ErrorCode::AuthorizationPermissionMismatch));
-        assert_eq!(write("a", "9"), Some(ErrorCode::AuthorizationPermissionMismatch));
-        assert_eq!(write("da", ""), Some(ErrorCode::AuthorizationPermissionMismatch));
-        // Reads by key are refused outside the range like writes; queries (no keys) pass.
-        let read = |pk: &str, rk: &str| code(access.check(Action::ReadEntity, Some("orders"), Some((pk, rk))));
-        assert_eq!(read("a", "1"), Some(ErrorCode::AuthorizationPermissionMismatch));
-        assert_eq!(read("c", "x"), None);
-        assert_eq!(code(access.check(Action::ReadEntity, Some("orders"), None)), None);
-
-        let clipped = access.clip(vec![KeyRange::all()]);
-        assert_eq!(clipped.len(), 1);
-        assert!(clipped[0].contains(EntityKey::new("b", "2").as_bytes()));
-        assert!(!clipped[0].contains(EntityKey::new("b", "1").as_bytes()));
-        assert!(!clipped[0].contains(EntityKey::new("e", "").as_bytes()));
-        let parts = access.clip(vec![
-            KeyRange::partition("a"),
-            KeyRange::partition("c"),
-            KeyRange::partition("z"),
-        ]);
-        assert_eq!(parts, vec![KeyRange::partition("c")]);
-        // A single-row range: spk=epk, srk=erk.
-        let one = TableGrant::key_range(Some("p"), Some("r"), Some("p"), Some("r"))
-            .expect("valid")
-            .expect("bounded");
-        assert!(one.contains(EntityKey::new("p", "r").as_bytes()));
-        assert!(!one.contains(EntityKey::new("p", "r0").as_bytes()));
-        assert!(!one.contains(EntityKey::new("p", "").as_bytes()));
-        assert!(TableGrant::key_range(None, Some("r"), None, None).is_err());
-        assert_eq!(TableGrant::key_range(None, None, None, None).ok(), Some(None));
-    }
-
-    fn token(account: Option<Role>, tables: &[(&str, Role)]) -> Access {
-        Access::Token(Arc::new(TokenGrant {
-            unrestricted: false,
-            account,
-            tables: tables.iter().map(|(t, r)| ((*t).to_owned(), *r)).collect(),
-        }))
-    }
-
-    #[test]
-    fn token_roles_include_each_other_and_map_every_action() {
-        let reads = [Action::QueryTables, Action::ReadEntity];
-        let owner_only = [
-            Action::GetTableAcl,
-            Action::SetTableAcl,
-            Action::GetServiceProperties,
-            Action::SetServiceProperties,
-            Action::GetServiceStats,
-        ];
-        for action in ALL {
-            let need = if reads.contains(&action) {
-                Role::Reader
-            } else if owner_only.contains(&action) {
-                Role::Owner
-            } else {
-                Role::Contributor
-            };
-            assert_eq!(Role::needed_for(action), need, "{action:?}");
-            for role in [Role::Reader, Role::Contributor, Role::Owner] {
-                let got = code(token(Some(role), &[]).check(action, Some("t"), None));
-                let want = (role < need).then_some(ErrorCode::AuthorizationPermissionMismatch);
-                assert_eq!(got, want, "{role:?} {action:?}");
-            }
-            assert_eq!(
-                code(token(None, &[]).check(action, Some("t"), None)),
-                Some(ErrorCode::AuthorizationPermissionMismatch)
-            );
-            assert_eq!(
-                code(Access::Token(Arc::new(TokenGrant::unrestricted())).check(action, Some("t"), None)),
-                None
-            );
-        }
-    }
-
-    #[test]
-    fn table_scoped_roles_reach_only_their_table() {
-        let access = token(Some(Role::Reader), &[("Orders", Role::Contributor)]);
-        assert_eq!(
-            code(access.check(Action::InsertEntity, Some("orders"), Some(("p", "r")))),
-            None
-        );
-        assert_eq!(code(access.check(Action::DeleteTable, Some("ORDERS"), None)), None);
-        assert_eq!(
-            code(access.check(Action::InsertEntity, Some("other"), Some(("p", "r")))),
-            Some(ErrorCode::AuthorizationPermissionMismatch)
-        );
-        assert_eq!(code(access.check(Action::ReadEntity, Some("other"), None)), None);
-        // Listing tables needs an account-wide role; a table's owner is no account owner.
-        let scoped = token(None, &[("orders", Role::Owner)]);
-        assert_eq!(
-            code(scoped.check(Action::QueryTables, None, None)),
-            Some(ErrorCode::AuthorizationPermissionMismatch)
-        );
-        assert_eq!(
-            code(scoped.check(Action::GetServiceProperties, Some("orders"), None)),
-            Some(ErrorCode::AuthorizationPermissionMismatch)
-        );
-        assert_eq!(code(scoped.check(Action::SetTableAcl, Some("orders"), None)), None);
-        assert!(scoped.key_range().is_none());
-    }
-
-    #[test]
-    fn role_names() {
-        assert_eq!(Role::parse("Storage Table Data Reader"), Some(Role::Reader));
-        assert_eq!(Role::parse("storage table data contributor"), Some(Role::Contributor));
-        assert_eq!(Role::parse("Owner"), Some(Role::Owner));
-        assert_eq!(Role::parse("Storage Blob Data Reader"), None);
-    }
-
-    #[test]
-    fn permission_letters() {
-        assert_eq!(
-            TablePermissions::parse("dura").map(|p| p.canonical()),
-            Some("raud".to_owned())
-        );
-        assert_eq!(TablePermissions::parse("rw"), None);
-        assert!(AccountPermissions::parse("rwdlacupx").is_some());
-        assert!(AccountPermissions::parse("rz").is_none());
-        assert!(ResourceTypes::parse("sco").is_some());
-        assert!(ResourceTypes::parse("b").is_none());
-    }
-}
+#[path = "access_tests.rs"]
+mod tests;

@@ -14,7 +14,7 @@ pub mod query;
 pub mod validate;
 
 pub use access::{
-    Access, AccountGrant, AccountPermissions, Action, ResourceTypes, Role, SasGrant, TableGrant, TablePermissions,
+    Access, AccountGrant, AccountPermissions, Action, ResourceTypes, SasGrant, TableGrant, TablePermissions, TableRole,
     TokenGrant,
 };
 pub use error::{Error, ErrorCode, Result};

@@ -1,16 +1,19 @@
 //! Storage layer of Tafel: the [`Store`] trait every backend implements, the
-//! order-preserving entity key encoding they share, the embedded backend, and the
-//! scale-out backend over a PostgreSQL-wire database.
+//! order-preserving entity key encoding they share, the embedded backend (feature
+//! `embedded`), and the scale-out backend over a PostgreSQL-wire database (feature
+//! `postgres`); both are default features.
 //!
 //! The store knows accounts, tables (by case-insensitive name) and opaque entity
 //! values under ordered keys. It never interprets an entity's properties: filtering,
 //! merging and conditional checks are decided by the service layer through the
 //! closures it hands to [`Store::scan_into`] and [`Store::write_entities`].
 
+#[cfg(feature = "embedded")]
 pub mod embedded;
 pub mod error;
 pub mod key;
 mod page;
+#[cfg(feature = "postgres")]
 pub mod postgres;
 pub mod stats;
 #[cfg(test)]
@@ -20,4 +23,4 @@ mod traits;
 pub use error::StoreError;
 pub use key::{EntityKey, KeyRange, KeyRef};
 pub use stats::{HistogramSnapshot, MetricValue, StoreMetric};
-pub use traits::{Decide, Decision, Mutation, Outcome, RowFilter, RowSink, ScanEnd, ScanRequest, Store, TableRecord};
+pub use traits::{write_with, Decide, Mutation, RowFilter, RowSink, ScanEnd, ScanRequest, Store, TableRecord};

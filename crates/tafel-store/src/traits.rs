@@ -2,8 +2,7 @@
 //! case-insensitive name, and entity values under ordered [`EntityKey`]s, with
 //! atomic read-modify-write of several entities of one table.
 
-use std::any::Any;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
 use async_trait::async_trait;
@@ -66,24 +65,36 @@ pub enum Mutation {
     Keep,
 }
 
-/// A value the service passes through a write and gets back (its result or error).
-pub type Outcome = Box<dyn Any + Send>;
-
-/// The service's verdict on a locked set of rows.
-pub struct Decision {
-    /// One mutation per key, in key order; empty means "change nothing".
-    pub mutations: Vec<Mutation>,
-    pub outcome: Outcome,
-}
-
 /// Given the current value of each requested key (`None` = absent), decides what to
-/// write. Runs inside the backend's transaction: everything it sees and writes is
+/// write: one mutation per key, in key order, or none to change nothing. Runs inside the backend's transaction: everything it sees and writes is
 /// atomic with respect to every other write. A backend that retries conflicting
 /// transactions (PostgreSQL) may call it more than once, each time with fresh rows;
 /// only the last call's decision takes effect. `Fn`, not `FnMut`: the closure
 /// only reads what it captured, and (being `Sync`) a backend can hold it by `&`
 /// across awaits.
-pub type Decide = Box<dyn Fn(&[Option<&[u8]>]) -> Decision + Send + Sync>;
+pub type Decide = Box<dyn Fn(&[Option<&[u8]>]) -> Vec<Mutation> + Send + Sync>;
+
+/// [`Store::write_entities`] with a decision that also yields a value of the caller's
+/// (the operation's result, or why it refused): the value of the call whose decision
+/// took effect.
+pub async fn write_with<T: Send + 'static>(
+    store: &(impl Store + ?Sized),
+    account: &str,
+    table: &str,
+    keys: Vec<EntityKey>,
+    decide: impl Fn(&[Option<&[u8]>]) -> (Vec<Mutation>, T) + Send + Sync + 'static,
+) -> Result<T, StoreError> {
+    let cell = Arc::new(Mutex::new(None));
+    let out = cell.clone();
+    let decide: Decide = Box::new(move |current| {
+        let (mutations, value) = decide(current);
+        *out.lock().unwrap_or_else(PoisonError::into_inner) = Some(value);
+        mutations
+    });
+    store.write_entities(account, table, keys, decide).await?;
+    let value = cell.lock().unwrap_or_else(PoisonError::into_inner).take();
+    value.ok_or_else(|| StoreError::Backend("the write finished without a decision".into()))
+}
 
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
@@ -123,7 +134,7 @@ pub trait Store: Send + Sync + 'static {
         table: &str,
         keys: Vec<EntityKey>,
         decide: Decide,
-    ) -> Result<Outcome, StoreError>;
+    ) -> Result<(), StoreError>;
 
     async fn get_service_properties(&self, account: &str) -> Result<Option<Vec<u8>>, StoreError>;
     async fn set_service_properties(&self, account: &str, value: Vec<u8>) -> Result<(), StoreError>;

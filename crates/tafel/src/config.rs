@@ -27,7 +27,8 @@ pub fn layered(cmd: &Command, argv: Vec<OsString>) -> anyhow::Result<(Vec<OsStri
     };
     let (serve, m) = serve_matches(cmd, &matches);
     let mut from_file = BTreeSet::new();
-    let Some(path) = m.get_one::<PathBuf>("config") else {
+    // Subcommands without serve flags (`cert`) have no --config.
+    let Ok(Some(path)) = m.try_get_one::<PathBuf>("config") else {
         return Ok((argv, from_file));
     };
     let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
@@ -168,7 +169,7 @@ const MASK: &str = "********";
 /// a database password.
 fn mask(key: &str, v: &str) -> String {
     match key {
-        "admin-token" => MASK.to_owned(),
+        "admin-token" | "pwd" => MASK.to_owned(),
         // NAME:KEY[:KEY2]
         "account" => match v.split_once(':') {
             Some((name, _)) => format!("{name}:{MASK}"),

@@ -4,16 +4,19 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+mod cert;
 mod config;
 
 use anyhow::Context as _;
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use tafel_http::admin::{self, AccessLog, AdminState, Destination, LogFormat, Ops};
+use tafel_http::auth::bearer::{self, OAuth};
+use tafel_http::auth::jwks::{KeySource, Keys, REFRESH};
+use tafel_http::auth::roles::Roles;
 use tafel_http::server::Threads;
-use tafel_http::{Accounts, AppState, OAuth, OAuthConfig, OAuthMode};
+use tafel_http::tls;
+use tafel_http::{Accounts, AppState};
 use tafel_service::Service;
-use tafel_store::embedded::{EmbeddedOptions, EmbeddedStore};
-use tafel_store::postgres::{PostgresOptions, PostgresStore};
 use tafel_store::Store;
 
 // Request handling allocates many short-lived buffers from every runtime thread,
@@ -22,13 +25,41 @@ use tafel_store::Store;
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// The backends compiled in (cargo features), for `--version`.
+#[cfg(all(feature = "embedded", feature = "postgres"))]
+macro_rules! backends {
+    () => {
+        "embedded, postgres"
+    };
+}
+#[cfg(all(feature = "embedded", not(feature = "postgres")))]
+macro_rules! backends {
+    () => {
+        "embedded"
+    };
+}
+#[cfg(all(not(feature = "embedded"), feature = "postgres"))]
+macro_rules! backends {
+    () => {
+        "postgres"
+    };
+}
+#[cfg(not(any(feature = "embedded", feature = "postgres")))]
+macro_rules! backends {
+    () => {
+        "none"
+    };
+}
+
 /// `tafel --version`: the version, the commit it was built from, and the
 /// backends compiled in.
 const VERSION: &str = concat!(
     env!("CARGO_PKG_VERSION"),
     " (commit ",
     env!("TAFEL_COMMIT"),
-    "; backends: embedded, postgres)"
+    "; backends: ",
+    backends!(),
+    ")"
 );
 
 #[derive(Parser)]
@@ -44,6 +75,9 @@ struct Cli {
 enum Command {
     /// Run the server (the default).
     Serve(ServeArgs),
+    /// Make a local development CA and a certificate it signs for localhost,
+    /// 127.0.0.1 and ::1, for `serve --cert/--key`; print how to trust the CA.
+    Cert(cert::CertArgs),
     /// The configuration.
     Config {
         #[command(subcommand)]
@@ -73,6 +107,44 @@ struct ServeArgs {
     /// Directory holding the data.
     #[arg(long, env = "TAFEL_DATA_DIR", default_value = "./tafel-data")]
     data_dir: PathBuf,
+    /// Serve HTTPS with this PEM certificate chain (leaf first), with --key.
+    /// `tafel cert` makes one for local development. SIGHUP reloads it.
+    #[arg(long, env = "TAFEL_TLS_CERT", requires = "key", conflicts_with = "pfx")]
+    cert: Option<PathBuf>,
+    /// The PEM private key of --cert.
+    #[arg(long, env = "TAFEL_TLS_KEY", requires = "cert")]
+    key: Option<PathBuf>,
+    /// Serve HTTPS with the key and certificate chain in this PKCS#12 (.pfx) file.
+    #[arg(long, env = "TAFEL_TLS_PFX")]
+    pfx: Option<PathBuf>,
+    /// The password of --pfx.
+    #[arg(long, env = "TAFEL_TLS_PFX_PASSWORD", hide_env_values = true, requires = "pfx")]
+    pwd: Option<String>,
+    /// Accept Microsoft Entra ID bearer tokens (HTTPS only): `basic` checks audience,
+    /// issuer and lifetime but not the signature (local development only); `strict`
+    /// also verifies the signature (--oauth-jwks or --oauth-issuer).
+    #[arg(long, env = "TAFEL_OAUTH", value_enum)]
+    oauth: Option<OAuthMode>,
+    /// A JWKS file of the keys strict mode verifies signatures with.
+    #[arg(long, env = "TAFEL_OAUTH_JWKS", requires = "oauth")]
+    oauth_jwks: Option<PathBuf>,
+    /// An issuer to accept besides Entra's (`https://sts.windows.net/<tenant>/`,
+    /// `https://login.microsoftonline.com/<tenant>/v2.0`); repeatable. In strict mode
+    /// without --oauth-jwks, its OpenID discovery document names the keys.
+    #[arg(
+        long = "oauth-issuer",
+        env = "TAFEL_OAUTH_ISSUERS",
+        value_delimiter = ';',
+        requires = "oauth"
+    )]
+    oauth_issuers: Vec<String>,
+    /// Role file mapping token principals to table roles (docs/oauth.md); without
+    /// one every accepted token may do everything.
+    #[arg(long, env = "TAFEL_OAUTH_ROLES", requires = "oauth")]
+    oauth_roles: Option<PathBuf>,
+    /// Tenant named in the WWW-Authenticate challenge of a refused token.
+    #[arg(long, env = "TAFEL_OAUTH_TENANT", default_value = "common")]
+    oauth_tenant: String,
     /// An account as NAME:BASE64KEY[:BASE64KEY2]; repeatable. Default: the
     /// emulator account devstoreaccount1 with its well-known key.
     #[arg(
@@ -135,27 +207,6 @@ struct ServeArgs {
     /// Format of the access log and of the server's own log lines.
     #[arg(long, env = "TAFEL_LOG_FORMAT", value_enum, default_value_t = LogFormatArg::Text)]
     log_format: LogFormatArg,
-    /// Accept `Authorization: Bearer` tokens (Microsoft Entra ID / OAuth) over HTTPS:
-    /// `basic` checks their claims but not their signatures (local development
-    /// only), `strict` checks signatures too and needs --oauth-roles. Default: off.
-    #[arg(long, env = "TAFEL_OAUTH", value_enum)]
-    oauth: Option<OAuthArg>,
-    /// A token issuer to accept besides Entra ID's (repeatable); in strict mode its
-    /// OpenID discovery document (ISSUER/.well-known/openid-configuration) gives
-    /// the signing keys.
-    #[arg(long = "oauth-issuer", env = "TAFEL_OAUTH_ISSUERS", value_delimiter = ';')]
-    oauth_issuers: Vec<String>,
-    /// A JWKS file of token signing keys (RS256, ES256) for --oauth strict.
-    #[arg(long, env = "TAFEL_OAUTH_JWKS")]
-    oauth_jwks: Option<PathBuf>,
-    /// The role file: which token principals hold which table data roles
-    /// (TOML, or JSON if named *.json; SECURITY.md).
-    #[arg(long, env = "TAFEL_OAUTH_ROLES")]
-    oauth_roles: Option<PathBuf>,
-    /// The only Entra ID tenant whose tokens are accepted, also named in the
-    /// WWW-Authenticate challenge (default: any tenant; the challenge says `common`).
-    #[arg(long, env = "TAFEL_OAUTH_TENANT")]
-    oauth_tenant: Option<String>,
     /// On SIGTERM, seconds to keep serving with /ready at 503 (so load balancers
     /// stop sending here) before shutting down.
     #[arg(long, env = "TAFEL_DRAIN_SECONDS", default_value_t = 5)]
@@ -163,7 +214,7 @@ struct ServeArgs {
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, PartialEq, Eq)]
-enum OAuthArg {
+enum OAuthMode {
     Basic,
     Strict,
 }
@@ -175,6 +226,67 @@ enum LogFormatArg {
 }
 
 impl ServeArgs {
+    /// Bearer-token checking, if --oauth is on; loads the keys and the role file.
+    async fn oauth(&self) -> anyhow::Result<Option<Arc<OAuth>>> {
+        let Some(mode) = self.oauth else { return Ok(None) };
+        let roles = match &self.oauth_roles {
+            Some(path) => Some(Roles::load(path).map_err(anyhow::Error::msg)?),
+            None => None,
+        };
+        let keys = match (mode, &self.oauth_jwks) {
+            (OAuthMode::Basic, _) => {
+                tracing::warn!("--oauth basic: token signatures are NOT checked; anyone can mint an accepted token. For local development only.");
+                None
+            }
+            (OAuthMode::Strict, Some(path)) => Some(KeySource::File(path.clone())),
+            (OAuthMode::Strict, None) if !self.oauth_issuers.is_empty() => {
+                Some(KeySource::Issuers(self.oauth_issuers.clone()))
+            }
+            (OAuthMode::Strict, None) => {
+                anyhow::bail!("--oauth strict needs --oauth-jwks or --oauth-issuer (the keys to verify tokens with)")
+            }
+        };
+        let keys = match keys {
+            Some(source) => {
+                let keys = Arc::new(
+                    Keys::load(source)
+                        .await
+                        .map_err(anyhow::Error::msg)
+                        .context("loading the OAuth signing keys")?,
+                );
+                tokio::spawn(refresh_keys(keys.clone()));
+                Some(keys)
+            }
+            None => None,
+        };
+        let mode = match mode {
+            OAuthMode::Basic => bearer::Mode::Basic,
+            OAuthMode::Strict => bearer::Mode::Strict,
+        };
+        Ok(Some(Arc::new(OAuth::new(
+            mode,
+            keys,
+            self.oauth_issuers.clone(),
+            roles,
+            &self.oauth_tenant,
+        ))))
+    }
+
+    /// The TLS certificate to serve with, if any.
+    fn tls_source(&self) -> Option<tls::Source> {
+        match (&self.cert, &self.key, &self.pfx) {
+            (Some(cert), Some(key), _) => Some(tls::Source::Pem {
+                cert: cert.clone(),
+                key: key.clone(),
+            }),
+            (_, _, Some(path)) => Some(tls::Source::Pfx {
+                path: path.clone(),
+                password: self.pwd.clone().unwrap_or_default(),
+            }),
+            _ => None,
+        }
+    }
+
     fn access_log(&self) -> anyhow::Result<Option<AccessLog>> {
         let destination = match self.access_log.as_str() {
             "off" | "" => return Ok(None),
@@ -191,10 +303,55 @@ impl ServeArgs {
     }
 }
 
+/// The backend `--backend` names, if this build has it (cargo features
+/// `embedded` and `postgres`, both default).
+async fn open_store(args: &ServeArgs) -> anyhow::Result<Arc<dyn Store>> {
+    match (args.backend, &args.postgres_url) {
+        #[cfg(feature = "postgres")]
+        (Backend::Postgres, Some(url)) => Ok(Arc::new(
+            tafel_store::postgres::PostgresStore::connect(
+                url,
+                tafel_store::postgres::PostgresOptions {
+                    pool_size: args.postgres_pool,
+                },
+            )
+            .await
+            .context("connecting to the postgres backend")?,
+        )),
+        #[cfg(feature = "postgres")]
+        (Backend::Postgres, None) => anyhow::bail!("--backend postgres needs --postgres-url"),
+        #[cfg(feature = "embedded")]
+        (Backend::Embedded, _) => Ok(Arc::new(
+            tafel_store::embedded::EmbeddedStore::open(
+                &args.data_dir,
+                tafel_store::embedded::EmbeddedOptions {
+                    cache_size: args.cache_mb << 20,
+                },
+            )
+            .with_context(|| format!("opening the store in {}", args.data_dir.display()))?,
+        )),
+        #[allow(unreachable_patterns)]
+        (backend, _) => anyhow::bail!(
+            "this tafel was built without the {} backend (cargo feature `{}`)",
+            backend.name(),
+            backend.name()
+        ),
+    }
+}
+
 #[derive(clap::ValueEnum, Clone, Copy, PartialEq, Eq)]
 enum Backend {
     Embedded,
     Postgres,
+}
+
+impl Backend {
+    fn name(self) -> &'static str {
+        match self {
+            Backend::Embedded => "embedded",
+            Backend::Postgres => "postgres",
+        }
+    }
 }
 
 /// Turns transparent huge pages off for this process. The allocator hands the
@@ -228,6 +385,7 @@ fn main() -> anyhow::Result<()> {
             print!("{}", config::print(&cmd, argv, &from_file)?);
             return Ok(());
         }
+        Some(Command::Cert(a)) => return cert::run(a),
         None => cli.serve,
     };
     let logs = tracing_subscriber::fmt()
@@ -257,70 +415,41 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     } else {
         Accounts::from_specs(&specs).map_err(anyhow::Error::msg)?
     };
-    let store: Arc<dyn Store> = match (args.backend, &args.postgres_url) {
-        (Backend::Postgres, Some(url)) => Arc::new(
-            PostgresStore::connect(
-                url,
-                PostgresOptions {
-                    pool_size: args.postgres_pool,
-                },
-            )
-            .await
-            .context("connecting to the postgres backend")?,
-        ),
-        (Backend::Postgres, None) => anyhow::bail!("--backend postgres needs --postgres-url"),
-        (Backend::Embedded, _) => Arc::new(
-            EmbeddedStore::open(
-                &args.data_dir,
-                EmbeddedOptions {
-                    cache_size: args.cache_mb << 20,
-                },
-            )
-            .with_context(|| format!("opening the store in {}", args.data_dir.display()))?,
-        ),
-    };
+    let store = open_store(&args).await?;
     let ops = Arc::new(Ops::new(args.access_log()?));
-    let oauth = match args.oauth {
-        None => {
-            if args.oauth_jwks.is_some() || args.oauth_roles.is_some() || !args.oauth_issuers.is_empty() {
-                anyhow::bail!("--oauth-issuer, --oauth-jwks and --oauth-roles need --oauth basic or --oauth strict");
-            }
-            None
-        }
-        Some(mode) => {
-            let oauth = OAuth::start(OAuthConfig {
-                mode: match mode {
-                    OAuthArg::Basic => OAuthMode::Basic,
-                    OAuthArg::Strict => OAuthMode::Strict,
-                },
-                issuers: args.oauth_issuers.clone(),
-                jwks_file: args.oauth_jwks.clone(),
-                roles_file: args.oauth_roles.clone(),
-                tenant: args.oauth_tenant.clone(),
-            })
-            .await
-            .map_err(anyhow::Error::msg)?;
-            tokio::spawn(oauth.clone().refresh_keys());
-            Some(oauth)
-        }
-    };
     let account_names: Vec<String> = accounts.names().map(str::to_owned).collect();
+    let oauth = args.oauth().await?;
+    if oauth.is_some() && args.tls_source().is_none() {
+        tracing::warn!(
+            "--oauth without --cert/--pfx: bearer tokens are accepted only over HTTPS, so every one will be refused"
+        );
+    }
     let state = Arc::new(AppState {
         service: Service::new(store.clone()),
         accounts,
         ops: ops.clone(),
         oauth,
     });
+    let certificate = match args.tls_source() {
+        Some(source) => Some(tls::Certificate::open(source).context("loading the TLS certificate")?),
+        None => None,
+    };
+    let acceptor = certificate
+        .as_ref()
+        .map(|c| c.acceptor())
+        .transpose()
+        .context("setting up TLS")?;
+    if let Some(certificate) = certificate.clone() {
+        tokio::spawn(reload_on_hangup(certificate));
+    }
+    let scheme = if acceptor.is_some() { "https" } else { "http" };
     let addr: SocketAddr = format!("{}:{}", args.host, args.port)
         .parse()
         .context("bad --host/--port")?;
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .with_context(|| format!("binding {addr}"))?;
-    let backend = match args.backend {
-        Backend::Embedded => "embedded",
-        Backend::Postgres => "postgres",
-    };
+    let backend = args.backend.name();
     let (admin_stop, admin_stopped) = tokio::sync::oneshot::channel::<()>();
     let admin_task = if args.no_admin {
         None
@@ -347,10 +476,10 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let names: Vec<&str> = state.accounts.names().collect();
     match args.backend {
         Backend::Embedded => {
-            tracing::info!(data_dir = %args.data_dir.display(), accounts = ?names, "listening on {}", listener.local_addr()?)
+            tracing::info!(data_dir = %args.data_dir.display(), accounts = ?names, scheme, "listening on {}", listener.local_addr()?)
         }
         Backend::Postgres => {
-            tracing::info!(backend = "postgres", accounts = ?names, "listening on {}", listener.local_addr()?)
+            tracing::info!(backend = "postgres", accounts = ?names, scheme, "listening on {}", listener.local_addr()?)
         }
     }
     let defaults = Threads::for_cores(std::thread::available_parallelism().map_or(1, |n| n.get()));
@@ -359,7 +488,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         long: args.long_threads.unwrap_or(defaults.long),
     };
     let drain = std::time::Duration::from_secs(args.drain_seconds);
-    tafel_http::serve(listener, state, threads, shutdown_signal(ops.clone(), drain)).await?;
+    tafel_http::serve(listener, state, acceptor, threads, shutdown_signal(ops.clone(), drain)).await?;
     tracing::info!("draining the store");
     store.shutdown().await?;
     ops.flush();
@@ -371,6 +500,39 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     }
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Loads the OAuth signing keys again every hour (issuers rotate them).
+async fn refresh_keys(keys: Arc<Keys>) {
+    loop {
+        tokio::time::sleep(REFRESH).await;
+        if let Err(e) = keys.reload().await {
+            tracing::warn!(error = %e, "reloading the OAuth signing keys failed; keeping the ones in use");
+        }
+    }
+}
+
+/// On each SIGHUP, loads the certificate files again: new handshakes get the new
+/// certificate, open connections keep theirs. A file that does not load leaves
+/// the one in use.
+async fn reload_on_hangup(certificate: Arc<tls::Certificate>) {
+    #[cfg(unix)]
+    {
+        let Ok(mut hangups) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) else {
+            tracing::warn!("cannot listen for SIGHUP: the TLS certificate will not reload");
+            return;
+        };
+        while hangups.recv().await.is_some() {
+            match certificate.reload() {
+                Ok(()) => tracing::info!("SIGHUP: TLS certificate reloaded"),
+                Err(e) => {
+                    tracing::error!(error = %e, "SIGHUP: the TLS certificate did not load; keeping the one in use")
+                }
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = certificate;
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

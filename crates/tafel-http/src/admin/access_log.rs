@@ -42,7 +42,7 @@ pub enum Credential {
     SharedKey,
     SharedKeyLite,
     Sas,
-    /// `Authorization: Bearer` (the token itself is never logged).
+    /// A bearer token (`--oauth`).
     Bearer,
     /// An `Authorization` scheme the Table API does not take.
     Other,
@@ -66,7 +66,7 @@ impl Credential {
         match authorization {
             Some(a) if a.starts_with(b"SharedKeyLite ") => Credential::SharedKeyLite,
             Some(a) if a.starts_with(b"SharedKey ") => Credential::SharedKey,
-            Some(a) if a.len() > 7 && a[..7].eq_ignore_ascii_case(b"bearer ") => Credential::Bearer,
+            Some(a) if a.get(..7).is_some_and(|s| s.eq_ignore_ascii_case(b"Bearer ")) => Credential::Bearer,
             Some(_) => Credential::Other,
             None if query.is_some_and(|q| q.split('&').any(|p| p.starts_with("sig="))) => Credential::Sas,
             None => Credential::Anonymous,

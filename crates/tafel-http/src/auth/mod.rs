@@ -3,7 +3,9 @@
 //! with one, or (with `--oauth`) a bearer token, before anything else runs. The
 //! outcome is the [`Access`] the service layer enforces per operation.
 
-pub mod oauth;
+pub mod bearer;
+pub mod jwks;
+pub mod roles;
 mod sas;
 mod shared_key;
 
@@ -25,19 +27,17 @@ pub struct Signed<'a> {
     pub headers: &'a HeaderMap,
     /// The client's address, for SAS `sip` ranges.
     pub peer: Option<IpAddr>,
-    /// The connection is TLS (SAS `spr=https`; bearer tokens need it).
+    /// The connection is TLS (SAS `spr=https`).
     pub https: bool,
-    /// The `Host` the request was sent to (a bearer token's audience may name it).
-    pub host: &'a str,
 }
 
-/// A bearer token when `oauth` is on and the `Authorization` header has that
-/// scheme, else Shared Key when the header is present, else a SAS when the query
-/// has `sig`; stored access policies are looked up through `service`.
+/// A bearer token when `oauth` is on and the `Authorization` header says
+/// `Bearer`, Shared Key for any other `Authorization` header, else a SAS when the
+/// query has `sig`; stored access policies are looked up through `service`.
 pub async fn authenticate(
     accounts: &Accounts,
     service: &Service,
-    oauth: Option<&oauth::OAuth>,
+    oauth: Option<&bearer::OAuth>,
     req: &Signed<'_>,
 ) -> Result<Access> {
     let auth = req.headers.get("authorization").map(|v| v.to_str().unwrap_or(""));
@@ -45,18 +45,17 @@ pub async fn authenticate(
         return Err(Error::new(ErrorCode::AuthenticationFailed)
             .with_detail(format!("The account '{}' does not exist.", req.account)));
     };
-    match (auth, oauth) {
-        (Some(header), Some(oauth)) if oauth::bearer_token(header).is_some() => {
-            oauth
-                .authenticate(req, oauth::bearer_token(header).unwrap_or_default())
-                .await
-        }
-        (Some(header), _) => shared_key::verify(keys, req, header).map(|()| Access::Full),
-        (None, _) if req.query.iter().any(|(k, _)| k == "sig") => sas::verify(keys, service, req).await,
-        // With bearer tokens on, Azure answers an anonymous request with its challenge.
-        (None, Some(_)) => Err(Error::new(ErrorCode::NoAuthenticationInformation)
-            .with_detail("The request carries no Authorization header and no shared access signature.")),
-        (None, None) => Err(Error::new(ErrorCode::AuthenticationFailed)
+    let bearer = auth.and_then(|h| {
+        let (scheme, token) = h.trim().split_once(' ')?;
+        scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+    });
+    match (auth, bearer, oauth) {
+        (_, Some(token), Some(oauth)) => oauth.verify(req, token).await,
+        (Some(header), _, _) => shared_key::verify(keys, req, header).map(|()| Access::Full),
+        (None, _, _) if req.query.iter().any(|(k, _)| k == "sig") => sas::verify(keys, service, req).await,
+        // With tokens accepted, Azure answers 401 and a challenge that names the tenant.
+        (None, _, Some(_)) => Err(Error::new(ErrorCode::NoAuthenticationInformation)),
+        (None, _, None) => Err(Error::new(ErrorCode::AuthenticationFailed)
             .with_detail("The request carries no Authorization header and no shared access signature.")),
     }
 }

@@ -150,7 +150,6 @@ mod tests {
             headers: &headers,
             peer: None,
             https: false,
-            host: "127.0.0.1:10002",
         };
         let sig = sign(
             &key,

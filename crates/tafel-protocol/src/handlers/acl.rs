@@ -78,13 +78,13 @@ pub(crate) fn write_acl(ids: &[SignedIdentifier]) -> String {
 }
 
 pub async fn get(svc: &Service, cx: &Context, table: &str) -> Result<Response> {
-    let ids = svc.get_table_acl(&cx.ctx, table).await?;
+    let ids = svc.get_table_acl(&cx.caller, table).await?;
     Ok(Response::with_body(StatusCode::OK, "application/xml", write_acl(&ids)))
 }
 
 pub async fn set(svc: &Service, cx: &Context, req: &Request, table: &str) -> Result<Response> {
     let ids = parse_acl(&req.body)?;
-    svc.set_table_acl(&cx.ctx, table, ids).await?;
+    svc.set_table_acl(&cx.caller, table, ids).await?;
     Ok(Response::new(StatusCode::NO_CONTENT))
 }
 

@@ -64,7 +64,7 @@ fn sub_request(cx: &Context, sub: &SubRequest) -> Result<Request> {
         Some((p, q)) => (p, Some(q)),
         None => (target, None),
     };
-    let account_prefix = format!("/{}", cx.ctx.account);
+    let account_prefix = format!("/{}", cx.caller.account);
     let path = match path.strip_prefix(&account_prefix) {
         Some(rest) if rest.is_empty() || rest.starts_with('/') => rest,
         _ => path,
@@ -205,7 +205,7 @@ async fn changeset(svc: &Service, cx: &Context, subs: &[SubRequest]) -> Vec<SubR
     };
     let table = ops[0].table.clone();
     let writes = ops.iter_mut().map(Op::take_write).collect();
-    match svc.write(&cx.ctx, &table, writes).await {
+    match svc.write(&cx.caller, &table, writes).await {
         Ok(ts) => ops.into_iter().map(|op| success_part(cx, op, ts)).collect(),
         Err(f) => vec![error_part(
             cx,

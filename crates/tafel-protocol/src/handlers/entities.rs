@@ -37,7 +37,7 @@ pub(crate) fn entity_response_body(
     e: &Entity,
     select: Option<&[String]>,
 ) -> Vec<u8> {
-    let f = EntityFormat::new(level, &cx.base_url, &cx.ctx.account, table, select);
+    let f = EntityFormat::new(level, &cx.base_url, &cx.caller.account, table, select);
     let mut out = Vec::with_capacity(512);
     f.write(&mut out, e, true);
     out
@@ -52,9 +52,9 @@ pub(crate) async fn get(
 ) -> Result<Response> {
     let level = metadata_level(req)?;
     validate::table_name(table)?;
-    let entity = svc.get_entity(&cx.ctx, table, pk, rk).await?;
+    let entity = svc.get_entity(&cx.caller, table, pk, rk).await?;
     let sel = select(req);
-    let f = EntityFormat::new(level, &cx.base_url, &cx.ctx.account, table, sel.as_deref());
+    let f = EntityFormat::new(level, &cx.base_url, &cx.caller.account, table, sel.as_deref());
     let mut body = Vec::with_capacity(entity.bytes.len() + 512);
     f.write_stored(&mut body, entity.view(), true)?;
     let mut resp = Response::with_body(StatusCode::OK, content_type(level), body);
@@ -87,7 +87,7 @@ pub async fn query(svc: &Service, cx: &Context, req: &Request, table: &str) -> R
         resume,
     };
     let sel = select(req);
-    let f = EntityFormat::new(level, &cx.base_url, &cx.ctx.account, table, sel.as_deref());
+    let f = EntityFormat::new(level, &cx.base_url, &cx.caller.account, table, sel.as_deref());
     let mut out = Vec::with_capacity(QUERY_BODY_START);
     open_query_body(&mut out, level, &cx.base_url, table);
     let mut rows = JsonRows {
@@ -97,7 +97,7 @@ pub async fn query(svc: &Service, cx: &Context, req: &Request, table: &str) -> R
         written: 0,
         page_limit: q.page_limit(),
     };
-    let next = svc.query_entities(&cx.ctx, table, &q, &mut rows).await?;
+    let next = svc.query_entities(&cx.caller, table, &q, &mut rows).await?;
     let mut out = rows.out;
     out.extend_from_slice(b"]}");
     let mut resp = Response::with_body(StatusCode::OK, content_type(level), out);
@@ -206,7 +206,7 @@ pub async fn write(svc: &Service, cx: &Context, req: &Request, resource: Resourc
     };
     let kind = op.kind;
     let mut entity = (kind == WriteKind::Insert).then(|| op.entity.clone());
-    let ts = svc.write_entity(&cx.ctx, &table, op).await?;
+    let ts = svc.write_entity(&cx.caller, &table, op).await?;
     let mut resp = Response::new(StatusCode::NO_CONTENT);
     match (kind, entity.as_mut()) {
         (WriteKind::Insert, Some(entity)) => {

@@ -25,7 +25,7 @@ pub async fn handle(svc: &Service, cx: &Context, req: &Request) -> Result<Respon
     }
     match (req.param("comp").unwrap_or(""), &req.method) {
         ("properties", &Method::GET | &Method::HEAD) => {
-            let p = svc.get_service_properties(&cx.ctx).await?;
+            let p = svc.get_service_properties(&cx.caller).await?;
             Ok(Response::with_body(
                 StatusCode::OK,
                 "application/xml",
@@ -33,7 +33,7 @@ pub async fn handle(svc: &Service, cx: &Context, req: &Request) -> Result<Respon
             ))
         }
         ("properties", &Method::PUT) => {
-            svc.set_service_properties(&cx.ctx, parse_properties(&req.body)?)
+            svc.set_service_properties(&cx.caller, parse_properties(&req.body)?)
                 .await?;
             Ok(Response::new(StatusCode::ACCEPTED))
         }
@@ -45,7 +45,7 @@ pub async fn handle(svc: &Service, cx: &Context, req: &Request) -> Result<Respon
                     "Get Table Service Stats is only available on the secondary endpoint (<account>-secondary).",
                 ));
             }
-            let s = svc.get_service_stats(&cx.ctx).await?;
+            let s = svc.get_service_stats(&cx.caller).await?;
             Ok(Response::with_body(StatusCode::OK, "application/xml", write_stats(&s)))
         }
         ("properties" | "stats", _) => Err(Error::new(ErrorCode::MethodNotAllowed)),

@@ -17,7 +17,7 @@ fn write_table(out: &mut Vec<u8>, cx: &Context, level: MetadataLevel, name: &str
     }
     if level == MetadataLevel::Full {
         out.extend_from_slice(b"\"odata.type\":");
-        write_json_str(out, &format!("{}.Tables", cx.ctx.account));
+        write_json_str(out, &format!("{}.Tables", cx.caller.account));
         out.extend_from_slice(b",\"odata.id\":");
         write_json_str(out, &format!("{}/Tables('{name}')", cx.base_url));
         out.extend_from_slice(b",\"odata.editLink\":");
@@ -40,7 +40,7 @@ pub async fn query(svc: &Service, cx: &Context, req: &Request) -> Result<Respons
         top: top(req)?,
         next_table: req.param("NextTableName").map(str::to_owned),
     };
-    let page = svc.query_tables(&cx.ctx, &q).await?;
+    let page = svc.query_tables(&cx.caller, &q).await?;
     let mut out = Vec::with_capacity(64 + page.names.len() * 48);
     open_query_body(&mut out, level, &cx.base_url, "Tables");
     for (i, name) in page.names.iter().enumerate() {
@@ -60,7 +60,7 @@ pub async fn query(svc: &Service, cx: &Context, req: &Request) -> Result<Respons
 /// `GET /Tables('name')`: that one table as a single `@Element`, not a `value` array.
 pub async fn get(svc: &Service, cx: &Context, req: &Request, name: &str) -> Result<Response> {
     let level = metadata_level(req)?;
-    let name = svc.get_table(&cx.ctx, name).await?;
+    let name = svc.get_table(&cx.caller, name).await?;
     let mut out = Vec::with_capacity(128);
     write_table(&mut out, cx, level, &name, true);
     Ok(Response::with_body(StatusCode::OK, content_type(level), out))
@@ -70,7 +70,7 @@ pub async fn create(svc: &Service, cx: &Context, req: &Request) -> Result<Respon
     let level = metadata_level(req)?;
     require_json_body(req)?;
     let name = decode_table_name(&req.body)?;
-    let name = svc.create_table(&cx.ctx, &name).await?;
+    let name = svc.create_table(&cx.caller, &name).await?;
     let mut out = Vec::with_capacity(128);
     write_table(&mut out, cx, level, &name, true);
     let mut resp = Response::with_body(StatusCode::CREATED, content_type(level), out);
@@ -82,6 +82,6 @@ pub async fn create(svc: &Service, cx: &Context, req: &Request) -> Result<Respon
 }
 
 pub async fn delete(svc: &Service, cx: &Context, name: &str) -> Result<Response> {
-    svc.delete_table(&cx.ctx, name).await?;
+    svc.delete_table(&cx.caller, name).await?;
     Ok(Response::new(StatusCode::NO_CONTENT))
 }

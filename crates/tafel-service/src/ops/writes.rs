@@ -3,7 +3,7 @@
 //! current rows and produces all mutations under a single Timestamp. A batch is
 //! thus atomic, and a failed condition leaves nothing written.
 
-use tafel_store::{Decision, EntityKey, Mutation};
+use tafel_store::{write_with, EntityKey, Mutation};
 
 use super::{Ctx, Service};
 use crate::access::Action;
@@ -96,8 +96,6 @@ struct Prepared {
     merge: Entity,
 }
 
-type WriteOutcome = std::result::Result<DateTime, BatchFailure>;
-
 impl Service {
     /// Runs one write; returns the new Timestamp (unused for deletes).
     pub async fn write_entity(&self, ctx: &Ctx, table: &str, op: WriteOp) -> Result<DateTime> {
@@ -148,35 +146,19 @@ impl Service {
             });
         }
         let clock = self.clock.clone();
-        // A retrying backend may call this more than once, so it borrows `prepared`.
-        let decide = Box::new(move |current: &[Option<&[u8]>]| {
-            let outcome = decide(&clock, &prepared, current);
-            match outcome {
-                Ok((ts, mutations)) => Decision {
-                    mutations,
-                    outcome: Box::new(Ok::<_, BatchFailure>(ts)),
-                },
-                Err(f) => Decision {
-                    mutations: Vec::new(),
-                    outcome: Box::new(Err::<DateTime, _>(f)),
-                },
+        // A retrying backend may call this more than once, so it borrows `prepared`;
+        // a refusal writes nothing and comes back as the write's value.
+        write_with(&*self.store, &ctx.account, table, keys, move |current| {
+            match decide(&clock, &prepared, current) {
+                Ok((ts, mutations)) => (mutations, Ok(ts)),
+                Err(f) => (Vec::new(), Err(f)),
             }
-        });
-        let outcome = self
-            .store
-            .write_entities(&ctx.account, table, keys, decide)
-            .await
-            .map_err(|e| BatchFailure {
-                index: 0,
-                error: e.into(),
-            })?;
-        match outcome.downcast::<WriteOutcome>() {
-            Ok(result) => *result,
-            Err(_) => Err(BatchFailure {
-                index: 0,
-                error: Error::internal("unexpected write outcome"),
-            }),
-        }
+        })
+        .await
+        .map_err(|e| BatchFailure {
+            index: 0,
+            error: e.into(),
+        })?
     }
 }
 

@@ -31,7 +31,6 @@ use super::table_ids::TableIds;
 use super::wal::{LogBuf, Spare, Wal};
 use super::{be, Reply, ENTITIES, MAX_GROUP, TABLES};
 use crate::error::StoreError;
-use crate::traits::Outcome;
 
 /// A read-only view of the store as of one commit, with the two tables every
 /// read needs already open, so a point read opens nothing.
@@ -58,7 +57,6 @@ pub(super) type Published = ArcSwap<Snapshot>;
 pub(super) enum Pending {
     Bool(Reply<bool>, Result<bool, StoreError>),
     Unit(Reply<()>, Result<(), StoreError>),
-    Outcome(Reply<Outcome>, Result<Outcome, StoreError>),
 }
 
 impl Pending {
@@ -67,10 +65,8 @@ impl Pending {
         match (self, commit) {
             (Pending::Bool(tx, r), Ok(())) => drop(tx.send(r)),
             (Pending::Unit(tx, r), Ok(())) => drop(tx.send(r)),
-            (Pending::Outcome(tx, r), Ok(())) => drop(tx.send(r)),
             (Pending::Bool(tx, _), Err(e)) => drop(tx.send(Err(StoreError::Backend(e.clone())))),
             (Pending::Unit(tx, _), Err(e)) => drop(tx.send(Err(StoreError::Backend(e.clone())))),
-            (Pending::Outcome(tx, _), Err(e)) => drop(tx.send(Err(StoreError::Backend(e.clone())))),
         }
     }
 }
@@ -258,7 +254,7 @@ mod tests {
     use crate::embedded::{EmbeddedOptions, EmbeddedStore};
     use crate::key::{EntityKey, KeyRange};
     use crate::test_support::ScanEntities;
-    use crate::traits::{Decision, Mutation, ScanRequest, Store};
+    use crate::traits::{write_with, Mutation, ScanRequest, Store};
 
     const ACCOUNT: &str = "acct";
 
@@ -285,26 +281,23 @@ mod tests {
     /// Puts `value` under `key`, or, with `only_if_absent`, keeps what is there;
     /// the outcome is whether the key was absent.
     async fn put(store: &EmbeddedStore, key: &EntityKey, value: Vec<u8>, only_if_absent: bool) -> bool {
-        let outcome = store
-            .write_entities(
-                ACCOUNT,
-                "t",
-                vec![key.clone()],
-                Box::new(move |current: &[Option<&[u8]>]| {
-                    let absent = current[0].is_none();
-                    Decision {
-                        mutations: if absent || !only_if_absent {
-                            vec![Mutation::Put(value.clone())]
-                        } else {
-                            Vec::new()
-                        },
-                        outcome: Box::new(absent),
-                    }
-                }),
-            )
-            .await
-            .expect("write");
-        *outcome.downcast::<bool>().expect("bool outcome")
+        write_with(
+            store,
+            ACCOUNT,
+            "t",
+            vec![key.clone()],
+            move |current: &[Option<&[u8]>]| {
+                let absent = current[0].is_none();
+                let mutations = if absent || !only_if_absent {
+                    vec![Mutation::Put(value.clone())]
+                } else {
+                    Vec::new()
+                };
+                (mutations, absent)
+            },
+        )
+        .await
+        .expect("write")
     }
 
     async fn scan_values(store: &EmbeddedStore) -> Vec<Vec<u8>> {
@@ -322,7 +315,7 @@ mod tests {
     #[allow(clippy::await_holding_lock)]
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_write_is_neither_visible_nor_answered_before_its_log_record_is_synced() {
-        let dir = tempdir();
+        let dir = tempdir().expect("temp dir");
         let (store, hold) = open(dir.path()).await;
         let key = EntityKey::new("p", "r");
         put(&store, &key, vec![1], false).await;
@@ -347,7 +340,7 @@ mod tests {
     #[allow(clippy::await_holding_lock)]
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_write_that_changed_nothing_waits_for_the_writes_it_saw() {
-        let dir = tempdir();
+        let dir = tempdir().expect("temp dir");
         let (store, hold) = open(dir.path()).await;
         let key = EntityKey::new("p", "r");
 
@@ -388,7 +381,7 @@ mod tests {
     #[allow(clippy::await_holding_lock)]
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_checkpoint_waits_until_readers_see_every_commit_before_it() {
-        let dir = tempdir();
+        let dir = tempdir().expect("temp dir");
         let (store, hold) = open(dir.path()).await;
         let (x, y) = (EntityKey::new("p", "x"), EntityKey::new("p", "y"));
         put(&store, &x, vec![1], false).await;
@@ -415,7 +408,7 @@ mod tests {
     #[allow(clippy::await_holding_lock)]
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn after_small_writes_the_log_waits_for_the_checkpoint_to_be_on_disk() {
-        let dir = tempdir();
+        let dir = tempdir().expect("temp dir");
         let (store, _hold) = open(dir.path()).await;
         let (x, y) = (EntityKey::new("p", "x"), EntityKey::new("p", "y"));
         put(&store, &x, vec![1], false).await;
@@ -436,7 +429,7 @@ mod tests {
     #[allow(clippy::await_holding_lock)]
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_log_half_is_not_written_over_before_the_checkpoint_covering_it_is_on_disk() {
-        let dir = tempdir();
+        let dir = tempdir().expect("temp dir");
         let (store, _hold) = open(dir.path()).await;
         let (x, y, z) = (
             EntityKey::new("p", "x"),
@@ -472,7 +465,7 @@ mod tests {
     #[allow(clippy::await_holding_lock)]
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn writes_answered_across_a_checkpoint_not_on_disk_are_replayed_from_both_halves() {
-        let (dir, crashed) = (tempdir(), tempdir());
+        let (dir, crashed) = (tempdir().expect("temp dir"), tempdir().expect("temp dir"));
         let (store, _hold) = open(dir.path()).await;
         let (x, y) = (EntityKey::new("p", "x"), EntityKey::new("p", "y"));
         let paused = store.durable.pause();
@@ -497,7 +490,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn answered_writes_are_read_back_under_concurrent_writers() {
-        let dir = tempdir();
+        let dir = tempdir().expect("temp dir");
         let (store, _hold) = open(dir.path()).await;
         let tasks: Vec<_> = (0..16u8)
             .map(|w| {

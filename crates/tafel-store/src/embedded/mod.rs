@@ -50,7 +50,7 @@ use crate::error::StoreError;
 use crate::key::{EntityKey, KeyRef};
 use crate::page::PageBuilder;
 use crate::stats::{RowCounts, StoreMetric};
-use crate::traits::{Decide, Mutation, Outcome, RowSink, ScanEnd, ScanRequest, Store, TableRecord};
+use crate::traits::{Decide, Mutation, RowSink, ScanEnd, ScanRequest, Store, TableRecord};
 
 /// `account 0x00 lowercase-table-name` → `id u64 LE, name len u16 LE, name, acl`.
 const TABLES: TableDefinition<&[u8], &[u8]> = TableDefinition::new("tables");
@@ -116,7 +116,7 @@ enum Job {
         table: String,
         keys: Vec<EntityKey>,
         decide: Decide,
-        reply: Reply<Outcome>,
+        reply: Reply<()>,
     },
 }
 
@@ -605,7 +605,7 @@ impl Writer<'_, '_> {
                 keys,
                 decide,
                 reply,
-            } => Pending::Outcome(reply, self.write(&account, &table, &keys, decide)),
+            } => Pending::Unit(reply, self.write(&account, &table, &keys, decide)),
         }
     }
 
@@ -676,7 +676,7 @@ impl Writer<'_, '_> {
         Ok(true)
     }
 
-    fn write(&mut self, account: &str, table: &str, keys: &[EntityKey], decide: Decide) -> Result<Outcome, StoreError> {
+    fn write(&mut self, account: &str, table: &str, keys: &[EntityKey], decide: Decide) -> Result<(), StoreError> {
         let Some(t) = self.table(account, table)? else {
             return Err(StoreError::TableNotFound);
         };
@@ -692,10 +692,10 @@ impl Writer<'_, '_> {
             );
         }
         let views: Vec<Option<&[u8]>> = current.iter().map(|c| c.as_deref()).collect();
-        let decision = catch_unwind(AssertUnwindSafe(|| decide(&views)))
+        let mutations = catch_unwind(AssertUnwindSafe(|| decide(&views)))
             .map_err(|_| StoreError::Backend("write decision panicked".into()))?;
-        if !decision.mutations.is_empty() {
-            if decision.mutations.len() != full.len() {
+        if !mutations.is_empty() {
+            if mutations.len() != full.len() {
                 return Err(StoreError::Backend("decision does not cover every key".into()));
             }
             // A batch's new rows go in last, as ascending runs, when its keys are
@@ -704,7 +704,7 @@ impl Writer<'_, '_> {
             // single-row write takes the plain path.
             let mut fresh: Vec<(&[u8], Vec<u8>)> = Vec::new();
             let runs = full.len() > 1 && distinct_keys(&full);
-            for ((k, m), old) in full.iter().zip(decision.mutations).zip(&current) {
+            for ((k, m), old) in full.iter().zip(mutations).zip(&current) {
                 match m {
                     Mutation::Put(v) if runs && old.is_none() => fresh.push((k, v)),
                     Mutation::Put(v) => self.change(Op::Insert {
@@ -721,7 +721,7 @@ impl Writer<'_, '_> {
             }
             self.insert_new_rows(fresh)?;
         }
-        Ok(decision.outcome)
+        Ok(())
     }
 
     /// Inserts entity rows whose keys are absent and distinct. Two or more go in
@@ -1020,7 +1020,7 @@ impl Store for EmbeddedStore {
         table: &str,
         keys: Vec<EntityKey>,
         decide: Decide,
-    ) -> Result<Outcome, StoreError> {
+    ) -> Result<(), StoreError> {
         let (account, table) = (account.to_owned(), table.to_owned());
         self.submit(|reply| Job::Write {
             account,

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use super::{EmbeddedOptions, EmbeddedStore};
 use crate::key::{EntityKey, KeyRange, KeyRef};
 use crate::test_support::ScanEntities;
-use crate::traits::{Decision, Mutation, RowFilter, RowSink, ScanRequest, Store};
+use crate::traits::{Mutation, RowFilter, RowSink, ScanRequest, Store};
 
 pub(super) const ACCOUNT: &str = "acct";
 
@@ -28,9 +28,8 @@ async fn fill(store: &EmbeddedStore, table: &str, pk: &str, n: usize) {
             ACCOUNT,
             table,
             keys,
-            Box::new(move |current: &[Option<&[u8]>]| Decision {
-                mutations: (0..current.len()).map(|i| Mutation::Put(vec![i as u8])).collect(),
-                outcome: Box::new(()),
+            Box::new(move |current: &[Option<&[u8]>]| {
+                (0..current.len()).map(|i| Mutation::Put(vec![i as u8])).collect()
             }),
         )
         .await
@@ -52,7 +51,7 @@ fn row_keys(rows: &[(EntityKey, Vec<u8>)]) -> Vec<String> {
 
 #[test]
 fn open_ended_scan_stops_at_the_end_of_its_table() {
-    let dir = tempdir();
+    let dir = tempdir().expect("temp dir");
     runtime().block_on(async {
         let store = open(dir.path());
         // Tables made one after another get neighbouring ids, so the rows of
@@ -81,7 +80,7 @@ fn open_ended_scan_stops_at_the_end_of_its_table() {
 
 #[test]
 fn limit_below_the_read_ahead_still_names_the_next_match() {
-    let dir = tempdir();
+    let dir = tempdir().expect("temp dir");
     runtime().block_on(async {
         let store = open(dir.path());
         store.create_table(ACCOUNT, "t").await.expect("create");
@@ -113,7 +112,7 @@ fn limit_below_the_read_ahead_still_names_the_next_match() {
 
 #[test]
 fn every_row_is_filtered_once_and_rows_past_the_table_never() {
-    let dir = tempdir();
+    let dir = tempdir().expect("temp dir");
     runtime().block_on(async {
         let store = open(dir.path());
         for t in ["a", "b"] {
@@ -151,7 +150,7 @@ fn every_row_is_filtered_once_and_rows_past_the_table_never() {
 
 #[test]
 fn bounded_ranges_are_visited_in_order() {
-    let dir = tempdir();
+    let dir = tempdir().expect("temp dir");
     runtime().block_on(async {
         let store = open(dir.path());
         store.create_table(ACCOUNT, "t").await.expect("create");
@@ -175,7 +174,7 @@ fn bounded_ranges_are_visited_in_order() {
 
 #[test]
 fn passed_deadline_returns_a_continuation_inside_the_table() {
-    let dir = tempdir();
+    let dir = tempdir().expect("temp dir");
     runtime().block_on(async {
         let store = open(dir.path());
         store.create_table(ACCOUNT, "t").await.expect("create");
@@ -209,7 +208,7 @@ impl RowSink for Witness {
 
 #[test]
 fn a_long_scan_lets_the_other_tasks_of_its_thread_run() {
-    let dir = tempdir();
+    let dir = tempdir().expect("temp dir");
     runtime().block_on(async {
         let store = open(dir.path());
         store.create_table(ACCOUNT, "t").await.expect("create");
@@ -239,29 +238,4 @@ fn a_long_scan_lets_the_other_tasks_of_its_thread_run() {
     });
 }
 
-/// A directory removed when dropped.
-pub(super) struct TempDir(std::path::PathBuf);
-
-impl TempDir {
-    pub(super) fn path(&self) -> &std::path::Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-pub(super) fn tempdir() -> TempDir {
-    use std::sync::atomic::{AtomicU32, Ordering};
-    static N: AtomicU32 = AtomicU32::new(0);
-    let dir = std::env::temp_dir().join(format!(
-        "tafel-scan-test-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
-    TempDir(dir)
-}
+pub(super) use tempfile::{tempdir, TempDir};

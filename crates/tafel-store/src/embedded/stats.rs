@@ -96,7 +96,7 @@ mod tests {
     use crate::key::{EntityKey, KeyRange};
     use crate::stats::{MetricValue, StoreMetric};
     use crate::test_support::ScanEntities;
-    use crate::traits::{Decision, Mutation, ScanRequest, Store};
+    use crate::traits::{Mutation, ScanRequest, Store};
 
     fn metric<'a>(metrics: &'a [StoreMetric], name: &str) -> &'a MetricValue {
         &metrics
@@ -108,7 +108,7 @@ mod tests {
 
     #[test]
     fn ready_until_the_log_fails_or_the_store_shuts_down() {
-        let dir = tempdir();
+        let dir = tempdir().expect("temp dir");
         runtime().block_on(async {
             let store = open(dir.path());
             assert_eq!(store.ready().await, Ok(()));
@@ -124,7 +124,7 @@ mod tests {
 
     #[test]
     fn groups_syncs_scanned_rows_and_tables_are_counted() {
-        let dir = tempdir();
+        let dir = tempdir().expect("temp dir");
         runtime().block_on(async {
             let store = open(dir.path());
             for t in ["a", "b", "c"] {
@@ -137,10 +137,7 @@ mod tests {
                         ACCOUNT,
                         "a",
                         vec![key],
-                        Box::new(move |_: &[Option<&[u8]>]| Decision {
-                            mutations: vec![Mutation::Put(vec![i])],
-                            outcome: Box::new(()),
-                        }),
+                        Box::new(move |_: &[Option<&[u8]>]| vec![Mutation::Put(vec![i])]),
                     )
                     .await
                     .expect("write");

@@ -66,7 +66,7 @@ mod tests {
     use crate::error::StoreError;
     use crate::key::{EntityKey, KeyRange};
     use crate::test_support::ScanEntities;
-    use crate::traits::{Decision, Mutation, ScanRequest, Store};
+    use crate::traits::{Mutation, ScanRequest, Store};
 
     async fn put(store: &EmbeddedStore, table: &str, key: &EntityKey, value: u8) {
         store
@@ -74,10 +74,7 @@ mod tests {
                 "acct",
                 table,
                 vec![key.clone()],
-                Box::new(move |_: &[Option<&[u8]>]| Decision {
-                    mutations: vec![Mutation::Put(vec![value])],
-                    outcome: Box::new(()),
-                }),
+                Box::new(move |_: &[Option<&[u8]>]| vec![Mutation::Put(vec![value])]),
             )
             .await
             .expect("write");
@@ -96,7 +93,7 @@ mod tests {
 
     #[test]
     fn reads_after_a_table_is_deleted_and_created_again_never_use_the_old_id() {
-        let dir = tempdir();
+        let dir = tempdir().expect("temp dir");
         let rt = tokio::runtime::Builder::new_current_thread().build().expect("runtime");
         rt.block_on(async {
             let store = EmbeddedStore::open(dir.path(), EmbeddedOptions { cache_size: 8 << 20 }).expect("open");

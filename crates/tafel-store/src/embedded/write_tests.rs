@@ -6,7 +6,7 @@ use super::scan_tests::{open, runtime, tempdir, ACCOUNT};
 use super::EmbeddedStore;
 use crate::key::{EntityKey, KeyRange};
 use crate::test_support::ScanEntities;
-use crate::traits::{Decision, Mutation, ScanRequest, Store};
+use crate::traits::{write_with, Mutation, ScanRequest, Store};
 
 /// The value row `i` gets in write `round`: `len` bytes, each distinct per row and round.
 fn value(i: usize, round: u8, len: usize) -> Vec<u8> {
@@ -20,19 +20,12 @@ fn value(i: usize, round: u8, len: usize) -> Vec<u8> {
 async fn put(store: &EmbeddedStore, rows: &[usize], round: u8, len: usize) -> Vec<bool> {
     let keys: Vec<EntityKey> = rows.iter().map(|i| EntityKey::new("p", &format!("r{i:04}"))).collect();
     let ids = rows.to_vec();
-    let existed = store
-        .write_entities(
-            ACCOUNT,
-            "t",
-            keys,
-            Box::new(move |current: &[Option<&[u8]>]| Decision {
-                mutations: ids.iter().map(|&i| Mutation::Put(value(i, round, len))).collect(),
-                outcome: Box::new(current.iter().map(Option::is_some).collect::<Vec<bool>>()),
-            }),
-        )
-        .await
-        .expect("write");
-    *existed.downcast::<Vec<bool>>().expect("outcome")
+    write_with(store, ACCOUNT, "t", keys, move |current: &[Option<&[u8]>]| {
+        let mutations = ids.iter().map(|&i| Mutation::Put(value(i, round, len))).collect();
+        (mutations, current.iter().map(Option::is_some).collect::<Vec<bool>>())
+    })
+    .await
+    .expect("write")
 }
 
 /// Every row of table "t": (row key index, value).
@@ -53,7 +46,7 @@ async fn rows(store: &EmbeddedStore) -> Vec<(usize, Vec<u8>)> {
 
 #[test]
 fn batches_of_new_rows_fill_their_leaves() {
-    let dir = tempdir();
+    let dir = tempdir().expect("temp dir");
     runtime().block_on(async {
         let store = open(dir.path());
         store.create_table(ACCOUNT, "t").await.expect("create");
@@ -79,8 +72,8 @@ fn batches_of_new_rows_fill_their_leaves() {
 #[allow(clippy::await_holding_lock)]
 #[test]
 fn new_rows_between_existing_rows_all_land_and_replay() {
-    let dir = tempdir();
-    let crashed = tempdir();
+    let dir = tempdir().expect("temp dir");
+    let crashed = tempdir().expect("temp dir");
     runtime().block_on(async {
         let store = open(dir.path());
         store.create_table(ACCOUNT, "t").await.expect("create");

@@ -44,7 +44,7 @@ use self::txn::{retry, DbError};
 use crate::error::StoreError;
 use crate::key::EntityKey;
 use crate::stats::StoreMetric;
-use crate::traits::{Decide, Mutation, Outcome, RowSink, ScanEnd, ScanRequest, Store, TableRecord};
+use crate::traits::{Decide, Mutation, RowSink, ScanEnd, ScanRequest, Store, TableRecord};
 
 pub struct PostgresOptions {
     /// Connections this node keeps to the database at most.
@@ -143,13 +143,7 @@ impl PostgresStore {
     }
 
     /// One attempt of a write: the whole transaction, from BEGIN to COMMIT.
-    async fn write_once(
-        &self,
-        account: &str,
-        lname: &[u8],
-        keys: &[&[u8]],
-        decide: &Decide,
-    ) -> Result<Outcome, DbError> {
+    async fn write_once(&self, account: &str, lname: &[u8], keys: &[&[u8]], decide: &Decide) -> Result<(), DbError> {
         let mut client = self.client().await?;
         let tx = read_committed(&mut client).await?;
         let lock = tx.prepare_cached(schema::LOCK_TABLE).await?;
@@ -170,14 +164,14 @@ impl PostgresStore {
             }
         }
         let views: Vec<Option<&[u8]>> = current.iter().map(|c| c.as_deref()).collect();
-        let decision = catch_unwind(AssertUnwindSafe(|| decide(&views)))
+        let mutations = catch_unwind(AssertUnwindSafe(|| decide(&views)))
             .map_err(|_| StoreError::Backend("write decision panicked".into()))?;
-        if !decision.mutations.is_empty() {
-            if decision.mutations.len() != keys.len() {
+        if !mutations.is_empty() {
+            if mutations.len() != keys.len() {
                 return Err(StoreError::Backend("decision does not cover every key".into()).into());
             }
             let (mut puts, mut inserts, mut deletes) = (Puts::default(), Puts::default(), Vec::new());
-            for ((key, m), cur) in keys.iter().zip(&decision.mutations).zip(&current) {
+            for ((key, m), cur) in keys.iter().zip(&mutations).zip(&current) {
                 match (m, cur) {
                     (Mutation::Put(v), Some(_)) => puts.push(key, v),
                     (Mutation::Put(v), None) => inserts.push(key, v),
@@ -203,7 +197,7 @@ impl PostgresStore {
             }
         }
         tx.commit().await?;
-        Ok(decision.outcome)
+        Ok(())
     }
 
     async fn create_once(&self, account: &str, name: &str) -> Result<bool, DbError> {
@@ -347,7 +341,7 @@ impl Store for PostgresStore {
         table: &str,
         keys: Vec<EntityKey>,
         decide: Decide,
-    ) -> Result<Outcome, StoreError> {
+    ) -> Result<(), StoreError> {
         let lname = lower(table);
         let keys: Vec<&[u8]> = keys.iter().map(EntityKey::as_bytes).collect();
         retry(&self.stats, "write", || {

@@ -16,11 +16,15 @@ async fn concurrent_inserts_of_one_key_exactly_one_wins() {
             let store = if i % 2 == 0 { s.clone() } else { other.clone() };
             let (a, rk) = (a.clone(), rk.clone());
             tasks.push(tokio::spawn(async move {
-                let out = store
-                    .write_entities(&a, "race", vec![key("p", &rk)], insert_if_absent(vec![i as u8]))
-                    .await
-                    .expect("insert");
-                *out.downcast::<bool>().expect("bool")
+                write_with(
+                    &*store,
+                    &a,
+                    "race",
+                    vec![key("p", &rk)],
+                    insert_if_absent(vec![i as u8]),
+                )
+                .await
+                .expect("insert")
             }));
         }
         let mut wins = 0;
@@ -54,10 +58,7 @@ async fn concurrent_counters_lose_no_update() {
                         let n = c.map_or(0, |v| u64::from_le_bytes(v.try_into().unwrap_or([0; 8]))) + 1;
                         muts.push(Mutation::Put(n.to_le_bytes().to_vec()));
                     }
-                    Decision {
-                        mutations: muts,
-                        outcome: Box::new(()),
-                    }
+                    muts
                 });
                 match store.write_entities(&a, "count", keys, both).await {
                     Ok(_) => {
@@ -93,11 +94,8 @@ async fn concurrent_counters_lose_no_update() {
         tasks.push(tokio::spawn(async move {
             let mut got = Vec::new();
             for _ in 0..10 {
-                if let Ok(out) = store
-                    .write_entities(&a, "count", vec![key("c", "seq")], increment())
-                    .await
-                {
-                    got.push(*out.downcast::<u64>().unwrap());
+                if let Ok(n) = write_with(&*store, &a, "count", vec![key("c", "seq")], increment()).await {
+                    got.push(n);
                 }
             }
             got
@@ -207,11 +205,10 @@ async fn concurrent_inserts_of_neighbouring_keys_never_give_up() {
         tasks.push(tokio::spawn(async move {
             for i in 0..50 {
                 let rk = format!("{:05}", i * 16 + t);
-                let out = s
-                    .write_entities(&a, "seq", vec![key("p", &rk)], insert_if_absent(vec![1]))
+                let inserted = write_with(&*s, &a, "seq", vec![key("p", &rk)], insert_if_absent(vec![1]))
                     .await
                     .unwrap_or_else(|e| panic!("insert {rk}: {e}"));
-                assert!(*out.downcast::<bool>().unwrap(), "{rk} inserted once");
+                assert!(inserted, "{rk} inserted once");
             }
         }));
     }

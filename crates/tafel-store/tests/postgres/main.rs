@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use tafel_store::embedded::{EmbeddedOptions, EmbeddedStore};
 use tafel_store::postgres::{PostgresOptions, PostgresStore};
-use tafel_store::{Decide, Decision, EntityKey, KeyRange, Mutation, RowFilter, ScanRequest, Store, StoreError};
+use tafel_store::{write_with, Decide, EntityKey, KeyRange, Mutation, RowFilter, ScanRequest, Store, StoreError};
 
 mod concurrency;
 mod lifecycle;
@@ -62,10 +62,7 @@ fn key(pk: &str, rk: &str) -> EntityKey {
 
 /// Puts `values[i]` under `keys[i]`.
 fn put_all(values: Vec<Vec<u8>>) -> Decide {
-    Box::new(move |_| Decision {
-        mutations: values.iter().cloned().map(Mutation::Put).collect(),
-        outcome: Box::new(()),
-    })
+    Box::new(move |_| values.iter().cloned().map(Mutation::Put).collect())
 }
 
 async fn put(store: &dyn Store, account: &str, table: &str, pk: &str, rk: &str, value: &[u8]) {
@@ -75,29 +72,24 @@ async fn put(store: &dyn Store, account: &str, table: &str, pk: &str, rk: &str, 
         .expect("put");
 }
 
+/// A decision that also says what it did, for [`write_with`].
+trait Decides<T>: Fn(&[Option<&[u8]>]) -> (Vec<Mutation>, T) + Send + Sync + 'static {}
+impl<T, F: Fn(&[Option<&[u8]>]) -> (Vec<Mutation>, T) + Send + Sync + 'static> Decides<T> for F {}
+
 /// Inserts `key` if absent; `true` if this call inserted it.
-fn insert_if_absent(value: Vec<u8>) -> Decide {
-    Box::new(move |current| match current[0] {
-        Some(_) => Decision {
-            mutations: Vec::new(),
-            outcome: Box::new(false),
-        },
-        None => Decision {
-            mutations: vec![Mutation::Put(value.clone())],
-            outcome: Box::new(true),
-        },
-    })
+fn insert_if_absent(value: Vec<u8>) -> impl Decides<bool> {
+    move |current| match current[0] {
+        Some(_) => (Vec::new(), false),
+        None => (vec![Mutation::Put(value.clone())], true),
+    }
 }
 
 /// Adds one to a little-endian u64 counter (absent = 0); returns the new value.
-fn increment() -> Decide {
-    Box::new(|current| {
+fn increment() -> impl Decides<u64> {
+    |current| {
         let n = current[0].map_or(0, |v| u64::from_le_bytes(v.try_into().unwrap_or([0; 8]))) + 1;
-        Decision {
-            mutations: vec![Mutation::Put(n.to_le_bytes().to_vec())],
-            outcome: Box::new(n),
-        }
-    })
+        (vec![Mutation::Put(n.to_le_bytes().to_vec())], n)
+    }
 }
 
 fn names(records: &[tafel_store::TableRecord]) -> Vec<&str> {

@@ -94,22 +94,13 @@ async fn entity_operations_and_their_edge_cases() {
     let k2 = key("p", "s");
     let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
     let seen2 = seen.clone();
-    let out = s
-        .write_entities(
-            &a,
-            "Ent",
-            vec![k2.clone(), k.clone()],
-            Box::new(move |cur| {
-                *seen2.lock().unwrap() = cur.iter().map(|c| c.map(<[u8]>::to_vec)).collect();
-                Decision {
-                    mutations: vec![Mutation::Put(b"new".to_vec()), Mutation::Delete],
-                    outcome: Box::new(7u32),
-                }
-            }),
-        )
-        .await
-        .unwrap();
-    assert_eq!(*out.downcast::<u32>().unwrap(), 7);
+    let out = write_with(&s, &a, "Ent", vec![k2.clone(), k.clone()], move |cur| {
+        *seen2.lock().unwrap() = cur.iter().map(|c| c.map(<[u8]>::to_vec)).collect();
+        (vec![Mutation::Put(b"new".to_vec()), Mutation::Delete], 7u32)
+    })
+    .await
+    .unwrap();
+    assert_eq!(out, 7);
     assert_eq!(*seen.lock().unwrap(), vec![None, Some(b"v1".to_vec())]);
     assert_eq!(s.get_entity(&a, "Ent", &k).await.unwrap(), None);
     assert_eq!(
@@ -122,24 +113,13 @@ async fn entity_operations_and_their_edge_cases() {
         &a,
         "Ent",
         vec![k2.clone(), k.clone()],
-        Box::new(|_| Decision {
-            mutations: vec![Mutation::Keep, Mutation::Put(b"k".to_vec())],
-            outcome: Box::new(()),
-        }),
+        Box::new(|_| vec![Mutation::Keep, Mutation::Put(b"k".to_vec())]),
     )
     .await
     .unwrap();
-    s.write_entities(
-        &a,
-        "Ent",
-        vec![k2.clone()],
-        Box::new(|_| Decision {
-            mutations: Vec::new(),
-            outcome: Box::new(()),
-        }),
-    )
-    .await
-    .unwrap();
+    s.write_entities(&a, "Ent", vec![k2.clone()], Box::new(|_| Vec::new()))
+        .await
+        .unwrap();
     assert_eq!(
         s.get_entity(&a, "Ent", &k2).await.unwrap().as_deref(),
         Some(&b"new"[..])

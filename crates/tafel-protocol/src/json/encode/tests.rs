@@ -2,7 +2,7 @@ use super::*;
 use tafel_service::model::{codec, etag_for, Guid, Property, StoredEntity, Value};
 
 fn ts(s: &str) -> DateTime {
-    DateTime::parse(s).unwrap_or(DateTime::MIN)
+    DateTime::parse(s).unwrap_or_else(|| panic!("not a DateTime: {s}"))
 }
 
 /// Every EDM type, the Double special values, integral doubles, Int64 beyond
@@ -54,7 +54,7 @@ fn samples() -> Vec<Entity> {
 }
 
 fn stored(e: &Entity) -> StoredEntity {
-    let ts = e.timestamp.unwrap_or(DateTime::MIN);
+    let ts = e.timestamp.expect("every fixture has a Timestamp");
     StoredEntity::new(&e.partition_key, &e.row_key, codec::encode(ts, &e.properties))
 }
 
@@ -159,7 +159,10 @@ fn owned_and_stored_write_the_golden_bytes() {
         let mut lines = golden.split_terminator('\n');
         for case in &cases {
             assert_eq!(lines.next(), Some(case.context.as_str()), "{name}: cases differ");
-            let want = lines.next().unwrap_or_default().as_bytes();
+            let want = lines
+                .next()
+                .unwrap_or_else(|| panic!("{name}: golden file ends early"))
+                .as_bytes();
             let ctx = format!("{name} {}", case.context);
             assert_eq!(
                 String::from_utf8_lossy(&case.owned),
@@ -219,7 +222,7 @@ fn corrupt_stored_bytes_are_an_error_not_a_panic() {
 fn json(s: &str) -> String {
     let mut out = Vec::new();
     write_json_str(&mut out, s);
-    String::from_utf8(out).unwrap_or_default()
+    String::from_utf8(out).expect("the writer writes UTF-8")
 }
 
 #[test]

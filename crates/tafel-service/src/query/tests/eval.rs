@@ -66,8 +66,7 @@ fn ladders() -> Vec<Vec<Value>> {
             "ffffffff-ffff-ffff-ffff-ffffffffffff",
         ]
         .into_iter()
-        .filter_map(Guid::parse)
-        .map(Value::Guid)
+        .map(|g| Value::Guid(Guid::parse(g).unwrap_or_else(|| panic!("not a Guid: {g}"))))
         .collect(),
         vec![
             Value::Binary(vec![]),

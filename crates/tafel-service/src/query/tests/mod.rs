@@ -7,7 +7,7 @@ mod prop;
 use tafel_store::EntityKey;
 
 use super::{eval_entity, eval_stored, CompareOp, Expr};
-use crate::model::{codec, DateTime, Entity, Value};
+use crate::model::{codec, Entity, Value};
 
 fn cmp(property: &str, op: CompareOp, value: Value) -> Expr {
     Expr::Compare {
@@ -25,7 +25,7 @@ fn s(v: &str) -> Value {
 fn stored(e: &Entity) -> (EntityKey, Vec<u8>) {
     (
         EntityKey::new(&e.partition_key, &e.row_key),
-        codec::encode(e.timestamp.unwrap_or(DateTime::MIN), &e.properties),
+        codec::encode(e.timestamp.expect("every test entity has a Timestamp"), &e.properties),
     )
 }
 

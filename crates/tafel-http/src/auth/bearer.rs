@@ -1,0 +1,268 @@
+//! Microsoft Entra ID bearer tokens (`Authorization: Bearer <JWT>`), as Azure
+//! accepts them for the Table service: over HTTPS, from x-ms-version 2019-02-02,
+//! for the storage audience or the account's own endpoint, from an Entra issuer.
+//!
+//! `--oauth basic` checks those claims and the token's lifetime but not its
+//! signature (Azurite's mode, for local development); `--oauth strict` also
+//! verifies the signature with the issuer's keys ([`super::jwks`]). A refused
+//! token is 401 `InvalidAuthenticationInfo` with the `WWW-Authenticate`
+//! challenge the SDKs read to find the tenant.
+
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine as _;
+use jsonwebtoken::{Algorithm, Validation};
+use serde_json::Value;
+use tafel_service::{Access, Error, ErrorCode, Result, TokenGrant};
+
+use super::jwks::Keys;
+use super::roles::Roles;
+use super::Signed;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Claims and lifetime only: anyone can mint an accepted token.
+    Basic,
+    /// Signatures verified against the issuer's keys.
+    Strict,
+}
+
+/// Clock difference allowed between the token's issuer and this server.
+const SKEW_SECONDS: i64 = 300;
+/// The first version whose requests may carry a bearer token (Table service).
+const FIRST_VERSION: &str = "2019-02-02";
+const STORAGE_AUDIENCE: &str = "https://storage.azure.com";
+
+pub struct OAuth {
+    mode: Mode,
+    /// Signature keys (strict mode).
+    keys: Option<Arc<Keys>>,
+    /// Issuers accepted besides Entra's two forms.
+    issuers: Vec<String>,
+    /// Who may do what; without a file, every accepted token is the owner.
+    roles: Option<Roles>,
+    challenge: String,
+}
+
+fn refused(detail: &str) -> Error {
+    Error::new(ErrorCode::InvalidBearerToken).with_detail(detail)
+}
+
+impl OAuth {
+    pub fn new(mode: Mode, keys: Option<Arc<Keys>>, issuers: Vec<String>, roles: Option<Roles>, tenant: &str) -> Self {
+        OAuth {
+            mode,
+            keys,
+            issuers,
+            roles,
+            challenge: format!(
+                "Bearer authorization_uri=https://login.microsoftonline.com/{tenant}/oauth2/authorize resource_id={STORAGE_AUDIENCE}"
+            ),
+        }
+    }
+
+    /// The `WWW-Authenticate` value of a 401.
+    pub fn challenge(&self) -> &str {
+        &self.challenge
+    }
+
+    /// Checks the token of `Authorization: Bearer <token>`; what it grants.
+    pub async fn verify(&self, req: &Signed<'_>, token: &str) -> Result<Access> {
+        if !req.https {
+            return Err(refused("Bearer tokens are accepted only over HTTPS."));
+        }
+        let version = req
+            .headers
+            .get("x-ms-version")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("");
+        // Versions are ISO dates: they compare as strings.
+        if version < FIRST_VERSION {
+            return Err(refused("Bearer tokens need x-ms-version 2019-02-02 or later."));
+        }
+        let claims = match self.mode {
+            Mode::Basic => unverified_claims(token)?,
+            Mode::Strict => self.verified_claims(token).await?,
+        };
+        check_claims(&claims, &self.issuers, &audiences(req), now())?;
+        let grant = match &self.roles {
+            Some(roles) => roles.grant(req.account, &claims),
+            None => TokenGrant::owner(),
+        };
+        Ok(Access::Token(Arc::new(grant)))
+    }
+
+    async fn verified_claims(&self, token: &str) -> Result<Value> {
+        let header = jsonwebtoken::decode_header(token).map_err(|_| refused("The token is not a valid JWT."))?;
+        if !matches!(
+            header.alg,
+            Algorithm::RS256 | Algorithm::RS384 | Algorithm::RS512 | Algorithm::ES256 | Algorithm::ES384
+        ) {
+            return Err(refused("The token's signature algorithm is not accepted."));
+        }
+        let keys = self
+            .keys
+            .as_ref()
+            .ok_or_else(|| refused("No signing keys are configured."))?;
+        let key = keys
+            .find(header.kid.as_deref(), header.alg)
+            .await
+            .ok_or_else(|| refused("Signature validation failed. The token's key was not found."))?;
+        // Claims are checked below, the same way in both modes.
+        let mut validation = Validation::new(header.alg);
+        validation.validate_exp = false;
+        validation.validate_nbf = false;
+        validation.validate_aud = false;
+        validation.required_spec_claims.clear();
+        jsonwebtoken::decode::<Value>(token, &key, &validation)
+            .map(|data| data.claims)
+            .map_err(|_| refused("Signature validation failed."))
+    }
+}
+
+fn now() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+}
+
+/// The payload of a JWT, its signature unchecked (basic mode).
+fn unverified_claims(token: &str) -> Result<Value> {
+    let malformed = || refused("The token is not a valid JWT.");
+    let mut parts = token.split('.');
+    let (Some(header), Some(payload), Some(_), None) = (parts.next(), parts.next(), parts.next(), parts.next()) else {
+        return Err(malformed());
+    };
+    let header: Value =
+        serde_json::from_slice(&URL_SAFE_NO_PAD.decode(header).map_err(|_| malformed())?).map_err(|_| malformed())?;
+    if !header.is_object() {
+        return Err(malformed());
+    }
+    let claims: Value =
+        serde_json::from_slice(&URL_SAFE_NO_PAD.decode(payload).map_err(|_| malformed())?).map_err(|_| malformed())?;
+    if !claims.is_object() {
+        return Err(malformed());
+    }
+    Ok(claims)
+}
+
+/// The audiences a token for this request may name: Azure Storage's, the account's
+/// Azure endpoint, and the endpoint the request came to.
+fn audiences(req: &Signed<'_>) -> Vec<String> {
+    let host = req.headers.get("host").and_then(|h| h.to_str().ok()).unwrap_or("");
+    let mut out = vec![
+        STORAGE_AUDIENCE.to_owned(),
+        format!("https://{}.table.core.windows.net", req.account),
+    ];
+    if !host.is_empty() {
+        out.push(format!("https://{host}"));
+        out.push(format!("https://{host}/{}", req.account));
+    }
+    out
+}
+
+/// Azure's checks of a token's claims, each failure with Azure's detail.
+fn check_claims(claims: &Value, extra_issuers: &[String], audiences: &[String], now: i64) -> Result<()> {
+    let aud_ok = |a: &str| audiences.iter().any(|want| a.trim_end_matches('/') == want);
+    let aud = match &claims["aud"] {
+        Value::String(a) => aud_ok(a),
+        Value::Array(list) => list.iter().filter_map(Value::as_str).any(aud_ok),
+        _ => false,
+    };
+    if !aud {
+        return Err(refused("Audience validation failed. Audience did not match."));
+    }
+    let iss = claims["iss"].as_str().unwrap_or("");
+    if !entra_issuer(iss)
+        && !extra_issuers
+            .iter()
+            .any(|i| i.trim_end_matches('/') == iss.trim_end_matches('/'))
+    {
+        return Err(refused("Issuer validation failed. Issuer did not match."));
+    }
+    let exp = claims["exp"]
+        .as_i64()
+        .ok_or_else(|| refused("Lifetime validation failed. The token has no expiry."))?;
+    if exp + SKEW_SECONDS < now {
+        return Err(refused("Lifetime validation failed. The token is expired."));
+    }
+    if claims["nbf"].as_i64().is_some_and(|nbf| nbf - SKEW_SECONDS > now) {
+        return Err(refused("Lifetime validation failed. The token is not yet valid."));
+    }
+    Ok(())
+}
+
+/// `https://sts.windows.net/<tenant>/` (v1 tokens) or
+/// `https://login.microsoftonline.com/<tenant>/v2.0` (v2 tokens).
+fn entra_issuer(iss: &str) -> bool {
+    let tenant_ok = |t: &str| !t.is_empty() && t.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.');
+    if let Some(rest) = iss.strip_prefix("https://sts.windows.net/") {
+        return rest.strip_suffix('/').is_some_and(tenant_ok);
+    }
+    if let Some(rest) = iss.strip_prefix("https://login.microsoftonline.com/") {
+        return rest.strip_suffix("/v2.0").is_some_and(tenant_ok);
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const NOW: i64 = 1_800_000_000;
+
+    fn check(claims: Value) -> std::result::Result<(), String> {
+        let auds = vec![STORAGE_AUDIENCE.to_owned(), "https://127.0.0.1:10002".to_owned()];
+        check_claims(&claims, &["https://issuer.test".to_owned()], &auds, NOW).map_err(|e| e.detail.unwrap_or_default())
+    }
+
+    fn good() -> Value {
+        json!({"aud": "https://storage.azure.com/", "iss": "https://sts.windows.net/72f988bf-86f1-41af-91ab-2d7cd011db47/", "exp": NOW + 3600, "nbf": NOW - 10})
+    }
+
+    #[test]
+    fn a_token_for_storage_from_entra_within_its_lifetime_passes() {
+        assert_eq!(check(good()), Ok(()));
+        let mut v2 = good();
+        v2["iss"] = json!("https://login.microsoftonline.com/contoso.onmicrosoft.com/v2.0");
+        v2["aud"] = json!(["other", "https://127.0.0.1:10002"]);
+        assert_eq!(check(v2), Ok(()));
+        let mut extra = good();
+        extra["iss"] = json!("https://issuer.test/");
+        assert_eq!(check(extra), Ok(()));
+        let mut skewed = good();
+        skewed["exp"] = json!(NOW - 60);
+        assert_eq!(check(skewed), Ok(()), "inside the clock skew");
+    }
+
+    #[test]
+    fn each_failed_check_says_which_as_azure_does() {
+        let with = |k: &str, v: Value| {
+            let mut c = good();
+            c[k] = v;
+            check(c).unwrap_err()
+        };
+        assert!(with("aud", json!("https://vault.azure.net")).starts_with("Audience validation failed"));
+        assert!(with("iss", json!("https://evil.example/")).starts_with("Issuer validation failed"));
+        assert!(with("iss", json!("https://sts.windows.net/")).starts_with("Issuer validation failed"));
+        assert!(with("exp", json!(NOW - 3600)).contains("expired"));
+        assert!(with("nbf", json!(NOW + 3600)).contains("not yet valid"));
+        let mut no_exp = good();
+        no_exp.as_object_mut().unwrap().remove("exp");
+        assert!(check(no_exp).unwrap_err().contains("no expiry"));
+    }
+
+    #[test]
+    fn a_token_that_is_not_a_jwt_is_malformed() {
+        for t in ["", "abc", "a.b", "a.b.c.d", "e30.bm90IGpzb24.x", "WzFd.e30.x"] {
+            let e = unverified_claims(t).unwrap_err();
+            assert_eq!(e.code, ErrorCode::InvalidBearerToken, "{t}");
+            assert_eq!(e.status(), 401);
+            assert_eq!(e.code.as_str(), "InvalidAuthenticationInfo");
+        }
+        assert_eq!(unverified_claims("e30.e30.").unwrap(), json!({}));
+    }
+}

@@ -1,0 +1,156 @@
+//! The keys `--oauth strict` verifies token signatures with: a JWKS file, or the
+//! `jwks_uri` of OpenID issuers' discovery documents, fetched at start, refreshed
+//! hourly and when a token names a key not yet seen (at most every 30 s).
+
+use std::path::PathBuf;
+use std::sync::{Mutex, PoisonError, RwLock};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Empty};
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use jsonwebtoken::jwk::JwkSet;
+use jsonwebtoken::{Algorithm, DecodingKey};
+
+/// Where the keys come from.
+#[derive(Debug, Clone)]
+pub enum KeySource {
+    File(PathBuf),
+    /// Issuer URLs: `<issuer>/.well-known/openid-configuration` names the key set.
+    Issuers(Vec<String>),
+}
+
+struct Key {
+    kid: Option<String>,
+    alg: Option<Algorithm>,
+    key: DecodingKey,
+}
+
+pub struct Keys {
+    source: KeySource,
+    keys: RwLock<Vec<Key>>,
+    last_load: Mutex<Instant>,
+}
+
+/// How often a token naming an unknown key may make the keys load again.
+const MISS_RELOAD: Duration = Duration::from_secs(30);
+/// How often the keys load again anyway (issuers rotate their keys).
+pub const REFRESH: Duration = Duration::from_secs(3600);
+const FETCH_TIMEOUT: Duration = Duration::from_secs(10);
+
+impl Keys {
+    /// Loads the keys once; fails (and so does the start) if none load.
+    pub async fn load(source: KeySource) -> Result<Self, String> {
+        let keys = fetch_keys(&source).await?;
+        Ok(Keys {
+            source,
+            keys: RwLock::new(keys),
+            last_load: Mutex::new(Instant::now()),
+        })
+    }
+
+    /// Loads the keys again; on failure the keys in use stay.
+    pub async fn reload(&self) -> Result<usize, String> {
+        *self.last_load.lock().unwrap_or_else(PoisonError::into_inner) = Instant::now();
+        let keys = fetch_keys(&self.source).await?;
+        let n = keys.len();
+        *self.keys.write().unwrap_or_else(PoisonError::into_inner) = keys;
+        Ok(n)
+    }
+
+    /// The key for a token's `kid` and `alg`, loading the keys again (rate-limited)
+    /// when no key has that id.
+    pub async fn find(&self, kid: Option<&str>, alg: Algorithm) -> Option<DecodingKey> {
+        if let Some(k) = self.lookup(kid, alg) {
+            return Some(k);
+        }
+        let due = self.last_load.lock().unwrap_or_else(PoisonError::into_inner).elapsed() >= MISS_RELOAD;
+        if due {
+            if let Err(e) = self.reload().await {
+                tracing::warn!(error = %e, "reloading the OAuth signing keys failed");
+            }
+            return self.lookup(kid, alg);
+        }
+        None
+    }
+
+    fn lookup(&self, kid: Option<&str>, alg: Algorithm) -> Option<DecodingKey> {
+        let keys = self.keys.read().unwrap_or_else(PoisonError::into_inner);
+        keys.iter()
+            .filter(|k| k.alg.is_none_or(|a| a == alg))
+            .find(|k| kid.is_none() || k.kid.as_deref() == kid)
+            .map(|k| k.key.clone())
+    }
+}
+
+fn parse_jwks(what: &str, body: &[u8]) -> Result<Vec<Key>, String> {
+    let set: JwkSet = serde_json::from_slice(body).map_err(|e| format!("{what}: not a JWK set ({e})"))?;
+    let keys: Vec<Key> = set
+        .keys
+        .iter()
+        .filter_map(|jwk| {
+            let key = DecodingKey::from_jwk(jwk).ok()?;
+            let alg = jwk
+                .common
+                .key_algorithm
+                .and_then(|a| a.to_string().parse::<Algorithm>().ok());
+            Some(Key {
+                kid: jwk.common.key_id.clone(),
+                alg,
+                key,
+            })
+        })
+        .collect();
+    if keys.is_empty() {
+        return Err(format!("{what}: holds no usable key"));
+    }
+    Ok(keys)
+}
+
+async fn fetch_keys(source: &KeySource) -> Result<Vec<Key>, String> {
+    match source {
+        KeySource::File(path) => {
+            // A small file, read at start and on a rare reload.
+            let body = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+            parse_jwks(&path.display().to_string(), &body)
+        }
+        KeySource::Issuers(issuers) => {
+            let mut all = Vec::new();
+            for issuer in issuers {
+                let discovery = format!("{}/.well-known/openid-configuration", issuer.trim_end_matches('/'));
+                let doc: serde_json::Value = serde_json::from_slice(&get(&discovery).await?)
+                    .map_err(|e| format!("{discovery}: not JSON ({e})"))?;
+                let jwks_uri = doc["jwks_uri"]
+                    .as_str()
+                    .ok_or_else(|| format!("{discovery}: names no jwks_uri"))?;
+                all.extend(parse_jwks(jwks_uri, &get(jwks_uri).await?)?);
+            }
+            Ok(all)
+        }
+    }
+}
+
+/// GETs a URL (http or https, trusting the system's CA certificates).
+async fn get(url: &str) -> Result<Bytes, String> {
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let https = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_provider_and_native_roots(provider)
+        .map_err(|e| format!("loading the system's CA certificates: {e}"))?
+        .https_or_http()
+        .enable_http1()
+        .build();
+    let client: Client<_, Empty<Bytes>> = Client::builder(TokioExecutor::new()).build(https);
+    let uri: http::Uri = url.parse().map_err(|e| format!("{url}: {e}"))?;
+    let fetch = async {
+        let resp = client.get(uri).await.map_err(|e| format!("{url}: {e}"))?;
+        if !resp.status().is_success() {
+            return Err(format!("{url}: HTTP {}", resp.status()));
+        }
+        let body = resp.into_body().collect().await.map_err(|e| format!("{url}: {e}"))?;
+        Ok(body.to_bytes())
+    };
+    tokio::time::timeout(FETCH_TIMEOUT, fetch)
+        .await
+        .map_err(|_| format!("{url}: no answer within {FETCH_TIMEOUT:?}"))?
+}
