@@ -25,6 +25,9 @@ struct Key {
     kid: Option<String>,
     alg: Option<Algorithm>,
     key: DecodingKey,
+    /// The issuer whose discovery document named the key (its tokens only); `None`
+    /// for a JWKS file's keys, which verify any accepted issuer's tokens.
+    issuer: Option<String>,
 }
 
 pub struct Keys {
@@ -38,6 +41,8 @@ const MISS_RELOAD: Duration = Duration::from_secs(30);
 /// How often the keys load again anyway (issuers rotate their keys).
 pub const REFRESH: Duration = Duration::from_secs(3600);
 const FETCH_TIMEOUT: Duration = Duration::from_secs(10);
+/// The largest discovery document or key set read (Entra's are a few KiB).
+const MAX_DOCUMENT: usize = 1 << 20;
 
 impl Keys {
     /// Loads the keys once; fails (and so does the start) if none load.
@@ -59,10 +64,10 @@ impl Keys {
         Ok(n)
     }
 
-    /// The key for a token's `kid` and `alg`, loading the keys again (rate-limited)
-    /// when no key has that id.
-    pub async fn find(&self, kid: Option<&str>, alg: Algorithm) -> Option<DecodingKey> {
-        if let Some(k) = self.lookup(kid, alg) {
+    /// The key for a token's `kid` and `alg` that may sign for `iss`, loading the
+    /// keys again (rate-limited) when no key has that id.
+    pub async fn find(&self, kid: Option<&str>, alg: Algorithm, iss: &str) -> Option<DecodingKey> {
+        if let Some(k) = self.lookup(kid, alg, iss) {
             return Some(k);
         }
         let due = self.last_load.lock().unwrap_or_else(PoisonError::into_inner).elapsed() >= MISS_RELOAD;
@@ -70,21 +75,23 @@ impl Keys {
             if let Err(e) = self.reload().await {
                 tracing::warn!(error = %e, "reloading the OAuth signing keys failed");
             }
-            return self.lookup(kid, alg);
+            return self.lookup(kid, alg, iss);
         }
         None
     }
 
-    fn lookup(&self, kid: Option<&str>, alg: Algorithm) -> Option<DecodingKey> {
+    fn lookup(&self, kid: Option<&str>, alg: Algorithm, iss: &str) -> Option<DecodingKey> {
         let keys = self.keys.read().unwrap_or_else(PoisonError::into_inner);
+        let iss = iss.trim_end_matches('/');
         keys.iter()
             .filter(|k| k.alg.is_none_or(|a| a == alg))
+            .filter(|k| k.issuer.as_deref().is_none_or(|i| i == iss))
             .find(|k| kid.is_none() || k.kid.as_deref() == kid)
             .map(|k| k.key.clone())
     }
 }
 
-fn parse_jwks(what: &str, body: &[u8]) -> Result<Vec<Key>, String> {
+fn parse_jwks(what: &str, body: &[u8], issuer: Option<&str>) -> Result<Vec<Key>, String> {
     let set: JwkSet = serde_json::from_slice(body).map_err(|e| format!("{what}: not a JWK set ({e})"))?;
     let keys: Vec<Key> = set
         .keys
@@ -99,6 +106,7 @@ fn parse_jwks(what: &str, body: &[u8]) -> Result<Vec<Key>, String> {
                 kid: jwk.common.key_id.clone(),
                 alg,
                 key,
+                issuer: issuer.map(|i| i.trim_end_matches('/').to_owned()),
             })
         })
         .collect();
@@ -113,7 +121,7 @@ async fn fetch_keys(source: &KeySource) -> Result<Vec<Key>, String> {
         KeySource::File(path) => {
             // A small file, read at start and on a rare reload.
             let body = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
-            parse_jwks(&path.display().to_string(), &body)
+            parse_jwks(&path.display().to_string(), &body, None)
         }
         KeySource::Issuers(issuers) => {
             let mut all = Vec::new();
@@ -124,7 +132,7 @@ async fn fetch_keys(source: &KeySource) -> Result<Vec<Key>, String> {
                 let jwks_uri = doc["jwks_uri"]
                     .as_str()
                     .ok_or_else(|| format!("{discovery}: names no jwks_uri"))?;
-                all.extend(parse_jwks(jwks_uri, &get(jwks_uri).await?)?);
+                all.extend(parse_jwks(jwks_uri, &get(jwks_uri).await?, Some(issuer))?);
             }
             Ok(all)
         }
@@ -147,7 +155,10 @@ async fn get(url: &str) -> Result<Bytes, String> {
         if !resp.status().is_success() {
             return Err(format!("{url}: HTTP {}", resp.status()));
         }
-        let body = resp.into_body().collect().await.map_err(|e| format!("{url}: {e}"))?;
+        let body = http_body_util::Limited::new(resp.into_body(), MAX_DOCUMENT)
+            .collect()
+            .await
+            .map_err(|e| format!("{url}: {e}"))?;
         Ok(body.to_bytes())
     };
     tokio::time::timeout(FETCH_TIMEOUT, fetch)
