@@ -217,7 +217,7 @@ fn check_claims(
 
 /// The tenant of `https://sts.windows.net/<tenant>/` (v1 tokens) or
 /// `https://login.microsoftonline.com/<tenant>/v2.0` (v2 tokens).
-fn entra_tenant(iss: &str) -> Option<&str> {
+pub(super) fn entra_tenant(iss: &str) -> Option<&str> {
     let tenant_ok = |t: &&str| !t.is_empty() && t.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.');
     if let Some(rest) = iss.strip_prefix("https://sts.windows.net/") {
         return rest.strip_suffix('/').filter(tenant_ok);

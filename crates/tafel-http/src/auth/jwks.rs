@@ -13,6 +13,8 @@ use hyper_util::rt::TokioExecutor;
 use jsonwebtoken::jwk::JwkSet;
 use jsonwebtoken::{Algorithm, DecodingKey};
 
+use super::bearer::entra_tenant;
+
 /// Where the keys come from.
 #[derive(Debug, Clone)]
 pub enum KeySource {
@@ -85,9 +87,29 @@ impl Keys {
         let iss = iss.trim_end_matches('/');
         keys.iter()
             .filter(|k| k.alg.is_none_or(|a| a == alg))
-            .filter(|k| k.issuer.as_deref().is_none_or(|i| i == iss))
+            .filter(|k| k.issuer.as_deref().is_none_or(|i| signs_for(i, iss)))
             .find(|k| kid.is_none() || k.kid.as_deref() == kid)
             .map(|k| k.key.clone())
+    }
+}
+
+/// Whether keys from `issuer`'s discovery document may sign a token claiming `iss`.
+/// Entra's two issuer forms of one tenant (v1 `sts.windows.net`, v2 `login.microsoftonline.com`)
+/// are one issuer, and Entra's multi-tenant documents (`common`, `organizations`) sign for
+/// every tenant (`--oauth-tenant` narrows which are accepted).
+fn signs_for(issuer: &str, iss: &str) -> bool {
+    let iss = iss.trim_end_matches('/');
+    match (
+        entra_tenant(&format!("{issuer}/")).or_else(|| entra_tenant(issuer)),
+        entra_tenant(&format!("{iss}/")).or_else(|| entra_tenant(iss)),
+    ) {
+        (Some(bound), Some(claimed)) => {
+            bound.eq_ignore_ascii_case(claimed)
+                || ["common", "organizations"]
+                    .iter()
+                    .any(|t| t.eq_ignore_ascii_case(bound))
+        }
+        _ => issuer == iss,
     }
 }
 
@@ -164,4 +186,33 @@ async fn get(url: &str) -> Result<Bytes, String> {
     tokio::time::timeout(FETCH_TIMEOUT, fetch)
         .await
         .map_err(|_| format!("{url}: no answer within {FETCH_TIMEOUT:?}"))?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_issuers_keys_sign_only_for_it() {
+        let t = "72f988bf-86f1-41af-91ab-2d7cd011db47";
+        let v1 = format!("https://sts.windows.net/{t}/");
+        let v2 = format!("https://login.microsoftonline.com/{t}/v2.0");
+        // Stored trimmed of a trailing `/`, as parse_jwks keeps them.
+        let bound_v1 = v1.trim_end_matches('/');
+        assert!(signs_for(&v2, &v1) && signs_for(&v2, &v2) && signs_for(bound_v1, &v1) && signs_for(bound_v1, &v2));
+        let other = "https://sts.windows.net/00000000-0000-0000-0000-000000000001/";
+        assert!(!signs_for(&v2, other));
+        assert!(signs_for("https://login.microsoftonline.com/common/v2.0", other));
+        assert!(signs_for("https://login.microsoftonline.com/organizations/v2.0", &v1));
+        assert!(signs_for(
+            "http://127.0.0.1:8080/issuer",
+            "http://127.0.0.1:8080/issuer/"
+        ));
+        assert!(!signs_for("http://127.0.0.1:8080/issuer", &v1));
+        assert!(!signs_for(&v2, "http://127.0.0.1:8080/issuer"));
+        assert!(!signs_for(
+            "https://login.microsoftonline.com/common/v2.0",
+            "http://127.0.0.1:8080/issuer"
+        ));
+    }
 }
