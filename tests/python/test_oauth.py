@@ -4,6 +4,7 @@ against a JWKS file and an OpenID discovery document, and the role file."""
 
 from __future__ import annotations
 
+import base64
 import http.server
 import json
 import threading
@@ -169,7 +170,12 @@ def test_no_credential_is_401_with_the_challenge_and_keys_and_sas_still_work(bas
     assert r.status_code == 401 and r.headers["x-ms-error-code"] == "NoAuthenticationInformation"
     assert r.headers["WWW-Authenticate"] == CHALLENGE
     assert basic.raw.get("/Tables").status_code == 200  # Shared Key
-    assert call(basic, token=mint(), version="2018-03-28").status_code == 401
+    # Too old a version: Azure's 403 AuthenticationFailed, no challenge.
+    r = call(basic, token=mint(), version="2018-03-28")
+    assert r.status_code == 403 and r.headers["x-ms-error-code"] == "AuthenticationFailed", r.text
+    assert "WWW-Authenticate" not in r.headers
+    xml = call(basic, "/?restype=service&comp=properties", token=mint(), version="2018-03-28")
+    assert "Authentication scheme Bearer is not supported in this version." in xml.text
 
 
 def test_tokens_never_reach_the_access_log(basic):
@@ -184,19 +190,40 @@ def test_tokens_never_reach_the_access_log(basic):
 def test_a_bearer_token_over_plain_http_is_refused(_workdir):
     srv = start(_workdir, None, "--oauth", "basic")
     try:
+        # Azure's (and Azurite's) answer: 403 AuthenticationFailed; no challenge, as
+        # no token would do over http.
         r = call(srv, token=mint())
-        assert r.status_code == 401 and r.headers["WWW-Authenticate"] == CHALLENGE
-        assert "only over HTTPS" in call(srv, "/?restype=service&comp=properties", token=mint()).text
+        assert r.status_code == 403 and r.headers["x-ms-error-code"] == "AuthenticationFailed", r.text
+        assert "WWW-Authenticate" not in r.headers
+        xml = call(srv, "/?restype=service&comp=properties", token=mint())
+        assert "Authentication scheme Bearer is not allowed with HTTP." in xml.text
     finally:
         srv.stop()
 
 
+def _unsigned(alg: str, claims: dict) -> str:
+    enc = lambda v: base64.urlsafe_b64encode(json.dumps(v).encode()).rstrip(b"=").decode()  # noqa: E731
+    return f"{enc({'alg': alg, 'kid': 'k1'})}.{enc(claims)}."
+
+
 def test_strict_mode_verifies_signatures_with_the_jwks_file(strict):
     assert call(strict, token=mint(appid="admin-app")).status_code == 200
-    for token in (mint(key=OTHER_KEY, appid="admin-app"), mint(kid="unknown", appid="admin-app")):
+    now = int(time.time())
+    claims = {"aud": "https://storage.azure.com", "iss": ISSUER, "exp": now + 600, "appid": "admin-app"}
+    hs256 = jwt.encode(claims, "a-shared-secret-of-at-least-32-bytes!", algorithm="HS256", headers={"kid": "k1"})
+    # A valid token with its claims swapped for an owner's: the signature no longer matches.
+    header, _, signature = mint(oid="reader").split(".")
+    swapped = f"{header}.{mint(appid='admin-app').split('.')[1]}.{signature}"
+    for token, detail in (
+        (mint(key=OTHER_KEY, appid="admin-app"), "Signature validation failed"),
+        (mint(kid="unknown", appid="admin-app"), "Signature validation failed"),
+        (swapped, "Signature validation failed"),
+        (hs256, "algorithm is not accepted"),
+        (_unsigned("none", claims), "not a valid JWT"),
+    ):
         r = call(strict, token=token)
-        assert r.status_code == 401 and r.headers["WWW-Authenticate"] == CHALLENGE
-        assert "Signature validation failed" in call(strict, "/?restype=service&comp=properties", token=token).text
+        assert r.status_code == 401 and r.headers["WWW-Authenticate"] == CHALLENGE, detail
+        assert detail in call(strict, "/?restype=service&comp=properties", token=token).text.replace("&apos;", "'")
 
 
 def test_roles_decide_what_a_principal_may_do(strict):
@@ -263,11 +290,14 @@ def test_strict_mode_with_an_openid_issuers_discovery_document(_workdir, tls):
     issuer = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Discovery)
     threading.Thread(target=issuer.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{issuer.server_port}"
-    srv = start(_workdir, tls, "--oauth", "strict", "--oauth-issuer", url)
+    roles = _workdir / "discovery-roles.json"
+    roles.write_text(json.dumps({"grant": [{"principal": "oid:alice", "role": "contributor"}]}))
+    srv = start(_workdir, tls, "--oauth", "strict", "--oauth-issuer", url, "--oauth-roles", str(roles))
     try:
         assert call(srv, token=mint(kid="d1", iss=url)).status_code == 200
-        # Entra's issuers stay accepted; the key must still be the issuer's.
-        assert call(srv, token=mint(kid="d1")).status_code == 200
+        # An issuer's keys sign only its own tokens: not ones claiming Entra's issuer.
+        r = call(srv, token=mint(kid="d1"))
+        assert r.status_code == 401 and r.headers["WWW-Authenticate"] == CHALLENGE
         assert call(srv, token=mint(kid="d1", key=OTHER_KEY, iss=url)).status_code == 401
         assert call(srv, token=mint(kid="d1", iss="http://127.0.0.1:1/")).status_code == 401
     finally:
@@ -275,12 +305,27 @@ def test_strict_mode_with_an_openid_issuers_discovery_document(_workdir, tls):
         issuer.shutdown()
 
 
-def test_strict_mode_without_keys_or_an_unreachable_issuer_stops_the_start(_workdir, tls):
+def test_strict_mode_without_roles_or_keys_or_with_an_unreachable_issuer_stops_the_start(_workdir, tls):
+    roles = _workdir / "no-roles.toml"
+    roles.write_text("")
     for args, says in (
-        (["--oauth", "strict"], "--oauth-jwks or --oauth-issuer"),
-        (["--oauth", "strict", "--oauth-issuer", "http://127.0.0.1:1"], "127.0.0.1:1"),
+        (["--oauth", "strict", "--oauth-jwks", str(roles)], "--oauth strict needs --oauth-roles"),
+        (["--oauth", "strict", "--oauth-roles", str(roles)], "--oauth-jwks or --oauth-issuer"),
+        (["--oauth", "strict", "--oauth-roles", str(roles), "--oauth-issuer", "http://127.0.0.1:1"], "127.0.0.1:1"),
     ):
         srv = TafelServer(_workdir / f"d-{uuid.uuid4().hex[:6]}", _workdir / "tafel-oauth-bad.log", extra_args=args)
         with pytest.raises(RuntimeError):
             srv.start(timeout=30)
         assert says in srv.log_path.read_text()
+
+
+def test_the_tenant_is_pinned_unless_common(basic, strict):
+    """--oauth-tenant (the fixtures' TENANT) is the only Entra tenant accepted."""
+    other = "00000000-0000-0000-0000-000000000001"
+    for iss in (f"https://sts.windows.net/{other}/", f"https://login.microsoftonline.com/{other}/v2.0"):
+        r = call(basic, token=mint(iss=iss))
+        assert r.status_code == 401 and r.headers["WWW-Authenticate"] == CHALLENGE, iss
+        assert "Issuer validation failed" in call(basic, "/?restype=service&comp=properties", token=mint(iss=iss)).text
+        # Signed with the right key and named in the role file: still another tenant's token.
+        assert call(strict, token=mint(iss=iss, appid="admin-app")).status_code == 401, iss
+    assert call(strict, token=mint(appid="admin-app")).status_code == 200

@@ -138,11 +138,12 @@ struct ServeArgs {
         requires = "oauth"
     )]
     oauth_issuers: Vec<String>,
-    /// Role file mapping token principals to table roles (docs/oauth.md); without
-    /// one every accepted token may do everything.
+    /// Role file mapping token principals to table roles (docs/oauth.md); required
+    /// by strict mode; without one, basic mode lets every accepted token do everything.
     #[arg(long, env = "TAFEL_OAUTH_ROLES", requires = "oauth")]
     oauth_roles: Option<PathBuf>,
-    /// Tenant named in the WWW-Authenticate challenge of a refused token.
+    /// The Entra ID tenant: the only one whose issuers are accepted (unless `common`
+    /// or `organizations`: any), and the one named in the WWW-Authenticate challenge.
     #[arg(long, env = "TAFEL_OAUTH_TENANT", default_value = "common")]
     oauth_tenant: String,
     /// An account as NAME:BASE64KEY[:BASE64KEY2]; repeatable. Default: the
@@ -233,6 +234,12 @@ impl ServeArgs {
             Some(path) => Some(Roles::load(path).map_err(anyhow::Error::msg)?),
             None => None,
         };
+        // Verified signatures say who a principal is, not what it may do: strict mode
+        // grants only what the role file says (Entra ID signs every tenant's tokens
+        // with the same keys).
+        if mode == OAuthMode::Strict && roles.is_none() {
+            anyhow::bail!("--oauth strict needs --oauth-roles (which principals may do what)");
+        }
         let keys = match (mode, &self.oauth_jwks) {
             (OAuthMode::Basic, _) => {
                 tracing::warn!("--oauth basic: token signatures are NOT checked; anyone can mint an accepted token. For local development only.");

@@ -43,6 +43,9 @@ pub struct OAuth {
     issuers: Vec<String>,
     /// Who may do what; without a file, every accepted token is the owner.
     roles: Option<Roles>,
+    /// `--oauth-tenant` unless it is `common`/`organizations`: the only tenant whose
+    /// Entra issuers are accepted.
+    tenant: Option<String>,
     challenge: String,
 }
 
@@ -52,11 +55,15 @@ fn refused(detail: &str) -> Error {
 
 impl OAuth {
     pub fn new(mode: Mode, keys: Option<Arc<Keys>>, issuers: Vec<String>, roles: Option<Roles>, tenant: &str) -> Self {
+        let any_tenant = ["common", "organizations"]
+            .iter()
+            .any(|t| t.eq_ignore_ascii_case(tenant));
         OAuth {
             mode,
             keys,
             issuers,
             roles,
+            tenant: (!any_tenant).then(|| tenant.to_owned()),
             challenge: format!(
                 "Bearer authorization_uri=https://login.microsoftonline.com/{tenant}/oauth2/authorize resource_id={STORAGE_AUDIENCE}"
             ),
@@ -70,8 +77,11 @@ impl OAuth {
 
     /// Checks the token of `Authorization: Bearer <token>`; what it grants.
     pub async fn verify(&self, req: &Signed<'_>, token: &str) -> Result<Access> {
+        // Azure's answers to a token sent over http or with too old a version: 403
+        // AuthenticationFailed, without a challenge (a new token would not help).
         if !req.https {
-            return Err(refused("Bearer tokens are accepted only over HTTPS."));
+            return Err(Error::new(ErrorCode::AuthenticationFailed)
+                .with_detail("Authentication scheme Bearer is not allowed with HTTP."));
         }
         let version = req
             .headers
@@ -80,13 +90,14 @@ impl OAuth {
             .unwrap_or("");
         // Versions are ISO dates: they compare as strings.
         if version < FIRST_VERSION {
-            return Err(refused("Bearer tokens need x-ms-version 2019-02-02 or later."));
+            return Err(Error::new(ErrorCode::AuthenticationFailed)
+                .with_detail("Authentication scheme Bearer is not supported in this version."));
         }
         let claims = match self.mode {
             Mode::Basic => unverified_claims(token)?,
             Mode::Strict => self.verified_claims(token).await?,
         };
-        check_claims(&claims, &self.issuers, &audiences(req), now())?;
+        check_claims(&claims, &self.issuers, self.tenant.as_deref(), &audiences(req), now())?;
         let grant = match &self.roles {
             Some(roles) => roles.grant(req.account, &claims),
             None => TokenGrant::owner(),
@@ -106,8 +117,11 @@ impl OAuth {
             .keys
             .as_ref()
             .ok_or_else(|| refused("No signing keys are configured."))?;
+        // The issuer the token claims picks the keys: an issuer's own keys, or the file's.
+        let claimed = unverified_claims(token)?;
+        let iss = claimed["iss"].as_str().unwrap_or("");
         let key = keys
-            .find(header.kid.as_deref(), header.alg)
+            .find(header.kid.as_deref(), header.alg, iss)
             .await
             .ok_or_else(|| refused("Signature validation failed. The token's key was not found."))?;
         // Claims are checked below, the same way in both modes.
@@ -164,7 +178,13 @@ fn audiences(req: &Signed<'_>) -> Vec<String> {
 }
 
 /// Azure's checks of a token's claims, each failure with Azure's detail.
-fn check_claims(claims: &Value, extra_issuers: &[String], audiences: &[String], now: i64) -> Result<()> {
+fn check_claims(
+    claims: &Value,
+    extra_issuers: &[String],
+    tenant: Option<&str>,
+    audiences: &[String],
+    now: i64,
+) -> Result<()> {
     let aud_ok = |a: &str| audiences.iter().any(|want| a.trim_end_matches('/') == want);
     let aud = match &claims["aud"] {
         Value::String(a) => aud_ok(a),
@@ -175,7 +195,8 @@ fn check_claims(claims: &Value, extra_issuers: &[String], audiences: &[String], 
         return Err(refused("Audience validation failed. Audience did not match."));
     }
     let iss = claims["iss"].as_str().unwrap_or("");
-    if !entra_issuer(iss)
+    let entra_ok = entra_tenant(iss).is_some_and(|t| tenant.is_none_or(|want| want.eq_ignore_ascii_case(t)));
+    if !entra_ok
         && !extra_issuers
             .iter()
             .any(|i| i.trim_end_matches('/') == iss.trim_end_matches('/'))
@@ -194,17 +215,17 @@ fn check_claims(claims: &Value, extra_issuers: &[String], audiences: &[String], 
     Ok(())
 }
 
-/// `https://sts.windows.net/<tenant>/` (v1 tokens) or
+/// The tenant of `https://sts.windows.net/<tenant>/` (v1 tokens) or
 /// `https://login.microsoftonline.com/<tenant>/v2.0` (v2 tokens).
-fn entra_issuer(iss: &str) -> bool {
-    let tenant_ok = |t: &str| !t.is_empty() && t.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.');
+pub(super) fn entra_tenant(iss: &str) -> Option<&str> {
+    let tenant_ok = |t: &&str| !t.is_empty() && t.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.');
     if let Some(rest) = iss.strip_prefix("https://sts.windows.net/") {
-        return rest.strip_suffix('/').is_some_and(tenant_ok);
+        return rest.strip_suffix('/').filter(tenant_ok);
     }
     if let Some(rest) = iss.strip_prefix("https://login.microsoftonline.com/") {
-        return rest.strip_suffix("/v2.0").is_some_and(tenant_ok);
+        return rest.strip_suffix("/v2.0").filter(tenant_ok);
     }
-    false
+    None
 }
 
 #[cfg(test)]
@@ -216,7 +237,8 @@ mod tests {
 
     fn check(claims: Value) -> std::result::Result<(), String> {
         let auds = vec![STORAGE_AUDIENCE.to_owned(), "https://127.0.0.1:10002".to_owned()];
-        check_claims(&claims, &["https://issuer.test".to_owned()], &auds, NOW).map_err(|e| e.detail.unwrap_or_default())
+        check_claims(&claims, &["https://issuer.test".to_owned()], None, &auds, NOW)
+            .map_err(|e| e.detail.unwrap_or_default())
     }
 
     fn good() -> Value {
@@ -253,6 +275,32 @@ mod tests {
         let mut no_exp = good();
         no_exp.as_object_mut().unwrap().remove("exp");
         assert!(check(no_exp).unwrap_err().contains("no expiry"));
+    }
+
+    #[test]
+    fn a_pinned_tenant_is_the_only_entra_tenant_accepted() {
+        let auds = vec![STORAGE_AUDIENCE.to_owned()];
+        let pinned = |iss: &str| {
+            let mut c = good();
+            c["iss"] = json!(iss);
+            let extra = ["https://issuer.test".to_owned()];
+            check_claims(&c, &extra, Some("72F988BF-86F1-41AF-91AB-2D7CD011DB47"), &auds, NOW).is_ok()
+        };
+        assert!(pinned("https://sts.windows.net/72f988bf-86f1-41af-91ab-2d7cd011db47/"));
+        assert!(pinned(
+            "https://login.microsoftonline.com/72f988bf-86f1-41af-91ab-2d7cd011db47/v2.0"
+        ));
+        assert!(!pinned("https://sts.windows.net/00000000-0000-0000-0000-000000000001/"));
+        assert!(!pinned(
+            "https://login.microsoftonline.com/contoso.onmicrosoft.com/v2.0"
+        ));
+        assert!(pinned("https://issuer.test"), "--oauth-issuer values are not Entra's");
+        for any in ["common", "Organizations"] {
+            let o = OAuth::new(Mode::Basic, None, vec![], None, any);
+            assert_eq!(o.tenant, None, "{any}");
+        }
+        let o = OAuth::new(Mode::Basic, None, vec![], None, "contoso.onmicrosoft.com");
+        assert_eq!(o.tenant.as_deref(), Some("contoso.onmicrosoft.com"));
     }
 
     #[test]

@@ -13,6 +13,8 @@ use hyper_util::rt::TokioExecutor;
 use jsonwebtoken::jwk::JwkSet;
 use jsonwebtoken::{Algorithm, DecodingKey};
 
+use super::bearer::entra_tenant;
+
 /// Where the keys come from.
 #[derive(Debug, Clone)]
 pub enum KeySource {
@@ -25,6 +27,9 @@ struct Key {
     kid: Option<String>,
     alg: Option<Algorithm>,
     key: DecodingKey,
+    /// The issuer whose discovery document named the key (its tokens only); `None`
+    /// for a JWKS file's keys, which verify any accepted issuer's tokens.
+    issuer: Option<String>,
 }
 
 pub struct Keys {
@@ -38,6 +43,8 @@ const MISS_RELOAD: Duration = Duration::from_secs(30);
 /// How often the keys load again anyway (issuers rotate their keys).
 pub const REFRESH: Duration = Duration::from_secs(3600);
 const FETCH_TIMEOUT: Duration = Duration::from_secs(10);
+/// The largest discovery document or key set read (Entra's are a few KiB).
+const MAX_DOCUMENT: usize = 1 << 20;
 
 impl Keys {
     /// Loads the keys once; fails (and so does the start) if none load.
@@ -59,10 +66,10 @@ impl Keys {
         Ok(n)
     }
 
-    /// The key for a token's `kid` and `alg`, loading the keys again (rate-limited)
-    /// when no key has that id.
-    pub async fn find(&self, kid: Option<&str>, alg: Algorithm) -> Option<DecodingKey> {
-        if let Some(k) = self.lookup(kid, alg) {
+    /// The key for a token's `kid` and `alg` that may sign for `iss`, loading the
+    /// keys again (rate-limited) when no key has that id.
+    pub async fn find(&self, kid: Option<&str>, alg: Algorithm, iss: &str) -> Option<DecodingKey> {
+        if let Some(k) = self.lookup(kid, alg, iss) {
             return Some(k);
         }
         let due = self.last_load.lock().unwrap_or_else(PoisonError::into_inner).elapsed() >= MISS_RELOAD;
@@ -70,21 +77,43 @@ impl Keys {
             if let Err(e) = self.reload().await {
                 tracing::warn!(error = %e, "reloading the OAuth signing keys failed");
             }
-            return self.lookup(kid, alg);
+            return self.lookup(kid, alg, iss);
         }
         None
     }
 
-    fn lookup(&self, kid: Option<&str>, alg: Algorithm) -> Option<DecodingKey> {
+    fn lookup(&self, kid: Option<&str>, alg: Algorithm, iss: &str) -> Option<DecodingKey> {
         let keys = self.keys.read().unwrap_or_else(PoisonError::into_inner);
+        let iss = iss.trim_end_matches('/');
         keys.iter()
             .filter(|k| k.alg.is_none_or(|a| a == alg))
+            .filter(|k| k.issuer.as_deref().is_none_or(|i| signs_for(i, iss)))
             .find(|k| kid.is_none() || k.kid.as_deref() == kid)
             .map(|k| k.key.clone())
     }
 }
 
-fn parse_jwks(what: &str, body: &[u8]) -> Result<Vec<Key>, String> {
+/// Whether keys from `issuer`'s discovery document may sign a token claiming `iss`.
+/// Entra's two issuer forms of one tenant (v1 `sts.windows.net`, v2 `login.microsoftonline.com`)
+/// are one issuer, and Entra's multi-tenant documents (`common`, `organizations`) sign for
+/// every tenant (`--oauth-tenant` narrows which are accepted).
+fn signs_for(issuer: &str, iss: &str) -> bool {
+    let iss = iss.trim_end_matches('/');
+    match (
+        entra_tenant(&format!("{issuer}/")).or_else(|| entra_tenant(issuer)),
+        entra_tenant(&format!("{iss}/")).or_else(|| entra_tenant(iss)),
+    ) {
+        (Some(bound), Some(claimed)) => {
+            bound.eq_ignore_ascii_case(claimed)
+                || ["common", "organizations"]
+                    .iter()
+                    .any(|t| t.eq_ignore_ascii_case(bound))
+        }
+        _ => issuer == iss,
+    }
+}
+
+fn parse_jwks(what: &str, body: &[u8], issuer: Option<&str>) -> Result<Vec<Key>, String> {
     let set: JwkSet = serde_json::from_slice(body).map_err(|e| format!("{what}: not a JWK set ({e})"))?;
     let keys: Vec<Key> = set
         .keys
@@ -99,6 +128,7 @@ fn parse_jwks(what: &str, body: &[u8]) -> Result<Vec<Key>, String> {
                 kid: jwk.common.key_id.clone(),
                 alg,
                 key,
+                issuer: issuer.map(|i| i.trim_end_matches('/').to_owned()),
             })
         })
         .collect();
@@ -113,7 +143,7 @@ async fn fetch_keys(source: &KeySource) -> Result<Vec<Key>, String> {
         KeySource::File(path) => {
             // A small file, read at start and on a rare reload.
             let body = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
-            parse_jwks(&path.display().to_string(), &body)
+            parse_jwks(&path.display().to_string(), &body, None)
         }
         KeySource::Issuers(issuers) => {
             let mut all = Vec::new();
@@ -124,7 +154,7 @@ async fn fetch_keys(source: &KeySource) -> Result<Vec<Key>, String> {
                 let jwks_uri = doc["jwks_uri"]
                     .as_str()
                     .ok_or_else(|| format!("{discovery}: names no jwks_uri"))?;
-                all.extend(parse_jwks(jwks_uri, &get(jwks_uri).await?)?);
+                all.extend(parse_jwks(jwks_uri, &get(jwks_uri).await?, Some(issuer))?);
             }
             Ok(all)
         }
@@ -147,10 +177,42 @@ async fn get(url: &str) -> Result<Bytes, String> {
         if !resp.status().is_success() {
             return Err(format!("{url}: HTTP {}", resp.status()));
         }
-        let body = resp.into_body().collect().await.map_err(|e| format!("{url}: {e}"))?;
+        let body = http_body_util::Limited::new(resp.into_body(), MAX_DOCUMENT)
+            .collect()
+            .await
+            .map_err(|e| format!("{url}: {e}"))?;
         Ok(body.to_bytes())
     };
     tokio::time::timeout(FETCH_TIMEOUT, fetch)
         .await
         .map_err(|_| format!("{url}: no answer within {FETCH_TIMEOUT:?}"))?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_issuers_keys_sign_only_for_it() {
+        let t = "72f988bf-86f1-41af-91ab-2d7cd011db47";
+        let v1 = format!("https://sts.windows.net/{t}/");
+        let v2 = format!("https://login.microsoftonline.com/{t}/v2.0");
+        // Stored trimmed of a trailing `/`, as parse_jwks keeps them.
+        let bound_v1 = v1.trim_end_matches('/');
+        assert!(signs_for(&v2, &v1) && signs_for(&v2, &v2) && signs_for(bound_v1, &v1) && signs_for(bound_v1, &v2));
+        let other = "https://sts.windows.net/00000000-0000-0000-0000-000000000001/";
+        assert!(!signs_for(&v2, other));
+        assert!(signs_for("https://login.microsoftonline.com/common/v2.0", other));
+        assert!(signs_for("https://login.microsoftonline.com/organizations/v2.0", &v1));
+        assert!(signs_for(
+            "http://127.0.0.1:8080/issuer",
+            "http://127.0.0.1:8080/issuer/"
+        ));
+        assert!(!signs_for("http://127.0.0.1:8080/issuer", &v1));
+        assert!(!signs_for(&v2, "http://127.0.0.1:8080/issuer"));
+        assert!(!signs_for(
+            "https://login.microsoftonline.com/common/v2.0",
+            "http://127.0.0.1:8080/issuer"
+        ));
+    }
 }

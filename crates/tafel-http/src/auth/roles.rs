@@ -65,11 +65,17 @@ fn role(name: &str) -> Option<TableRole> {
 impl Roles {
     pub fn load(path: &Path) -> Result<Self, String> {
         let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        Self::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
+        let json = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("json"));
+        Self::parse(&text, json).map_err(|e| format!("{}: {e}", path.display()))
     }
 
-    fn parse(text: &str) -> Result<Self, String> {
-        let file: File = toml::from_str(text).map_err(|e| e.to_string())?;
+    /// TOML, or JSON (`{"grant": [{"principal": …, "role": …}, …]}`) when `json`.
+    fn parse(text: &str, json: bool) -> Result<Self, String> {
+        let file: File = if json {
+            serde_json::from_str(text).map_err(|e| e.to_string())?
+        } else {
+            toml::from_str(text).map_err(|e| e.to_string())?
+        };
         let mut assignments = Vec::new();
         for g in file.grant {
             let principal = match g.principal.split_once(':') {
@@ -151,6 +157,7 @@ mod tests {
             role = "owner"
             account = "other"
             "#,
+            false,
         )
         .unwrap();
         let g = roles.grant("acct", &json!({"oid": "alice", "roles": ["Tables.Write"]}));
@@ -166,9 +173,25 @@ mod tests {
 
     #[test]
     fn an_unknown_role_or_principal_kind_is_refused_by_name() {
-        let e = Roles::parse("[[grant]]\nprincipal = \"oid:a\"\nrole = \"admin\"").unwrap_err();
+        let e = Roles::parse("[[grant]]\nprincipal = \"oid:a\"\nrole = \"admin\"", false).unwrap_err();
         assert!(e.contains("`admin`"), "{e}");
-        let e = Roles::parse("[[grant]]\nprincipal = \"upn:a\"\nrole = \"reader\"").unwrap_err();
+        let e = Roles::parse("[[grant]]\nprincipal = \"upn:a\"\nrole = \"reader\"", false).unwrap_err();
         assert!(e.contains("`upn:a`"), "{e}");
+    }
+
+    #[test]
+    fn the_role_file_may_be_json() {
+        let roles = Roles::parse(
+            r#"{"grant": [{"principal": "group:g1", "role": "Storage Table Data Contributor", "table": "t"}]}"#,
+            true,
+        )
+        .unwrap();
+        let g = roles.grant("acct", &json!({"groups": ["g1"]}));
+        assert_eq!(g.tables, vec![("t".to_owned(), TableRole::Contributor)]);
+        assert!(Roles::parse(
+            r#"{"grant": [{"principal": "oid:a", "role": "reader", "scope": "x"}]}"#,
+            true
+        )
+        .is_err());
     }
 }
