@@ -12,6 +12,8 @@
 pub mod embedded;
 pub mod error;
 pub mod key;
+// The scans of both backends use it; a build with neither has no scan.
+#[cfg_attr(not(any(feature = "embedded", feature = "postgres")), allow(dead_code))]
 mod page;
 #[cfg(feature = "postgres")]
 pub mod postgres;
