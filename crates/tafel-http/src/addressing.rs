@@ -14,19 +14,27 @@ pub struct Address {
     pub secondary: bool,
 }
 
-fn is_path_style(host: &str) -> bool {
-    let hostname = if let Some(rest) = host.strip_prefix('[') {
+/// The host name of a `Host` header, without its port (an IPv6 literal keeps
+/// its brackets).
+pub(crate) fn hostname(host: &str) -> &str {
+    if host.starts_with('[') {
+        return host.split_inclusive(']').next().unwrap_or(host);
+    }
+    host.rsplit_once(':').map_or(host, |(h, port)| {
+        if port.bytes().all(|b| b.is_ascii_digit()) {
+            h
+        } else {
+            host
+        }
+    })
+}
+
+pub(crate) fn is_path_style(host: &str) -> bool {
+    if let Some(rest) = host.strip_prefix('[') {
         // IPv6 literal.
         return rest.contains(']');
-    } else {
-        host.rsplit_once(':').map_or(host, |(h, port)| {
-            if port.bytes().all(|b| b.is_ascii_digit()) {
-                h
-            } else {
-                host
-            }
-        })
-    };
+    }
+    let hostname = hostname(host);
     hostname.eq_ignore_ascii_case("localhost")
         || !hostname.contains('.')
         || hostname.parse::<std::net::Ipv4Addr>().is_ok()

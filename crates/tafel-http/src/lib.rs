@@ -8,6 +8,7 @@ pub mod admin;
 pub mod auth;
 mod body;
 mod cors;
+pub mod explorer;
 mod pipeline;
 pub mod server;
 pub mod tls;

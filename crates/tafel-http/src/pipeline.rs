@@ -33,6 +33,9 @@ pub struct AppState {
     pub ops: Arc<Ops>,
     /// Bearer tokens, when `--oauth` accepts them.
     pub oauth: Option<Arc<OAuth>>,
+    /// The admin listener serving the web explorer, where a browser opening
+    /// the bare root is sent.
+    pub explorer: Option<SocketAddr>,
 }
 
 /// The client's address, put in each request's extensions by the server.

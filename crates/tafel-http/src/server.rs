@@ -38,6 +38,7 @@ use tokio::runtime::Handle;
 use tokio::sync::{mpsc, watch};
 use tokio_rustls::server::TlsStream;
 
+use crate::explorer;
 use crate::pipeline::{busy, handle, into_hyper, AppState, Https, PeerAddr};
 use crate::tls::{self, TlsAcceptor};
 use tafel_protocol::Response;
@@ -306,8 +307,13 @@ impl ConnState {
             if https {
                 req.extensions_mut().insert(Https);
             }
-            let fut = respond(state.clone(), long.clone(), req);
-            async move { Ok::<_, Infallible>(into_hyper(fut.await)) }
+            let (state, long) = (state.clone(), long.clone());
+            async move {
+                if let Some(r) = state.explorer.and_then(|at| explorer::redirect_to_explorer(at, &req)) {
+                    return Ok::<_, Infallible>(r);
+                }
+                Ok(into_hyper(respond(state, long, req).await))
+            }
         });
         if let Err(e) = watcher.watch(http.serve_connection(io, svc)).await {
             tracing::debug!(error = %e, "connection ended with an error");

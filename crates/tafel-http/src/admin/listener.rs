@@ -4,6 +4,8 @@
 //! - `GET /ready`: 200 while the store is usable and the node is not draining;
 //!   503 with the reason otherwise (readiness).
 //! - `GET /metrics`: Prometheus text format.
+//! - the web explorer (`GET /` and its assets) and `/api/…`, its way to the
+//!   Table API ([`crate::explorer`]), unless turned off.
 //!
 //! With `--admin-token`, `/metrics` needs `Authorization: Bearer <token>`, and
 //! `/ready` gives its reason only to a caller that sends it; `/health` and
@@ -15,7 +17,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use http::{header, Method, StatusCode};
@@ -28,6 +30,8 @@ use tokio::net::TcpListener;
 
 use super::metrics::Scrape;
 use super::Ops;
+use crate::explorer;
+use crate::pipeline::AppState;
 
 pub struct AdminState {
     pub ops: Arc<Ops>,
@@ -36,6 +40,11 @@ pub struct AdminState {
     pub accounts: Vec<String>,
     pub token: Option<String>,
     pub backend: &'static str,
+    /// The Table API the explorer's `/api/…` calls reach; `None`: no explorer.
+    pub explorer: Option<Arc<AppState>>,
+    /// The Table API's own URL, for links the explorer shows (a SAS URL).
+    table_endpoint: String,
+    started: SystemTime,
     /// The last readiness reported, to log its changes once.
     was_ready: AtomicBool,
 }
@@ -54,8 +63,19 @@ impl AdminState {
             accounts,
             token,
             backend,
+            explorer: None,
+            table_endpoint: String::new(),
+            started: SystemTime::now(),
             was_ready: AtomicBool::new(true),
         }
+    }
+
+    /// Serves the web explorer, whose calls reach `app`, itself served at
+    /// `table_endpoint` (`http://127.0.0.1:10002`).
+    pub fn with_explorer(mut self, app: Arc<AppState>, table_endpoint: String) -> Self {
+        self.explorer = Some(app);
+        self.table_endpoint = table_endpoint;
+        self
     }
 
     /// Readiness now: not draining, and the store answers.
@@ -109,7 +129,29 @@ fn text(status: StatusCode, body: impl Into<Bytes>) -> Resp {
     r
 }
 
-async fn route(state: &AdminState, req: hyper::Request<hyper::body::Incoming>) -> Resp {
+async fn route(state: &AdminState, req: hyper::Request<hyper::body::Incoming>, peer: SocketAddr) -> Resp {
+    if let Some(app) = &state.explorer {
+        let path = req.uri().path();
+        if path.starts_with(explorer::API_PREFIX) {
+            return explorer::forward(app.clone(), req, peer).await;
+        }
+        if req.method() == Method::GET || req.method() == Method::HEAD {
+            if let Some(r) = explorer::asset(path) {
+                return r;
+            }
+            if path == "/explorer.json" {
+                let config = serde_json::json!({
+                    "tableEndpoint": state.table_endpoint,
+                    "version": env!("CARGO_PKG_VERSION"),
+                    "backend": state.backend,
+                });
+                let mut r = text(StatusCode::OK, config.to_string());
+                r.headers_mut()
+                    .insert(header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
+                return r;
+            }
+        }
+    }
     if req.method() != Method::GET && req.method() != Method::HEAD {
         let mut r = text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n");
         r.headers_mut()
@@ -149,6 +191,10 @@ async fn metrics(state: &AdminState) -> Resp {
         ready,
         draining: state.ops.draining(),
         backend: state.backend,
+        start_time: state
+            .started
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64()),
         store: state.store.metrics(),
         tables,
     };
@@ -173,7 +219,7 @@ pub async fn serve_admin(
 ) -> std::io::Result<()> {
     tokio::pin!(shutdown);
     loop {
-        let (stream, _) = tokio::select! {
+        let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(a) => a,
                 Err(e) => {
@@ -188,7 +234,7 @@ pub async fn serve_admin(
         tokio::spawn(async move {
             let svc = service_fn(move |req| {
                 let state = state.clone();
-                async move { Ok::<_, Infallible>(route(&state, req).await) }
+                async move { Ok::<_, Infallible>(route(&state, req, peer).await) }
             });
             let conn = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())

@@ -241,6 +241,8 @@ pub struct Scrape {
     pub ready: bool,
     pub draining: bool,
     pub backend: &'static str,
+    /// When the process started, in seconds since the Unix epoch.
+    pub start_time: f64,
     pub store: Vec<StoreMetric>,
     /// Tables per account (accounts whose count could not be read are left out).
     pub tables: Vec<(String, u64)>,
@@ -281,6 +283,14 @@ impl Collector for Scrape {
             "1 once shutdown began: the node answers /ready with 503 while in-flight requests finish",
             i64::from(self.draining),
         )?;
+        encoder
+            .encode_descriptor(
+                "process_start_time_seconds",
+                "Start time of the process since unix epoch in seconds",
+                None,
+                MetricType::Gauge,
+            )?
+            .encode_gauge(&self.start_time)?;
         let info = InfoLabels {
             version: env!("CARGO_PKG_VERSION"),
             backend: self.backend,
@@ -337,6 +347,7 @@ mod tests {
             ready: true,
             draining: false,
             backend: "embedded",
+            start_time: 1_700_000_000.5,
             store: vec![StoreMetric {
                 name: "log_sync_seconds",
                 help: "Syncs.",
@@ -378,6 +389,7 @@ mod tests {
             r#"tafel_account_tables{account="acct"} 4"#,
             r#"tafel_store_log_sync_seconds_bucket{le="+Inf"} 3"#,
             "tafel_ready 1",
+            "process_start_time_seconds 1700000000.5",
         ] {
             assert!(text.lines().any(|l| l == line), "{line} missing from\n{text}");
         }

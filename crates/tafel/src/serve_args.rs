@@ -1,0 +1,296 @@
+//! The serve command's flags, and what they build: the store, the access log,
+//! bearer-token checking, the TLS source.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use clap::Args;
+use tafel_http::admin::{AccessLog, Destination, LogFormat};
+use tafel_http::auth::bearer::{self, OAuth};
+use tafel_http::auth::jwks::{KeySource, Keys, REFRESH};
+use tafel_http::auth::roles::Roles;
+use tafel_http::tls;
+use tafel_store::Store;
+
+#[derive(Args, Clone)]
+pub(crate) struct ServeArgs {
+    /// A TOML file setting any of these flags under its own name (`port = 10002`);
+    /// flags and environment variables take precedence over it.
+    #[arg(long, env = "TAFEL_CONFIG")]
+    pub(crate) config: Option<PathBuf>,
+    /// Address to listen on.
+    #[arg(long, env = "TAFEL_HOST", default_value = "127.0.0.1")]
+    pub(crate) host: String,
+    /// Port to listen on (Azurite's table port by default).
+    #[arg(long, env = "TAFEL_PORT", default_value_t = 10002)]
+    pub(crate) port: u16,
+    /// Directory holding the data.
+    #[arg(long, env = "TAFEL_DATA_DIR", default_value = "./tafel-data")]
+    pub(crate) data_dir: PathBuf,
+    /// Serve HTTPS with this PEM certificate chain (leaf first), with --key.
+    /// `tafel cert` makes one for local development. SIGHUP reloads it.
+    #[arg(long, env = "TAFEL_TLS_CERT", requires = "key", conflicts_with = "pfx")]
+    pub(crate) cert: Option<PathBuf>,
+    /// The PEM private key of --cert.
+    #[arg(long, env = "TAFEL_TLS_KEY", requires = "cert")]
+    pub(crate) key: Option<PathBuf>,
+    /// Serve HTTPS with the key and certificate chain in this PKCS#12 (.pfx) file.
+    #[arg(long, env = "TAFEL_TLS_PFX")]
+    pub(crate) pfx: Option<PathBuf>,
+    /// The password of --pfx.
+    #[arg(long, env = "TAFEL_TLS_PFX_PASSWORD", hide_env_values = true, requires = "pfx")]
+    pub(crate) pwd: Option<String>,
+    /// Accept Microsoft Entra ID bearer tokens (HTTPS only): `basic` checks audience,
+    /// issuer and lifetime but not the signature (local development only); `strict`
+    /// also verifies the signature (--oauth-jwks or --oauth-issuer).
+    #[arg(long, env = "TAFEL_OAUTH", value_enum)]
+    pub(crate) oauth: Option<OAuthMode>,
+    /// A JWKS file of the keys strict mode verifies signatures with.
+    #[arg(long, env = "TAFEL_OAUTH_JWKS", requires = "oauth")]
+    pub(crate) oauth_jwks: Option<PathBuf>,
+    /// An issuer to accept besides Entra's (`https://sts.windows.net/<tenant>/`,
+    /// `https://login.microsoftonline.com/<tenant>/v2.0`); repeatable. In strict mode
+    /// without --oauth-jwks, its OpenID discovery document names the keys.
+    #[arg(
+        long = "oauth-issuer",
+        env = "TAFEL_OAUTH_ISSUERS",
+        value_delimiter = ';',
+        requires = "oauth"
+    )]
+    pub(crate) oauth_issuers: Vec<String>,
+    /// Role file mapping token principals to table roles (docs/oauth.md); required
+    /// by strict mode; without one, basic mode lets every accepted token do everything.
+    #[arg(long, env = "TAFEL_OAUTH_ROLES", requires = "oauth")]
+    pub(crate) oauth_roles: Option<PathBuf>,
+    /// The Entra ID tenant: the only one whose issuers are accepted (unless `common`
+    /// or `organizations`: any), and the one named in the WWW-Authenticate challenge.
+    #[arg(long, env = "TAFEL_OAUTH_TENANT", default_value = "common")]
+    pub(crate) oauth_tenant: String,
+    /// An account as NAME:BASE64KEY[:BASE64KEY2]; repeatable. Default: the
+    /// emulator account devstoreaccount1 with its well-known key.
+    #[arg(
+        long = "account",
+        env = "TAFEL_ACCOUNTS",
+        value_delimiter = ';',
+        hide_env_values = true
+    )]
+    pub(crate) accounts: Vec<String>,
+    /// A file of accounts, one NAME:BASE64KEY[:BASE64KEY2] per line (`#` starts a
+    /// comment line); combined with --account.
+    #[arg(long = "accounts-file", env = "TAFEL_ACCOUNTS_FILE")]
+    pub(crate) accounts_file: Option<PathBuf>,
+    /// Log filter (error, warn, info, debug, trace, or a tracing directive).
+    #[arg(long, env = "TAFEL_LOG", default_value = "info")]
+    pub(crate) log: String,
+    /// Page cache of the embedded store, in MiB.
+    #[arg(long, env = "TAFEL_CACHE_MB", default_value_t = 256)]
+    pub(crate) cache_mb: usize,
+    /// Where data lives: the embedded store in --data-dir, or a PostgreSQL-wire
+    /// database shared by any number of nodes.
+    #[arg(long, env = "TAFEL_BACKEND", value_enum, default_value_t = Backend::Embedded)]
+    pub(crate) backend: Backend,
+    /// The database of the postgres backend, as a libpq-style URL or conninfo
+    /// (`postgresql://user@host:5432/db`, `host=… dbname=…`).
+    #[arg(
+        long,
+        env = "TAFEL_POSTGRES_URL",
+        required_if_eq("backend", "postgres"),
+        hide_env_values = true
+    )]
+    pub(crate) postgres_url: Option<String>,
+    /// Connections to the database this node keeps at most.
+    #[arg(long, env = "TAFEL_POSTGRES_POOL", default_value_t = 16)]
+    pub(crate) postgres_pool: usize,
+    /// Threads serving HTTP connections (default: one per CPU but one, at least
+    /// one: a core is left to clients on the same machine).
+    #[arg(long, env = "TAFEL_THREADS")]
+    pub(crate) threads: Option<usize>,
+    /// Threads of each of the two runtimes for long requests, one for queries and one
+    /// for batches (default: one per CPU).
+    #[arg(long, env = "TAFEL_LONG_THREADS")]
+    pub(crate) long_threads: Option<usize>,
+    /// Address of the admin listener (/health, /ready, /metrics).
+    #[arg(long, env = "TAFEL_ADMIN_HOST", default_value = "127.0.0.1")]
+    pub(crate) admin_host: String,
+    /// Port of the admin listener.
+    #[arg(long, env = "TAFEL_ADMIN_PORT", default_value_t = 10012)]
+    pub(crate) admin_port: u16,
+    /// Run no admin listener.
+    #[arg(long, env = "TAFEL_NO_ADMIN", value_parser = clap::builder::BoolishValueParser::new())]
+    pub(crate) no_admin: bool,
+    /// Serve no web explorer on the admin listener.
+    #[arg(long, env = "TAFEL_NO_EXPLORER", value_parser = clap::builder::BoolishValueParser::new())]
+    pub(crate) no_explorer: bool,
+    /// Bearer token the admin listener asks for (/metrics, and /ready's reason);
+    /// required when it listens on a non-loopback address.
+    #[arg(long, env = "TAFEL_ADMIN_TOKEN", hide_env_values = true)]
+    pub(crate) admin_token: Option<String>,
+    /// Where the access log goes: off, stdout, or a file to append to.
+    #[arg(long, env = "TAFEL_ACCESS_LOG", default_value = "off")]
+    pub(crate) access_log: String,
+    /// Format of the access log and of the server's own log lines.
+    #[arg(long, env = "TAFEL_LOG_FORMAT", value_enum, default_value_t = LogFormatArg::Text)]
+    pub(crate) log_format: LogFormatArg,
+    /// On SIGTERM, seconds to keep serving with /ready at 503 (so load balancers
+    /// stop sending here) before shutting down.
+    #[arg(long, env = "TAFEL_DRAIN_SECONDS", default_value_t = 5)]
+    pub(crate) drain_seconds: u64,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum OAuthMode {
+    Basic,
+    Strict,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LogFormatArg {
+    Text,
+    Json,
+}
+
+impl ServeArgs {
+    /// Bearer-token checking, if --oauth is on; loads the keys and the role file.
+    pub(crate) async fn oauth(&self) -> anyhow::Result<Option<Arc<OAuth>>> {
+        let Some(mode) = self.oauth else { return Ok(None) };
+        let roles = match &self.oauth_roles {
+            Some(path) => Some(Roles::load(path).map_err(anyhow::Error::msg)?),
+            None => None,
+        };
+        // Verified signatures say who a principal is, not what it may do: strict mode
+        // grants only what the role file says (Entra ID signs every tenant's tokens
+        // with the same keys).
+        if mode == OAuthMode::Strict && roles.is_none() {
+            anyhow::bail!("--oauth strict needs --oauth-roles (which principals may do what)");
+        }
+        let keys = match (mode, &self.oauth_jwks) {
+            (OAuthMode::Basic, _) => {
+                tracing::warn!("--oauth basic: token signatures are NOT checked; anyone can mint an accepted token. For local development only.");
+                None
+            }
+            (OAuthMode::Strict, Some(path)) => Some(KeySource::File(path.clone())),
+            (OAuthMode::Strict, None) if !self.oauth_issuers.is_empty() => {
+                Some(KeySource::Issuers(self.oauth_issuers.clone()))
+            }
+            (OAuthMode::Strict, None) => {
+                anyhow::bail!("--oauth strict needs --oauth-jwks or --oauth-issuer (the keys to verify tokens with)")
+            }
+        };
+        let keys = match keys {
+            Some(source) => {
+                let keys = Arc::new(
+                    Keys::load(source)
+                        .await
+                        .map_err(anyhow::Error::msg)
+                        .context("loading the OAuth signing keys")?,
+                );
+                tokio::spawn(refresh_keys(keys.clone()));
+                Some(keys)
+            }
+            None => None,
+        };
+        let mode = match mode {
+            OAuthMode::Basic => bearer::Mode::Basic,
+            OAuthMode::Strict => bearer::Mode::Strict,
+        };
+        Ok(Some(Arc::new(OAuth::new(
+            mode,
+            keys,
+            self.oauth_issuers.clone(),
+            roles,
+            &self.oauth_tenant,
+        ))))
+    }
+
+    /// The TLS certificate to serve with, if any.
+    pub(crate) fn tls_source(&self) -> Option<tls::Source> {
+        match (&self.cert, &self.key, &self.pfx) {
+            (Some(cert), Some(key), _) => Some(tls::Source::Pem {
+                cert: cert.clone(),
+                key: key.clone(),
+            }),
+            (_, _, Some(path)) => Some(tls::Source::Pfx {
+                path: path.clone(),
+                password: self.pwd.clone().unwrap_or_default(),
+            }),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn access_log(&self) -> anyhow::Result<Option<AccessLog>> {
+        let destination = match self.access_log.as_str() {
+            "off" | "" => return Ok(None),
+            "stdout" | "-" => Destination::Stdout,
+            path => Destination::File(PathBuf::from(path)),
+        };
+        let format = match self.log_format {
+            LogFormatArg::Text => LogFormat::Text,
+            LogFormatArg::Json => LogFormat::Json,
+        };
+        let log = AccessLog::open(&destination, format)
+            .with_context(|| format!("opening the access log {}", self.access_log))?;
+        Ok(Some(log))
+    }
+}
+
+/// The backend `--backend` names, if this build has it (cargo features
+/// `embedded` and `postgres`, both default).
+pub(crate) async fn open_store(args: &ServeArgs) -> anyhow::Result<Arc<dyn Store>> {
+    match (args.backend, &args.postgres_url) {
+        #[cfg(feature = "postgres")]
+        (Backend::Postgres, Some(url)) => Ok(Arc::new(
+            tafel_store::postgres::PostgresStore::connect(
+                url,
+                tafel_store::postgres::PostgresOptions {
+                    pool_size: args.postgres_pool,
+                },
+            )
+            .await
+            .context("connecting to the postgres backend")?,
+        )),
+        #[cfg(feature = "postgres")]
+        (Backend::Postgres, None) => anyhow::bail!("--backend postgres needs --postgres-url"),
+        #[cfg(feature = "embedded")]
+        (Backend::Embedded, _) => Ok(Arc::new(
+            tafel_store::embedded::EmbeddedStore::open(
+                &args.data_dir,
+                tafel_store::embedded::EmbeddedOptions {
+                    cache_size: args.cache_mb << 20,
+                },
+            )
+            .with_context(|| format!("opening the store in {}", args.data_dir.display()))?,
+        )),
+        #[allow(unreachable_patterns)]
+        (backend, _) => anyhow::bail!(
+            "this tafel was built without the {} backend (cargo feature `{}`)",
+            backend.name(),
+            backend.name()
+        ),
+    }
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Backend {
+    Embedded,
+    Postgres,
+}
+
+impl Backend {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Backend::Embedded => "embedded",
+            Backend::Postgres => "postgres",
+        }
+    }
+}
+
+/// Loads the OAuth signing keys again every hour (issuers rotate them).
+async fn refresh_keys(keys: Arc<Keys>) {
+    loop {
+        tokio::time::sleep(REFRESH).await;
+        if let Err(e) = keys.reload().await {
+            tracing::warn!(error = %e, "reloading the OAuth signing keys failed; keeping the ones in use");
+        }
+    }
+}
