@@ -159,7 +159,11 @@ impl From<tafel_store::StoreError> for Error {
     fn from(e: tafel_store::StoreError) -> Self {
         match e {
             tafel_store::StoreError::TableNotFound => Error::new(ErrorCode::TableNotFound),
-            tafel_store::StoreError::Backend(m) => Error::internal(m),
+            tafel_store::StoreError::Backend(e) => {
+                // The kind tells an operator what to do (free disk space, check the database).
+                tracing::error!(error = %e, kind = ?e.kind, "store failure");
+                Error::new(ErrorCode::InternalError)
+            }
             tafel_store::StoreError::Busy(m) => {
                 tracing::warn!(reason = %m, "write gave up on conflicts");
                 Error::new(ErrorCode::ServerBusy)

@@ -22,7 +22,7 @@ pub mod stats;
 mod test_support;
 mod traits;
 
-pub use error::StoreError;
+pub use error::{BackendError, FailureKind, StoreError};
 pub use key::{EntityKey, KeyRange, KeyRef};
 pub use stats::{HistogramSnapshot, MetricValue, StoreMetric};
 pub use traits::{write_with, Decide, Mutation, RowFilter, RowSink, ScanEnd, ScanRequest, Store, TableRecord};

@@ -93,7 +93,7 @@ pub async fn write_with<T: Send + 'static>(
     });
     store.write_entities(account, table, keys, decide).await?;
     let value = cell.lock().unwrap_or_else(PoisonError::into_inner).take();
-    value.ok_or_else(|| StoreError::Backend("the write finished without a decision".into()))
+    value.ok_or_else(|| StoreError::failure(crate::FailureKind::Internal, "the write finished without a decision"))
 }
 
 #[async_trait]

@@ -30,7 +30,7 @@ use super::stats::EmbeddedStats;
 use super::table_ids::TableIds;
 use super::wal::{LogBuf, Spare, Wal};
 use super::{be, Reply, ENTITIES, MAX_GROUP, TABLES};
-use crate::error::StoreError;
+use crate::error::{BackendError, FailureKind, StoreError};
 
 /// A read-only view of the store as of one commit, with the two tables every
 /// read needs already open, so a point read opens nothing.
@@ -60,13 +60,13 @@ pub(super) enum Pending {
 }
 
 impl Pending {
-    fn send(self, commit: &Result<(), String>) {
+    fn send(self, commit: &Result<(), BackendError>) {
         // A dropped receiver means the client went away; nothing to do.
         match (self, commit) {
             (Pending::Bool(tx, r), Ok(())) => drop(tx.send(r)),
             (Pending::Unit(tx, r), Ok(())) => drop(tx.send(r)),
-            (Pending::Bool(tx, _), Err(e)) => drop(tx.send(Err(StoreError::Backend(e.clone())))),
-            (Pending::Unit(tx, _), Err(e)) => drop(tx.send(Err(StoreError::Backend(e.clone())))),
+            (Pending::Bool(tx, _), Err(e)) => drop(tx.send(Err(e.clone().into()))),
+            (Pending::Unit(tx, _), Err(e)) => drop(tx.send(Err(e.clone().into()))),
         }
     }
 }
@@ -83,7 +83,7 @@ pub(super) struct Committed {
     pub(super) deletes_table: bool,
     pub(super) pending: Vec<Pending>,
     /// How the commit went.
-    pub(super) result: Result<(), String>,
+    pub(super) result: Result<(), BackendError>,
     /// Told once this and every group before it are published ([`wait_published`]).
     pub(super) published: Option<mpsc::SyncSender<()>>,
 }
@@ -118,7 +118,7 @@ impl Default for Committed {
 }
 
 impl Committed {
-    pub(super) fn answer(self, result: &Result<(), String>) {
+    pub(super) fn answer(self, result: &Result<(), BackendError>) {
         for p in self.pending {
             p.send(result);
         }
@@ -169,7 +169,7 @@ pub(super) fn log_loop(
         durable,
         stats,
     } = shared;
-    let mut broken: Option<String> = None;
+    let mut broken: Option<BackendError> = None;
     while let Ok(first) = rx.recv() {
         let mut batch = vec![first];
         batch.extend(rx.try_iter().take(MAX_GROUP));
@@ -181,7 +181,7 @@ pub(super) fn log_loop(
             if let Err(e) = written {
                 tracing::error!(error = %e, "write-ahead log failed; failing every write until restart");
                 failed.store(true, Ordering::Release);
-                broken = Some(format!("write-ahead log: {e}"));
+                broken = Some(BackendError::caused_by(FailureKind::Io, "write-ahead log", e));
             }
         }
         if broken.is_none() {
@@ -247,6 +247,7 @@ fn write_all(wal: &mut Wal, durable: &Durable, stats: &EmbeddedStats, batch: &mu
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::Ordering;
     use std::sync::{Arc, Mutex};
     use std::time::Duration;
 
@@ -265,6 +266,34 @@ mod tests {
         let store = EmbeddedStore::open_held(dir, options, Some(hold.clone())).expect("open");
         store.create_table(ACCOUNT, "t").await.expect("create");
         (Arc::new(store), hold)
+    }
+
+    /// Jobs the writer has applied so far.
+    fn jobs_done(store: &EmbeddedStore) -> u64 {
+        store.stats.jobs_done.load(Ordering::Relaxed)
+    }
+
+    /// Waits until `cond` holds: the event a test needs has happened, however
+    /// loaded the machine (no fixed sleep standing in for it).
+    async fn until(what: &str, mut cond: impl FnMut() -> bool) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while !cond() {
+            assert!(std::time::Instant::now() < deadline, "timed out waiting until {what}");
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    }
+
+    /// [`put`] on a task of its own; returns once the writer has applied it.
+    async fn spawn_applied(
+        store: &Arc<EmbeddedStore>,
+        key: &EntityKey,
+        value: Vec<u8>,
+        only_if_absent: bool,
+    ) -> tokio::task::JoinHandle<bool> {
+        let before = jobs_done(store);
+        let handle = spawn_put(store, key, value, only_if_absent);
+        until("the writer applied the write", || jobs_done(store) > before).await;
+        handle
     }
 
     /// [`put`] on a task of its own.
@@ -321,9 +350,8 @@ mod tests {
         put(&store, &key, vec![1], false).await;
 
         let held = hold.lock().expect("hold");
-        let writing = spawn_put(&store, &key, vec![2], false);
-        // Long enough for the writer to have committed the group non-durably.
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        // The writer has committed the group non-durably; the log is held.
+        let writing = spawn_applied(&store, &key, vec![2], false).await;
         assert!(!writing.is_finished(), "answered before its record was synced");
         let seen = store.get_entity(ACCOUNT, "t", &key).await.expect("get");
         assert_eq!(seen, Some(vec![1]), "a read saw a change that is not durable yet");
@@ -345,12 +373,10 @@ mod tests {
         let key = EntityKey::new("p", "r");
 
         let held = hold.lock().expect("hold");
-        let first = spawn_put(&store, &key, vec![7], true);
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        let first = spawn_applied(&store, &key, vec![7], true).await;
         // Sees the first write's (not yet durable) row, so it changes nothing;
         // its answer ("the key existed") rests on the first being durable.
-        let second = spawn_put(&store, &key, vec![8], true);
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        let second = spawn_applied(&store, &key, vec![8], true).await;
         assert!(!first.is_finished() && !second.is_finished());
 
         drop(held);
@@ -388,9 +414,13 @@ mod tests {
         let before = next_checkpoint(&store, store.durable.last_requested()).await;
 
         let held = hold.lock().expect("hold");
-        let writing = spawn_put(&store, &y, vec![2], false);
-        // The writer commits `y` and, idle, is due for a checkpoint after a second.
-        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let waits = store.stats.publication_waits.load(Ordering::Relaxed);
+        let writing = spawn_applied(&store, &y, vec![2], false).await;
+        // Idle, the writer comes to checkpoint `y` and must wait for the log to publish it.
+        until("the checkpoint waits for publication", || {
+            store.stats.publication_waits.load(Ordering::Relaxed) > waits
+        })
+        .await;
         assert_eq!(
             store.durable.last_requested(),
             before,
@@ -415,8 +445,7 @@ mod tests {
 
         let paused = store.durable.pause();
         next_checkpoint(&store, store.durable.last_requested()).await;
-        let writing = spawn_put(&store, &y, vec![2], false);
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        let writing = spawn_applied(&store, &y, vec![2], false).await;
         assert!(!writing.is_finished(), "answered while the checkpoint was not on disk");
 
         drop(paused);
@@ -442,14 +471,14 @@ mod tests {
         let first = next_checkpoint(&store, store.durable.last_requested()).await;
         // After a large write, `y`'s record goes on in the other half at once.
         let writing = spawn_put(&store, &y, large(2), false);
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        assert!(writing.is_finished(), "a write waited for a checkpoint's pages");
-        assert!(writing.await.expect("join"));
+        let answered = tokio::time::timeout(Duration::from_secs(30), writing).await;
+        assert!(answered
+            .expect("a write waited for a checkpoint's pages")
+            .expect("join"));
         next_checkpoint(&store, first).await;
         // `z`'s record would go over `x`'s, the only durable copy of `x` while
         // the first checkpoint is not on disk: it must wait.
-        let writing = spawn_put(&store, &z, large(3), false);
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        let writing = spawn_applied(&store, &z, large(3), false).await;
         assert!(
             !writing.is_finished(),
             "answered while the first half's checkpoint was not on disk"

@@ -46,7 +46,7 @@ use self::page_file::{Durable, PageFile};
 use self::stats::EmbeddedStats;
 use self::table_ids::TableIds;
 use self::wal::{decode_ops, LogBuf, Op, Spare, Wal};
-use crate::error::StoreError;
+use crate::error::{kind_of_io, BackendError, FailureKind, StoreError};
 use crate::key::{EntityKey, KeyRef};
 use crate::page::PageBuilder;
 use crate::stats::{RowCounts, StoreMetric};
@@ -170,7 +170,7 @@ fn encode_table(id: u64, name: &str, acl: &[u8]) -> Vec<u8> {
 }
 
 fn decode_table(v: &[u8]) -> Result<TableValue, StoreError> {
-    let corrupt = || StoreError::Backend("corrupt table record".into());
+    let corrupt = || StoreError::failure(FailureKind::Corrupt, "corrupt table record");
     let id = u64::from_le_bytes(v.get(..8).ok_or_else(corrupt)?.try_into().map_err(|_| corrupt())?);
     let len = u16::from_le_bytes(v.get(8..10).ok_or_else(corrupt)?.try_into().map_err(|_| corrupt())?) as usize;
     let name = v.get(10..10 + len).ok_or_else(corrupt)?;
@@ -191,8 +191,51 @@ fn row_key(id: u64, key: &[u8]) -> Vec<u8> {
     k
 }
 
-fn be(e: impl std::fmt::Display) -> StoreError {
-    StoreError::backend(e)
+/// A redb (or other) error as a backend failure, kept as its cause. Its kind
+/// comes from the `io::Error` inside: redb's errors hold it without exposing
+/// it as their `source()`, so they are looked into here.
+fn be<E: std::error::Error + Send + Sync + 'static>(e: E) -> StoreError {
+    StoreError::Backend(backend_error(e))
+}
+
+fn backend_error<E: std::error::Error + Send + Sync + 'static>(e: E) -> BackendError {
+    let kind = redb_failure(&e).unwrap_or(FailureKind::Internal);
+    BackendError::caused_by(kind, "embedded store", e)
+}
+
+fn poisoned<T>(_: std::sync::PoisonError<T>) -> StoreError {
+    StoreError::failure(FailureKind::Internal, "a store lock was poisoned by a panic")
+}
+
+fn redb_failure(e: &(dyn std::error::Error + 'static)) -> Option<FailureKind> {
+    let storage = |s: &redb::StorageError| match s {
+        redb::StorageError::Io(io) => Some(kind_of_io(io.kind())),
+        redb::StorageError::Corrupted(_) => Some(FailureKind::Corrupt),
+        _ => None,
+    };
+    if let Some(e) = e.downcast_ref::<redb::Error>() {
+        return match e {
+            redb::Error::Io(io) => Some(kind_of_io(io.kind())),
+            redb::Error::Corrupted(_) => Some(FailureKind::Corrupt),
+            _ => None,
+        };
+    }
+    if let Some(s) = e.downcast_ref::<redb::StorageError>() {
+        return storage(s);
+    }
+    if let Some(redb::CommitError::Storage(s)) = e.downcast_ref() {
+        return storage(s);
+    }
+    if let Some(redb::TransactionError::Storage(s)) = e.downcast_ref() {
+        return storage(s);
+    }
+    if let Some(redb::TableError::Storage(s)) = e.downcast_ref() {
+        return storage(s);
+    }
+    match e.downcast_ref() {
+        Some(redb::DatabaseError::Storage(s)) => storage(s),
+        _ => None,
+    }
 }
 
 impl EmbeddedStore {
@@ -312,16 +355,16 @@ impl EmbeddedStore {
     async fn submit<T>(&self, make: impl FnOnce(Reply<T>) -> Job) -> Result<T, StoreError> {
         let (reply, rx) = oneshot::channel();
         {
-            let guard = self.jobs.lock().map_err(be)?;
+            let guard = self.jobs.lock().map_err(poisoned)?;
             let sender = guard
                 .as_ref()
-                .ok_or_else(|| StoreError::Backend("store is shut down".into()))?;
+                .ok_or_else(|| StoreError::failure(FailureKind::Stopped, "store is shut down"))?;
             sender
                 .send(make(reply))
-                .map_err(|_| StoreError::Backend("writer stopped".into()))?;
+                .map_err(|_| StoreError::failure(FailureKind::Stopped, "writer stopped"))?;
         }
         rx.await
-            .map_err(|_| StoreError::Backend("writer dropped a request".into()))?
+            .map_err(|_| StoreError::failure(FailureKind::Stopped, "writer dropped a request"))?
     }
 
     /// The newest durable state.
@@ -356,7 +399,8 @@ fn replay(db: &Database, records: &[wal::Record], next: u64) -> Result<(), Store
     {
         let mut tables = Tables::open(&txn).map_err(be)?;
         for r in records {
-            let ops = decode_ops(&r.payload).ok_or_else(|| be(format!("corrupt log record {}", r.seq)))?;
+            let ops = decode_ops(&r.payload)
+                .ok_or_else(|| StoreError::failure(FailureKind::Corrupt, format!("corrupt log record {}", r.seq)))?;
             for op in &ops {
                 tables.apply(op)?;
             }
@@ -443,18 +487,18 @@ fn run_group(
     };
     let checkpoint_alone = group.is_empty();
     let jobs = group.len() as u64;
-    committed.result = (|| -> Result<(), String> {
+    committed.result = (|| -> Result<(), BackendError> {
         if failed.load(Ordering::Acquire) {
             // The log is broken: change nothing more. Dropping the jobs fails them.
-            return Err("write-ahead log failed".into());
+            return Err(BackendError::new(FailureKind::Stopped, "write-ahead log failed"));
         }
-        let mut txn = db.begin_write().map_err(|e| e.to_string())?;
+        let mut txn = db.begin_write().map_err(backend_error)?;
         let mut log = state.spare.take();
         let checkpoint;
         let unchanged;
         let mut seq = state.last_seq;
         {
-            let tables = Tables::open(&txn).map_err(|e| e.to_string())?;
+            let tables = Tables::open(&txn).map_err(backend_error)?;
             let mut w = Writer { tables, log: &mut log };
             for job in group {
                 committed.pending.push(w.apply(job));
@@ -469,25 +513,27 @@ fn run_group(
                 }
                 let mut meta = tables.meta;
                 meta.insert(WAL_SEQ, seq.to_le_bytes().as_slice())
-                    .map_err(|e| e.to_string())?;
+                    .map_err(backend_error)?;
             }
         }
         if unchanged {
             // Every job failed or changed nothing: there is nothing to commit.
-            return txn.abort().map_err(|e| e.to_string());
+            return txn.abort().map_err(backend_error);
         }
         let level = if checkpoint {
             Durability::Immediate
         } else {
             Durability::None
         };
-        txn.set_durability(level).map_err(|e| e.to_string())?;
+        txn.set_durability(level).map_err(backend_error)?;
         if checkpoint && state.since.any() {
             // No reader may be left on an older state: see `wait_published`.
+            #[cfg(test)]
+            state.stats.publication_waits.fetch_add(1, Ordering::Relaxed);
             commit::wait_published(to_log);
         }
         let started = Instant::now();
-        txn.commit().map_err(|e| e.to_string())?;
+        txn.commit().map_err(backend_error)?;
         state.last_seq = seq;
         if jobs > 0 {
             state.stats.group_jobs.observe(jobs as f64);
@@ -508,14 +554,19 @@ fn run_group(
             committed.record = Some((log, seq));
         }
         state.stats.log_fill.store(state.since.bytes, Ordering::Relaxed);
-        committed.snapshot = Some(Snapshot::take(db).map_err(|e| e.to_string())?);
+        committed.snapshot = Some(Snapshot::take(db).map_err(|e| match e {
+            StoreError::Backend(b) => b,
+            other => BackendError::new(FailureKind::Internal, other.to_string()),
+        })?);
         Ok(())
     })();
     if let Err(e) = &committed.result {
         tracing::error!(error = %e, "commit failed; failing every request of the group");
     }
+    #[cfg(test)]
+    state.stats.jobs_done.fetch_add(jobs, Ordering::Relaxed);
     if let Err(mpsc::SendError(c)) = to_log.send(committed) {
-        c.answer(&Err("the log thread stopped".into()));
+        c.answer(&Err(BackendError::new(FailureKind::Stopped, "the log thread stopped")));
     }
 }
 
@@ -542,7 +593,10 @@ impl<'t> Tables<'t> {
         match t {
             T_TABLES => Ok(&mut self.tables),
             T_ENTITIES => Ok(&mut self.entities),
-            _ => Err(be(format!("log op on table {t}"))),
+            _ => Err(StoreError::failure(
+                FailureKind::Corrupt,
+                format!("log op on table {t}"),
+            )),
         }
     }
 
@@ -693,10 +747,13 @@ impl Writer<'_, '_> {
         }
         let views: Vec<Option<&[u8]>> = current.iter().map(|c| c.as_deref()).collect();
         let mutations = catch_unwind(AssertUnwindSafe(|| decide(&views)))
-            .map_err(|_| StoreError::Backend("write decision panicked".into()))?;
+            .map_err(|_| StoreError::failure(FailureKind::Internal, "write decision panicked"))?;
         if !mutations.is_empty() {
             if mutations.len() != full.len() {
-                return Err(StoreError::Backend("decision does not cover every key".into()));
+                return Err(StoreError::failure(
+                    FailureKind::Internal,
+                    "decision does not cover every key",
+                ));
             }
             // A batch's new rows go in last, as ascending runs, when its keys are
             // distinct (they are for every batch the service accepts; with a
@@ -1089,13 +1146,13 @@ impl Store for EmbeddedStore {
 
     async fn shutdown(&self) -> Result<(), StoreError> {
         // Dropping the sender lets the writer finish the queued jobs and exit.
-        self.jobs.lock().map_err(be)?.take();
-        let handle = self.writer.lock().map_err(be)?.take();
+        self.jobs.lock().map_err(poisoned)?.take();
+        let handle = self.writer.lock().map_err(poisoned)?.take();
         if let Some(h) = handle {
             tokio::task::spawn_blocking(move || h.join())
                 .await
                 .map_err(be)?
-                .map_err(|_| be("writer panicked"))?;
+                .map_err(|_| StoreError::failure(FailureKind::Internal, "writer panicked"))?;
         }
         Ok(())
     }

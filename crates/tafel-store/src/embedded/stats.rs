@@ -20,6 +20,13 @@ pub(super) struct EmbeddedStats {
     pub(super) log_fill: AtomicU64,
     pub(super) log_capacity: AtomicU64,
     pub(super) rows: RowCounts,
+    /// For tests to wait on events instead of sleeping: jobs the writer has
+    /// applied (committed or found to change nothing), and checkpoints that
+    /// waited for the log to publish the commits before them.
+    #[cfg(test)]
+    pub(super) jobs_done: AtomicU64,
+    #[cfg(test)]
+    pub(super) publication_waits: AtomicU64,
 }
 
 impl Default for EmbeddedStats {
@@ -33,6 +40,10 @@ impl Default for EmbeddedStats {
             log_fill: AtomicU64::new(0),
             log_capacity: AtomicU64::new(0),
             rows: RowCounts::default(),
+            #[cfg(test)]
+            jobs_done: AtomicU64::new(0),
+            #[cfg(test)]
+            publication_waits: AtomicU64::new(0),
         }
     }
 }

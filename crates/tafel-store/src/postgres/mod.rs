@@ -41,7 +41,7 @@ use tokio_postgres::IsolationLevel;
 use self::stats::PgStats;
 use self::txn::{retry, DbError};
 
-use crate::error::StoreError;
+use crate::error::{BackendError, FailureKind, StoreError};
 use crate::key::EntityKey;
 use crate::stats::StoreMetric;
 use crate::traits::{Decide, Mutation, RowSink, ScanEnd, ScanRequest, Store, TableRecord};
@@ -96,7 +96,8 @@ async fn read_committed(client: &mut deadpool_postgres::Client) -> Result<deadpo
 
 fn record(row: &tokio_postgres::Row) -> Result<TableRecord, DbError> {
     let name: Vec<u8> = row.try_get(0)?;
-    let name = String::from_utf8(name).map_err(|_| StoreError::Backend("table name is not UTF-8".into()))?;
+    let name =
+        String::from_utf8(name).map_err(|_| StoreError::failure(FailureKind::Corrupt, "table name is not UTF-8"))?;
     Ok(TableRecord {
         name,
         acl: row.try_get(1)?,
@@ -108,7 +109,8 @@ impl PostgresStore {
     /// the schema if it is missing. Connections are driven by the runtime this
     /// is called on, which must outlive every use of the store ([`connect`]).
     pub async fn connect(url: &str, options: PostgresOptions) -> Result<Self, StoreError> {
-        let config = tokio_postgres::Config::from_str(url).map_err(|e| StoreError::Backend(format!("bad url: {e}")))?;
+        let config = tokio_postgres::Config::from_str(url)
+            .map_err(|e| BackendError::caused_by(FailureKind::Unavailable, "bad --postgres-url", e))?;
         let manager = Manager::from_connect(
             config,
             connect::OnStoreRuntime::current(),
@@ -126,7 +128,7 @@ impl PostgresStore {
                 recycle: Some(Duration::from_secs(5)),
             })
             .build()
-            .map_err(StoreError::backend)?;
+            .map_err(|e| BackendError::caused_by(FailureKind::Internal, "building the connection pool", e))?;
         let client = pool.get().await.map_err(|e| DbError::from(e).into_store())?;
         schema::ensure(&client).await.map_err(DbError::into_store)?;
         Ok(PostgresStore {
@@ -165,10 +167,10 @@ impl PostgresStore {
         }
         let views: Vec<Option<&[u8]>> = current.iter().map(|c| c.as_deref()).collect();
         let mutations = catch_unwind(AssertUnwindSafe(|| decide(&views)))
-            .map_err(|_| StoreError::Backend("write decision panicked".into()))?;
+            .map_err(|_| StoreError::failure(FailureKind::Internal, "write decision panicked"))?;
         if !mutations.is_empty() {
             if mutations.len() != keys.len() {
-                return Err(StoreError::Backend("decision does not cover every key".into()).into());
+                return Err(StoreError::failure(FailureKind::Internal, "decision does not cover every key").into());
             }
             let (mut puts, mut inserts, mut deletes) = (Puts::default(), Puts::default(), Vec::new());
             for ((key, m), cur) in keys.iter().zip(&mutations).zip(&current) {

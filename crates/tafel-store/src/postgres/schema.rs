@@ -121,9 +121,10 @@ pub(crate) async fn ensure(client: &tokio_postgres::Client) -> Result<(), DbErro
     client.execute(SET_VERSION, &[&SCHEMA_VERSION]).await?;
     let found: i64 = client.query_one(GET_VERSION, &[]).await?.try_get(0)?;
     if found != SCHEMA_VERSION {
-        return Err(DbError::Store(crate::StoreError::Backend(format!(
-            "database schema version {found}, this node needs {SCHEMA_VERSION}"
-        ))));
+        return Err(DbError::Store(crate::StoreError::failure(
+            crate::FailureKind::Internal,
+            format!("database schema version {found}, this node needs {SCHEMA_VERSION}"),
+        )));
     }
     Ok(())
 }

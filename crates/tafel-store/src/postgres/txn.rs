@@ -13,7 +13,7 @@ use std::time::Duration;
 use tokio_postgres::error::SqlState;
 
 use super::stats::PgStats;
-use crate::error::StoreError;
+use crate::error::{BackendError, FailureKind, StoreError};
 
 /// Attempts before a conflicting operation gives up with `Busy`.
 pub(crate) const MAX_ATTEMPTS: u32 = 16;
@@ -67,11 +67,20 @@ impl DbError {
         match self {
             DbError::Store(e) => e,
             // The server's message (with its SQLSTATE) says more than the Display of the wrapper.
-            DbError::Pg(e) => match e.as_db_error() {
-                Some(db) => StoreError::Backend(format!("postgres: {} ({})", db.message(), db.code().code())),
-                None => StoreError::Backend(format!("postgres: {e}")),
-            },
-            DbError::Pool(e) => StoreError::Backend(format!("postgres pool: {e}")),
+            DbError::Pg(e) => {
+                let context = match e.as_db_error() {
+                    Some(db) => format!("postgres: {} ({})", db.message(), db.code().code()),
+                    None => "postgres".to_owned(),
+                };
+                // A closed connection or one that failed on the wire is the database out
+                // of reach; a database error is the statement's.
+                let kind = match e.as_db_error() {
+                    None if e.is_closed() || crate::error::io_kind(&e).is_some() => FailureKind::Unavailable,
+                    _ => FailureKind::Internal,
+                };
+                BackendError::caused_by(kind, context, e).into()
+            }
+            DbError::Pool(e) => BackendError::caused_by(FailureKind::Unavailable, "postgres pool", e).into(),
             DbError::Raced => StoreError::Busy("a key was inserted concurrently".into()),
         }
     }
