@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Callable, List, Optional
 
+import pytest
 from selenium import webdriver
 from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
 from selenium.webdriver.chrome.options import Options
@@ -135,3 +136,11 @@ class Browser:
         path = self.downloads / name
         self.wait(lambda: path.exists() and not list(self.downloads.glob("*.crdownload")), f"{name} downloaded", timeout)
         return path
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    """One Chromium per test module, its downloads in a folder of its own."""
+    b = Browser(tmp_path_factory.mktemp("downloads"))
+    yield b
+    b.quit()

@@ -22,25 +22,12 @@ from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import Select
 
 from conftest import ACCOUNT, BACKEND, KEY, unique_table_name
-from explorer_browser import Browser
+from explorer_browser import Browser, browser  # noqa: F401 - a fixture
 
 GUID = "0f8fad5b-d9cb-469f-a165-70867728950e"
 BIG = "9007199254740993"  # 2**53 + 1: a JavaScript number would round it
 NAME = "hello wörld + & # % 'q'"
 WHEN = "2024-05-06T07:08:09.1234567Z"
-
-
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory):
-    b = Browser(tmp_path_factory.mktemp("downloads"))
-    yield b
-    b.quit()
-
-
-@pytest.fixture
-def svc(server):
-    with TableServiceClient.from_connection_string(server.conn_str) as s:
-        yield s
 
 
 def sign_in(b: Browser, server, account=ACCOUNT, key=None, kind="key", secret=None, expect_ok=True):
@@ -66,6 +53,13 @@ def open_table(b: Browser, server, table: str, query: str = ""):
 
 def grid_rows(b: Browser):
     return [r for r in b.all("#entities tbody tr[data-index]")]
+
+
+def open_row(b: Browser, index: int = 0):
+    """Opens a row's editor once the grid has settled (a save reloads it)."""
+    b.wait(lambda: not b.all("#grid[aria-busy]"), "grid loaded")
+    b.wait(lambda: grid_rows(b)[index].click() or True, "the row clicked")
+    b.el("#edit-props")
 
 
 def set_prop(b: Browser, index: int, name: str, type_: str, value: str, fmt: str = ""):
@@ -106,7 +100,7 @@ def assert_every_type(e: dict, int32: int = -42):
     assert e["Blob"] == b"\x00\xff\x10"
 
 
-def test_a_whole_session_in_the_browser(browser, server, svc):
+def test_a_whole_session_in_the_browser(browser, server, service):
     b = browser
     table = unique_table_name("explorer")
     # Sign in with the well-known development key.
@@ -122,7 +116,7 @@ def test_a_whole_session_in_the_browser(browser, server, svc):
     b.click("#table-new")
     b.type("#new-table-name", table + Keys.ENTER)
     b.wait(lambda: b.text("#table-name") == table, "the new table opens")
-    assert table in [t.name for t in svc.list_tables()]
+    assert table in [t.name for t in service.list_tables()]
     b.wait(lambda: any(li.text == table for li in b.all("#table-list li")), "listed")
 
     # Insert an entity of every EDM type, typed in the editor.
@@ -138,7 +132,7 @@ def test_a_whole_session_in_the_browser(browser, server, svc):
     b.screenshot("03-editor")
     b.click("#edit-save")
     b.no_dialog()
-    client = svc.get_table_client(table)
+    client = service.get_table_client(table)
     assert_every_type(client.get_entity("p1", "r1"))
     client.create_entity({"PartitionKey": "p2", "RowKey": "other", "Name": "not me", "Big": 5})
     b.click("#run")
@@ -169,8 +163,7 @@ def test_a_whole_session_in_the_browser(browser, server, svc):
     b.screenshot("04-query")
 
     # Edit: merge a new Int32 in; the rest is untouched.
-    grid_rows(b)[0].click()
-    b.el("#edit-props")
+    open_row(b)
     prop_value(b, "Small").clear()
     prop_value(b, "Small").send_keys("7")
     b.click("#edit-merge")
@@ -179,8 +172,7 @@ def test_a_whole_session_in_the_browser(browser, server, svc):
     assert_every_type(client.get_entity("p1", "r1"), int32=7)
 
     # ETag conflict: the SDK changes the entity while the editor has it open.
-    grid_rows(b)[0].click()
-    b.el("#edit-props")
+    open_row(b)
     client.update_entity({"PartitionKey": "p1", "RowKey": "r1", "Small": 100}, mode="merge")
     prop_value(b, "Small").clear()
     prop_value(b, "Small").send_keys("8")
@@ -192,8 +184,7 @@ def test_a_whole_session_in_the_browser(browser, server, svc):
     b.no_dialog()
     assert client.get_entity("p1", "r1")["Small"] == 8
     # ... and once more, this time taking theirs.
-    grid_rows(b)[0].click()
-    b.el("#edit-props")
+    open_row(b)
     client.update_entity({"PartitionKey": "p1", "RowKey": "r1", "Small": 200}, mode="merge")
     prop_value(b, "Small").clear()
     prop_value(b, "Small").send_keys("9")
@@ -224,7 +215,7 @@ def test_a_whole_session_in_the_browser(browser, server, svc):
     # Re-import each file into a table of its own: the same entities, type by type.
     for ext in ("jsonl", "csv"):
         copy = unique_table_name(f"import{ext}")
-        svc.create_table(copy)
+        service.create_table(copy)
         open_table(b, server, copy)
         b.click("#import")
         b.el("#import-file").send_keys(str(b.downloads / f"{table}.{ext}"))
@@ -232,10 +223,10 @@ def test_a_whole_session_in_the_browser(browser, server, svc):
         b.wait(lambda: b.el("#import-status").get_attribute("data-done"), "import finished")
         assert "2 written, 0 rejected" in b.text("#import-status")
         b.click("dialog[open] .actions button")
-        got = svc.get_table_client(copy)
+        got = service.get_table_client(copy)
         assert_every_type(got.get_entity("p1", "r1"))
         assert got.get_entity("p2", "other")["Name"] == "not me"
-        svc.delete_table(copy)
+        service.delete_table(copy)
 
     # Import with rejects: a bad Int32, and in insert mode an entity that exists.
     bad = b.downloads / "bad.jsonl"
@@ -269,7 +260,7 @@ def test_a_whole_session_in_the_browser(browser, server, svc):
     b.click("#table-delete")
     b.type("#confirm-input", table)
     b.click("#confirm-ok")
-    b.wait(lambda: table not in [t.name for t in svc.list_tables()], "table deleted")
+    b.wait(lambda: table not in [t.name for t in service.list_tables()], "table deleted")
 
     # The key was never sent: not in a URL, not in a header (only signatures are).
     for r in b.sent():
@@ -289,9 +280,9 @@ def test_a_wrong_key_is_refused(browser, server):
     browser.screenshot("07-wrong-key")
 
 
-def test_a_read_only_sas_can_read_but_not_write(browser, server, svc):
+def test_a_read_only_sas_can_read_but_not_write(browser, server, service):
     table = unique_table_name("sasro")
-    client = svc.create_table(table)
+    client = service.create_table(table)
     client.create_entity({"PartitionKey": "p", "RowKey": "seen", "V": 1})
     sas = generate_table_sas(AzureNamedKeyCredential(ACCOUNT, KEY), table, permission=TableSasPermissions(read=True),
                              expiry=datetime.now(timezone.utc) + timedelta(hours=1))
@@ -307,12 +298,12 @@ def test_a_read_only_sas_can_read_but_not_write(browser, server, svc):
     assert "403 AuthorizationPermissionMismatch" in err, err
     b.d.find_element("css selector", "dialog[open]").send_keys(Keys.ESCAPE)
     assert [e["RowKey"] for e in client.list_entities()] == ["seen"]
-    svc.delete_table(table)
+    service.delete_table(table)
 
 
-def test_a_sas_made_in_the_explorer_works_in_the_sdk(browser, server, svc):
+def test_a_sas_made_in_the_explorer_works_in_the_sdk(browser, server, service):
     table = unique_table_name("sasmade")
-    client = svc.create_table(table)
+    client = service.create_table(table)
     client.create_entity({"PartitionKey": "a", "RowKey": "1"})
     client.create_entity({"PartitionKey": "b", "RowKey": "1"})
     b = browser
@@ -332,7 +323,7 @@ def test_a_sas_made_in_the_explorer_works_in_the_sdk(browser, server, svc):
         with pytest.raises(HttpResponseError) as e:
             c.create_entity({"PartitionKey": "a", "RowKey": "2"})
         assert e.value.status_code == 403
-    svc.delete_table(table)
+    service.delete_table(table)
 
 
 def test_the_status_page_shows_version_backend_and_rates(browser, server):
@@ -349,9 +340,9 @@ def test_the_status_page_shows_version_backend_and_rates(browser, server):
     b.screenshot("09-status")
 
 
-def test_keys_dark_mode_and_a_phone_sized_screen(browser, server, svc):
+def test_keys_dark_mode_and_a_phone_sized_screen(browser, server, service):
     table = unique_table_name("keys")
-    svc.create_table(table).create_entity({"PartitionKey": "p", "RowKey": "r", "N": 1})
+    service.create_table(table).create_entity({"PartitionKey": "p", "RowKey": "r", "N": 1})
     b = browser
     sign_in(b, server)
     open_table(b, server, table)
@@ -373,7 +364,7 @@ def test_keys_dark_mode_and_a_phone_sized_screen(browser, server, svc):
     assert b.js("return document.documentElement.scrollWidth <= window.innerWidth + 1"), "no sideways scrolling on a phone"
     b.screenshot("11-phone")
     b.d.set_window_size(1280, 800)
-    svc.delete_table(table)
+    service.delete_table(table)
 
 
 def test_signing_without_webcrypto_matches_webcrypto(browser, server):

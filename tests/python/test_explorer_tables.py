@@ -13,53 +13,46 @@ from azure.data.tables import TableServiceClient
 from selenium.webdriver.common.keys import Keys
 
 from conftest import ACCOUNT, bulk_insert, unique_table_name
-from explorer_browser import Browser
-from test_explorer import grid_rows, open_table, prop_value, sign_in
+from explorer_browser import Browser, browser  # noqa: F401 - a fixture
+from test_explorer import grid_rows, open_row, open_table, prop_value, sign_in
 from test_oauth import mint, start
-
-
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory):
-    b = Browser(tmp_path_factory.mktemp("downloads"))
-    yield b
-    b.quit()
-
-
-@pytest.fixture
-def svc(server):
-    with TableServiceClient.from_connection_string(server.conn_str) as s:
-        yield s
 
 
 def listed(b: Browser):
     return [li.get_attribute("data-name") for li in b.all("#table-list li[data-name]")]
 
 
-def test_tables_by_prefix_page_by_page(browser, server, svc):
+def search(b: Browser, prefix: str):
+    """Types a prefix and waits until the list shows that search (typing is debounced)."""
+    b.type("#table-prefix", prefix)
+    b.wait(lambda: b.el("#table-list").get_attribute("data-prefix") == prefix, f"the search for {prefix!r}")
+
+
+def test_tables_by_prefix_page_by_page(browser, server, service):
     prefix = unique_table_name("pfx")[:14]
     names = sorted(f"{prefix}{i:03d}" for i in range(53))
     for n in names:
-        svc.create_table(n)
+        service.create_table(n)
     b = browser
     sign_in(b, server)
-    b.type("#table-prefix", prefix)
+    search(b, prefix)
     b.wait(lambda: listed(b) == names[:50], "the first page of 50 with the prefix")
     b.click("#tables-next")
     b.wait(lambda: listed(b) == names[50:], "the second page")
     assert b.text("#tables").count("page 2") == 1
     b.click("#tables-prev")
     b.wait(lambda: listed(b) == names[:50], "back to the first")
-    b.type("#table-prefix", prefix + "05")
+    search(b, prefix + "05")
     b.wait(lambda: listed(b) == names[50:], "a longer prefix narrows it")
-    b.type("#table-prefix", prefix + "x")
+    search(b, prefix + "x")
     b.wait(lambda: "No table starts with" in b.text("#table-list"), "nothing matches")
     for n in names:
-        svc.delete_table(n)
+        service.delete_table(n)
 
 
-def test_count_paging_policies_duplicate_and_delete(browser, server, svc, raw):
+def test_count_paging_policies_duplicate_and_delete(browser, server, service, raw):
     table = unique_table_name("tbl")
-    client = svc.create_table(table)
+    client = service.create_table(table)
     bulk_insert(raw, table, [{"PartitionKey": f"p{i % 3}", "RowKey": f"{i:05d}", "N": i} for i in range(1203)])
     b = browser
     sign_in(b, server)
@@ -109,7 +102,7 @@ def test_count_paging_policies_duplicate_and_delete(browser, server, svc, raw):
     b.type("#top", Keys.BACKSPACE * 3)
     b.type("#filter", "RowKey eq '00004'" + Keys.ENTER)
     b.wait(lambda: len(grid_rows(b)) == 1, "one row")
-    grid_rows(b)[0].click()
+    open_row(b)
     b.wait(lambda: prop_value(b, "N").get_attribute("value") == "4", "the editor")
     b.click("#edit-duplicate")
     b.wait(lambda: b.text("dialog[open] h2") == "Duplicate entity", "the duplicate's editor")
@@ -117,13 +110,13 @@ def test_count_paging_policies_duplicate_and_delete(browser, server, svc, raw):
     b.click("#edit-save")
     b.no_dialog()
     assert client.get_entity("p1", "00004-copy")["N"] == 4
-    grid_rows(b)[0].click()
+    open_row(b)
     b.click("#edit-delete")
     b.click("#confirm-ok")
     b.no_dialog()
     with pytest.raises(ResourceNotFoundError):
         client.get_entity("p1", "00004")
-    svc.delete_table(table)
+    service.delete_table(table)
 
 
 def test_sign_in_with_a_bearer_token(browser, _workdir):
@@ -138,8 +131,8 @@ def test_sign_in_with_a_bearer_token(browser, _workdir):
         name = unique_table_name("bearer")
         b.type("#new-table-name", name + Keys.ENTER)
         b.wait(lambda: b.text("#table-name") == name, "a table created with the token")
-        with TableServiceClient.from_connection_string(srv.conn_str) as svc:
-            assert name in [t.name for t in svc.list_tables()]
+        with TableServiceClient.from_connection_string(srv.conn_str) as service:
+            assert name in [t.name for t in service.list_tables()]
         assert ACCOUNT in b.d.current_url
     finally:
         srv.stop()

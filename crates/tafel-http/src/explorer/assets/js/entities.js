@@ -21,6 +21,7 @@ export async function renderEntities(root, api, table, params, nav) {
   let page = 0;
   let rows = []; // the current page, as fromWire entities
   const selected = new Set();
+  let generation = 0; // a load's answer counts only if no later load started
 
   const filter = h("input#filter", { value: q.filter, placeholder: "$filter, e.g. PartitionKey eq 'p1' and Age gt 30", "aria-label": "$filter", spellcheck: "false" });
   const select = h("input#select", { value: q.select, placeholder: "$select: Name,Age", "aria-label": "$select", spellcheck: "false" });
@@ -185,10 +186,12 @@ export async function renderEntities(root, api, table, params, nav) {
   }
 
   async function load() {
+    const mine = ++generation;
     grid.setAttribute("aria-busy", "true");
     const t0 = performance.now();
     try {
       const r = await api.query(table, { filter: q.filter, select: q.select, top: q.top, next: pages[page] });
+      if (mine !== generation) return;
       rows = r.rows.map(fromWire);
       pages[page + 1] = r.next;
       pages.length = page + 2;
@@ -198,13 +201,14 @@ export async function renderEntities(root, api, table, params, nav) {
       next.disabled = !r.next;
       pageNo.textContent = `page ${page + 1}`;
     } catch (err) {
+      if (mine !== generation) return;
       status.textContent = `${err.status} ${err.code}: ${err.message}`;
       status.classList.add("error");
       rows = [];
       renderGrid();
       return;
     } finally {
-      grid.removeAttribute("aria-busy");
+      if (mine === generation) grid.removeAttribute("aria-busy");
     }
     status.classList.remove("error");
   }

@@ -11,6 +11,7 @@ export function renderTables(root, api, { selected, open }) {
   let pages = [""]; // continuation of each page shown so far
   let page = 0;
   let chosen = selected;
+  let generation = 0; // a load's answer counts only if no later load started
   const search = h("input#table-prefix", { type: "search", placeholder: "Tables starting with…", "aria-label": "Table name prefix", spellcheck: "false" });
   const list = h("ul.tables#table-list", { role: "listbox", "aria-label": "Tables" });
   const prev = h("button#tables-prev", { disabled: true, onclick: () => { page--; load(); } }, "◀");
@@ -41,6 +42,7 @@ export function renderTables(root, api, { selected, open }) {
   }
 
   async function load() {
+    const mine = ++generation;
     list.setAttribute("aria-busy", "true");
     if (api.sasTable) {
       // A table SAS cannot list tables; it reaches this one.
@@ -49,9 +51,11 @@ export function renderTables(root, api, { selected, open }) {
     }
     try {
       const r = await api.listTables({ prefix, next: pages[page], top: PAGE });
+      if (mine !== generation) return;
       pages[page + 1] = r.next;
       show(r.names, r.next);
     } catch (err) {
+      if (mine !== generation) return;
       fill(list, h("li.muted", {}, err.code === "AuthorizationResourceTypeMismatch" || err.status === 403
         ? "This credential cannot list tables." : `Could not list tables: ${err.code}`));
       list.removeAttribute("aria-busy");
@@ -65,6 +69,7 @@ export function renderTables(root, api, { selected, open }) {
     }, n)) : h("li.muted", {}, prefix ? `No table starts with “${prefix}”.` : "No tables yet."));
     prev.disabled = page === 0;
     next.disabled = !more;
+    list.dataset.prefix = prefix; // what the list shows, for anyone waiting on a search
     where.textContent = page > 0 || more ? `page ${page + 1}` : "";
     list.removeAttribute("aria-busy");
   }
