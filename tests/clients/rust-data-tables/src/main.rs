@@ -5,143 +5,24 @@
 use std::future::Future;
 use std::pin::Pin;
 
-use azure_core::error::ErrorKind;
 use azure_core::StatusCode;
-use azure_data_tables::clients::TableServiceClientBuilder;
 use azure_data_tables::operations::InsertEntityResponse;
 use azure_data_tables::prelude::*;
 use azure_storage::shared_access_signature::account_sas::{
     AccountSasPermissions, AccountSasResource, AccountSasResourceType, AccountSharedAccessSignature,
 };
 use azure_storage::shared_access_signature::SasToken;
-use azure_storage::{CloudLocation, StorageCredentials};
+use azure_storage::StorageCredentials;
 use base64::Engine as _;
 use futures::StreamExt;
-use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
+
+mod support;
+
+use support::*;
 
 type Outcome = Result<(), String>;
 type Case = fn(Env) -> Pin<Box<dyn Future<Output = Outcome>>>;
-
-/// Where the server is, and a name unique to this run for every table.
-#[derive(Clone)]
-struct Env {
-    url: String,
-    account: String,
-    key: String,
-    run: String,
-}
-
-impl Env {
-    fn from_env() -> Result<Self, String> {
-        let var = |name: &str| std::env::var(name).map_err(|_| format!("{name} is not set"));
-        Ok(Env {
-            url: var("TAFEL_TABLE_URL")?,
-            account: var("TAFEL_ACCOUNT")?,
-            key: var("TAFEL_KEY")?,
-            run: uuid::Uuid::new_v4().simple().to_string()[..8].to_owned(),
-        })
-    }
-
-    fn location(&self) -> CloudLocation {
-        CloudLocation::Custom {
-            account: self.account.clone(),
-            uri: self.url.clone(),
-        }
-    }
-
-    fn service(&self) -> TableServiceClient {
-        self.service_with(StorageCredentials::access_key(self.account.clone(), self.key.clone()))
-    }
-
-    fn service_with(&self, credentials: StorageCredentials) -> TableServiceClient {
-        TableServiceClientBuilder::with_location(self.location(), credentials).build()
-    }
-
-    /// A new table named for the case.
-    async fn table(&self, stem: &str) -> Result<TableClient, String> {
-        let client = self.service().table_client(format!("rs{}{stem}", self.run));
-        client.create().await.map_err(|e| format!("create table: {e}"))?;
-        Ok(client)
-    }
-}
-
-/// The HTTP status of a failed call.
-fn status(e: &azure_core::Error) -> Option<StatusCode> {
-    match e.kind() {
-        ErrorKind::HttpResponse { status, .. } => Some(*status),
-        _ => None,
-    }
-}
-
-fn expect_status<T: std::fmt::Debug>(r: azure_core::Result<T>, want: StatusCode, what: &str) -> Outcome {
-    match r {
-        Ok(v) => Err(format!("{what}: succeeded ({v:?}), expected {want}")),
-        Err(e) if status(&e) == Some(want) => Ok(()),
-        Err(e) => Err(format!("{what}: {e}, expected {want}")),
-    }
-}
-
-fn check(cond: bool, what: impl FnOnce() -> String) -> Outcome {
-    if cond {
-        Ok(())
-    } else {
-        Err(what())
-    }
-}
-
-fn fail(what: &str) -> impl Fn(azure_core::Error) -> String + '_ {
-    move |e| format!("{what}: {e}")
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-struct Person {
-    #[serde(rename = "PartitionKey")]
-    pk: String,
-    #[serde(rename = "RowKey")]
-    rk: String,
-    #[serde(rename = "Name")]
-    name: String,
-    #[serde(rename = "Age")]
-    age: i32,
-}
-
-fn person(pk: &str, rk: &str, name: &str, age: i32) -> Person {
-    Person {
-        pk: pk.into(),
-        rk: rk.into(),
-        name: name.into(),
-        age,
-    }
-}
-
-/// Every entity a query returns, through every continuation page; and the page count.
-async fn query_all(
-    table: &TableClient,
-    filter: Option<String>,
-    top: Option<u32>,
-) -> Result<(Vec<Value>, usize), String> {
-    let mut query = table.query();
-    if let Some(f) = filter {
-        query = query.filter(f);
-    }
-    if let Some(t) = top {
-        query = query.top(t);
-    }
-    let mut stream = query.into_stream::<Value>();
-    let (mut rows, mut pages) = (Vec::new(), 0);
-    while let Some(page) = stream.next().await {
-        rows.extend(page.map_err(fail("query"))?.entities);
-        pages += 1;
-    }
-    Ok((rows, pages))
-}
-
-fn keys(rows: &[Value]) -> Vec<String> {
-    rows.iter()
-        .map(|r| r["RowKey"].as_str().unwrap_or("?").to_owned())
-        .collect()
-}
 
 async fn quickstart(env: Env) -> Outcome {
     let table = env.table("quick").await?;
