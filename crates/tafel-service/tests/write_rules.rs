@@ -14,6 +14,7 @@ const TABLE: &str = "rules";
 
 struct Fixture {
     service: Service,
+    store: Arc<EmbeddedStore>,
     ctx: Ctx,
     _dir: tempfile::TempDir,
 }
@@ -21,11 +22,13 @@ struct Fixture {
 async fn fixture() -> Fixture {
     let dir = tempfile::tempdir().expect("temp dir");
     let store = EmbeddedStore::open(dir.path(), EmbeddedOptions { cache_size: 8 << 20 }).expect("open");
-    let service = Service::new(Arc::new(store));
+    let store = Arc::new(store);
+    let service = Service::new(store.clone());
     let ctx = Ctx::full(ACCOUNT);
     service.create_table(&ctx, TABLE).await.expect("create table");
     Fixture {
         service,
+        store,
         ctx,
         _dir: dir,
     }
@@ -216,4 +219,40 @@ async fn several_entities_are_written_all_or_nothing() {
         "every entity of the write gets the returned Timestamp"
     );
     assert!(f.read("exists").await.is_none());
+}
+
+/// Regression: a merge decoded a damaged stored entity as one with no properties and
+/// overwrote the row with only the merged ones, losing the rest without a word.
+#[tokio::test]
+async fn a_merge_onto_a_damaged_entity_fails_and_leaves_it_alone() {
+    let f = fixture().await;
+    let props = [("A", Value::Int32(1)), ("B", Value::String("kept".into()))];
+    f.write(WriteKind::Insert, entity("r", &props), IfMatch::None)
+        .await
+        .expect("insert");
+    // The stored bytes lose their tail: the header (Timestamp, property count) still reads.
+    let key = tafel_store::EntityKey::new("p", "r");
+    let stored = tafel_store::Store::get_entity(&*f.store, ACCOUNT, TABLE, &key)
+        .await
+        .expect("get")
+        .expect("stored");
+    let damaged = stored[..stored.len() - 3].to_vec();
+    assert!(codec::timestamp(&damaged).is_some() && codec::decode(String::new(), String::new(), &damaged).is_none());
+    let put = damaged.clone();
+    tafel_store::write_with(&*f.store, ACCOUNT, TABLE, vec![key.clone()], move |_| {
+        (vec![tafel_store::Mutation::Put(put.clone())], ())
+    })
+    .await
+    .expect("damage");
+
+    for if_match in [IfMatch::None, IfMatch::Any] {
+        let merged = f
+            .write(WriteKind::Merge, entity("r", &[("C", Value::Int32(3))]), if_match)
+            .await;
+        assert_eq!(merged, Err(ErrorCode::InternalError));
+    }
+    let now = tafel_store::Store::get_entity(&*f.store, ACCOUNT, TABLE, &key)
+        .await
+        .expect("get");
+    assert_eq!(now, Some(damaged), "the damaged row was written over");
 }

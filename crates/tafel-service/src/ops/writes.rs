@@ -208,9 +208,14 @@ fn decide(
                 let mut merged = op.merge.clone();
                 let overlay = std::mem::take(&mut merged.properties);
                 if let Some(bytes) = cur {
+                    // Damaged bytes are not "no properties": merging onto them would
+                    // write the row over with the request's properties alone.
                     merged.properties = codec::decode(String::new(), String::new(), bytes)
-                        .map(|e| e.properties)
-                        .unwrap_or_default();
+                        .ok_or_else(|| BatchFailure {
+                            index: i,
+                            error: Error::internal("corrupt stored entity"),
+                        })?
+                        .properties;
                 }
                 for p in overlay {
                     match merged.properties.iter_mut().find(|q| q.name == p.name) {
