@@ -6,6 +6,7 @@ use std::sync::Arc;
 mod cert;
 mod config;
 mod serve_args;
+mod transfer;
 
 use serve_args::{open_store, Backend, LogFormatArg, ServeArgs};
 
@@ -76,6 +77,14 @@ enum Command {
     /// Make a local development CA and a certificate it signs for localhost,
     /// 127.0.0.1 and ::1, for `serve --cert/--key`; print how to trust the CA.
     Cert(cert::CertArgs),
+    /// Write a table's entities (or a query's) to a JSONL or CSV file, from any Table
+    /// endpoint (Azure, Azurite, Tafel).
+    Export(transfer::ExportArgs),
+    /// Write a JSONL or CSV file's entities into a table of any Table endpoint, in
+    /// batches, with retries, a rejects file and a checkpoint to resume from.
+    Import(transfer::ImportArgs),
+    /// Copy a table from one Table endpoint to another, without a file.
+    Copy(transfer::CopyArgs),
     /// The configuration.
     Config {
         #[command(subcommand)]
@@ -122,6 +131,9 @@ fn main() -> anyhow::Result<()> {
             return Ok(());
         }
         Some(Command::Cert(a)) => return cert::run(a),
+        Some(Command::Export(a)) => return transfer::export(a),
+        Some(Command::Import(a)) => return transfer::import(a),
+        Some(Command::Copy(a)) => return transfer::copy(a),
         None => cli.serve,
     };
     let logs = tracing_subscriber::fmt()

@@ -224,8 +224,9 @@ export class Api {
     const m = /HTTP\/1\.1 (\d{3})[^\r\n]*\r?\n([\s\S]*?)\r?\n\r?\n([\s\S]*?)\r?\n--/.exec(text);
     if (m && !m[1].startsWith("2")) {
       const err = parseError(Number(m[1]), m[3], "");
+      // Azure prefixes the message with the failing operation's 0-based index.
       const idx = /^(\d+):/.exec(err.message);
-      err.index = idx ? Number(idx[1]) - 1 : 0;
+      err.index = idx ? Number(idx[1]) : 0;
       if (idx) err.message = err.message.slice(idx[0].length);
       throw err;
     }

@@ -1,0 +1,398 @@
+//! `tafel import`: rows from a file into a table as `$batch` changesets of up to
+//! 100 rows of one partition, many in flight.
+//!
+//! - Retries: a timeout, a lost connection, 503 or 500 is retried with backoff. A
+//!   changeset whose answer was lost may have been applied: in insert mode its retry
+//!   then meets its own rows, so an `EntityAlreadyExists` after such a loss is checked
+//!   against the stored entity, and a row stored exactly as sent counts as written —
+//!   never a reject for the import's own earlier success, never written twice.
+//! - Rejects: a row the service refuses (4xx) is taken out of its changeset and the rest
+//!   retried; it goes to the rejects file (one JSON object per line, with Azure's error).
+//! - Checkpoint: every line up to the checkpoint's is written or rejected; `--resume`
+//!   goes on after it. Ctrl-C stops taking new changesets, lets those in flight finish,
+//!   and saves it. A run that finishes removes it (and an empty rejects file).
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+
+use crate::client::BatchOp;
+use crate::format::Row;
+use crate::progress::Progress;
+use crate::{TableClient, TransferError};
+
+/// Attempts of one request before its rows are given up on.
+pub const RETRIES: u32 = 8;
+/// A changeset's body stays under the service's 4 MiB request limit.
+const MAX_BATCH_BYTES: usize = 3 << 20;
+const CHECKPOINT_EVERY: Duration = Duration::from_secs(1);
+
+/// The wait before attempt `attempt + 1`: doubling from 100 ms to 10 s, with jitter.
+pub fn backoff(attempt: u32) -> Duration {
+    let base = 100u64.saturating_mul(1 << attempt.min(7)).min(10_000);
+    Duration::from_millis(base / 2 + fastrand::u64(..=base / 2))
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// An existing entity is a rejected row.
+    Insert,
+    /// Insert or merge.
+    Merge,
+    /// Insert or replace.
+    Replace,
+}
+
+impl Mode {
+    fn method(self) -> &'static str {
+        match self {
+            Mode::Insert => "POST",
+            Mode::Merge => "MERGE",
+            Mode::Replace => "PUT",
+        }
+    }
+}
+
+pub struct Options {
+    pub table: String,
+    pub mode: Mode,
+    pub in_flight: usize,
+    /// Where refused rows go, and where the checkpoint is kept.
+    pub rejects: PathBuf,
+    pub checkpoint: PathBuf,
+    pub resume: bool,
+}
+
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Summary {
+    pub written: u64,
+    pub rejected: u64,
+    /// Lines a resumed import did not read again.
+    pub skipped_to: u64,
+}
+
+/// Rows of one partition written as one changeset (one request).
+struct Chunk {
+    seq: u64,
+    last_line: u64,
+    rows: Vec<(u64, Row)>,
+    /// Lines that could not be read as rows, reported in order with the chunk.
+    unreadable: Vec<Value>,
+}
+
+struct Done {
+    seq: u64,
+    last_line: u64,
+    written: u64,
+    rejects: Vec<Value>,
+}
+
+/// Where a previous run stopped: every line up to `line` is done.
+fn read_checkpoint(path: &Path) -> Result<(u64, Summary), TransferError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| TransferError::Usage(format!("--resume: reading the checkpoint {}: {e}", path.display())))?;
+    let v: Value = serde_json::from_str(&text)
+        .map_err(|e| TransferError::Usage(format!("--resume: the checkpoint {} is damaged: {e}", path.display())))?;
+    let n = |k: &str| v[k].as_u64().unwrap_or(0);
+    Ok((
+        n("line"),
+        Summary {
+            written: n("written"),
+            rejected: n("rejected"),
+            skipped_to: n("line"),
+        },
+    ))
+}
+
+fn save_checkpoint(path: &Path, line: u64, s: &Summary) -> Result<(), TransferError> {
+    // Written aside and renamed over: a crash leaves the old checkpoint or the new one.
+    let tmp = path.with_extension("tmp");
+    std::fs::write(
+        &tmp,
+        json!({"line": line, "written": s.written, "rejected": s.rejected}).to_string(),
+    )?;
+    std::fs::rename(&tmp, path)?;
+    Ok(())
+}
+
+/// Imports `rows` (line number, row or why not) into the table.
+pub async fn import(
+    client: Arc<TableClient>,
+    rows: impl Iterator<Item = (u64, Result<Row, String>)> + Send + 'static,
+    opts: &Options,
+    progress: &Progress,
+) -> Result<Summary, TransferError> {
+    let (start, mut summary) = match opts.resume && opts.checkpoint.exists() {
+        true => read_checkpoint(&opts.checkpoint)?,
+        false => (0, Summary::default()),
+    };
+    let mut rejects_file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(opts.resume)
+        .write(true)
+        .truncate(!opts.resume)
+        .open(&opts.rejects)
+        .map_err(|e| TransferError::Usage(format!("opening {}: {e}", opts.rejects.display())))?;
+
+    let (tx, mut chunks) = mpsc::channel::<Chunk>(opts.in_flight * 2);
+    let reader = tokio::task::spawn_blocking(move || make_chunks(rows, start, &tx));
+
+    let mut running = JoinSet::new();
+    let mut finished: BTreeMap<u64, u64> = BTreeMap::new();
+    let (mut next_seq, mut watermark) = (0u64, start);
+    let mut last_save = Instant::now();
+    let (mut reading, mut interrupted) = (true, false);
+    let ctrl_c = tokio::signal::ctrl_c();
+    tokio::pin!(ctrl_c);
+    loop {
+        if !reading && running.is_empty() {
+            break;
+        }
+        let room = running.len() < opts.in_flight.max(1);
+        tokio::select! {
+            chunk = chunks.recv(), if reading && room => match chunk {
+                Some(chunk) => {
+                    let (client, table, mode) = (client.clone(), opts.table.clone(), opts.mode);
+                    running.spawn(async move { write_chunk(&client, &table, mode, chunk).await });
+                }
+                None => reading = false,
+            },
+            done = running.join_next(), if !running.is_empty() => {
+                let Some(done) = done else { continue };
+                let done = done.map_err(|e| TransferError::Protocol(format!("a writer stopped: {e}")))?;
+                for r in &done.rejects {
+                    writeln!(rejects_file, "{r}")?;
+                }
+                summary.written += done.written;
+                summary.rejected += done.rejects.len() as u64;
+                progress.add(done.written + done.rejects.len() as u64, 0);
+                finished.insert(done.seq, done.last_line);
+                while let Some(line) = finished.remove(&next_seq) {
+                    next_seq += 1;
+                    watermark = line;
+                }
+                if last_save.elapsed() >= CHECKPOINT_EVERY {
+                    rejects_file.flush()?;
+                    save_checkpoint(&opts.checkpoint, watermark, &summary)?;
+                    last_save = Instant::now();
+                }
+            }
+            _ = &mut ctrl_c, if reading => {
+                eprintln!("stopping: letting the changesets in flight finish…");
+                (reading, interrupted) = (false, true);
+            }
+        }
+    }
+    rejects_file.flush()?;
+    save_checkpoint(&opts.checkpoint, watermark, &summary)?;
+    // A reader still sending finds the channel closed and stops.
+    drop(chunks);
+    reader
+        .await
+        .map_err(|e| TransferError::Protocol(format!("the reader stopped: {e}")))??;
+    if interrupted {
+        return Err(TransferError::Interrupted);
+    }
+    // Done: nothing to resume, and no empty rejects file left behind.
+    let _ = std::fs::remove_file(&opts.checkpoint);
+    if summary.rejected == 0 {
+        let _ = std::fs::remove_file(&opts.rejects);
+    }
+    summary.skipped_to = start;
+    Ok(summary)
+}
+
+/// Reads rows into changesets: consecutive rows of one partition, up to 100 and
+/// 3 MiB, no RowKey twice.
+fn make_chunks(
+    rows: impl Iterator<Item = (u64, Result<Row, String>)>,
+    start: u64,
+    tx: &mpsc::Sender<Chunk>,
+) -> Result<(), TransferError> {
+    let mut seq = 0;
+    let mut current = Chunk {
+        seq,
+        last_line: start,
+        rows: Vec::new(),
+        unreadable: Vec::new(),
+    };
+    let mut bytes = 0;
+    let mut keys = std::collections::HashSet::new();
+    let send = |chunk: Chunk| tx.blocking_send(chunk).is_ok();
+    for (line, row) in rows {
+        if line <= start {
+            continue;
+        }
+        let row = match row {
+            Ok(row) => row,
+            Err(why) => {
+                current
+                    .unreadable
+                    .push(json!({"line": line, "status": 400, "code": "InvalidInput", "message": why}));
+                current.last_line = line;
+                continue;
+            }
+        };
+        let same_partition = current
+            .rows
+            .first()
+            .is_none_or(|(_, r)| r.partition_key == row.partition_key);
+        let full = current.rows.len() == 100 || bytes + row.body.len() > MAX_BATCH_BYTES;
+        if !same_partition || full || keys.contains(&row.row_key) {
+            seq += 1;
+            let next = Chunk {
+                seq,
+                last_line: current.last_line,
+                rows: Vec::new(),
+                unreadable: Vec::new(),
+            };
+            if !send(std::mem::replace(&mut current, next)) {
+                return Ok(()); // the import stopped taking chunks (Ctrl-C)
+            }
+            bytes = 0;
+            keys.clear();
+        }
+        bytes += row.body.len();
+        keys.insert(row.row_key.clone());
+        current.last_line = line;
+        current.rows.push((line, row));
+    }
+    if !current.rows.is_empty() || !current.unreadable.is_empty() {
+        send(current);
+    }
+    Ok(())
+}
+
+fn reject(line: u64, row: &Row, status: u16, code: &str, message: &str) -> Value {
+    json!({
+        "line": line, "PartitionKey": row.partition_key, "RowKey": row.row_key,
+        "status": status, "code": code, "message": message,
+    })
+}
+
+/// Writes one changeset, taking out the rows the service refuses, until the rest is in.
+async fn write_chunk(client: &TableClient, table: &str, mode: Mode, chunk: Chunk) -> Done {
+    let Chunk {
+        seq,
+        last_line,
+        mut rows,
+        unreadable,
+    } = chunk;
+    let mut rejects = unreadable;
+    let mut written = 0;
+    let (mut attempt, mut maybe_applied) = (0, false);
+    while !rows.is_empty() {
+        let ops: Vec<BatchOp<'_>> = rows
+            .iter()
+            .map(|(_, r)| BatchOp {
+                method: mode.method(),
+                partition_key: &r.partition_key,
+                row_key: &r.row_key,
+                body: &r.body,
+            })
+            .collect();
+        let outcome = client.batch(table, &ops).await;
+        drop(ops);
+        match outcome {
+            Ok(()) => {
+                written += rows.len() as u64;
+                break;
+            }
+            Err(TransferError::Transient(why)) => {
+                attempt += 1;
+                maybe_applied = true;
+                if attempt > RETRIES {
+                    let why = format!("gave up after {RETRIES} retries: {why}");
+                    rejects.extend(rows.iter().map(|(l, r)| reject(*l, r, 503, "ServerBusy", &why)));
+                    break;
+                }
+                tokio::time::sleep(backoff(attempt)).await;
+            }
+            Err(TransferError::Service {
+                status,
+                code,
+                message,
+                index: Some(i),
+            }) if i < rows.len() => {
+                let (line, row) = rows.remove(i);
+                if maybe_applied
+                    && mode == Mode::Insert
+                    && code == "EntityAlreadyExists"
+                    && stored_as_sent(client, table, &row).await
+                {
+                    written += 1;
+                } else {
+                    rejects.push(reject(line, &row, status, &code, &message));
+                }
+            }
+            Err(e) => {
+                // Not one operation's fault (a malformed or oversized changeset): row by row.
+                for (line, row) in rows.drain(..) {
+                    match write_alone(client, table, mode, &row).await {
+                        Ok(()) => written += 1,
+                        Err(TransferError::Service {
+                            status, code, message, ..
+                        }) => rejects.push(reject(line, &row, status, &code, &message)),
+                        Err(other) => rejects.push(reject(line, &row, 0, "Failed", &format!("{other} (after: {e})"))),
+                    }
+                }
+            }
+        }
+    }
+    Done {
+        seq,
+        last_line,
+        written,
+        rejects,
+    }
+}
+
+async fn write_alone(client: &TableClient, table: &str, mode: Mode, row: &Row) -> Result<(), TransferError> {
+    let op = BatchOp {
+        method: mode.method(),
+        partition_key: &row.partition_key,
+        row_key: &row.row_key,
+        body: &row.body,
+    };
+    let mut attempt = 0;
+    let mut maybe_applied = false;
+    loop {
+        match client.write_one(table, &op).await {
+            Err(TransferError::Transient(_)) if attempt < RETRIES => {
+                attempt += 1;
+                maybe_applied = true;
+                tokio::time::sleep(backoff(attempt)).await;
+            }
+            Err(TransferError::Service { ref code, .. })
+                if maybe_applied
+                    && mode == Mode::Insert
+                    && code == "EntityAlreadyExists"
+                    && stored_as_sent(client, table, row).await =>
+            {
+                return Ok(())
+            }
+            other => return other,
+        }
+    }
+}
+
+/// Whether the table holds `row` exactly as it was sent (types and values).
+async fn stored_as_sent(client: &TableClient, table: &str, row: &Row) -> bool {
+    let Ok(Some(stored)) = client.get_entity(table, &row.partition_key, &row.row_key).await else {
+        return false;
+    };
+    let (Ok(stored), Ok(sent)) = (
+        crate::format::export_line(&stored)
+            .and_then(|l| crate::format::import_line(&l).map_err(TransferError::Protocol)),
+        serde_json::from_str::<Value>(&row.body),
+    ) else {
+        return false;
+    };
+    serde_json::from_str::<Value>(&stored.body).is_ok_and(|s| s == sent)
+}

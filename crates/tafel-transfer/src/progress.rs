@@ -1,0 +1,92 @@
+//! What a long run shows: a bar on a terminal (rows, rows/s, bytes, ETA when the
+//! total is known), a plain line every few seconds otherwise, a summary at the end.
+
+use std::io::IsTerminal;
+use std::time::{Duration, Instant};
+
+use indicatif::{HumanBytes, ProgressBar, ProgressStyle};
+
+const PLAIN_EVERY: Duration = Duration::from_secs(5);
+
+pub struct Progress {
+    what: String,
+    bar: Option<ProgressBar>,
+    started: Instant,
+    last_line: std::sync::Mutex<Instant>,
+    rows: std::sync::atomic::AtomicU64,
+    bytes: std::sync::atomic::AtomicU64,
+}
+
+impl Progress {
+    /// `total`: rows expected, when known (an import reads its file's size instead).
+    pub fn new(what: impl Into<String>, total: Option<u64>, quiet: bool) -> Self {
+        let what = what.into();
+        let bar = (!quiet && std::io::stderr().is_terminal()).then(|| {
+            let (bar, template) = match total {
+                Some(n) => (
+                    ProgressBar::new(n),
+                    "{msg} [{bar:30}] {pos}/{len} rows, {per_sec}, ETA {eta}",
+                ),
+                None => (
+                    ProgressBar::new_spinner(),
+                    "{spinner} {msg} {pos} rows, {per_sec} {prefix}",
+                ),
+            };
+            if let Ok(style) = ProgressStyle::with_template(template) {
+                bar.set_style(style.progress_chars("=> "));
+            }
+            bar.set_message(what.clone());
+            bar.enable_steady_tick(Duration::from_millis(200));
+            bar
+        });
+        Progress {
+            what,
+            bar,
+            started: Instant::now(),
+            last_line: std::sync::Mutex::new(Instant::now()),
+            rows: 0.into(),
+            bytes: 0.into(),
+        }
+    }
+
+    pub fn add(&self, rows: u64, bytes: u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let total = self.rows.fetch_add(rows, Relaxed) + rows;
+        let b = self.bytes.fetch_add(bytes, Relaxed) + bytes;
+        match &self.bar {
+            Some(bar) => {
+                bar.set_position(total);
+                bar.set_prefix(HumanBytes(b).to_string());
+            }
+            None => {
+                let Ok(mut last) = self.last_line.lock() else { return };
+                if last.elapsed() >= PLAIN_EVERY {
+                    *last = Instant::now();
+                    eprintln!("{}: {total} rows, {}/s, {}", self.what, self.rate(total), HumanBytes(b));
+                }
+            }
+        }
+    }
+
+    fn rate(&self, rows: u64) -> u64 {
+        (rows as f64 / self.started.elapsed().as_secs_f64().max(1e-3)) as u64
+    }
+
+    pub fn rows(&self) -> u64 {
+        self.rows.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Ends the bar and prints the summary line.
+    pub fn finish(&self, summary: &str) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+        let rows = self.rows();
+        eprintln!(
+            "{}: {rows} rows in {:.1} s ({}/s){summary}",
+            self.what,
+            self.started.elapsed().as_secs_f64(),
+            self.rate(rows)
+        );
+    }
+}

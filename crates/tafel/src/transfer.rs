@@ -1,0 +1,294 @@
+//! `tafel export`, `tafel import` and `tafel copy`: the data tools' command lines
+//! (the work is in the `tafel-transfer` crate). They speak the Table REST API to
+//! any endpoint, so no Tafel server is needed on either side.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{bail, Context as _};
+use tafel_transfer::export::{self, Query};
+use tafel_transfer::format::{self, Format};
+use tafel_transfer::import::{self, Mode, Options};
+use tafel_transfer::progress::Progress;
+use tafel_transfer::{open_input, Endpoint, TableClient, TransferError};
+
+/// Exit status when every row was read but some were refused (see the rejects file).
+pub const EXIT_REJECTS: i32 = 3;
+/// Exit status after Ctrl-C (a checkpoint was saved; `--resume` goes on).
+pub const EXIT_INTERRUPTED: i32 = 130;
+
+#[derive(clap::Args)]
+pub struct ExportArgs {
+    /// Where to read: a connection string, or an endpoint URL with a SAS.
+    #[arg(long, env = "TAFEL_FROM", hide_env_values = true)]
+    from: String,
+    /// The table (with --all-tables: none).
+    #[arg(long, required_unless_present = "all_tables")]
+    table: Option<String>,
+    /// Only the entities this $filter matches.
+    #[arg(long)]
+    filter: Option<String>,
+    /// Only these properties (comma-separated; the keys always come).
+    #[arg(long)]
+    select: Option<String>,
+    /// The file (`-`: standard output; `.zst`: zstd-compressed). With --all-tables, a directory.
+    #[arg(long, default_value = "-")]
+    out: String,
+    /// jsonl or csv (default: from --out's name, else jsonl).
+    #[arg(long)]
+    format: Option<String>,
+    /// Every table of the account, each to `<out>/<table>.jsonl` (or .csv, --format).
+    #[arg(long)]
+    all_tables: bool,
+    /// No progress bar or summary.
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+#[derive(clap::Args)]
+pub struct ImportArgs {
+    /// Where to write: a connection string, or an endpoint URL with a SAS.
+    #[arg(long, env = "TAFEL_TO", hide_env_values = true)]
+    to: String,
+    #[arg(long)]
+    table: String,
+    /// The file (`-`: standard input; `.zst`: zstd-compressed).
+    #[arg(long = "in")]
+    input: String,
+    /// jsonl or csv (default: from --in's name, else jsonl).
+    #[arg(long)]
+    format: Option<String>,
+    #[command(flatten)]
+    write: WriteArgs,
+    /// Refused rows go here (default: `<in>.rejects.jsonl`).
+    #[arg(long)]
+    rejects: Option<PathBuf>,
+}
+
+#[derive(clap::Args)]
+pub struct CopyArgs {
+    /// Where to read: a connection string, or an endpoint URL with a SAS.
+    #[arg(long, env = "TAFEL_FROM", hide_env_values = true)]
+    from: String,
+    #[arg(long)]
+    table: String,
+    /// Only the entities this $filter matches.
+    #[arg(long)]
+    filter: Option<String>,
+    /// Where to write: a connection string, or an endpoint URL with a SAS.
+    #[arg(long, env = "TAFEL_TO", hide_env_values = true)]
+    to: String,
+    /// The target table (default: the same name).
+    #[arg(long)]
+    to_table: Option<String>,
+    #[command(flatten)]
+    write: WriteArgs,
+    /// Refused rows go here (default: `copy-<table>.rejects.jsonl`).
+    #[arg(long)]
+    rejects: Option<PathBuf>,
+}
+
+#[derive(clap::Args)]
+struct WriteArgs {
+    /// insert (an existing entity is a rejected row), merge or replace (both upserts).
+    #[arg(long, value_enum, default_value_t = ModeArg::Insert)]
+    mode: ModeArg,
+    /// Create the target table if it does not exist.
+    #[arg(long)]
+    create_table: bool,
+    /// Go on after the checkpoint a stopped run left.
+    #[arg(long)]
+    resume: bool,
+    /// Changesets in flight at once.
+    #[arg(long, default_value_t = 8)]
+    in_flight: usize,
+    /// No progress bar or summary.
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy)]
+enum ModeArg {
+    Insert,
+    Merge,
+    Replace,
+}
+
+fn client(spec: &str) -> anyhow::Result<Arc<TableClient>> {
+    let endpoint = Endpoint::parse(spec)?;
+    Ok(Arc::new(TableClient::new(endpoint)?))
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread().enable_all().build()?)
+}
+
+pub fn export(a: ExportArgs) -> anyhow::Result<()> {
+    let source = client(&a.from)?;
+    runtime()?.block_on(async {
+        let tables = match (&a.table, a.all_tables) {
+            (_, true) => {
+                std::fs::create_dir_all(&a.out).with_context(|| format!("creating the directory {}", a.out))?;
+                source.list_tables().await?
+            }
+            (Some(t), false) => vec![t.clone()],
+            (None, false) => bail!("--table or --all-tables"),
+        };
+        for table in &tables {
+            let (out, format) = if a.all_tables {
+                let format = Format::pick(a.format.as_deref(), "")?;
+                let ext = if format == Format::Csv { "csv" } else { "jsonl" };
+                (
+                    Path::new(&a.out).join(format!("{table}.{ext}")).display().to_string(),
+                    format,
+                )
+            } else {
+                (a.out.clone(), Format::pick(a.format.as_deref(), &a.out)?)
+            };
+            let progress = Progress::new(format!("export {table}"), None, a.quiet || out == "-");
+            let q = Query {
+                table,
+                filter: a.filter.as_deref(),
+                select: a.select.as_deref(),
+            };
+            export::export(&source, &q, &out, format, &progress)
+                .await
+                .with_context(|| format!("exporting {table}"))?;
+            if !a.quiet {
+                progress.finish(&format!(" to {out}"));
+            }
+        }
+        Ok(())
+    })
+}
+
+fn options(table: &str, w: &WriteArgs, rejects: PathBuf, checkpoint: PathBuf) -> Options {
+    Options {
+        table: table.to_owned(),
+        mode: match w.mode {
+            ModeArg::Insert => Mode::Insert,
+            ModeArg::Merge => Mode::Merge,
+            ModeArg::Replace => Mode::Replace,
+        },
+        in_flight: w.in_flight.max(1),
+        rejects,
+        checkpoint,
+        resume: w.resume,
+    }
+}
+
+/// Reports the summary; the exit status says whether rows were refused.
+fn finish(
+    result: Result<import::Summary, TransferError>,
+    rejects: &Path,
+    progress: &Progress,
+    quiet: bool,
+) -> anyhow::Result<()> {
+    match result {
+        Ok(s) => {
+            if !quiet {
+                progress.finish(&format!(", {} written, {} rejected", s.written, s.rejected));
+            }
+            if s.rejected > 0 {
+                eprintln!(
+                    "{} rows were refused; they are in {} with Azure's errors",
+                    s.rejected,
+                    rejects.display()
+                );
+                std::process::exit(EXIT_REJECTS);
+            }
+            Ok(())
+        }
+        Err(TransferError::Interrupted) => {
+            eprintln!("interrupted: run the same command with --resume to go on");
+            std::process::exit(EXIT_INTERRUPTED);
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+pub fn import(a: ImportArgs) -> anyhow::Result<()> {
+    let target = client(&a.to)?;
+    let format = Format::pick(a.format.as_deref(), &a.input)?;
+    let stem = if a.input == "-" {
+        "import".to_owned()
+    } else {
+        a.input.clone()
+    };
+    let rejects = a
+        .rejects
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(format!("{stem}.rejects.jsonl")));
+    let checkpoint = PathBuf::from(format!("{stem}.checkpoint"));
+    let input = open_input(&a.input)?;
+    runtime()?.block_on(async {
+        if a.write.create_table {
+            target.create_table(&a.table).await?;
+        }
+        let opts = options(&a.table, &a.write, rejects.clone(), checkpoint);
+        let progress = Progress::new(format!("import {}", a.table), None, a.write.quiet);
+        let result = match format {
+            Format::Jsonl => import::import(target, format::read_jsonl(input), &opts, &progress).await,
+            Format::Csv => import::import(target, format::read_csv(input), &opts, &progress).await,
+        };
+        finish(result, &rejects, &progress, a.write.quiet)
+    })
+}
+
+pub fn copy(a: CopyArgs) -> anyhow::Result<()> {
+    let (source, target) = (client(&a.from)?, client(&a.to)?);
+    let to_table = a.to_table.clone().unwrap_or_else(|| a.table.clone());
+    let rejects = a
+        .rejects
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(format!("copy-{}.rejects.jsonl", a.table)));
+    let checkpoint = PathBuf::from(format!("copy-{}.checkpoint", a.table));
+    runtime()?.block_on(async {
+        if a.write.create_table {
+            target.create_table(&to_table).await?;
+        }
+        // The source's rows in key order, numbered as lines: the checkpoint counts them.
+        let (tx, rx) = std::sync::mpsc::sync_channel::<(u64, Result<format::Row, String>)>(4096);
+        let reading = {
+            let (source, table, filter) = (source.clone(), a.table.clone(), a.filter.clone());
+            tokio::spawn(async move {
+                let mut n = 0u64;
+                let q = Query {
+                    table: &table,
+                    filter: filter.as_deref(),
+                    select: None,
+                };
+                export::pages(&source, &q, |rows| {
+                    for row in &rows {
+                        n += 1;
+                        let line = format::export_line(row)?;
+                        // A closed channel: the import stopped (Ctrl-C); stop reading too.
+                        if tx.send((n, format::import_line(&line))).is_err() {
+                            return Err(TransferError::Interrupted);
+                        }
+                    }
+                    Ok(())
+                })
+                .await
+                .map(|()| n)
+            })
+        };
+        let opts = options(&to_table, &a.write, rejects.clone(), checkpoint);
+        let progress = Progress::new(format!("copy {} → {to_table}", a.table), None, a.write.quiet);
+        let result = import::import(target.clone(), rx.into_iter(), &opts, &progress).await;
+        let read = match reading.await {
+            Ok(Ok(n)) => Some(n),
+            Ok(Err(TransferError::Interrupted)) => None,
+            Ok(Err(e)) => return Err(anyhow::Error::from(e).context(format!("reading {}", a.table))),
+            Err(e) => bail!("the reader stopped: {e}"),
+        };
+        if let (Ok(s), Some(read)) = (&result, read) {
+            // Every source row is accounted for: written (now or by the run resumed) or refused.
+            let resumed = s.skipped_to;
+            if s.rejected == 0 && !a.write.resume && s.written != read - resumed.min(read) {
+                bail!("read {read} entities from {} but wrote {}", a.table, s.written);
+            }
+        }
+        finish(result, &rejects, &progress, a.write.quiet)
+    })
+}
