@@ -107,6 +107,8 @@ def test_export_then_import_gives_the_same_entities_type_by_type(two, source, tm
     r = tafel("import", "--to", target.conn_str, "--table", copy, "--in", str(path), "--create-table")
     assert r.returncode == 0, r.stderr
     assert f"{len(expected)} written, 0 rejected" in r.stderr
+    # A finished import leaves nothing to resume and no empty rejects file.
+    assert not list(tmp_path.glob("*.checkpoint")) and not list(tmp_path.glob("*.rejects.jsonl"))
     with TableServiceClient.from_connection_string(target.conn_str) as svc:
         assert table_of(svc, copy) == expected
 
