@@ -140,7 +140,7 @@ pub async fn import(
         .open(&opts.rejects)
         .map_err(|e| TransferError::Usage(format!("opening {}: {e}", opts.rejects.display())))?;
 
-    let (tx, mut chunks) = mpsc::channel::<Chunk>(opts.in_flight * 2);
+    let (tx, mut chunks) = mpsc::channel::<Chunk>(opts.in_flight.max(1));
     let reader = tokio::task::spawn_blocking(move || make_chunks(rows, start, &tx));
 
     let mut running = JoinSet::new();

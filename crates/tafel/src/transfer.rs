@@ -100,7 +100,7 @@ struct WriteArgs {
     #[arg(long)]
     resume: bool,
     /// Changesets in flight at once.
-    #[arg(long, default_value_t = 8)]
+    #[arg(long, default_value_t = 16)]
     in_flight: usize,
     /// No progress bar or summary.
     #[arg(long, short)]
