@@ -70,13 +70,6 @@ impl BackendError {
             source: Some(Arc::new(source)),
         }
     }
-
-    /// The same failure as seen from a later step (the log that failed, as a
-    /// write waiting on it reports it).
-    pub fn context(mut self, context: impl Into<Cow<'static, str>>) -> Self {
-        self.context = context.into();
-        self
-    }
 }
 
 impl fmt::Display for BackendError {
@@ -104,19 +97,6 @@ impl StoreError {
     /// A failure with no error behind it (a broken invariant, a stopped writer).
     pub fn failure(kind: FailureKind, context: impl Into<Cow<'static, str>>) -> Self {
         StoreError::Backend(BackendError::new(kind, context))
-    }
-
-    /// An I/O error of the store's own files.
-    pub fn io(context: impl Into<Cow<'static, str>>, e: io::Error) -> Self {
-        StoreError::Backend(BackendError::caused_by(FailureKind::Io, context, e))
-    }
-
-    /// The kind of a backend failure; `None` for the other errors.
-    pub fn failure_kind(&self) -> Option<FailureKind> {
-        match self {
-            StoreError::Backend(e) => Some(e.kind),
-            _ => None,
-        }
     }
 }
 
@@ -146,10 +126,9 @@ mod tests {
     #[test]
     fn a_full_disk_keeps_its_kind_and_its_cause_through_the_chain() {
         let full = io::Error::from(io::ErrorKind::StorageFull);
-        let e = StoreError::io("appending to the write-ahead log", full);
-        assert_eq!(e.failure_kind(), Some(FailureKind::DiskFull));
-        let StoreError::Backend(b) = &e else { panic!("{e}") };
-        assert_eq!(io_kind(b), Some(io::ErrorKind::StorageFull));
+        let b = BackendError::caused_by(FailureKind::Io, "appending to the write-ahead log", full);
+        assert_eq!(b.kind, FailureKind::DiskFull);
+        assert_eq!(io_kind(&b), Some(io::ErrorKind::StorageFull));
         // Wrapped again, as a waiting write reports the log's failure.
         let later = BackendError::caused_by(FailureKind::Internal, "commit", b.clone());
         assert_eq!(later.kind, FailureKind::DiskFull);

@@ -276,7 +276,7 @@ mod tests {
     /// Waits until `cond` holds: the event a test needs has happened, however
     /// loaded the machine (no fixed sleep standing in for it).
     async fn until(what: &str, mut cond: impl FnMut() -> bool) {
-        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
         while !cond() {
             assert!(std::time::Instant::now() < deadline, "timed out waiting until {what}");
             tokio::time::sleep(Duration::from_millis(2)).await;
@@ -390,11 +390,7 @@ mod tests {
     /// Waits until the writer has started a checkpoint after sync number `after`
     /// (an idle writer checkpoints after IDLE_CHECKPOINT); returns its number.
     async fn next_checkpoint(store: &EmbeddedStore, after: u64) -> u64 {
-        let deadline = std::time::Instant::now() + Duration::from_secs(20);
-        while store.durable.last_requested() == after {
-            assert!(std::time::Instant::now() < deadline, "no checkpoint");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        until("a checkpoint", || store.durable.last_requested() != after).await;
         store.durable.last_requested()
     }
 
