@@ -239,25 +239,6 @@ impl TableClient {
         }
     }
 
-    /// One write of one entity, outside a batch.
-    pub async fn write_one(&self, table: &str, op: &BatchOp<'_>) -> Result<(), TransferError> {
-        let (method, path) = match op.method {
-            "POST" => (Method::POST, format!("/{table}")),
-            verb => (
-                Method::from_bytes(verb.as_bytes()).map_err(|_| TransferError::Usage(format!("no verb {verb}")))?,
-                entity_path(table, op.partition_key, op.row_key),
-            ),
-        };
-        let headers = [
-            ("content-type", "application/json".to_owned()),
-            ("accept", NO_METADATA.to_owned()),
-            ("prefer", "return-no-content".to_owned()),
-        ];
-        self.send(method, &path, &[], &headers, Bytes::from(op.body.to_owned()))
-            .await
-            .map(drop)
-    }
-
     /// One changeset, atomic: every write applies or none does. A refusal names
     /// the operation that failed (`BatchRefused::index`).
     pub async fn batch(&self, table: &str, ops: &[BatchOp<'_>]) -> Result<(), TransferError> {

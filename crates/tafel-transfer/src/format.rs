@@ -86,7 +86,12 @@ pub struct Row {
 
 /// A JSONL line as a row to write.
 pub fn import_line(line: &str) -> Result<Row, String> {
-    let value: Value = serde_json::from_str(line).map_err(|e| format!("not JSON: {e}"))?;
+    import_value(serde_json::from_str(line).map_err(|e| format!("not JSON: {e}"))?)
+}
+
+/// An entity in the wire form (a JSONL line's, or as a query returned it) as a row
+/// to write: without `odata.*` members and without the Timestamp the service sets.
+pub fn import_value(value: Value) -> Result<Row, String> {
     let Value::Object(mut map) = value else {
         return Err("not a JSON object".into());
     };

@@ -277,70 +277,73 @@ fn reject(line: u64, row: &Row, status: u16, code: &str, message: &str) -> Value
 }
 
 /// Writes one changeset, taking out the rows the service refuses, until the rest is in.
+/// A changeset refused as a whole (malformed or oversized: no one operation's fault) is
+/// split into one changeset per row, each retried and judged the same way.
 async fn write_chunk(client: &TableClient, table: &str, mode: Mode, chunk: Chunk) -> Done {
     let Chunk {
         seq,
         last_line,
-        mut rows,
+        rows,
         unreadable,
     } = chunk;
     let mut rejects = unreadable;
     let mut written = 0;
-    let (mut attempt, mut maybe_applied) = (0, false);
-    while !rows.is_empty() {
-        let ops: Vec<BatchOp<'_>> = rows
-            .iter()
-            .map(|(_, r)| BatchOp {
-                method: mode.method(),
-                partition_key: &r.partition_key,
-                row_key: &r.row_key,
-                body: &r.body,
-            })
-            .collect();
-        let outcome = client.batch(table, &ops).await;
-        drop(ops);
-        match outcome {
-            Ok(()) => {
-                written += rows.len() as u64;
-                break;
-            }
-            Err(TransferError::Transient(why)) => {
-                attempt += 1;
-                maybe_applied = true;
-                if attempt > RETRIES {
-                    let why = format!("gave up after {RETRIES} retries: {why}");
-                    rejects.extend(rows.iter().map(|(l, r)| reject(*l, r, 503, "ServerBusy", &why)));
+    let mut pending = std::collections::VecDeque::from([rows]);
+    while let Some(mut rows) = pending.pop_front() {
+        let (mut attempt, mut maybe_applied) = (0, false);
+        while !rows.is_empty() {
+            let ops: Vec<BatchOp<'_>> = rows
+                .iter()
+                .map(|(_, r)| BatchOp {
+                    method: mode.method(),
+                    partition_key: &r.partition_key,
+                    row_key: &r.row_key,
+                    body: &r.body,
+                })
+                .collect();
+            let outcome = client.batch(table, &ops).await;
+            drop(ops);
+            match outcome {
+                Ok(()) => {
+                    written += rows.len() as u64;
                     break;
                 }
-                tokio::time::sleep(backoff(attempt)).await;
-            }
-            Err(TransferError::Service {
-                status,
-                code,
-                message,
-                index: Some(i),
-            }) if i < rows.len() => {
-                let (line, row) = rows.remove(i);
-                if maybe_applied
-                    && mode == Mode::Insert
-                    && code == "EntityAlreadyExists"
-                    && stored_as_sent(client, table, &row).await
-                {
-                    written += 1;
-                } else {
-                    rejects.push(reject(line, &row, status, &code, &message));
-                }
-            }
-            Err(e) => {
-                // Not one operation's fault (a malformed or oversized changeset): row by row.
-                for (line, row) in rows.drain(..) {
-                    match write_alone(client, table, mode, &row).await {
-                        Ok(()) => written += 1,
-                        Err(TransferError::Service {
-                            status, code, message, ..
-                        }) => rejects.push(reject(line, &row, status, &code, &message)),
-                        Err(other) => rejects.push(reject(line, &row, 0, "Failed", &format!("{other} (after: {e})"))),
+                Err(TransferError::Transient(why)) => {
+                    attempt += 1;
+                    maybe_applied = true;
+                    if attempt > RETRIES {
+                        let why = format!("gave up after {RETRIES} retries: {why}");
+                        rejects.extend(rows.iter().map(|(l, r)| reject(*l, r, 503, "ServerBusy", &why)));
+                        break;
                     }
+                    tokio::time::sleep(backoff(attempt)).await;
+                }
+                Err(TransferError::Service {
+                    status,
+                    code,
+                    message,
+                    index: Some(i),
+                }) if i < rows.len() => {
+                    let (line, row) = rows.remove(i);
+                    if maybe_applied
+                        && mode == Mode::Insert
+                        && code == "EntityAlreadyExists"
+                        && stored_as_sent(client, table, &row).await
+                    {
+                        written += 1;
+                    } else {
+                        rejects.push(reject(line, &row, status, &code, &message));
+                    }
+                }
+                Err(_) if rows.len() > 1 => pending.extend(rows.drain(..).map(|row| vec![row])),
+                Err(e) => {
+                    let (line, row) = rows.remove(0);
+                    rejects.push(match e {
+                        TransferError::Service {
+                            status, code, message, ..
+                        } => reject(line, &row, status, &code, &message),
+                        other => reject(line, &row, 0, "Failed", &other.to_string()),
+                    });
                 }
             }
         }
@@ -353,43 +356,13 @@ async fn write_chunk(client: &TableClient, table: &str, mode: Mode, chunk: Chunk
     }
 }
 
-async fn write_alone(client: &TableClient, table: &str, mode: Mode, row: &Row) -> Result<(), TransferError> {
-    let op = BatchOp {
-        method: mode.method(),
-        partition_key: &row.partition_key,
-        row_key: &row.row_key,
-        body: &row.body,
-    };
-    let mut attempt = 0;
-    let mut maybe_applied = false;
-    loop {
-        match client.write_one(table, &op).await {
-            Err(TransferError::Transient(_)) if attempt < RETRIES => {
-                attempt += 1;
-                maybe_applied = true;
-                tokio::time::sleep(backoff(attempt)).await;
-            }
-            Err(TransferError::Service { ref code, .. })
-                if maybe_applied
-                    && mode == Mode::Insert
-                    && code == "EntityAlreadyExists"
-                    && stored_as_sent(client, table, row).await =>
-            {
-                return Ok(())
-            }
-            other => return other,
-        }
-    }
-}
-
 /// Whether the table holds `row` exactly as it was sent (types and values).
 async fn stored_as_sent(client: &TableClient, table: &str, row: &Row) -> bool {
     let Ok(Some(stored)) = client.get_entity(table, &row.partition_key, &row.row_key).await else {
         return false;
     };
     let (Ok(stored), Ok(sent)) = (
-        crate::format::export_line(&stored)
-            .and_then(|l| crate::format::import_line(&l).map_err(TransferError::Protocol)),
+        crate::format::import_value(stored),
         serde_json::from_str::<Value>(&row.body),
     ) else {
         return false;

@@ -259,11 +259,10 @@ pub fn copy(a: CopyArgs) -> anyhow::Result<()> {
                     select: None,
                 };
                 export::pages(&source, &q, |rows| {
-                    for row in &rows {
+                    for row in rows {
                         n += 1;
-                        let line = format::export_line(row)?;
                         // A closed channel: the import stopped (Ctrl-C); stop reading too.
-                        if tx.send((n, format::import_line(&line))).is_err() {
+                        if tx.send((n, format::import_value(row))).is_err() {
                             return Err(TransferError::Interrupted);
                         }
                     }
