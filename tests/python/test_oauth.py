@@ -21,7 +21,7 @@ from azure.data.tables import TableServiceClient
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from conftest import ACCOUNT, TafelServer, sdk_error_code, unique_table_name
-from test_tls import make_cert
+from test_tls import tls_dir  # noqa: F401 - a fixture: the same development certificate
 
 TENANT = "72f988bf-86f1-41af-91ab-2d7cd011db47"
 ISSUER = f"https://sts.windows.net/{TENANT}/"
@@ -75,16 +75,9 @@ def start(workdir: Path, tls: Path, *args: str) -> TafelServer:
 
 
 @pytest.fixture(scope="module")
-def tls(_workdir) -> Path:
-    out = _workdir / f"oauth-tls-{uuid.uuid4().hex[:6]}"
-    make_cert(out)
-    return out
-
-
-@pytest.fixture(scope="module")
-def basic(_workdir, tls):
+def basic(_workdir, tls_dir):
     log = _workdir / f"access-{uuid.uuid4().hex[:6]}.log"
-    srv = start(_workdir, tls, "--oauth", "basic", "--access-log", str(log))
+    srv = start(_workdir, tls_dir, "--oauth", "basic", "--access-log", str(log))
     srv.access_log = log
     yield srv
     srv.stop()
@@ -111,12 +104,12 @@ table = "ordersonly"
 
 
 @pytest.fixture(scope="module")
-def strict(_workdir, tls):
+def strict(_workdir, tls_dir):
     keys = _workdir / "jwks.json"
     keys.write_text(json.dumps(jwks(SIGNING_KEY)))
     roles = _workdir / "roles.toml"
     roles.write_text(ROLES)
-    srv = start(_workdir, tls, "--oauth", "strict", "--oauth-jwks", str(keys), "--oauth-roles", str(roles))
+    srv = start(_workdir, tls_dir, "--oauth", "strict", "--oauth-jwks", str(keys), "--oauth-roles", str(roles))
     yield srv
     srv.stop()
 
@@ -286,13 +279,13 @@ class Discovery(http.server.BaseHTTPRequestHandler):
         pass
 
 
-def test_strict_mode_with_an_openid_issuers_discovery_document(_workdir, tls):
+def test_strict_mode_with_an_openid_issuers_discovery_document(_workdir, tls_dir):
     issuer = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Discovery)
     threading.Thread(target=issuer.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{issuer.server_port}"
     roles = _workdir / "discovery-roles.json"
     roles.write_text(json.dumps({"grant": [{"principal": "oid:alice", "role": "contributor"}]}))
-    srv = start(_workdir, tls, "--oauth", "strict", "--oauth-issuer", url, "--oauth-roles", str(roles))
+    srv = start(_workdir, tls_dir, "--oauth", "strict", "--oauth-issuer", url, "--oauth-roles", str(roles))
     try:
         assert call(srv, token=mint(kid="d1", iss=url)).status_code == 200
         # An issuer's keys sign only its own tokens: not ones claiming Entra's issuer.
@@ -305,7 +298,7 @@ def test_strict_mode_with_an_openid_issuers_discovery_document(_workdir, tls):
         issuer.shutdown()
 
 
-def test_strict_mode_without_roles_or_keys_or_with_an_unreachable_issuer_stops_the_start(_workdir, tls):
+def test_strict_mode_without_roles_or_keys_or_with_an_unreachable_issuer_stops_the_start(_workdir):
     roles = _workdir / "no-roles.toml"
     roles.write_text("")
     for args, says in (

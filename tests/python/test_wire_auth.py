@@ -73,41 +73,26 @@ def test_signature_covers_path_and_verb(raw, server):
     from conftest import shared_key_string_to_sign, sign
 
     date = formatdate(usegmt=True)
+
+    def get_tables(verb: str, resource: str):
+        """GET /Tables signed as if for `verb` on `resource`."""
+        sts = shared_key_string_to_sign(verb, "", "", date, resource)
+        return requests.get(
+            f"{server.url}/Tables",
+            headers={
+                "x-ms-date": date,
+                "x-ms-version": "2019-02-02",
+                "Accept": JSON_MINIMAL,
+                "Authorization": f"SharedKey {ACCOUNT}:{sign(KEY, sts)}",
+            },
+        )
+
     # Signed for /devstoreaccount1/Tables (account once) instead of twice: wrong for path-style.
-    sts = shared_key_string_to_sign("GET", "", "", date, f"/{ACCOUNT}/Tables")
-    r = requests.get(
-        f"{server.url}/Tables",
-        headers={
-            "x-ms-date": date,
-            "x-ms-version": "2019-02-02",
-            "Accept": JSON_MINIMAL,
-            "Authorization": f"SharedKey {ACCOUNT}:{sign(KEY, sts)}",
-        },
-    )
-    assert_error(r, 403, "AuthenticationFailed")
+    assert_error(get_tables("GET", f"/{ACCOUNT}/Tables"), 403, "AuthenticationFailed")
     # Correct resource, but the signature was made for a different verb.
-    sts = shared_key_string_to_sign("POST", "", "", date, f"/{ACCOUNT}/{ACCOUNT}/Tables")
-    r = requests.get(
-        f"{server.url}/Tables",
-        headers={
-            "x-ms-date": date,
-            "x-ms-version": "2019-02-02",
-            "Accept": JSON_MINIMAL,
-            "Authorization": f"SharedKey {ACCOUNT}:{sign(KEY, sts)}",
-        },
-    )
-    assert_error(r, 403, "AuthenticationFailed")
+    assert_error(get_tables("POST", f"/{ACCOUNT}/{ACCOUNT}/Tables"), 403, "AuthenticationFailed")
     # The right string: accepted (proves the two refusals above are about the signature).
-    sts = shared_key_string_to_sign("GET", "", "", date, f"/{ACCOUNT}/{ACCOUNT}/Tables")
-    r = requests.get(
-        f"{server.url}/Tables",
-        headers={
-            "x-ms-date": date,
-            "x-ms-version": "2019-02-02",
-            "Accept": JSON_MINIMAL,
-            "Authorization": f"SharedKey {ACCOUNT}:{sign(KEY, sts)}",
-        },
-    )
+    r = get_tables("GET", f"/{ACCOUNT}/{ACCOUNT}/Tables")
     assert r.status_code == 200, r.text
 
 
