@@ -40,7 +40,7 @@ pub async fn pages(
                 {
                     Err(TransferError::Transient(why)) if attempt < crate::import::RETRIES => {
                         attempt += 1;
-                        tracing_note(&why, attempt);
+                        note_retry(&why, attempt);
                         tokio::time::sleep(crate::import::backoff(attempt)).await;
                     }
                     other => return other,
@@ -59,7 +59,7 @@ pub async fn pages(
     Ok(())
 }
 
-fn tracing_note(why: &str, attempt: u32) {
+fn note_retry(why: &str, attempt: u32) {
     eprintln!("retrying a page (attempt {attempt}): {why}");
 }
 

@@ -73,8 +73,6 @@ pub struct Options {
 pub struct Summary {
     pub written: u64,
     pub rejected: u64,
-    /// Lines a resumed import did not read again.
-    pub skipped_to: u64,
 }
 
 /// Rows of one partition written as one changeset (one request).
@@ -105,7 +103,6 @@ fn read_checkpoint(path: &Path) -> Result<(u64, Summary), TransferError> {
         Summary {
             written: n("written"),
             rejected: n("rejected"),
-            skipped_to: n("line"),
         },
     ))
 }
@@ -204,7 +201,6 @@ pub async fn import(
     if summary.rejected == 0 {
         let _ = std::fs::remove_file(&opts.rejects);
     }
-    summary.skipped_to = start;
     Ok(summary)
 }
 

@@ -86,7 +86,7 @@ async function render() {
     return renderSignIn(main);
   }
   header(api.account);
-  if (r.account !== api.account && !r.account) {
+  if (!r.account) {
     // A table SAS reaches one table: open it.
     history.replaceState(null, "", tableLink(api.account, api.sasTable));
   }

@@ -34,10 +34,11 @@ export async function renderEntities(root, api, table, params, nav) {
   const pageNo = h("span.muted#page-no", {}, "page 1");
   const delSel = h("button#delete-selected", { disabled: true, onclick: bulkDelete }, "Delete selected");
 
+  // The query as typed in the bar: what Run shows and Copy link shares.
+  const typedQuery = () => new URLSearchParams([["filter", filter.value.trim()], ["select", select.value.trim()], ["top", top.value.trim()]]);
   const run = (e) => {
     if (e) e.preventDefault();
-    const params = new URLSearchParams([["filter", filter.value.trim()], ["select", select.value.trim()], ["top", top.value.trim()]]);
-    const link = nav.share(params);
+    const link = nav.share(typedQuery());
     if (location.hash !== link) location.hash = link; // re-renders through the route
     else { pages = [null]; page = 0; load(); }
   };
@@ -73,8 +74,7 @@ export async function renderEntities(root, api, table, params, nav) {
         e.target.setAttribute("aria-expanded", String(!builder.hidden));
         if (!builder.hidden && !builder.children.length) buildRow();
       } }, "Builder"),
-      h("button#share", { type: "button", onclick: () => copy(new URL(nav.share(new URLSearchParams([
-        ["filter", filter.value.trim()], ["select", select.value.trim()], ["top", top.value.trim()]])), location.href).href, "Link copied") }, "Copy link")),
+      h("button#share", { type: "button", onclick: () => copy(new URL(nav.share(typedQuery()), location.href).href, "Link copied") }, "Copy link")),
     builder);
 
   // The builder writes a $filter from rows of property, operator and typed value.
