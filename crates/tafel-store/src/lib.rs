@@ -17,6 +17,7 @@ pub mod key;
 mod page;
 #[cfg(feature = "postgres")]
 pub mod postgres;
+mod snapshot;
 pub mod stats;
 #[cfg(test)]
 mod test_support;
@@ -24,5 +25,6 @@ mod traits;
 
 pub use error::{BackendError, FailureKind, StoreError};
 pub use key::{EntityKey, KeyRange, KeyRef};
+pub use snapshot::{Snapshot, SnapshotTable};
 pub use stats::{HistogramSnapshot, MetricValue, StoreMetric};
 pub use traits::{write_with, Decide, Mutation, RowFilter, RowSink, ScanEnd, ScanRequest, Store, TableRecord};

@@ -139,6 +139,10 @@ pub trait Store: Send + Sync + 'static {
     async fn get_service_properties(&self, account: &str) -> Result<Option<Vec<u8>>, StoreError>;
     async fn set_service_properties(&self, account: &str, value: Vec<u8>) -> Result<(), StoreError>;
 
+    /// A consistent view of everything stored, as of now, for a backup. It may
+    /// hold resources (a database connection, old pages) until dropped.
+    async fn snapshot(&self) -> Result<Box<dyn crate::Snapshot>, StoreError>;
+
     /// Makes everything acknowledged durable and stops accepting writes.
     async fn shutdown(&self) -> Result<(), StoreError>;
 

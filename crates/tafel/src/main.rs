@@ -3,6 +3,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+mod backup;
 mod cert;
 mod config;
 mod serve_args;
@@ -85,6 +86,13 @@ enum Command {
     Import(transfer::ImportArgs),
     /// Copy a table from one Table endpoint to another, without a file.
     Copy(transfer::CopyArgs),
+    /// Back up every account's tables, entities, access policies and service
+    /// properties, as of one instant, into one checked, compressed file; from a
+    /// running server (--from its admin listener) or a store no server has open.
+    Backup(backup::BackupArgs),
+    /// Restore a backup into an empty store, of either backend (checks the whole
+    /// file first; --check only checks it).
+    Restore(backup::RestoreArgs),
     /// The configuration.
     Config {
         #[command(subcommand)]
@@ -134,6 +142,8 @@ fn main() -> anyhow::Result<()> {
         Some(Command::Export(a)) => return transfer::export(a),
         Some(Command::Import(a)) => return transfer::import(a),
         Some(Command::Copy(a)) => return transfer::copy(a),
+        Some(Command::Backup(a)) => return backup::backup(a),
+        Some(Command::Restore(a)) => return backup::restore(a),
         None => cli.serve,
     };
     let logs = tracing_subscriber::fmt()
@@ -163,7 +173,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     } else {
         Accounts::from_specs(&specs).map_err(anyhow::Error::msg)?
     };
-    let store = open_store(&args).await?;
+    let store = open_store(&args.store).await?;
     let ops = Arc::new(Ops::new(args.access_log()?));
     let account_names: Vec<String> = accounts.names().map(str::to_owned).collect();
     let oauth = args.oauth().await?;
@@ -214,7 +224,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .with_context(|| format!("binding {addr}"))?;
-    let backend = args.backend.name();
+    let backend = args.store.backend.name();
     let (admin_stop, admin_stopped) = tokio::sync::oneshot::channel::<()>();
     let admin_task = match admin_listener {
         None => None,
@@ -242,9 +252,9 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         }
     };
     let names: Vec<&str> = state.accounts.names().collect();
-    match args.backend {
+    match args.store.backend {
         Backend::Embedded => {
-            tracing::info!(data_dir = %args.data_dir.display(), accounts = ?names, scheme, "listening on {}", listener.local_addr()?)
+            tracing::info!(data_dir = %args.store.data_dir.display(), accounts = ?names, scheme, "listening on {}", listener.local_addr()?)
         }
         Backend::Postgres => {
             tracing::info!(backend = "postgres", accounts = ?names, scheme, "listening on {}", listener.local_addr()?)

@@ -25,9 +25,8 @@ pub(crate) struct ServeArgs {
     /// Port to listen on (Azurite's table port by default).
     #[arg(long, env = "TAFEL_PORT", default_value_t = 10002)]
     pub(crate) port: u16,
-    /// Directory holding the data.
-    #[arg(long, env = "TAFEL_DATA_DIR", default_value = "./tafel-data")]
-    pub(crate) data_dir: PathBuf,
+    #[command(flatten)]
+    pub(crate) store: StoreArgs,
     /// Serve HTTPS with this PEM certificate chain (leaf first), with --key.
     /// `tafel cert` makes one for local development. SIGHUP reloads it.
     #[arg(long, env = "TAFEL_TLS_CERT", requires = "key", conflicts_with = "pfx")]
@@ -83,25 +82,6 @@ pub(crate) struct ServeArgs {
     /// Log filter (error, warn, info, debug, trace, or a tracing directive).
     #[arg(long, env = "TAFEL_LOG", default_value = "info")]
     pub(crate) log: String,
-    /// Page cache of the embedded store, in MiB.
-    #[arg(long, env = "TAFEL_CACHE_MB", default_value_t = 256)]
-    pub(crate) cache_mb: usize,
-    /// Where data lives: the embedded store in --data-dir, or a PostgreSQL-wire
-    /// database shared by any number of nodes.
-    #[arg(long, env = "TAFEL_BACKEND", value_enum, default_value_t = Backend::Embedded)]
-    pub(crate) backend: Backend,
-    /// The database of the postgres backend, as a libpq-style URL or conninfo
-    /// (`postgresql://user@host:5432/db`, `host=… dbname=…`).
-    #[arg(
-        long,
-        env = "TAFEL_POSTGRES_URL",
-        required_if_eq("backend", "postgres"),
-        hide_env_values = true
-    )]
-    pub(crate) postgres_url: Option<String>,
-    /// Connections to the database this node keeps at most.
-    #[arg(long, env = "TAFEL_POSTGRES_POOL", default_value_t = 16)]
-    pub(crate) postgres_pool: usize,
     /// Threads serving HTTP connections (default: one per CPU but one, at least
     /// one: a core is left to clients on the same machine).
     #[arg(long, env = "TAFEL_THREADS")]
@@ -136,6 +116,33 @@ pub(crate) struct ServeArgs {
     /// stop sending here) before shutting down.
     #[arg(long, env = "TAFEL_DRAIN_SECONDS", default_value_t = 5)]
     pub(crate) drain_seconds: u64,
+}
+
+/// Where the data lives: what `serve`, `backup` and `restore` open.
+#[derive(Args, Clone)]
+pub(crate) struct StoreArgs {
+    /// Directory holding the data.
+    #[arg(long, env = "TAFEL_DATA_DIR", default_value = "./tafel-data")]
+    pub(crate) data_dir: PathBuf,
+    /// Where data lives: the embedded store in --data-dir, or a PostgreSQL-wire
+    /// database shared by any number of nodes.
+    #[arg(long, env = "TAFEL_BACKEND", value_enum, default_value_t = Backend::Embedded)]
+    pub(crate) backend: Backend,
+    /// The database of the postgres backend, as a libpq-style URL or conninfo
+    /// (`postgresql://user@host:5432/db`, `host=… dbname=…`).
+    #[arg(
+        long,
+        env = "TAFEL_POSTGRES_URL",
+        required_if_eq("backend", "postgres"),
+        hide_env_values = true
+    )]
+    pub(crate) postgres_url: Option<String>,
+    /// Connections to the database this node keeps at most.
+    #[arg(long, env = "TAFEL_POSTGRES_POOL", default_value_t = 16)]
+    pub(crate) postgres_pool: usize,
+    /// Page cache of the embedded store, in MiB.
+    #[arg(long, env = "TAFEL_CACHE_MB", default_value_t = 256)]
+    pub(crate) cache_mb: usize,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, PartialEq, Eq)]
@@ -236,7 +243,7 @@ impl ServeArgs {
 
 /// The backend `--backend` names, if this build has it (cargo features
 /// `embedded` and `postgres`, both default).
-pub(crate) async fn open_store(args: &ServeArgs) -> anyhow::Result<Arc<dyn Store>> {
+pub(crate) async fn open_store(args: &StoreArgs) -> anyhow::Result<Arc<dyn Store>> {
     match (args.backend, &args.postgres_url) {
         #[cfg(feature = "postgres")]
         (Backend::Postgres, Some(url)) => Ok(Arc::new(

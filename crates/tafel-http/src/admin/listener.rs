@@ -4,6 +4,8 @@
 //! - `GET /ready`: 200 while the store is usable and the node is not draining;
 //!   503 with the reason otherwise (readiness).
 //! - `GET /metrics`: Prometheus text format.
+//! - `GET /backup`: a backup of the whole store, with the admin token only
+//!   ([`super::backup`]).
 //! - the web explorer (`GET /` and its assets) and `/api/…`, its way to the
 //!   Table API ([`crate::explorer`]), unless turned off.
 //!
@@ -21,7 +23,7 @@ use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use http::{header, Method, StatusCode};
-use http_body_util::Full;
+use http_body_util::{Either, Full};
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use subtle::ConstantTimeEq;
@@ -95,7 +97,7 @@ impl AdminState {
         now
     }
 
-    fn authorized(&self, req: &hyper::Request<hyper::body::Incoming>) -> bool {
+    pub(super) fn authorized(&self, req: &hyper::Request<hyper::body::Incoming>) -> bool {
         let Some(token) = &self.token else { return true };
         let sent = req
             .headers()
@@ -115,9 +117,9 @@ pub fn check_exposure(addr: &SocketAddr, token: Option<&str>) -> Result<(), Stri
     Ok(())
 }
 
-type Resp = hyper::Response<Full<Bytes>>;
+pub(super) type Resp = hyper::Response<Full<Bytes>>;
 
-fn text(status: StatusCode, body: impl Into<Bytes>) -> Resp {
+pub(super) fn text(status: StatusCode, body: impl Into<Bytes>) -> Resp {
     let mut r = hyper::Response::new(Full::new(body.into()));
     *r.status_mut() = status;
     r.headers_mut().insert(
@@ -234,7 +236,15 @@ pub async fn serve_admin(
         tokio::spawn(async move {
             let svc = service_fn(move |req| {
                 let state = state.clone();
-                async move { Ok::<_, Infallible>(route(&state, req, peer).await) }
+                async move {
+                    if req.uri().path() == "/backup" && req.method() == Method::GET {
+                        return Ok::<_, Infallible>(match super::backup::backup(&state, &req).await {
+                            Ok(r) => r.map(Either::Right),
+                            Err(r) => r.map(Either::Left),
+                        });
+                    }
+                    Ok(route(&state, req, peer).await.map(Either::Left))
+                }
             });
             let conn = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())

@@ -1,5 +1,6 @@
 //! Everything for operators, beside the Table API and never reachable from it:
-//! the admin listener (`/health`, `/ready`, `/metrics`, [`listener`]), the
+//! the admin listener (`/health`, `/ready`, `/metrics`, [`listener`]), online
+//! backups ([`backup`]), the
 //! Prometheus metrics ([`metrics`]), the access log ([`access_log`]), and the
 //! drain state shutdown sets ([`Ops`]).
 //!
@@ -8,6 +9,7 @@
 //! an account name could take leads to it.
 
 pub mod access_log;
+pub mod backup;
 pub mod listener;
 pub mod metrics;
 

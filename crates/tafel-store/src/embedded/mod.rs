@@ -29,6 +29,7 @@ mod commit;
 mod page_file;
 #[cfg(test)]
 mod scan_tests;
+mod snapshot;
 mod stats;
 mod table_ids;
 mod wal;
@@ -368,7 +369,7 @@ impl EmbeddedStore {
     }
 
     /// The newest durable state.
-    fn snapshot(&self) -> Arc<Snapshot> {
+    fn view(&self) -> Arc<Snapshot> {
         self.published.load_full()
     }
 
@@ -376,11 +377,11 @@ impl EmbeddedStore {
     /// `TableIds`), for reads that look a table's id up.
     fn id_view(&self) -> (u64, Arc<Snapshot>) {
         let generation = self.ids.generation();
-        (generation, self.snapshot())
+        (generation, self.view())
     }
 
     fn read_table(&self, account: &str, name: &str) -> Result<Option<TableValue>, StoreError> {
-        let snapshot = self.snapshot();
+        let snapshot = self.view();
         let found = snapshot.tables.get(table_key(account, name).as_slice()).map_err(be)?;
         found.map(|v| decode_table(v.value())).transpose()
     }
@@ -1028,7 +1029,7 @@ impl Store for EmbeddedStore {
         from: Option<&str>,
         limit: usize,
     ) -> Result<Vec<TableRecord>, StoreError> {
-        let snapshot = self.snapshot();
+        let snapshot = self.view();
         let order = snapshot.txn.open_table(TABLE_ORDER).map_err(be)?;
         let tables = &snapshot.tables;
         let lo = order_key(account, from.unwrap_or(""));
@@ -1089,8 +1090,12 @@ impl Store for EmbeddedStore {
         .await
     }
 
+    async fn snapshot(&self) -> Result<Box<dyn crate::Snapshot>, StoreError> {
+        Ok(Box::new(snapshot::EmbeddedSnapshot::new(self.view())))
+    }
+
     async fn get_service_properties(&self, account: &str) -> Result<Option<Vec<u8>>, StoreError> {
-        let meta = self.snapshot().txn.open_table(META).map_err(be)?;
+        let meta = self.view().txn.open_table(META).map_err(be)?;
         Ok(meta
             .get(props_key(account).as_str())
             .map_err(be)?
@@ -1131,7 +1136,7 @@ impl Store for EmbeddedStore {
     }
 
     async fn count_tables(&self, account: &str) -> Result<u64, StoreError> {
-        let snapshot = self.snapshot();
+        let snapshot = self.view();
         let order = snapshot.txn.open_table(TABLE_ORDER).map_err(be)?;
         let lo = order_key(account, "");
         let mut hi = account.as_bytes().to_vec();

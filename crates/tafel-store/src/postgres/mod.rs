@@ -25,6 +25,7 @@
 mod connect;
 mod scan;
 mod schema;
+mod snapshot;
 mod stats;
 mod txn;
 
@@ -350,6 +351,14 @@ impl Store for PostgresStore {
             self.write_once(account, &lname, &keys, &decide)
         })
         .await
+    }
+
+    async fn snapshot(&self) -> Result<Box<dyn crate::Snapshot>, StoreError> {
+        let client = self.client().await.map_err(DbError::into_store)?;
+        // Out of the pool: the transaction stays open as long as the snapshot lives.
+        let client = deadpool_postgres::Object::take(client);
+        let snapshot = snapshot::PgSnapshot::begin(client).await.map_err(DbError::into_store)?;
+        Ok(Box::new(snapshot))
     }
 
     async fn get_service_properties(&self, account: &str) -> Result<Option<Vec<u8>>, StoreError> {

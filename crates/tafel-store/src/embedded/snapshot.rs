@@ -1,0 +1,114 @@
+//! A backup's view of the embedded store: the published redb snapshot, which
+//! holds every group acknowledged before it and nothing after (see `commit`).
+//! Holding it keeps the pages it reads from being reused until it is dropped.
+
+use std::collections::HashMap;
+use std::ops::Bound;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use redb::{ReadableTable, ReadableTableMetadata};
+
+use super::commit::Snapshot as Published;
+use super::{be, decode_table, entity_key, row_key, table_key, META, TABLE_ORDER};
+use crate::error::{FailureKind, StoreError};
+use crate::key::EntityKey;
+use crate::snapshot::{Snapshot, SnapshotTable};
+use crate::traits::{RowSink, TableRecord};
+
+/// META keys of service properties start with this (`props/<account>`).
+const PROPS_PREFIX: &str = "props/";
+
+pub(super) struct EmbeddedSnapshot {
+    view: Arc<Published>,
+    /// Table ids by account and stored name, from [`Snapshot::tables`].
+    ids: HashMap<(String, String), u64>,
+}
+
+impl EmbeddedSnapshot {
+    pub(super) fn new(view: Arc<Published>) -> Self {
+        EmbeddedSnapshot {
+            view,
+            ids: HashMap::new(),
+        }
+    }
+}
+
+fn corrupt(what: &str) -> StoreError {
+    StoreError::failure(FailureKind::Corrupt, format!("corrupt {what}"))
+}
+
+#[async_trait]
+impl Snapshot for EmbeddedSnapshot {
+    async fn service_properties(&mut self) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
+        let meta = self.view.txn.open_table(META).map_err(be)?;
+        let mut out = Vec::new();
+        for row in meta.range(PROPS_PREFIX..).map_err(be)? {
+            let (k, v) = row.map_err(be)?;
+            let Some(account) = k.value().strip_prefix(PROPS_PREFIX) else { break };
+            out.push((account.to_owned(), v.value().to_vec()));
+        }
+        Ok(out)
+    }
+
+    async fn entity_count(&mut self) -> Result<Option<u64>, StoreError> {
+        Ok(Some(self.view.entities.len().map_err(be)?))
+    }
+
+    async fn tables(&mut self) -> Result<Vec<SnapshotTable>, StoreError> {
+        let order = self.view.txn.open_table(TABLE_ORDER).map_err(be)?;
+        let mut out = Vec::new();
+        for row in order.iter().map_err(be)? {
+            let (k, _) = row.map_err(be)?;
+            let k = k.value();
+            let split = k.iter().position(|&b| b == 0).ok_or_else(|| corrupt("table order key"))?;
+            let account = std::str::from_utf8(&k[..split]).map_err(|_| corrupt("account name"))?;
+            let name = std::str::from_utf8(&k[split + 1..]).map_err(|_| corrupt("table name"))?;
+            let stored = self
+                .view
+                .tables
+                .get(table_key(account, name).as_slice())
+                .map_err(be)?
+                .ok_or_else(|| corrupt("table listing: a listed table has no record"))?;
+            let value = decode_table(stored.value())?;
+            self.ids.insert((account.to_owned(), name.to_owned()), value.id);
+            out.push(SnapshotTable {
+                account: account.to_owned(),
+                record: TableRecord {
+                    name: value.record.name,
+                    acl: value.record.acl,
+                },
+            });
+        }
+        Ok(out)
+    }
+
+    async fn rows(
+        &mut self,
+        table: &SnapshotTable,
+        after: Option<&EntityKey>,
+        limit: usize,
+        sink: &mut (dyn RowSink + '_),
+    ) -> Result<usize, StoreError> {
+        let id = *self
+            .ids
+            .get(&(table.account.clone(), table.record.name.clone()))
+            .ok_or(StoreError::TableNotFound)?;
+        let lo = row_key(id, after.map_or(&[][..], EntityKey::as_bytes));
+        let lower = match after {
+            Some(_) => Bound::Excluded(lo.as_slice()),
+            None => Bound::Included(lo.as_slice()),
+        };
+        let prefix = id.to_be_bytes();
+        let mut n = 0;
+        for row in self.view.entities.range::<&[u8]>((lower, Bound::Unbounded)).map_err(be)? {
+            let (k, v) = row.map_err(be)?;
+            if n == limit || !k.value().starts_with(&prefix) {
+                break;
+            }
+            sink.push(entity_key(k.value()), v.value());
+            n += 1;
+        }
+        Ok(n)
+    }
+}

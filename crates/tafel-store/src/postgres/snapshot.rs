@@ -1,0 +1,108 @@
+//! A backup's view of the database: one REPEATABLE READ, READ ONLY transaction
+//! on a connection of its own, so every read sees the database as of its first
+//! statement (PostgreSQL's snapshot; CockroachDB and YugabyteDB run it as
+//! SERIALIZABLE, which reads one snapshot too). The connection is taken out of
+//! the pool: dropping the snapshot closes it, and the transaction with it.
+
+use std::collections::HashMap;
+
+use async_trait::async_trait;
+use deadpool_postgres::ClientWrapper;
+
+use super::txn::DbError;
+use super::schema;
+use crate::error::StoreError;
+use crate::key::{EntityKey, KeyRef};
+use crate::snapshot::{Snapshot, SnapshotTable};
+use crate::traits::RowSink;
+
+pub(super) struct PgSnapshot {
+    client: ClientWrapper,
+    /// Table ids by account and stored name, from [`Snapshot::tables`].
+    ids: HashMap<(String, String), i64>,
+}
+
+impl PgSnapshot {
+    pub(super) async fn begin(client: ClientWrapper) -> Result<Self, DbError> {
+        client
+            .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            .await?;
+        Ok(PgSnapshot {
+            client,
+            ids: HashMap::new(),
+        })
+    }
+}
+
+fn store(e: impl Into<DbError>) -> StoreError {
+    e.into().into_store()
+}
+
+#[async_trait]
+impl Snapshot for PgSnapshot {
+    async fn service_properties(&mut self) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
+        let rows = self.client.query(schema::ALL_PROPS, &[]).await.map_err(store)?;
+        rows.iter()
+            .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
+            .collect::<Result<_, tokio_postgres::Error>>()
+            .map_err(store)
+    }
+
+    async fn tables(&mut self) -> Result<Vec<SnapshotTable>, StoreError> {
+        let rows = self.client.query(schema::ALL_TABLES, &[]).await.map_err(store)?;
+        let mut out = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let account: String = row.try_get(0).map_err(store)?;
+            let id: i64 = row.try_get(3).map_err(store)?;
+            let table = SnapshotTable {
+                record: record_at(row).map_err(DbError::into_store)?,
+                account,
+            };
+            self.ids.insert((table.account.clone(), table.record.name.clone()), id);
+            out.push(table);
+        }
+        Ok(out)
+    }
+
+    async fn rows(
+        &mut self,
+        table: &SnapshotTable,
+        after: Option<&EntityKey>,
+        limit: usize,
+        sink: &mut (dyn RowSink + '_),
+    ) -> Result<usize, StoreError> {
+        let id = *self
+            .ids
+            .get(&(table.account.clone(), table.record.name.clone()))
+            .ok_or(StoreError::TableNotFound)?;
+        let limit_sql = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows = match after {
+            Some(after) => {
+                let stmt = self.client.prepare_cached(schema::ROWS_AFTER).await.map_err(store)?;
+                self.client.query(&stmt, &[&id, &after.as_bytes(), &limit_sql]).await
+            }
+            None => {
+                let stmt = self.client.prepare_cached(schema::ROWS_FIRST).await.map_err(store)?;
+                self.client.query(&stmt, &[&id, &limit_sql]).await
+            }
+        }
+        .map_err(store)?;
+        for row in &rows {
+            let key: &[u8] = row.try_get(0).map_err(store)?;
+            let value: &[u8] = row.try_get(1).map_err(store)?;
+            sink.push(KeyRef::new(key), value);
+        }
+        Ok(rows.len())
+    }
+}
+
+/// The name and acl of an `ALL_TABLES` row, whose account comes first.
+fn record_at(row: &tokio_postgres::Row) -> Result<crate::traits::TableRecord, DbError> {
+    let name: Vec<u8> = row.try_get(1)?;
+    let name = String::from_utf8(name)
+        .map_err(|_| StoreError::failure(crate::FailureKind::Corrupt, "table name is not UTF-8"))?;
+    Ok(crate::traits::TableRecord {
+        name,
+        acl: row.try_get(2)?,
+    })
+}

@@ -1,0 +1,42 @@
+//! Everything a store holds as of one instant, read at leisure: what a backup
+//! copies. No write made after the snapshot was taken is visible through it, and
+//! every write before it is visible whole (a batch is one write).
+
+use async_trait::async_trait;
+
+use crate::error::StoreError;
+use crate::key::EntityKey;
+use crate::traits::{RowSink, TableRecord};
+
+/// A table as a snapshot lists it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SnapshotTable {
+    pub account: String,
+    pub record: TableRecord,
+}
+
+#[async_trait]
+pub trait Snapshot: Send {
+    /// Every account's service properties, in account order.
+    async fn service_properties(&mut self) -> Result<Vec<(String, Vec<u8>)>, StoreError>;
+
+    /// How many entities the snapshot holds, when the backend knows without
+    /// counting them (for a progress bar's total).
+    async fn entity_count(&mut self) -> Result<Option<u64>, StoreError> {
+        Ok(None)
+    }
+
+    /// Every table, by account, then in the listing order of each account.
+    async fn tables(&mut self) -> Result<Vec<SnapshotTable>, StoreError>;
+
+    /// Up to `limit` rows of one of [`Snapshot::tables`], in key order, after
+    /// `after` (from the first when `None`), each handed to `sink`. Returns how
+    /// many it handed: fewer than `limit` means the table has no more.
+    async fn rows(
+        &mut self,
+        table: &SnapshotTable,
+        after: Option<&EntityKey>,
+        limit: usize,
+        sink: &mut (dyn RowSink + '_),
+    ) -> Result<usize, StoreError>;
+}
