@@ -95,9 +95,10 @@ def create_postgres_database() -> str:
     return postgres_database_url(name)
 
 
-def backend_args(database_url: Optional[str]) -> list:
-    if BACKEND != "postgres":
-        return []
+def backend_args(database_url: Optional[str], backend: str = BACKEND) -> list:
+    # Explicit either way: the server inherits TAFEL_BACKEND from the suite's environment.
+    if backend != "postgres":
+        return ["--backend", "embedded"]
     return ["--backend", "postgres", "--postgres-url", database_url or ""]
 
 
@@ -124,8 +125,17 @@ def unique_table_name(prefix: str = "t") -> str:
 
 
 class TafelServer:
-    def __init__(self, data_dir: Path, log_path: Path, port: Optional[int] = None, extra_args: Sequence[str] = ()):
+    def __init__(
+        self,
+        data_dir: Path,
+        log_path: Path,
+        port: Optional[int] = None,
+        extra_args: Sequence[str] = (),
+        backend: str = BACKEND,
+    ):
         self.binary = tafel_binary()
+        # The suite's backend unless a test needs a given one (a migration's source).
+        self.backend = backend
         self.data_dir = Path(data_dir)
         self.log_path = Path(log_path)
         self.port = port or free_port()
@@ -189,7 +199,7 @@ class TafelServer:
                 pytrace=False,
             )
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        if BACKEND == "postgres" and self.database_url is None:
+        if self.backend == "postgres" and self.database_url is None:
             self.database_url = create_postgres_database()
         self._log_file = open(self.log_path, "ab")
         self._log_file.write(f"\n===== tafel start #{self.starts + 1} on port {self.port} =====\n".encode())
@@ -207,7 +217,7 @@ class TafelServer:
             str(self.port),
             "--data-dir",
             str(self.data_dir),
-            *backend_args(self.database_url),
+            *backend_args(self.database_url, self.backend),
             *self.default_ops_args(),
             *self.extra_args,
         ]

@@ -216,13 +216,16 @@ impl RowSink for Writer {
 /// One thing a backup holds, in file order.
 #[derive(Debug)]
 pub enum Item {
-    Properties { account: String, value: Vec<u8> },
+    Properties {
+        account: String,
+        value: Vec<u8>,
+    },
     Table(SnapshotTable),
     /// Rows of the last table, in key order.
     Rows(Vec<(EntityKey, Vec<u8>)>),
 }
 
-/// Reads a backup, checking it as it goes; [`Reader::next`] returns `None`
+/// Reads a backup, checking it as it goes; [`Reader::next_item`] returns `None`
 /// only after the end record checked out.
 pub struct Reader<R: Read> {
     dec: zstd::stream::read::Decoder<'static, io::BufReader<R>>,
@@ -321,12 +324,12 @@ impl<R: Read> Reader<R> {
         &self.info
     }
 
-    /// What was read so far (all of it, once `next` returned `None`).
+    /// What was read so far (all of it, once `next_item` returned `None`).
     pub fn counts(&self) -> Counts {
         self.counts
     }
 
-    pub fn next(&mut self) -> Result<Option<Item>, BackupError> {
+    pub fn next_item(&mut self) -> Result<Option<Item>, BackupError> {
         if self.ended {
             return Ok(None);
         }
@@ -384,7 +387,10 @@ impl<R: Read> Reader<R> {
                     return Err(corrupt("the checksum does not match"));
                 }
                 if want != self.counts {
-                    return Err(corrupt(format!("the end record counts {want:?}, the file holds {:?}", self.counts)));
+                    return Err(corrupt(format!(
+                        "the end record counts {want:?}, the file holds {:?}",
+                        self.counts
+                    )));
                 }
                 let mut rest = [0u8; 1];
                 if self.dec.read(&mut rest).map_err(damaged)? != 0 {

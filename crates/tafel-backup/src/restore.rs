@@ -32,7 +32,7 @@ fn open(path: &Path) -> Result<Reader<BufReader<File>>, BackupError> {
 /// end record's counts and checksum, and zstd's checksum of the data.
 pub fn verify(path: &Path, progress: &RestoreProgress) -> Result<(Info, Counts), BackupError> {
     let mut reader = open(path)?;
-    while let Some(item) = reader.next()? {
+    while let Some(item) = reader.next_item()? {
         if let Item::Rows(rows) = item {
             progress(rows.len() as u64);
         }
@@ -83,7 +83,7 @@ pub async fn restore(
             Err(e) => return drop(tx.blocking_send(Err(e))),
         };
         loop {
-            match reader.next() {
+            match reader.next_item() {
                 Ok(Some(item)) => {
                     if tx.blocking_send(Ok(item)).is_err() {
                         return;
@@ -121,7 +121,10 @@ async fn load(
             Item::Properties { account, value } => store.set_service_properties(&account, value).await?,
             Item::Table(t) => {
                 if !store.create_table(&t.account, &t.record.name).await? {
-                    return Err(BackupError::NotEmpty(format!("table {}/{} exists", t.account, t.record.name)));
+                    return Err(BackupError::NotEmpty(format!(
+                        "table {}/{} exists",
+                        t.account, t.record.name
+                    )));
                 }
                 if !t.record.acl.is_empty() {
                     store.set_table_acl(&t.account, &t.record.name, t.record.acl).await?;
@@ -140,11 +143,13 @@ async fn load(
                         .acquire_owned()
                         .await
                         .map_err(|e| BackupError::Io(std::io::Error::other(e)))?;
-                    let (store, account, name, loaded) = (shared.clone(), account.clone(), name.clone(), loaded.clone());
+                    let (store, account, name, loaded) =
+                        (shared.clone(), account.clone(), name.clone(), loaded.clone());
                     writes.spawn(async move {
                         let n = keys.len() as u64;
                         let values: Arc<[Vec<u8>]> = values.into();
-                        let decide: Decide = Box::new(move |_| values.iter().map(|v| Mutation::Put(v.clone())).collect());
+                        let decide: Decide =
+                            Box::new(move |_| values.iter().map(|v| Mutation::Put(v.clone())).collect());
                         store.write_entities(&account, &name, keys, decide).await?;
                         drop(permit);
                         loaded(n);

@@ -66,7 +66,11 @@ pub fn backup(a: BackupArgs) -> anyhow::Result<()> {
             None => local(&a.store).await?,
         };
         let (info, counts) = save(chunks, &a.out, progress.clone()).await?;
-        let to = if a.out.as_os_str() == "-" { "standard output".into() } else { a.out.display().to_string() };
+        let to = if a.out.as_os_str() == "-" {
+            "standard output".into()
+        } else {
+            a.out.display().to_string()
+        };
         progress.finish(&format!(
             "; {} tables, {} accounts' service properties, from {} → {to}",
             counts.tables, counts.properties, info.source
@@ -83,8 +87,8 @@ async fn download(url: &str, token: Option<&str>) -> anyhow::Result<Chunks> {
     if uri.scheme_str() != Some("http") {
         bail!("--from must be the admin listener's http:// URL, such as http://127.0.0.1:10012");
     }
-    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
-        .build_http::<Empty<Bytes>>();
+    let client =
+        hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).build_http::<Empty<Bytes>>();
     let mut req = http::Request::get(uri).body(Empty::new())?;
     if let Some(token) = token {
         req.headers_mut()
@@ -96,8 +100,16 @@ async fn download(url: &str, token: Option<&str>) -> anyhow::Result<Chunks> {
         .with_context(|| format!("reaching the admin listener at {url}"))?;
     if !resp.status().is_success() {
         let status = resp.status();
-        let body = resp.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
-        bail!("{url} refused the backup: {status}: {}", String::from_utf8_lossy(&body).trim());
+        let body = resp
+            .into_body()
+            .collect()
+            .await
+            .map(|b| b.to_bytes())
+            .unwrap_or_default();
+        bail!(
+            "{url} refused the backup: {status}: {}",
+            String::from_utf8_lossy(&body).trim()
+        );
     }
     let (tx, rx) = mpsc::channel(8);
     let mut body = resp.into_body();
@@ -157,9 +169,15 @@ impl Read for ChunkReader {
 }
 
 /// Reads the backup through as it arrives, counting rows for the progress bar.
-fn check(rx: std::sync::mpsc::Receiver<Bytes>, progress: Arc<Progress>) -> Result<(Info, Counts), tafel_backup::BackupError> {
-    let mut reader = Reader::new(ChunkReader { rx, current: Bytes::new() })?;
-    while let Some(item) = reader.next()? {
+fn check(
+    rx: std::sync::mpsc::Receiver<Bytes>,
+    progress: Arc<Progress>,
+) -> Result<(Info, Counts), tafel_backup::BackupError> {
+    let mut reader = Reader::new(ChunkReader {
+        rx,
+        current: Bytes::new(),
+    })?;
+    while let Some(item) = reader.next_item()? {
         if let tafel_backup::format::Item::Rows(rows) = item {
             progress.add(rows.len() as u64, 0);
         }
@@ -198,7 +216,9 @@ async fn save(mut chunks: Chunks, out: &Path, progress: Arc<Progress>) -> anyhow
     }
     .await;
     drop(tx);
-    let checked = checking.join().map_err(|_| anyhow::anyhow!("the backup check panicked"))?;
+    let checked = checking
+        .join()
+        .map_err(|_| anyhow::anyhow!("the backup check panicked"))?;
     let result = written.and_then(|()| checked.map_err(anyhow::Error::from));
     match result {
         Ok(summary) if stdout => Ok(summary),

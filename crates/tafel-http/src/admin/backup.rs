@@ -31,13 +31,16 @@ impl Body for BackupBody {
     type Error = std::io::Error;
 
     fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
-        self.rx.poll_recv(cx).map(|chunk| {
-            chunk.map(|c| c.map(Frame::data).map_err(std::io::Error::other))
-        })
+        self.rx
+            .poll_recv(cx)
+            .map(|chunk| chunk.map(|c| c.map(Frame::data).map_err(std::io::Error::other)))
     }
 }
 
-pub(super) async fn backup(state: &AdminState, req: &hyper::Request<hyper::body::Incoming>) -> Result<hyper::Response<BackupBody>, Resp> {
+pub(super) async fn backup(
+    state: &AdminState,
+    req: &hyper::Request<hyper::body::Incoming>,
+) -> Result<hyper::Response<BackupBody>, Resp> {
     if state.token.is_none() {
         return Err(text(
             StatusCode::FORBIDDEN,
@@ -80,11 +83,17 @@ pub(super) async fn backup(state: &AdminState, req: &hyper::Request<hyper::body:
         });
     });
     if let Err(e) = spawned {
-        return Err(text(StatusCode::SERVICE_UNAVAILABLE, format!("could not start the backup: {e}\n")));
+        return Err(text(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("could not start the backup: {e}\n"),
+        ));
     }
     let mut r = hyper::Response::new(BackupBody { rx });
     let headers = r.headers_mut();
-    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/octet-stream"),
+    );
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     headers.insert(
         header::CONTENT_DISPOSITION,

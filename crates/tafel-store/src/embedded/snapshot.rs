@@ -45,7 +45,9 @@ impl Snapshot for EmbeddedSnapshot {
         let mut out = Vec::new();
         for row in meta.range(PROPS_PREFIX..).map_err(be)? {
             let (k, v) = row.map_err(be)?;
-            let Some(account) = k.value().strip_prefix(PROPS_PREFIX) else { break };
+            let Some(account) = k.value().strip_prefix(PROPS_PREFIX) else {
+                break;
+            };
             out.push((account.to_owned(), v.value().to_vec()));
         }
         Ok(out)
@@ -61,7 +63,10 @@ impl Snapshot for EmbeddedSnapshot {
         for row in order.iter().map_err(be)? {
             let (k, _) = row.map_err(be)?;
             let k = k.value();
-            let split = k.iter().position(|&b| b == 0).ok_or_else(|| corrupt("table order key"))?;
+            let split = k
+                .iter()
+                .position(|&b| b == 0)
+                .ok_or_else(|| corrupt("table order key"))?;
             let account = std::str::from_utf8(&k[..split]).map_err(|_| corrupt("account name"))?;
             let name = std::str::from_utf8(&k[split + 1..]).map_err(|_| corrupt("table name"))?;
             let stored = self
@@ -101,7 +106,12 @@ impl Snapshot for EmbeddedSnapshot {
         };
         let prefix = id.to_be_bytes();
         let mut n = 0;
-        for row in self.view.entities.range::<&[u8]>((lower, Bound::Unbounded)).map_err(be)? {
+        for row in self
+            .view
+            .entities
+            .range::<&[u8]>((lower, Bound::Unbounded))
+            .map_err(be)?
+        {
             let (k, v) = row.map_err(be)?;
             if n == limit || !k.value().starts_with(&prefix) {
                 break;

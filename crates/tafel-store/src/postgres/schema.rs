@@ -93,8 +93,7 @@ pub(crate) const SCAN_BETWEEN: &str =
 /// A backup's reads (`snapshot.rs`): everything, in order.
 pub(crate) const ALL_PROPS: &str = "SELECT account, value FROM tafel_service_properties ORDER BY account";
 pub(crate) const ALL_TABLES: &str = "SELECT account, name, acl, id FROM tafel_tables ORDER BY account, name";
-pub(crate) const ROWS_FIRST: &str =
-    "SELECT key, value FROM tafel_entities WHERE table_id = $1 ORDER BY key LIMIT $2";
+pub(crate) const ROWS_FIRST: &str = "SELECT key, value FROM tafel_entities WHERE table_id = $1 ORDER BY key LIMIT $2";
 pub(crate) const ROWS_AFTER: &str =
     "SELECT key, value FROM tafel_entities WHERE table_id = $1 AND key > $2 ORDER BY key LIMIT $3";
 

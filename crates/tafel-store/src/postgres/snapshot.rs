@@ -9,8 +9,8 @@ use std::collections::HashMap;
 use async_trait::async_trait;
 use deadpool_postgres::ClientWrapper;
 
-use super::txn::DbError;
 use super::schema;
+use super::txn::DbError;
 use crate::error::StoreError;
 use crate::key::{EntityKey, KeyRef};
 use crate::snapshot::{Snapshot, SnapshotTable};
