@@ -191,7 +191,7 @@ def test_a_backup_under_a_batch_load_restores_one_instant(_workdir, tmp_path):
     srv.start()
     table = unique_table_name("load")
     svc = TableServiceClient.from_connection_string(conn(srv))
-    tc = svc.create_table(table)
+    svc.create_table(table)
     # Padding that sorts before the writers' rows, so reading the table takes a while.
     pad = tmp_path / "pad.jsonl"
     pad.write_text("".join(json.dumps({"PartitionKey": "a-pad", "RowKey": f"{i:06d}", "S": "x" * 1000}) + "\n"

@@ -8,7 +8,6 @@ from __future__ import annotations
 import socket
 import subprocess
 import time
-from pathlib import Path
 
 import pytest
 from azure.data.tables import TableServiceClient
