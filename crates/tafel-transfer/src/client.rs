@@ -153,14 +153,7 @@ impl TableClient {
         select: Option<&str>,
         next: Option<&Continuation>,
     ) -> Result<(Vec<Value>, Option<Continuation>), TransferError> {
-        let mut query = vec![("$filter", filter.unwrap_or("")), ("$select", select.unwrap_or(""))];
-        if let Some(n) = next {
-            query.push(("NextPartitionKey", &n.partition_key));
-            query.push(("NextRowKey", &n.row_key));
-        }
-        let path = format!("/{table}()");
-        let accept = [("accept", FULL_METADATA.to_owned())];
-        let (headers, body) = self.send(Method::GET, &path, &query, &accept, Bytes::new()).await?;
+        let (body, next) = self.query_page_body(table, filter, select, next).await?;
         let rows = match serde_json::from_slice::<Value>(&body) {
             Ok(Value::Object(mut page)) => match page.remove("value") {
                 Some(Value::Array(rows)) => rows,
@@ -176,12 +169,31 @@ impl TableClient {
                 )))
             }
         };
+        Ok((rows, next))
+    }
+
+    /// [`TableClient::query_page`] with the page as the service sent it.
+    pub async fn query_page_body(
+        &self,
+        table: &str,
+        filter: Option<&str>,
+        select: Option<&str>,
+        next: Option<&Continuation>,
+    ) -> Result<(Bytes, Option<Continuation>), TransferError> {
+        let mut query = vec![("$filter", filter.unwrap_or("")), ("$select", select.unwrap_or(""))];
+        if let Some(n) = next {
+            query.push(("NextPartitionKey", &n.partition_key));
+            query.push(("NextRowKey", &n.row_key));
+        }
+        let path = format!("/{table}()");
+        let accept = [("accept", FULL_METADATA.to_owned())];
+        let (headers, body) = self.send(Method::GET, &path, &query, &accept, Bytes::new()).await?;
         let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
         let next = header("x-ms-continuation-nextpartitionkey").map(|pk| Continuation {
             partition_key: pk,
             row_key: header("x-ms-continuation-nextrowkey").unwrap_or_default(),
         });
-        Ok((rows, next))
+        Ok((body, next))
     }
 
     /// Every table of the account, in the service's order.

@@ -5,6 +5,7 @@ use std::collections::HashSet;
 use std::io::{BufRead, Write};
 use std::sync::Arc;
 
+use bytes::Bytes;
 use serde_json::Value;
 
 use crate::client::Continuation;
@@ -22,20 +23,44 @@ pub struct Query<'a> {
 pub async fn pages(
     client: &Arc<TableClient>,
     q: &Query<'_>,
-    mut each: impl FnMut(Vec<Value>) -> Result<(), TransferError>,
+    each: impl FnMut(Vec<Value>) -> Result<(), TransferError>,
+) -> Result<(), TransferError> {
+    let table = q.table.to_owned();
+    let parse = move |body: Bytes| match serde_json::from_slice::<Value>(&body) {
+        Ok(Value::Object(mut page)) => match page.remove("value") {
+            Some(Value::Array(rows)) => Ok(rows),
+            _ => Err(TransferError::Protocol(format!(
+                "{table}: a query answered without 'value'"
+            ))),
+        },
+        _ => Err(TransferError::Protocol(format!(
+            "{table}: a query answered with no JSON object"
+        ))),
+    };
+    pages_as(client, q, parse, each).await
+}
+
+/// Pages of a query, each turned into a `T` by `parse` on the task that fetched it
+/// (another core, while the last page is handed on) and then handed to `each`.
+pub async fn pages_as<T: Send + 'static>(
+    client: &Arc<TableClient>,
+    q: &Query<'_>,
+    parse: impl Fn(Bytes) -> Result<T, TransferError> + Send + Sync + 'static,
+    mut each: impl FnMut(T) -> Result<(), TransferError>,
 ) -> Result<(), TransferError> {
     let (table, filter, select) = (
         q.table.to_owned(),
         q.filter.map(str::to_owned),
         q.select.map(str::to_owned),
     );
+    let parse = Arc::new(parse);
     let fetch = move |client: Arc<TableClient>, next: Option<Continuation>| {
-        let (table, filter, select) = (table.clone(), filter.clone(), select.clone());
+        let (table, filter, select, parse) = (table.clone(), filter.clone(), select.clone(), parse.clone());
         tokio::spawn(async move {
             let mut attempt = 0;
             loop {
                 match client
-                    .query_page(&table, filter.as_deref(), select.as_deref(), next.as_ref())
+                    .query_page_body(&table, filter.as_deref(), select.as_deref(), next.as_ref())
                     .await
                 {
                     Err(TransferError::Transient(why)) if attempt < crate::import::RETRIES => {
@@ -43,18 +68,19 @@ pub async fn pages(
                         note_retry(&why, attempt);
                         tokio::time::sleep(crate::import::backoff(attempt)).await;
                     }
-                    other => return other,
+                    Ok((body, next)) => return parse(body).map(|page| (page, next)),
+                    Err(e) => return Err(e),
                 }
             }
         })
     };
     let mut pending = Some(fetch(client.clone(), None));
     while let Some(page) = pending.take() {
-        let (rows, next) = page
+        let (page, next) = page
             .await
             .map_err(|e| TransferError::Protocol(format!("a page fetch stopped: {e}")))??;
         pending = next.map(|n| fetch(client.clone(), Some(n)));
-        each(rows)?;
+        each(page)?;
     }
     Ok(())
 }
@@ -75,15 +101,14 @@ pub async fn export(
     match format {
         Format::Jsonl => {
             let mut w = create_output(out)?;
-            pages(client, q, |rows| {
-                let mut bytes = 0;
-                for row in &rows {
-                    let line = format::export_line(row)?;
-                    bytes += line.len() as u64 + 1;
-                    w.write_all(line.as_bytes())?;
-                    w.write_all(b"\n")?;
-                }
-                progress.add(rows.len() as u64, bytes);
+            let lines = |body: Bytes| {
+                let mut lines = Vec::with_capacity(body.len());
+                let n = format::export_page(&body, &mut lines)?;
+                Ok((lines, n))
+            };
+            pages_as(client, q, lines, |(lines, n)| {
+                w.write_all(&lines)?;
+                progress.add(n, lines.len() as u64);
                 Ok(())
             })
             .await?;

@@ -11,6 +11,9 @@
 
 use std::io::{BufRead, Write};
 
+use std::borrow::Cow;
+
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use crate::TransferError;
@@ -37,43 +40,107 @@ impl Format {
     }
 }
 
-/// An entity as the service sent it (full metadata), cut to the export form:
-/// no `odata.*` members, keys first.
+/// A query page's entities as the service sent them (full metadata), each cut to
+/// the export form and appended to `out` as a line: no `odata.*` members, keys
+/// first. Values are copied as they came, never parsed into numbers or strings,
+/// so nothing is lost or rewritten and a page costs one pass. Returns how many.
+pub fn export_page(body: &[u8], out: &mut Vec<u8>) -> Result<u64, TransferError> {
+    let page: RawPage<'_> = serde_json::from_slice(body)
+        .map_err(|e| TransferError::Protocol(format!("a query answered with a page that is not JSON: {e}")))?;
+    for entity in &page.value {
+        write_entity(&entity.0, out);
+        out.push(b'\n');
+    }
+    Ok(page.value.len() as u64)
+}
+
+/// One entity as JSONL (the form of [`export_page`]); for tests and one-offs.
 pub fn export_line(entity: &Value) -> Result<String, TransferError> {
-    let Value::Object(map) = entity else {
-        return Err(TransferError::Protocol(
-            "a query returned a row that is not an object".into(),
-        ));
-    };
-    let mut out = String::with_capacity(256);
-    out.push('{');
+    let mut line = Vec::new();
+    let body = serde_json::to_vec(&serde_json::json!({ "value": [entity] }))
+        .map_err(|e| TransferError::Protocol(e.to_string()))?;
+    export_page(&body, &mut line)?;
+    line.pop();
+    String::from_utf8(line).map_err(|e| TransferError::Protocol(e.to_string()))
+}
+
+const KEYS_FIRST: [&str; 4] = ["PartitionKey", "RowKey", "Timestamp@odata.type", "Timestamp"];
+
+fn write_entity(members: &[(Cow<'_, str>, &RawValue)], out: &mut Vec<u8>) {
+    out.push(b'{');
     let mut first = true;
-    let mut put = |k: &str, v: &Value, out: &mut String| {
+    let mut put = |k: &str, v: &RawValue, out: &mut Vec<u8>| {
         if !first {
-            out.push(',');
+            out.push(b',');
         }
         first = false;
-        // Writing a string or a Value into a String cannot fail.
-        out.push_str(&Value::String(k.to_owned()).to_string());
-        out.push(':');
-        out.push_str(&v.to_string());
+        // Writing a str into a Vec cannot fail.
+        let _ = serde_json::to_writer(&mut *out, k);
+        out.push(b':');
+        out.extend_from_slice(v.get().as_bytes());
     };
-    for k in ["PartitionKey", "RowKey", "Timestamp@odata.type", "Timestamp"] {
-        if let Some(v) = map.get(k) {
-            put(k, v, &mut out);
+    for key in KEYS_FIRST {
+        if let Some((k, v)) = members.iter().find(|(k, _)| k == key) {
+            put(k, v, out);
         }
     }
-    for (k, v) in map {
-        let system = matches!(
-            k.as_str(),
-            "PartitionKey" | "RowKey" | "Timestamp" | "Timestamp@odata.type"
-        );
-        if !system && !k.starts_with("odata.") {
-            put(k, v, &mut out);
+    for (k, v) in members {
+        if !KEYS_FIRST.contains(&k.as_ref()) && !k.starts_with("odata.") {
+            put(k, v, out);
         }
     }
-    out.push('}');
-    Ok(out)
+    out.push(b'}');
+}
+
+#[derive(serde::Deserialize)]
+struct RawPage<'a> {
+    #[serde(borrow)]
+    value: Vec<RawEntity<'a>>,
+}
+
+/// An entity's members in the order sent, values unparsed.
+struct RawEntity<'a>(Vec<(Cow<'a, str>, &'a RawValue)>);
+
+impl<'de: 'a, 'a> serde::Deserialize<'de> for RawEntity<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Members<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> serde::de::Visitor<'de> for Members<'a> {
+            type Value = RawEntity<'a>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an entity (a JSON object)")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut members = Vec::with_capacity(map.size_hint().unwrap_or(16));
+                while let Some(key) = map.next_key::<Key<'a>>()? {
+                    members.push((key.0, map.next_value::<&'a RawValue>()?));
+                }
+                Ok(RawEntity(members))
+            }
+        }
+        d.deserialize_map(Members(std::marker::PhantomData))
+    }
+}
+
+/// A member name, borrowed from the page unless it had escapes.
+struct Key<'a>(Cow<'a, str>);
+
+impl<'de: 'a, 'a> serde::Deserialize<'de> for Key<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Name<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> serde::de::Visitor<'de> for Name<'a> {
+            type Value = Key<'a>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a member name")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(Key(Cow::Borrowed(v)))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(Key(Cow::Owned(v.to_owned())))
+            }
+        }
+        d.deserialize_str(Name(std::marker::PhantomData))
+    }
 }
 
 /// An entity to write: its keys and its wire body (no Timestamp, no `odata.*`).
