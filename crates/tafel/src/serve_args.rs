@@ -102,8 +102,8 @@ pub(crate) struct ServeArgs {
     /// Serve no web explorer on the admin listener.
     #[arg(long, env = "TAFEL_NO_EXPLORER", value_parser = clap::builder::BoolishValueParser::new())]
     pub(crate) no_explorer: bool,
-    /// Bearer token the admin listener asks for (/metrics, and /ready's reason);
-    /// required when it listens on a non-loopback address.
+    /// Bearer token the admin listener asks for (/metrics, /ready's reason, /backup);
+    /// required when it listens on a non-loopback address, and for online backups.
     #[arg(long, env = "TAFEL_ADMIN_TOKEN", hide_env_values = true)]
     pub(crate) admin_token: Option<String>,
     /// Where the access log goes: off, stdout, or a file to append to.
