@@ -317,3 +317,26 @@ def test_a_backup_to_standard_output_restores(small_backup, source, _workdir, tm
     path = tmp_path / "piped.backup"
     path.write_bytes(r.stdout)
     assert tafel("restore", "--check", str(path)).returncode == 0
+
+
+def test_a_stopped_embedded_store_is_backed_up_from_its_directory(_workdir, tmp_path):
+    srv = server(_workdir, "offline", "embedded")
+    srv.start()
+    with TableServiceClient.from_connection_string(conn(srv)) as svc:
+        svc.create_table("kept").create_entity({"PartitionKey": "p", "RowKey": "r", "N": 7})
+    before = everything(srv)
+    srv.stop()
+    path = tmp_path / "offline.backup"
+    r = tafel("backup", "--backend", "embedded", "--data-dir", str(srv.data_dir), "--out", str(path))
+    assert r.returncode == 0, r.stderr
+    flags, restored = restore_target(_workdir, "embedded")
+    assert tafel("restore", str(path), *flags).returncode == 0
+    restored.start()
+    try:
+        assert everything(restored) == before
+    finally:
+        restored.stop()
+    # A directory with no store is not backed up as an empty one.
+    r = tafel("backup", "--backend", "embedded", "--data-dir", str(tmp_path / "nothing-here"), "--out", str(path))
+    assert r.returncode != 0 and "no Tafel store" in r.stderr
+    assert not (tmp_path / "nothing-here").exists()

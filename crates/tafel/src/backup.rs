@@ -133,6 +133,13 @@ async fn download(url: &str, token: Option<&str>) -> anyhow::Result<Chunks> {
 
 /// The backup of a store opened here.
 async fn local(args: &StoreArgs) -> anyhow::Result<Chunks> {
+    // Opening a directory with no store in it would make an empty one, and back that up.
+    if args.backend == crate::serve_args::Backend::Embedded && !args.data_dir.join("tafel.redb").exists() {
+        bail!(
+            "no Tafel store in {} (--data-dir); to back up a running server, use --from its admin listener",
+            args.data_dir.display()
+        );
+    }
     let store = open_store(args).await?;
     let mut snapshot = store.snapshot().await.context("taking a snapshot of the store")?;
     let source = args.backend.name();
