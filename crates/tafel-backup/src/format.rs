@@ -20,7 +20,7 @@
 use std::io::{self, Read, Write};
 
 use serde::{Deserialize, Serialize};
-use tafel_store::{EntityKey, KeyRef, RowSink, SnapshotTable, TableRecord};
+use tafel_store::{EntityKey, KeyRef, RowSink, TableRecord};
 
 use crate::BackupError;
 
@@ -147,13 +147,13 @@ impl Writer {
     }
 
     /// Starts a table: the rows pushed next are its.
-    pub fn table(&mut self, table: &SnapshotTable) -> Result<(), BackupError> {
+    pub fn table(&mut self, account: &str, table: &TableRecord) -> Result<(), BackupError> {
         self.check()?;
         self.flush_rows()?;
         let mut p = Vec::new();
-        put_bytes(&mut p, table.account.as_bytes());
-        put_bytes(&mut p, table.record.name.as_bytes());
-        put_bytes(&mut p, &table.record.acl);
+        put_bytes(&mut p, account.as_bytes());
+        put_bytes(&mut p, table.name.as_bytes());
+        put_bytes(&mut p, &table.acl);
         self.record(T, &p)?;
         self.counts.tables += 1;
         Ok(())
@@ -226,7 +226,10 @@ pub enum Item {
         account: String,
         value: Vec<u8>,
     },
-    Table(SnapshotTable),
+    Table {
+        account: String,
+        record: TableRecord,
+    },
     /// Rows of the last table, in key order.
     Rows(Vec<(EntityKey, Vec<u8>)>),
 }
@@ -361,10 +364,10 @@ impl<R: Read> Reader<R> {
                 let (account, name, acl) = (f.str()?, f.str()?, f.bytes()?.to_vec());
                 self.counts.tables += 1;
                 self.in_table = true;
-                Item::Table(SnapshotTable {
+                Item::Table {
                     account,
                     record: TableRecord { name, acl },
-                })
+                }
             }
             R if self.in_table => {
                 let n = f.u32()? as usize;

@@ -119,17 +119,14 @@ async fn load(
         }
         match item? {
             Item::Properties { account, value } => store.set_service_properties(&account, value).await?,
-            Item::Table(t) => {
-                if !store.create_table(&t.account, &t.record.name).await? {
-                    return Err(BackupError::NotEmpty(format!(
-                        "table {}/{} exists",
-                        t.account, t.record.name
-                    )));
+            Item::Table { account, record } => {
+                if !store.create_table(&account, &record.name).await? {
+                    return Err(BackupError::NotEmpty(format!("table {account}/{} exists", record.name)));
                 }
-                if !t.record.acl.is_empty() {
-                    store.set_table_acl(&t.account, &t.record.name, t.record.acl).await?;
+                if !record.acl.is_empty() {
+                    store.set_table_acl(&account, &record.name, record.acl).await?;
                 }
-                table = Some((t.account, t.record.name));
+                table = Some((account, record.name));
             }
             Item::Rows(rows) => {
                 let Some((account, name)) = &table else {

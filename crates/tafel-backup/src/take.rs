@@ -54,7 +54,7 @@ async fn write_all(snapshot: &mut dyn Snapshot, source: &str, out: &Chunks) -> R
         w.properties(&account, &value)?;
     }
     for table in snapshot.tables().await? {
-        w.table(&table)?;
+        w.table(&table.account, &table.record)?;
         let mut after = None;
         loop {
             let n = match snapshot.rows(&table, after.as_ref(), ROWS_PER_READ, &mut w).await {

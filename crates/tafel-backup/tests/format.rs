@@ -3,18 +3,18 @@
 
 use tafel_backup::format::{Item, Writer};
 use tafel_backup::{info_now, BackupError, Reader};
-use tafel_store::{EntityKey, RowSink, SnapshotTable, TableRecord};
+use tafel_store::{EntityKey, RowSink, TableRecord};
 
 fn backup() -> Vec<u8> {
     let mut w = Writer::new(&info_now("embedded", Some(3))).unwrap();
     w.properties("acct", b"<StorageServiceProperties/>").unwrap();
-    w.table(&SnapshotTable {
-        account: "acct".into(),
-        record: TableRecord {
+    w.table(
+        "acct",
+        &TableRecord {
             name: "Orders".into(),
             acl: b"policy".to_vec(),
         },
-    })
+    )
     .unwrap();
     for i in 0..3 {
         let key = EntityKey::new("p", &format!("r{i}"));
@@ -39,7 +39,7 @@ fn a_backup_reads_back_what_was_written() {
     let items = read_all(&backup()).unwrap();
     assert_eq!(items.len(), 3);
     assert!(matches!(&items[0], Item::Properties { account, .. } if account == "acct"));
-    assert!(matches!(&items[1], Item::Table(t) if t.record.name == "Orders" && t.record.acl == b"policy"));
+    assert!(matches!(&items[1], Item::Table { record, .. } if record.name == "Orders" && record.acl == b"policy"));
     let Item::Rows(rows) = &items[2] else {
         panic!("rows expected")
     };

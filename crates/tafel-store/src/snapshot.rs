@@ -8,11 +8,25 @@ use crate::error::StoreError;
 use crate::key::EntityKey;
 use crate::traits::{RowSink, TableRecord};
 
-/// A table as a snapshot lists it.
+/// A table as a snapshot lists it, with the backend's id for it, so reading its
+/// rows looks nothing up. Only a snapshot makes one.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SnapshotTable {
     pub account: String,
     pub record: TableRecord,
+    id: u64,
+}
+
+impl SnapshotTable {
+    #[cfg_attr(not(any(feature = "embedded", feature = "postgres")), allow(dead_code))]
+    pub(crate) fn new(account: String, record: TableRecord, id: u64) -> Self {
+        SnapshotTable { account, record, id }
+    }
+
+    #[cfg_attr(not(any(feature = "embedded", feature = "postgres")), allow(dead_code))]
+    pub(crate) fn id(&self) -> u64 {
+        self.id
+    }
 }
 
 #[async_trait]

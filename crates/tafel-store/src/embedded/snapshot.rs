@@ -2,7 +2,6 @@
 //! holds every group acknowledged before it and nothing after (see `commit`).
 //! Holding it keeps the pages it reads from being reused until it is dropped.
 
-use std::collections::HashMap;
 use std::ops::Bound;
 use std::sync::Arc;
 
@@ -14,23 +13,18 @@ use super::{be, decode_table, entity_key, row_key, table_key, META, TABLE_ORDER}
 use crate::error::{FailureKind, StoreError};
 use crate::key::EntityKey;
 use crate::snapshot::{Snapshot, SnapshotTable};
-use crate::traits::{RowSink, TableRecord};
+use crate::traits::RowSink;
 
 /// META keys of service properties start with this (`props/<account>`).
 const PROPS_PREFIX: &str = "props/";
 
 pub(super) struct EmbeddedSnapshot {
     view: Arc<Published>,
-    /// Table ids by account and stored name, from [`Snapshot::tables`].
-    ids: HashMap<(String, String), u64>,
 }
 
 impl EmbeddedSnapshot {
     pub(super) fn new(view: Arc<Published>) -> Self {
-        EmbeddedSnapshot {
-            view,
-            ids: HashMap::new(),
-        }
+        EmbeddedSnapshot { view }
     }
 }
 
@@ -76,14 +70,7 @@ impl Snapshot for EmbeddedSnapshot {
                 .map_err(be)?
                 .ok_or_else(|| corrupt("table listing: a listed table has no record"))?;
             let value = decode_table(stored.value())?;
-            self.ids.insert((account.to_owned(), name.to_owned()), value.id);
-            out.push(SnapshotTable {
-                account: account.to_owned(),
-                record: TableRecord {
-                    name: value.record.name,
-                    acl: value.record.acl,
-                },
-            });
+            out.push(SnapshotTable::new(account.to_owned(), value.record, value.id));
         }
         Ok(out)
     }
@@ -95,10 +82,7 @@ impl Snapshot for EmbeddedSnapshot {
         limit: usize,
         sink: &mut (dyn RowSink + '_),
     ) -> Result<usize, StoreError> {
-        let id = *self
-            .ids
-            .get(&(table.account.clone(), table.record.name.clone()))
-            .ok_or(StoreError::TableNotFound)?;
+        let id = table.id();
         let lo = row_key(id, after.map_or(&[][..], EntityKey::as_bytes));
         let lower = match after {
             Some(_) => Bound::Excluded(lo.as_slice()),

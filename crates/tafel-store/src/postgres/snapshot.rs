@@ -4,8 +4,6 @@
 //! SERIALIZABLE, which reads one snapshot too). The connection is taken out of
 //! the pool: dropping the snapshot closes it, and the transaction with it.
 
-use std::collections::HashMap;
-
 use async_trait::async_trait;
 use deadpool_postgres::ClientWrapper;
 
@@ -18,8 +16,6 @@ use crate::traits::RowSink;
 
 pub(super) struct PgSnapshot {
     client: ClientWrapper,
-    /// Table ids by account and stored name, from [`Snapshot::tables`].
-    ids: HashMap<(String, String), i64>,
 }
 
 impl PgSnapshot {
@@ -27,10 +23,7 @@ impl PgSnapshot {
         client
             .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
             .await?;
-        Ok(PgSnapshot {
-            client,
-            ids: HashMap::new(),
-        })
+        Ok(PgSnapshot { client })
     }
 }
 
@@ -54,12 +47,9 @@ impl Snapshot for PgSnapshot {
         for row in &rows {
             let account: String = row.try_get(0).map_err(store)?;
             let id: i64 = row.try_get(3).map_err(store)?;
-            let table = SnapshotTable {
-                record: record_at(row).map_err(DbError::into_store)?,
-                account,
-            };
-            self.ids.insert((table.account.clone(), table.record.name.clone()), id);
-            out.push(table);
+            let record = record_at(row).map_err(DbError::into_store)?;
+            // The id's bits, kept as the snapshot's u64 and given back as they were.
+            out.push(SnapshotTable::new(account, record, id as u64));
         }
         Ok(out)
     }
@@ -71,10 +61,7 @@ impl Snapshot for PgSnapshot {
         limit: usize,
         sink: &mut (dyn RowSink + '_),
     ) -> Result<usize, StoreError> {
-        let id = *self
-            .ids
-            .get(&(table.account.clone(), table.record.name.clone()))
-            .ok_or(StoreError::TableNotFound)?;
+        let id = table.id() as i64;
         let limit_sql = i64::try_from(limit).unwrap_or(i64::MAX);
         let rows = match after {
             Some(after) => {
