@@ -1,8 +1,7 @@
 //! Everything for operators, beside the Table API and never reachable from it:
 //! the admin listener (`/health`, `/ready`, `/metrics`, [`listener`]), online
-//! backups ([`backup`]), the
-//! Prometheus metrics ([`metrics`]), the access log ([`access_log`]), and the
-//! drain state shutdown sets ([`Ops`]).
+//! backups ([`backup`]), the Prometheus metrics ([`metrics`]), the access log
+//! ([`access_log`]), and the drain state shutdown sets ([`Ops`]).
 //!
 //! The Table API pipeline reports each request here once it is answered
 //! ([`Ops::finish`]); the admin listener runs on a port of its own, so no path
