@@ -264,27 +264,29 @@ def small_backup(source, tmp_path_factory) -> bytes:
 
 
 def damaged(good: bytes):
-    yield "empty", b"", "not a Tafel backup"
-    yield "not a backup", b"PK\x03\x04" + good[4:], "not a Tafel backup"
-    yield "future version", good[:8] + b"\x09\x00\x00\x00" + good[12:], "format version 9"
+    """Bad files and what the refusal must say (one of the messages)."""
+    yield "empty", b"", ("not a Tafel backup",)
+    yield "not a backup", b"PK\x03\x04" + good[4:], ("not a Tafel backup",)
+    yield "future version", good[:8] + b"\x09\x00\x00\x00" + good[12:], ("format version 9",)
     for cut in (20, len(good) // 2, len(good) - 1):
-        yield f"truncated at {cut}", good[:cut], "truncated"
+        yield f"truncated at {cut}", good[:cut], ("truncated",)
     for at in (len(good) // 3, len(good) // 2, len(good) - 8):
         b = bytearray(good)
         b[at] ^= 0x5A
-        yield f"byte {at} flipped", bytes(b), "damaged"
-    yield "data after the end", good + b"\x00" * 16, "damaged"
+        # A flip in a compressed block's size reads as data ending early.
+        yield f"byte {at} flipped", bytes(b), ("damaged", "truncated")
+    yield "data after the end", good + b"\x00" * 16, ("damaged",)
 
 
 def test_a_damaged_or_truncated_backup_is_refused_before_anything_is_written(small_backup, _workdir, tmp_path):
     flags, restored = restore_target(_workdir)
-    for what, data, message in damaged(small_backup):
+    for what, data, messages in damaged(small_backup):
         path = tmp_path / "bad.backup"
         path.write_bytes(data)
         for mode in (["--check"], flags):
             r = tafel("restore", str(path), *mode)
             assert r.returncode != 0, what
-            assert message in r.stderr, (what, r.stderr)
+            assert any(m in r.stderr for m in messages), (what, r.stderr)
     restored.start()
     try:
         for account, key in ((ACCOUNT, KEY), (SECOND, SECOND_KEY)):
