@@ -145,35 +145,9 @@ impl TableClient {
         Ok((parts.headers, body))
     }
 
-    /// One page of a table's entities (full metadata, so every type is named).
+    /// One page of a table's entities as the service sent it (full metadata, so
+    /// every type is named), and where the next page starts.
     pub async fn query_page(
-        &self,
-        table: &str,
-        filter: Option<&str>,
-        select: Option<&str>,
-        next: Option<&Continuation>,
-    ) -> Result<(Vec<Value>, Option<Continuation>), TransferError> {
-        let (body, next) = self.query_page_body(table, filter, select, next).await?;
-        let rows = match serde_json::from_slice::<Value>(&body) {
-            Ok(Value::Object(mut page)) => match page.remove("value") {
-                Some(Value::Array(rows)) => rows,
-                _ => {
-                    return Err(TransferError::Protocol(format!(
-                        "{table}: a query answered without 'value'"
-                    )))
-                }
-            },
-            _ => {
-                return Err(TransferError::Protocol(format!(
-                    "{table}: a query answered with no JSON object"
-                )))
-            }
-        };
-        Ok((rows, next))
-    }
-
-    /// [`TableClient::query_page`] with the page as the service sent it.
-    pub async fn query_page_body(
         &self,
         table: &str,
         filter: Option<&str>,

@@ -60,7 +60,7 @@ pub async fn pages_as<T: Send + 'static>(
             let mut attempt = 0;
             loop {
                 match client
-                    .query_page_body(&table, filter.as_deref(), select.as_deref(), next.as_ref())
+                    .query_page(&table, filter.as_deref(), select.as_deref(), next.as_ref())
                     .await
                 {
                     Err(TransferError::Transient(why)) if attempt < crate::import::RETRIES => {

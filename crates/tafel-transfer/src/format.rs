@@ -54,16 +54,6 @@ pub fn export_page(body: &[u8], out: &mut Vec<u8>) -> Result<u64, TransferError>
     Ok(page.value.len() as u64)
 }
 
-/// One entity as JSONL (the form of [`export_page`]); for tests and one-offs.
-pub fn export_line(entity: &Value) -> Result<String, TransferError> {
-    let mut line = Vec::new();
-    let body = serde_json::to_vec(&serde_json::json!({ "value": [entity] }))
-        .map_err(|e| TransferError::Protocol(e.to_string()))?;
-    export_page(&body, &mut line)?;
-    line.pop();
-    String::from_utf8(line).map_err(|e| TransferError::Protocol(e.to_string()))
-}
-
 const KEYS_FIRST: [&str; 4] = ["PartitionKey", "RowKey", "Timestamp@odata.type", "Timestamp"];
 
 fn write_entity(members: &[(Cow<'_, str>, &RawValue)], out: &mut Vec<u8>) {
@@ -339,6 +329,16 @@ pub fn read_jsonl(input: impl BufRead) -> impl Iterator<Item = (u64, Result<Row,
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// One entity as JSONL, through [`export_page`].
+    fn export_line(entity: &Value) -> Result<String, TransferError> {
+        let mut line = Vec::new();
+        let body = serde_json::to_vec(&serde_json::json!({ "value": [entity] }))
+            .map_err(|e| TransferError::Protocol(e.to_string()))?;
+        export_page(&body, &mut line)?;
+        line.pop();
+        String::from_utf8(line).map_err(|e| TransferError::Protocol(e.to_string()))
+    }
 
     fn wire() -> Value {
         json!({
