@@ -49,9 +49,6 @@ pub struct Info {
     pub tafel: String,
     /// The backend it was taken from.
     pub source: String,
-    /// Entities in it, when known at the start (for a progress total).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub entities: Option<u64>,
 }
 
 /// What a backup holds.

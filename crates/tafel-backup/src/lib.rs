@@ -13,7 +13,7 @@ mod restore;
 mod take;
 
 pub use format::{Counts, Info, Reader};
-pub use restore::{restore, verify, RestoreProgress};
+pub use restore::{check, restore, verify, RestoreProgress};
 pub use take::{info_now, take, Chunks};
 
 #[derive(Debug, thiserror::Error)]

@@ -3,7 +3,7 @@
 //! is refused before anything is written), then to load it.
 
 use std::fs::File;
-use std::io::BufReader;
+use std::io::{BufReader, Read};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -28,10 +28,19 @@ fn open(path: &Path) -> Result<Reader<BufReader<File>>, BackupError> {
     Reader::new(BufReader::with_capacity(1 << 20, file))
 }
 
-/// Reads all of the backup at `path` and checks it: header, every record, the
-/// end record's counts and checksum, and zstd's checksum of the data.
-pub fn verify(path: &Path, progress: &RestoreProgress) -> Result<(Info, Counts), BackupError> {
-    let mut reader = open(path)?;
+/// Reads all of a backup and checks it: header, every record, the end record's
+/// counts and checksum, and zstd's checksum of the data. `progress` hears of
+/// the rows read.
+pub fn check(input: impl Read, progress: &dyn Fn(u64)) -> Result<(Info, Counts), BackupError> {
+    read_through(Reader::new(input)?, progress)
+}
+
+/// [`check`] of the backup at `path`.
+pub fn verify(path: &Path, progress: &dyn Fn(u64)) -> Result<(Info, Counts), BackupError> {
+    read_through(open(path)?, progress)
+}
+
+fn read_through(mut reader: Reader<impl Read>, progress: &dyn Fn(u64)) -> Result<(Info, Counts), BackupError> {
     while let Some(item) = reader.next_item()? {
         if let Item::Rows(rows) = item {
             progress(rows.len() as u64);
@@ -70,7 +79,7 @@ pub async fn restore(
         return Err(BackupError::NotEmpty(what));
     }
     let file = path.to_owned();
-    let (info, counts) = tokio::task::spawn_blocking(move || verify(&file, &checked))
+    let (info, counts) = tokio::task::spawn_blocking(move || verify(&file, &*checked))
         .await
         .map_err(|e| BackupError::Io(std::io::Error::other(e)))??;
     // The file was checked whole; reading it again on a thread of its own keeps

@@ -2,7 +2,7 @@
 //! handed on as compressed chunks while the snapshot is still being read.
 
 use bytes::Bytes;
-use tafel_store::{Snapshot, StoreError};
+use tafel_store::Snapshot;
 use tokio::sync::mpsc;
 
 use crate::format::{Counts, Info, Writer};
@@ -18,7 +18,7 @@ const CHUNK: usize = 256 << 10;
 pub type Chunks = mpsc::Sender<Result<Bytes, String>>;
 
 /// The header of a backup taken now from `source` (the backend's name).
-pub fn info_now(source: &str, entities: Option<u64>) -> Info {
+pub fn info_now(source: &str) -> Info {
     let created = time::OffsetDateTime::now_utc()
         .format(&time::format_description::well_known::Rfc3339)
         .unwrap_or_default();
@@ -26,7 +26,6 @@ pub fn info_now(source: &str, entities: Option<u64>) -> Info {
         created,
         tafel: env!("CARGO_PKG_VERSION").to_owned(),
         source: source.to_owned(),
-        entities,
     }
 }
 
@@ -48,8 +47,7 @@ async fn send(out: &Chunks, bytes: Vec<u8>) -> bool {
 }
 
 async fn write_all(snapshot: &mut dyn Snapshot, source: &str, out: &Chunks) -> Result<Counts, BackupError> {
-    let total = snapshot.entity_count().await?;
-    let mut w = Writer::new(&info_now(source, total))?;
+    let mut w = Writer::new(&info_now(source))?;
     for (account, value) in snapshot.service_properties().await? {
         w.properties(&account, &value)?;
     }
@@ -57,18 +55,7 @@ async fn write_all(snapshot: &mut dyn Snapshot, source: &str, out: &Chunks) -> R
         w.table(&table.account, &table.record)?;
         let mut after = None;
         loop {
-            let n = match snapshot.rows(&table, after.as_ref(), ROWS_PER_READ, &mut w).await {
-                Ok(n) => n,
-                // Listed in the snapshot, so it exists in it: a backend that says
-                // otherwise is not reading one snapshot.
-                Err(StoreError::TableNotFound) => {
-                    return Err(BackupError::Corrupt(format!(
-                        "table {}/{} vanished from the snapshot",
-                        table.account, table.record.name
-                    )))
-                }
-                Err(e) => return Err(e.into()),
-            };
+            let n = snapshot.rows(&table, after.as_ref(), ROWS_PER_READ, &mut w).await?;
             if w.pending() >= CHUNK && !send(out, w.take_output()?).await {
                 return Ok(w.counts());
             }

@@ -6,7 +6,7 @@ use tafel_backup::{info_now, BackupError, Reader};
 use tafel_store::{EntityKey, RowSink, TableRecord};
 
 fn backup() -> Vec<u8> {
-    let mut w = Writer::new(&info_now("embedded", Some(3))).unwrap();
+    let mut w = Writer::new(&info_now("embedded")).unwrap();
     w.properties("acct", b"<StorageServiceProperties/>").unwrap();
     w.table(
         "acct",

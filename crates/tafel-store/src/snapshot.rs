@@ -34,12 +34,6 @@ pub trait Snapshot: Send {
     /// Every account's service properties, in account order.
     async fn service_properties(&mut self) -> Result<Vec<(String, Vec<u8>)>, StoreError>;
 
-    /// How many entities the snapshot holds, when the backend knows without
-    /// counting them (for a progress bar's total).
-    async fn entity_count(&mut self) -> Result<Option<u64>, StoreError> {
-        Ok(None)
-    }
-
     /// Every table, by account, then in the listing order of each account.
     async fn tables(&mut self) -> Result<Vec<SnapshotTable>, StoreError>;
 

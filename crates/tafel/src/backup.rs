@@ -11,11 +11,12 @@ use std::sync::Arc;
 use anyhow::{bail, Context as _};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty};
-use tafel_backup::{Counts, Info, Reader};
+use tafel_backup::{Counts, Info};
 use tafel_transfer::progress::Progress;
 use tokio::sync::mpsc;
 
 use crate::serve_args::{open_store, StoreArgs};
+use crate::transfer::runtime;
 
 #[derive(clap::Args)]
 pub struct BackupArgs {
@@ -53,10 +54,6 @@ pub struct RestoreArgs {
 }
 
 type Chunks = mpsc::Receiver<Result<Bytes, String>>;
-
-fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
-    Ok(tokio::runtime::Builder::new_multi_thread().enable_all().build()?)
-}
 
 pub fn backup(a: BackupArgs) -> anyhow::Result<()> {
     runtime()?.block_on(async {
@@ -175,23 +172,6 @@ impl Read for ChunkReader {
     }
 }
 
-/// Reads the backup through as it arrives, counting rows for the progress bar.
-fn check(
-    rx: std::sync::mpsc::Receiver<Bytes>,
-    progress: Arc<Progress>,
-) -> Result<(Info, Counts), tafel_backup::BackupError> {
-    let mut reader = Reader::new(ChunkReader {
-        rx,
-        current: Bytes::new(),
-    })?;
-    while let Some(item) = reader.next_item()? {
-        if let tafel_backup::format::Item::Rows(rows) = item {
-            progress.add(rows.len() as u64, 0);
-        }
-    }
-    Ok((reader.info().clone(), reader.counts()))
-}
-
 /// Writes the chunks to `out` (via `<out>.partial`, renamed once whole and
 /// checked) while a thread checks them.
 async fn save(mut chunks: Chunks, out: &Path, progress: Arc<Progress>) -> anyhow::Result<(Info, Counts)> {
@@ -208,7 +188,14 @@ async fn save(mut chunks: Chunks, out: &Path, progress: Arc<Progress>) -> anyhow
     let (tx, rx) = std::sync::mpsc::sync_channel(16);
     let checking = {
         let progress = progress.clone();
-        std::thread::spawn(move || check(rx, progress))
+        // Reads the backup through as it arrives, counting rows for the progress bar.
+        std::thread::spawn(move || {
+            let chunks = ChunkReader {
+                rx,
+                current: Bytes::new(),
+            };
+            tafel_backup::check(chunks, &|n| progress.add(n, 0))
+        })
     };
     let written = async {
         while let Some(chunk) = chunks.recv().await {
@@ -251,9 +238,7 @@ pub fn restore(a: RestoreArgs) -> anyhow::Result<()> {
     runtime()?.block_on(async {
         let checking = Arc::new(Progress::new(format!("check {}", a.file.display()), None, a.quiet));
         if a.check {
-            let p = checking.clone();
-            let file = a.file.clone();
-            let (info, counts) = tafel_backup::verify(&file, &(Arc::new(move |n| p.add(n, 0)) as _))
+            let (info, counts) = tafel_backup::verify(&a.file, &|n| checking.add(n, 0))
                 .with_context(|| format!("checking {}", a.file.display()))?;
             checking.finish(&format!(
                 "; intact: taken {} from {} by Tafel {}, {} tables, {} accounts' service properties",

@@ -119,7 +119,8 @@ fn client(spec: &str) -> anyhow::Result<Arc<TableClient>> {
     Ok(Arc::new(TableClient::new(endpoint)?))
 }
 
-fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+/// The runtime the data tools' commands run on (`tafel backup|restore` too).
+pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     Ok(tokio::runtime::Builder::new_multi_thread().enable_all().build()?)
 }
 

@@ -6,7 +6,7 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use redb::{ReadableTable, ReadableTableMetadata};
+use redb::ReadableTable;
 
 use super::commit::Snapshot as Published;
 use super::{be, decode_table, entity_key, row_key, table_key, META, TABLE_ORDER};
@@ -45,10 +45,6 @@ impl Snapshot for EmbeddedSnapshot {
             out.push((account.to_owned(), v.value().to_vec()));
         }
         Ok(out)
-    }
-
-    async fn entity_count(&mut self) -> Result<Option<u64>, StoreError> {
-        Ok(Some(self.view.entities.len().map_err(be)?))
     }
 
     async fn tables(&mut self) -> Result<Vec<SnapshotTable>, StoreError> {
