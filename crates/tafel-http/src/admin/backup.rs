@@ -14,7 +14,7 @@ use http::{header, HeaderValue, StatusCode};
 use hyper::body::{Body, Frame};
 use tokio::sync::mpsc;
 
-use super::listener::{text, AdminState, Resp};
+use super::listener::{text, unauthorized, AdminState, Resp};
 
 /// Compressed chunks in flight between the backup thread and the connection.
 const CHUNKS_IN_FLIGHT: usize = 8;
@@ -48,10 +48,7 @@ pub(super) async fn backup(
         ));
     }
     if !state.authorized(req) {
-        let mut r = text(StatusCode::UNAUTHORIZED, "a bearer token is required\n");
-        r.headers_mut()
-            .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-        return Err(r);
+        return Err(unauthorized());
     }
     let mut snapshot = match state.store.snapshot().await {
         Ok(s) => s,

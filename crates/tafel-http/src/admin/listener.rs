@@ -131,6 +131,14 @@ pub(super) fn text(status: StatusCode, body: impl Into<Bytes>) -> Resp {
     r
 }
 
+/// The answer to a request that needed the admin token and did not carry it.
+pub(super) fn unauthorized() -> Resp {
+    let mut r = text(StatusCode::UNAUTHORIZED, "a bearer token is required\n");
+    r.headers_mut()
+        .insert(header::WWW_AUTHENTICATE, http::HeaderValue::from_static("Bearer"));
+    r
+}
+
 async fn route(state: &AdminState, req: hyper::Request<hyper::body::Incoming>, peer: SocketAddr) -> Resp {
     if let Some(app) = &state.explorer {
         let path = req.uri().path();
@@ -169,12 +177,7 @@ async fn route(state: &AdminState, req: hyper::Request<hyper::body::Incoming>, p
             }
             Err(_) => text(StatusCode::SERVICE_UNAVAILABLE, "not ready\n"),
         },
-        "/metrics" if !state.authorized(&req) => {
-            let mut r = text(StatusCode::UNAUTHORIZED, "a bearer token is required\n");
-            r.headers_mut()
-                .insert(header::WWW_AUTHENTICATE, http::HeaderValue::from_static("Bearer"));
-            r
-        }
+        "/metrics" if !state.authorized(&req) => unauthorized(),
         "/metrics" => metrics(state).await,
         _ => text(StatusCode::NOT_FOUND, "not found\n"),
     }
