@@ -171,10 +171,10 @@ class TafelServer:
         # as POST + X-HTTP-Method: MERGE (clients.md).
         return self.conn_str_for("localhost")
 
-    def conn_str_for(self, host: str) -> str:
+    def conn_str_for(self, host: str, account: str = ACCOUNT, key: str = KEY) -> str:
         return (
-            f"DefaultEndpointsProtocol={self.scheme};AccountName={ACCOUNT};AccountKey={KEY};"
-            f"TableEndpoint={self.scheme}://{host}:{self.port}/{ACCOUNT};"
+            f"DefaultEndpointsProtocol={self.scheme};AccountName={account};AccountKey={key};"
+            f"TableEndpoint={self.scheme}://{host}:{self.port}/{account};"
         )
 
     # Lifecycle ---------------------------------------------------------------

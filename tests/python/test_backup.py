@@ -51,8 +51,7 @@ def tafel(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
 
 
 def conn(srv: TafelServer, account: str = ACCOUNT, key: str = KEY) -> str:
-    return (f"DefaultEndpointsProtocol=http;AccountName={account};AccountKey={key};"
-            f"TableEndpoint=http://127.0.0.1:{srv.port}/{account};")
+    return srv.conn_str_for("127.0.0.1", account, key)
 
 
 def server(workdir: Path, name: str, backend: str, token: bool = True, database_url: str | None = None):
