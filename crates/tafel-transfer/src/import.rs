@@ -65,7 +65,8 @@ pub struct Options {
     pub in_flight: usize,
     /// Where refused rows go, and where the checkpoint is kept.
     pub rejects: PathBuf,
-    pub checkpoint: PathBuf,
+    /// `None`: the rows come in no fixed order (a parallel copy), nothing to resume.
+    pub checkpoint: Option<PathBuf>,
     pub resume: bool,
 }
 
@@ -125,9 +126,9 @@ pub async fn import(
     opts: &Options,
     progress: &Progress,
 ) -> Result<Summary, TransferError> {
-    let (start, mut summary) = match opts.resume && opts.checkpoint.exists() {
-        true => read_checkpoint(&opts.checkpoint)?,
-        false => (0, Summary::default()),
+    let (start, mut summary) = match &opts.checkpoint {
+        Some(path) if opts.resume && path.exists() => read_checkpoint(path)?,
+        _ => (0, Summary::default()),
     };
     let mut rejects_file = std::fs::OpenOptions::new()
         .create(true)
@@ -176,7 +177,9 @@ pub async fn import(
                 }
                 if last_save.elapsed() >= CHECKPOINT_EVERY {
                     rejects_file.flush()?;
-                    save_checkpoint(&opts.checkpoint, watermark, &summary)?;
+                    if let Some(path) = &opts.checkpoint {
+                        save_checkpoint(path, watermark, &summary)?;
+                    }
                     last_save = Instant::now();
                 }
             }
@@ -187,7 +190,9 @@ pub async fn import(
         }
     }
     rejects_file.flush()?;
-    save_checkpoint(&opts.checkpoint, watermark, &summary)?;
+    if let Some(path) = &opts.checkpoint {
+        save_checkpoint(path, watermark, &summary)?;
+    }
     // A reader still sending finds the channel closed and stops.
     drop(chunks);
     reader
@@ -197,7 +202,9 @@ pub async fn import(
         return Err(TransferError::Interrupted);
     }
     // Done: nothing to resume, and no empty rejects file left behind.
-    let _ = std::fs::remove_file(&opts.checkpoint);
+    if let Some(path) = &opts.checkpoint {
+        let _ = std::fs::remove_file(path);
+    }
     if summary.rejected == 0 {
         let _ = std::fs::remove_file(&opts.rejects);
     }

@@ -2,8 +2,9 @@
 //! API, another Tafel — over the Table REST API alone, so neither side needs to be
 //! a Tafel server: `tafel export` ([`export`]), `tafel import` ([`import`]) and
 //! `tafel copy` (the two joined without a file). [`client`] is the REST client,
-//! [`endpoint`] reads connection strings and SAS URLs, [`format`] the JSONL and
-//! CSV files, [`progress`] what a long run shows.
+//! [`endpoint`] reads connection strings and SAS URLs, [`read`] reads a query's
+//! pages (by key ranges in parallel), [`format`] the JSONL and CSV files,
+//! [`progress`] what a long run shows.
 
 pub mod client;
 pub mod endpoint;
@@ -11,6 +12,7 @@ pub mod export;
 pub mod format;
 pub mod import;
 pub mod progress;
+pub mod read;
 
 pub use client::TableClient;
 pub use endpoint::Endpoint;

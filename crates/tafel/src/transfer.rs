@@ -6,10 +6,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{bail, Context as _};
-use tafel_transfer::export::{self, Query};
+use tafel_transfer::export;
 use tafel_transfer::format::{self, Format};
 use tafel_transfer::import::{self, Mode, Options};
 use tafel_transfer::progress::Progress;
+use tafel_transfer::read::{self, Query};
 use tafel_transfer::{open_input, Endpoint, TableClient, TransferError};
 
 /// Exit status when every row was read but some were refused (see the rejects file).
@@ -40,6 +41,8 @@ pub struct ExportArgs {
     /// Every table of the account, each to `<out>/<table>.jsonl` (or .csv, --format).
     #[arg(long)]
     all_tables: bool,
+    #[command(flatten)]
+    read: ReadArgs,
     /// No progress bar or summary.
     #[arg(long, short)]
     quiet: bool,
@@ -82,10 +85,21 @@ pub struct CopyArgs {
     #[arg(long)]
     to_table: Option<String>,
     #[command(flatten)]
+    read: ReadArgs,
+    #[command(flatten)]
     write: WriteArgs,
     /// Refused rows go here (default: `copy-<table>.rejects.jsonl`).
     #[arg(long)]
     rejects: Option<PathBuf>,
+}
+
+#[derive(clap::Args)]
+struct ReadArgs {
+    /// Read this many PartitionKey ranges at once (split as the reading goes). Above 1,
+    /// pages of different ranges interleave: each page is in key order, the whole is
+    /// not, and a copy cannot --resume.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
+    parallel: u16,
 }
 
 #[derive(clap::Args)]
@@ -152,18 +166,22 @@ pub fn export(a: ExportArgs) -> anyhow::Result<()> {
                 filter: a.filter.as_deref(),
                 select: a.select.as_deref(),
             };
-            export::export(&source, &q, &out, format, &progress)
+            let done = export::export(&source, &q, a.read.parallel.into(), &out, format, &progress)
                 .await
                 .with_context(|| format!("exporting {table}"))?;
             if !a.quiet {
-                progress.finish(&format!(" to {out}"));
+                let ranges = match done.ranges {
+                    1 => String::new(),
+                    n => format!(", read as {n} key ranges"),
+                };
+                progress.finish(&format!(" to {out}{ranges}"));
             }
         }
         Ok(())
     })
 }
 
-fn options(table: &str, w: &WriteArgs, rejects: PathBuf, checkpoint: PathBuf) -> Options {
+fn options(table: &str, w: &WriteArgs, rejects: PathBuf, checkpoint: Option<PathBuf>) -> Options {
     Options {
         table: table.to_owned(),
         mode: match w.mode {
@@ -184,6 +202,7 @@ fn finish(
     rejects: &Path,
     progress: &Progress,
     quiet: bool,
+    resumable: bool,
 ) -> anyhow::Result<()> {
     match result {
         Ok(s) => {
@@ -199,6 +218,12 @@ fn finish(
                 std::process::exit(EXIT_REJECTS);
             }
             Ok(())
+        }
+        Err(TransferError::Interrupted) if !resumable => {
+            eprintln!(
+                "interrupted: a parallel copy does not resume; run it again (--mode replace rewrites what is there)"
+            );
+            std::process::exit(EXIT_INTERRUPTED);
         }
         Err(TransferError::Interrupted) => {
             eprintln!("interrupted: run the same command with --resume to go on");
@@ -226,13 +251,13 @@ pub fn import(a: ImportArgs) -> anyhow::Result<()> {
         if a.write.create_table {
             target.create_table(&a.table).await?;
         }
-        let opts = options(&a.table, &a.write, rejects.clone(), checkpoint);
+        let opts = options(&a.table, &a.write, rejects.clone(), Some(checkpoint));
         let progress = Progress::new(format!("import {}", a.table), None, a.write.quiet);
         let result = match format {
             Format::Jsonl => import::import(target, format::read_jsonl(input), &opts, &progress).await,
             Format::Csv => import::import(target, format::read_csv(input), &opts, &progress).await,
         };
-        finish(result, &rejects, &progress, a.write.quiet)
+        finish(result, &rejects, &progress, a.write.quiet, true)
     })
 }
 
@@ -244,6 +269,12 @@ pub fn copy(a: CopyArgs) -> anyhow::Result<()> {
         .clone()
         .unwrap_or_else(|| PathBuf::from(format!("copy-{}.rejects.jsonl", a.table)));
     let checkpoint = PathBuf::from(format!("copy-{}.checkpoint", a.table));
+    let parallel = usize::from(a.read.parallel);
+    if parallel > 1 && a.write.resume {
+        // A checkpoint counts rows in the order they were read, which only one
+        // reader repeats.
+        bail!("--resume needs --parallel 1: a parallel copy reads in no fixed order");
+    }
     runtime()?.block_on(async {
         if a.write.create_table {
             target.create_table(&to_table).await?;
@@ -259,21 +290,27 @@ pub fn copy(a: CopyArgs) -> anyhow::Result<()> {
                     filter: filter.as_deref(),
                     select: None,
                 };
-                export::pages(&source, &q, |rows| {
+                let parse = |body: bytes::Bytes| format::import_page(&body);
+                read::pages(&source, &q, parallel, parse, |rows| {
                     for row in rows {
                         n += 1;
                         // A closed channel: the import stopped (Ctrl-C); stop reading too.
-                        if tx.send((n, format::import_value(row))).is_err() {
+                        if tx.send((n, row)).is_err() {
                             return Err(TransferError::Interrupted);
                         }
                     }
                     Ok(())
                 })
                 .await
-                .map(|()| n)
+                .map(|_ranges| n)
             })
         };
-        let opts = options(&to_table, &a.write, rejects.clone(), checkpoint);
+        let opts = options(
+            &to_table,
+            &a.write,
+            rejects.clone(),
+            (parallel == 1).then_some(checkpoint),
+        );
         let progress = Progress::new(format!("copy {} → {to_table}", a.table), None, a.write.quiet);
         let result = import::import(target.clone(), rx.into_iter(), &opts, &progress).await;
         let read = match reading.await {
@@ -289,6 +326,6 @@ pub fn copy(a: CopyArgs) -> anyhow::Result<()> {
                 bail!("read {read} entities from {} but wrote {}", a.table, s.written);
             }
         }
-        finish(result, &rejects, &progress, a.write.quiet)
+        finish(result, &rejects, &progress, a.write.quiet, parallel == 1)
     })
 }
