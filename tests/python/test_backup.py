@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import subprocess
 import threading
 import time
@@ -341,3 +342,49 @@ def test_a_stopped_embedded_store_is_backed_up_from_its_directory(_workdir, tmp_
     r = tafel("backup", "--backend", "embedded", "--data-dir", str(tmp_path / "nothing-here"), "--out", str(path))
     assert r.returncode != 0 and "no Tafel store" in r.stderr
     assert not (tmp_path / "nothing-here").exists()
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 160 MiB tmpfs: a real disk that fills up (the embedded store's log takes 128 MiB
+    of it up front). Needs root (the suite runs as root)."""
+    mnt = tmp_path / "small-disk"
+    mnt.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=160m", "tmpfs", str(mnt)], capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs: {r.stderr.strip()}")
+    yield mnt
+    subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+
+
+def test_a_restore_cut_short_by_a_full_disk_is_never_served(_workdir, tmp_path, small_disk):
+    # ~110 MiB of entities that do not compress: a backup file of about that, which
+    # does not fit beside the log on the small disk once loaded.
+    rows = tmp_path / "big.jsonl"
+    with rows.open("w") as f:
+        for i in range(3500):
+            f.write(json.dumps({"PartitionKey": f"p{i // 100:03d}", "RowKey": f"{i:05d}",
+                                "Blob": base64.b64encode(os.urandom(24_000)).decode()}) + "\n")
+    srv = server(_workdir, "full", "embedded")
+    srv.start()
+    try:
+        r = tafel("import", "--to", conn(srv), "--table", "big", "--in", str(rows), "--create-table")
+        assert r.returncode == 0, r.stderr
+        backup = tmp_path / "big.backup"
+        r = tafel("backup", "--from", srv.admin_url, "--admin-token", TOKEN, "--out", str(backup))
+        assert r.returncode == 0, r.stderr
+    finally:
+        srv.stop()
+    data = small_disk / "data"
+    r = tafel("restore", str(backup), "--backend", "embedded", "--data-dir", str(data), timeout=120)
+    assert r.returncode != 0, "a restore onto a full disk reported success"
+    assert "No space left" in r.stderr or "space" in r.stderr.lower(), r.stderr
+    # Room again (as after freeing space): the half-loaded store is still not served.
+    subprocess.run(["mount", "-o", "remount,size=512m", str(small_disk)], check=True)
+    r = subprocess.run([str(tafel_binary()), "--port", "0", "--admin-port", "0", "--data-dir", str(data)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0
+    assert "restore that did not finish" in r.stderr and "big.backup" in r.stderr, r.stderr
+    # Nor is a new restore mixed into it.
+    r = tafel("restore", str(backup), "--backend", "embedded", "--data-dir", str(data), timeout=120)
+    assert r.returncode != 0 and "not empty" in r.stderr, r.stderr

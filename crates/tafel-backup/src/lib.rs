@@ -6,14 +6,15 @@
 //! store's published redb snapshot or one PostgreSQL transaction, so it never
 //! holds half a batch or a write from after it began, while the server goes on
 //! serving. A restore checks the whole file before it writes anything, and
-//! writes only into an empty store, of either backend.
+//! writes only into an empty store, of either backend; until it has loaded all
+//! of it, the store carries a marker that keeps it from being served.
 
 pub mod format;
 mod restore;
 mod take;
 
 pub use format::{Counts, Info, Reader};
-pub use restore::{check, restore, verify, RestoreProgress};
+pub use restore::{check, restore, unfinished_restore, verify, RestoreProgress, UNFINISHED_MARKER};
 pub use take::{info_now, take, Chunks};
 
 #[derive(Debug, thiserror::Error)]

@@ -20,6 +20,26 @@ const ROWS_PER_WRITE: usize = 1000;
 /// Store writes in flight.
 const IN_FLIGHT: usize = 8;
 
+/// While a restore loads, the store holds a marker: service properties of this
+/// name, which no account can have (account names are lowercase letters and
+/// digits). A store whose restore did not finish is then never served as if it
+/// were whole ([`unfinished_restore`]); a finished restore empties the marker.
+pub const UNFINISHED_MARKER: &str = "$tafel-unfinished-restore";
+
+/// What the unfinished restore of `store` was loading, if one did not finish.
+pub async fn unfinished_restore(store: &dyn Store) -> Result<Option<String>, StoreError> {
+    Ok(store
+        .get_service_properties(UNFINISHED_MARKER)
+        .await?
+        .filter(|v| !v.is_empty())
+        .map(|v| String::from_utf8_lossy(&v).into_owned()))
+}
+
+/// Whether service properties under `account` are Tafel's own record, not an account's.
+pub(crate) fn is_marker(account: &str) -> bool {
+    account == UNFINISHED_MARKER
+}
+
 /// Told how many rows were read (checking) or written (loading), as they go.
 pub type RestoreProgress = Arc<dyn Fn(u64) + Send + Sync>;
 
@@ -63,7 +83,8 @@ async fn contents(store: &dyn Store) -> Result<Option<String>, BackupError> {
     }
     let props = snapshot.service_properties().await?;
     Ok(props
-        .first()
+        .iter()
+        .find(|(account, _)| !is_marker(account))
         .map(|(account, _)| format!("service properties of account {account}")))
 }
 
@@ -82,6 +103,10 @@ pub async fn restore(
     let (info, counts) = tokio::task::spawn_blocking(move || verify(&file, &*checked))
         .await
         .map_err(|e| BackupError::Io(std::io::Error::other(e)))??;
+    let marker = format!("{} (backup of {}, taken {})", path.display(), info.source, info.created);
+    store
+        .set_service_properties(UNFINISHED_MARKER, marker.into_bytes())
+        .await?;
     // The file was checked whole; reading it again on a thread of its own keeps
     // the writes going while it decompresses.
     let (tx, mut rx) = mpsc::channel::<Result<Item, BackupError>>(4);
@@ -106,10 +131,9 @@ pub async fn restore(
     let done = load(&store, &mut rx, &loaded).await;
     drop(rx);
     let _ = reading.join();
-    match done {
-        Ok(()) => Ok((info, counts)),
-        Err(e) => Err(e),
-    }
+    done?;
+    store.set_service_properties(UNFINISHED_MARKER, Vec::new()).await?;
+    Ok((info, counts))
 }
 
 async fn load(

@@ -49,7 +49,9 @@ async fn send(out: &Chunks, bytes: Vec<u8>) -> bool {
 async fn write_all(snapshot: &mut dyn Snapshot, source: &str, out: &Chunks) -> Result<Counts, BackupError> {
     let mut w = Writer::new(&info_now(source))?;
     for (account, value) in snapshot.service_properties().await? {
-        w.properties(&account, &value)?;
+        if !crate::restore::is_marker(&account) {
+            w.properties(&account, &value)?;
+        }
     }
     for table in snapshot.tables().await? {
         w.table(&table.account, &table.record)?;

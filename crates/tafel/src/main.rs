@@ -174,6 +174,12 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         Accounts::from_specs(&specs).map_err(anyhow::Error::msg)?
     };
     let store = open_store(&args.store).await?;
+    if let Some(what) = tafel_backup::unfinished_restore(store.as_ref()).await? {
+        anyhow::bail!(
+            "this store holds a restore that did not finish ({what}): it is not served as if it were whole. \
+             Start from an empty store (delete the data directory, or drop and recreate the database) and run `tafel restore` again"
+        );
+    }
     let ops = Arc::new(Ops::new(args.access_log()?));
     let account_names: Vec<String> = accounts.names().map(str::to_owned).collect();
     let oauth = args.oauth().await?;

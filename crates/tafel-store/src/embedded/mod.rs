@@ -364,8 +364,23 @@ impl EmbeddedStore {
                 .send(make(reply))
                 .map_err(|_| StoreError::failure(FailureKind::Stopped, "writer stopped"))?;
         }
-        rx.await
-            .map_err(|_| StoreError::failure(FailureKind::Stopped, "writer dropped a request"))?
+        // A dropped request: the writer stopped taking writes after a failure; say which.
+        rx.await.map_err(|_| match self.failure() {
+            Some(why) => StoreError::failure(FailureKind::Io, why),
+            None => StoreError::failure(FailureKind::Stopped, "writer dropped a request"),
+        })?
+    }
+
+    /// Why writes fail, after the log or the store file could not be written.
+    fn failure(&self) -> Option<String> {
+        if let Some(e) = self.pages.failure() {
+            return Some(format!(
+                "writing the store file failed ({e}); writes fail until a restart"
+            ));
+        }
+        self.failed
+            .load(Ordering::Acquire)
+            .then(|| "the write-ahead log failed; writes fail until a restart".to_owned())
     }
 
     /// The newest durable state.
@@ -1111,13 +1126,8 @@ impl Store for EmbeddedStore {
         if self.jobs.lock().map_err(|e| e.to_string())?.is_none() {
             return Err("the store is shut down".into());
         }
-        if self.failed.load(Ordering::Acquire) {
-            return Err("the write-ahead log failed; writes fail until a restart".into());
-        }
-        if let Some(e) = self.pages.failure() {
-            return Err(format!(
-                "writing the store file failed ({e}); writes fail until a restart"
-            ));
+        if let Some(why) = self.failure() {
+            return Err(why);
         }
         let writer_gone = self
             .writer
