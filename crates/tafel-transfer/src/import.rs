@@ -9,7 +9,8 @@
 //! - Rejects: a row the service refuses (4xx) is taken out of its changeset and the rest
 //!   retried; it goes to the rejects file (one JSON object per line, with Azure's error).
 //! - Checkpoint: every line up to the checkpoint's is written or rejected; `--resume`
-//!   goes on after it. Ctrl-C stops taking new changesets, lets those in flight finish,
+//!   goes on after it, and meets rows the stopped run wrote past it as its own earlier
+//!   success (checked as above). Ctrl-C stops taking new changesets, lets those in flight finish,
 //!   and saves it. A run that finishes removes it (and an empty rejects file).
 
 use std::collections::BTreeMap;
@@ -130,6 +131,9 @@ pub async fn import(
         Some(path) if opts.resume && path.exists() => read_checkpoint(path)?,
         _ => (0, Summary::default()),
     };
+    // The stopped run may have written rows past its checkpoint (chunks that finished
+    // ahead of it): a resumed run finds them as its own earlier success.
+    let resumed = opts.resume;
     let mut rejects_file = std::fs::OpenOptions::new()
         .create(true)
         .append(opts.resume)
@@ -142,7 +146,9 @@ pub async fn import(
     let reader = tokio::task::spawn_blocking(move || make_chunks(rows, start, &tx));
 
     let mut running = JoinSet::new();
-    let mut finished: BTreeMap<u64, u64> = BTreeMap::new();
+    let mut finished: BTreeMap<u64, Done> = BTreeMap::new();
+    // What the done chunks of the window the checkpoint has not passed yet did.
+    let (mut window_written, mut window_rejects) = (0u64, Vec::new());
     let (mut next_seq, mut watermark) = (0u64, start);
     let mut last_save = Instant::now();
     let (mut reading, mut interrupted) = (true, false);
@@ -157,23 +163,30 @@ pub async fn import(
             chunk = chunks.recv(), if reading && room => match chunk {
                 Some(chunk) => {
                     let (client, table, mode) = (client.clone(), opts.table.clone(), opts.mode);
-                    running.spawn(async move { write_chunk(&client, &table, mode, chunk).await });
+                    running.spawn(async move { write_chunk(&client, &table, mode, resumed, chunk).await });
                 }
                 None => reading = false,
             },
             done = running.join_next(), if !running.is_empty() => {
                 let Some(done) = done else { continue };
                 let done = done.map_err(|e| TransferError::Protocol(format!("a writer stopped: {e}")))?;
-                for r in &done.rejects {
-                    writeln!(rejects_file, "{r}")?;
-                }
-                summary.written += done.written;
-                summary.rejected += done.rejects.len() as u64;
                 progress.add(done.written + done.rejects.len() as u64, 0);
-                finished.insert(done.seq, done.last_line);
-                while let Some(line) = finished.remove(&next_seq) {
+                finished.insert(done.seq, done);
+                // Counts and rejects are kept as of the checkpoint's line, a window's
+                // once all of it is done: a resumed run does what lies past that line
+                // again, and must not count or report it twice.
+                while let Some(done) = finished.remove(&next_seq) {
                     next_seq += 1;
-                    watermark = line;
+                    window_written += done.written;
+                    window_rejects.extend(done.rejects);
+                    if done.last_line != watermark {
+                        for r in window_rejects.drain(..) {
+                            writeln!(rejects_file, "{r}")?;
+                            summary.rejected += 1;
+                        }
+                        summary.written += std::mem::take(&mut window_written);
+                        watermark = done.last_line;
+                    }
                 }
                 if last_save.elapsed() >= CHECKPOINT_EVERY {
                     rejects_file.flush()?;
@@ -211,65 +224,102 @@ pub async fn import(
     Ok(summary)
 }
 
-/// Reads rows into changesets: consecutive rows of one partition, up to 100 and
-/// 3 MiB, no RowKey twice.
+/// Rows read at once and grouped by partition before they are cut into changesets,
+/// so a file whose partitions interleave (unsorted, or a parallel export's pages)
+/// still makes full changesets. Rows of one partition keep their order.
+const WINDOW_ROWS: usize = 10_000;
+const WINDOW_BYTES: usize = 64 << 20;
+
+/// Reads rows into changesets: a window's rows by partition, up to 100 and 3 MiB
+/// each, no RowKey twice. A window's chunks are numbered in order and only its last
+/// one carries the window's last line, so the checkpoint passes a window only once
+/// every chunk of it is done.
 fn make_chunks(
     rows: impl Iterator<Item = (u64, Result<Row, String>)>,
     start: u64,
     tx: &mpsc::Sender<Chunk>,
 ) -> Result<(), TransferError> {
-    let mut seq = 0;
-    let mut current = Chunk {
-        seq,
-        last_line: start,
-        rows: Vec::new(),
-        unreadable: Vec::new(),
-    };
-    let mut bytes = 0;
-    let mut keys = std::collections::HashSet::new();
-    let send = |chunk: Chunk| tx.blocking_send(chunk).is_ok();
-    for (line, row) in rows {
-        if line <= start {
-            continue;
-        }
-        let row = match row {
-            Ok(row) => row,
-            Err(why) => {
-                current
-                    .unreadable
-                    .push(json!({"line": line, "status": 400, "code": "InvalidInput", "message": why}));
-                current.last_line = line;
-                continue;
+    let mut rows = rows.filter(|(line, _)| *line > start);
+    let (mut seq, mut done_through) = (0u64, start);
+    loop {
+        let (mut window, mut unreadable, mut bytes, mut last_line) = (Vec::new(), Vec::new(), 0, done_through);
+        let mut more = false;
+        for (line, row) in rows.by_ref() {
+            last_line = line;
+            match row {
+                Ok(row) => {
+                    bytes += row.body.len();
+                    window.push((line, row));
+                }
+                Err(why) => {
+                    unreadable.push(json!({"line": line, "status": 400, "code": "InvalidInput", "message": why}))
+                }
             }
-        };
-        let same_partition = current
-            .rows
-            .first()
-            .is_none_or(|(_, r)| r.partition_key == row.partition_key);
-        let full = current.rows.len() == 100 || bytes + row.body.len() > MAX_BATCH_BYTES;
-        if !same_partition || full || keys.contains(&row.row_key) {
-            seq += 1;
-            let next = Chunk {
+            if window.len() >= WINDOW_ROWS || bytes >= WINDOW_BYTES {
+                more = true;
+                break;
+            }
+        }
+        if window.is_empty() && unreadable.is_empty() {
+            return Ok(());
+        }
+        let mut changesets = changesets(window).into_iter().peekable();
+        let mut unreadable = Some(unreadable);
+        loop {
+            let rows = changesets.next().unwrap_or_default();
+            let last = changesets.peek().is_none();
+            let chunk = Chunk {
                 seq,
-                last_line: current.last_line,
-                rows: Vec::new(),
-                unreadable: Vec::new(),
+                last_line: if last { last_line } else { done_through },
+                rows,
+                unreadable: unreadable.take().unwrap_or_default(),
             };
-            if !send(std::mem::replace(&mut current, next)) {
+            seq += 1;
+            if tx.blocking_send(chunk).is_err() {
                 return Ok(()); // the import stopped taking chunks (Ctrl-C)
             }
-            bytes = 0;
-            keys.clear();
+            if last {
+                break;
+            }
         }
-        bytes += row.body.len();
-        keys.insert(row.row_key.clone());
-        current.last_line = line;
-        current.rows.push((line, row));
+        done_through = last_line;
+        if !more {
+            return Ok(());
+        }
     }
-    if !current.rows.is_empty() || !current.unreadable.is_empty() {
-        send(current);
+}
+
+/// A window's rows as changesets: by partition in order of first appearance, each
+/// partition's rows in their order, cut at 100 rows, 3 MiB or a RowKey seen again.
+fn changesets(window: Vec<(u64, Row)>) -> Vec<Vec<(u64, Row)>> {
+    let mut index: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    let mut partitions: Vec<Vec<(u64, Row)>> = Vec::new();
+    for (line, row) in window {
+        let i = *index.entry(row.partition_key.clone()).or_insert_with(|| {
+            partitions.push(Vec::new());
+            partitions.len() - 1
+        });
+        partitions[i].push((line, row));
     }
-    Ok(())
+    let mut out = Vec::new();
+    for rows in partitions {
+        let (mut current, mut keys, mut bytes) = (Vec::new(), std::collections::HashSet::new(), 0);
+        for (line, row) in rows {
+            let full = current.len() == 100 || bytes + row.body.len() > MAX_BATCH_BYTES;
+            if !current.is_empty() && (full || keys.contains(&row.row_key)) {
+                out.push(std::mem::take(&mut current));
+                keys.clear();
+                bytes = 0;
+            }
+            bytes += row.body.len();
+            keys.insert(row.row_key.clone());
+            current.push((line, row));
+        }
+        if !current.is_empty() {
+            out.push(current);
+        }
+    }
+    out
 }
 
 fn reject(line: u64, row: &Row, status: u16, code: &str, message: &str) -> Value {
@@ -282,7 +332,7 @@ fn reject(line: u64, row: &Row, status: u16, code: &str, message: &str) -> Value
 /// Writes one changeset, taking out the rows the service refuses, until the rest is in.
 /// A changeset refused as a whole (malformed or oversized: no one operation's fault) is
 /// split into one changeset per row, each retried and judged the same way.
-async fn write_chunk(client: &TableClient, table: &str, mode: Mode, chunk: Chunk) -> Done {
+async fn write_chunk(client: &TableClient, table: &str, mode: Mode, resumed: bool, chunk: Chunk) -> Done {
     let Chunk {
         seq,
         last_line,
@@ -293,7 +343,7 @@ async fn write_chunk(client: &TableClient, table: &str, mode: Mode, chunk: Chunk
     let mut written = 0;
     let mut pending = std::collections::VecDeque::from([rows]);
     while let Some(mut rows) = pending.pop_front() {
-        let (mut attempt, mut maybe_applied) = (0, false);
+        let (mut attempt, mut maybe_applied) = (0, resumed);
         while !rows.is_empty() {
             let ops: Vec<BatchOp<'_>> = rows
                 .iter()
