@@ -26,10 +26,12 @@ use arc_swap::ArcSwap;
 use redb::{Database, ReadOnlyTable, ReadTransaction, ReadableDatabase};
 
 use super::page_file::Durable;
+use super::schema::{be, ENTITIES, TABLES};
 use super::stats::EmbeddedStats;
 use super::table_ids::TableIds;
 use super::wal::{LogBuf, Spare, Wal};
-use super::{be, Reply, ENTITIES, MAX_GROUP, TABLES};
+use super::writer::MAX_GROUP;
+use super::Reply;
 use crate::error::{BackendError, FailureKind, StoreError};
 
 /// A read-only view of the store as of one commit, with the two tables every

@@ -9,7 +9,8 @@ use async_trait::async_trait;
 use redb::ReadableTable;
 
 use super::commit::Snapshot as Published;
-use super::{be, decode_table, entity_key, row_key, table_key, META, TABLE_ORDER};
+use super::scan::entity_key;
+use super::schema::{be, decode_table, row_key, table_key, META, TABLE_ORDER};
 use crate::error::{FailureKind, StoreError};
 use crate::key::EntityKey;
 use crate::snapshot::{Snapshot, SnapshotTable};

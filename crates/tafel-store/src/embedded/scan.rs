@@ -1,0 +1,167 @@
+//! Scans: one page of rows from the published snapshot, pulled ahead and prefetched.
+
+use std::collections::VecDeque;
+use std::ops::Bound;
+use std::time::{Duration, Instant};
+
+use super::commit::Snapshot;
+use super::schema::{be, decode_table, row_key};
+use super::table_ids::TableIds;
+use crate::error::StoreError;
+use crate::key::KeyRef;
+use crate::page::PageBuilder;
+use crate::stats::RowCounts;
+use crate::traits::{RowSink, ScanEnd, ScanRequest};
+
+/// Rows a scan pulls ahead of the one it offers.
+const LOOKAHEAD: usize = 8;
+/// Where in the lookahead a row is filtered: far enough behind its pull that the
+/// first cache lines prefetched then have arrived, and far enough ahead of its
+/// offer that the rest of a matching row, prefetched now, arrives before the row
+/// is encoded.
+const FILTER_AT: usize = LOOKAHEAD / 2;
+
+/// Asks the CPU to start loading the first two cache lines of `bytes`.
+#[inline(always)]
+fn prefetch(bytes: &[u8]) {
+    prefetch_lines(bytes, 2);
+}
+
+/// Asks the CPU to start loading every cache line of `bytes` past the first two.
+#[inline(always)]
+fn prefetch_rest(bytes: &[u8]) {
+    if let Some(rest) = bytes.get(128..) {
+        prefetch_lines(rest, rest.len().div_ceil(64));
+    }
+}
+
+/// Prefetches up to `lines` cache lines from the start of `bytes`.
+#[inline(always)]
+fn prefetch_lines(bytes: &[u8], lines: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        let p = bytes.as_ptr().cast::<i8>();
+        for line in 0..lines.min(bytes.len().div_ceil(64)) {
+            // SAFETY: SSE is part of x86_64's baseline, and a prefetch is only a hint:
+            // it never faults and reads nothing into the program. The address stays
+            // within `bytes`.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(line * 64)) };
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (bytes, lines);
+}
+
+/// The entity key of a stored row key (after its 8-byte table id).
+pub(super) fn entity_key(row_key: &[u8]) -> KeyRef<'_> {
+    KeyRef::new(row_key.get(8..).unwrap_or_default())
+}
+
+/// The id of the table under `table_key` in `snapshot`, or `TableNotFound`;
+/// `generation` was read from `ids` before the snapshot was loaded.
+pub(super) fn table_id(
+    snapshot: &Snapshot,
+    ids: &TableIds,
+    table_key: &[u8],
+    generation: u64,
+) -> Result<u64, StoreError> {
+    if let Some(id) = ids.get(table_key) {
+        return Ok(id);
+    }
+    let id = match snapshot.tables.get(table_key).map_err(be)? {
+        Some(v) => decode_table(v.value())?.id,
+        None => return Err(StoreError::TableNotFound),
+    };
+    ids.remember(table_key, id, generation);
+    Ok(id)
+}
+
+/// How long a scan runs before it lets the other requests of its thread run.
+const SCAN_SLICE: Duration = Duration::from_millis(10);
+/// Rows examined between looks at the clock.
+const SLICE_CHECK_EVERY: u32 = 256;
+
+/// One page of a scan, table lookup included, in a single snapshot. It runs on
+/// the calling task, where its sink encodes each row while the row is in the CPU
+/// cache, and gives way every [`SCAN_SLICE`]: a long page shares its thread with
+/// other requests, yet the scans in flight never outnumber the runtime's threads
+/// (more threads than cores only time-slice them and evict each other's rows
+/// from the caches).
+pub(super) async fn scan(
+    rows: &RowCounts,
+    snapshot: &Snapshot,
+    ids: &TableIds,
+    generation: u64,
+    table_key: &[u8],
+    request: &ScanRequest,
+    sink: &mut (dyn RowSink + '_),
+) -> Result<ScanEnd, StoreError> {
+    let mut slice_end = Instant::now() + SCAN_SLICE;
+    let mut since_check = 0u32;
+    let id = table_id(snapshot, ids, table_key, generation)?;
+    let entities = &snapshot.entities;
+    let mut page = PageBuilder::new(request, sink).counted(rows);
+    let table_prefix = id.to_be_bytes();
+    for range in &request.ranges {
+        if range.is_empty() {
+            continue;
+        }
+        let lo = row_key(id, &range.start);
+        // A range open at the end stops at the table's last row, which the loop
+        // sees by the id prefix: cheaper than redb comparing every key to a bound.
+        let hi = range.end.as_ref().map(|e| row_key(id, e));
+        let upper = hi.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
+        let mut iter = entities
+            .range::<&[u8]>((Bound::Included(lo.as_slice()), upper))
+            .map_err(be)?;
+        // Rows are offered in order, but pulled a few ahead with their first cache
+        // lines prefetched, and filtered halfway (FILTER_AT) with the rest of a
+        // match prefetched: a scan of a table larger than the CPU cache otherwise
+        // waits on one miss per row, and on several per row it encodes.
+        let mut ahead = VecDeque::with_capacity(LOOKAHEAD);
+        let mut exhausted = false;
+        let in_table = |k: &[u8]| k.starts_with(&table_prefix);
+        loop {
+            while !exhausted && ahead.len() < LOOKAHEAD {
+                match iter.next() {
+                    Some(Ok((k, v))) => {
+                        prefetch(k.value());
+                        prefetch(v.value());
+                        ahead.push_back((k, v, None));
+                    }
+                    Some(Err(e)) => return Err(be(e)),
+                    None => exhausted = true,
+                }
+            }
+            if let Some((k, v, matched)) = ahead.get_mut(FILTER_AT) {
+                if in_table(k.value()) {
+                    let m = page.matches(entity_key(k.value()), v.value());
+                    if m {
+                        prefetch_rest(v.value());
+                    }
+                    *matched = Some(m);
+                }
+            }
+            let Some((k, v, matched)) = ahead.front() else { break };
+            if !in_table(k.value()) {
+                break;
+            }
+            let key = entity_key(k.value());
+            let matched = matched.unwrap_or_else(|| page.matches(key, v.value()));
+            if let Some(end) = page.offer_matched(key, v.value(), matched) {
+                return Ok(end);
+            }
+            ahead.pop_front();
+            since_check += 1;
+            if since_check == SLICE_CHECK_EVERY {
+                since_check = 0;
+                if Instant::now() >= slice_end {
+                    tokio::task::yield_now().await;
+                    slice_end = Instant::now() + SCAN_SLICE;
+                }
+            }
+        }
+    }
+    Ok(page.finish())
+}

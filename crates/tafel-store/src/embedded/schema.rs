@@ -1,0 +1,132 @@
+//! The redb tables of the embedded store and how keys and table records are laid out in them.
+
+use redb::TableDefinition;
+
+use crate::error::{kind_of_io, BackendError, FailureKind, StoreError};
+use crate::traits::TableRecord;
+
+/// `account 0x00 lowercase-table-name` → `id u64 LE, name len u16 LE, name, acl`.
+pub(super) const TABLES: TableDefinition<&[u8], &[u8]> = TableDefinition::new("tables");
+/// `account 0x00 table-name-as-created` → nothing: the listing order, which is
+/// ordinal on the stored name while lookups ignore case.
+pub(super) const TABLE_ORDER: TableDefinition<&[u8], ()> = TableDefinition::new("table_order");
+/// `table id u64 BE ++ EntityKey` → entity value.
+pub(super) const ENTITIES: TableDefinition<&[u8], &[u8]> = TableDefinition::new("entities");
+/// Counters and per-account settings.
+pub(super) const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
+
+pub(super) const NEXT_TABLE_ID: &str = "next_table_id";
+/// META key of the number of the last log record the state includes.
+pub(super) const WAL_SEQ: &str = "wal_seq";
+/// Table tags in log records.
+pub(super) const T_TABLES: u8 = 0;
+pub(super) const T_ORDER: u8 = 1;
+pub(super) const T_ENTITIES: u8 = 2;
+pub(super) const T_META: u8 = 3;
+
+pub(super) fn order_key(account: &str, name: &str) -> Vec<u8> {
+    let mut k = Vec::with_capacity(account.len() + 1 + name.len());
+    k.extend_from_slice(account.as_bytes());
+    k.push(0);
+    k.extend_from_slice(name.as_bytes());
+    k
+}
+
+pub(super) fn table_key(account: &str, name: &str) -> Vec<u8> {
+    let mut k = Vec::with_capacity(account.len() + 1 + name.len());
+    k.extend_from_slice(account.as_bytes());
+    k.push(0);
+    k.extend(name.bytes().map(|b| b.to_ascii_lowercase()));
+    k
+}
+
+pub(super) fn props_key(account: &str) -> String {
+    format!("props/{account}")
+}
+
+pub(super) struct TableValue {
+    pub(super) id: u64,
+    pub(super) record: TableRecord,
+}
+
+pub(super) fn encode_table(id: u64, name: &str, acl: &[u8]) -> Vec<u8> {
+    let mut v = Vec::with_capacity(10 + name.len() + acl.len());
+    v.extend_from_slice(&id.to_le_bytes());
+    v.extend_from_slice(&(name.len() as u16).to_le_bytes());
+    v.extend_from_slice(name.as_bytes());
+    v.extend_from_slice(acl);
+    v
+}
+
+pub(super) fn decode_table(v: &[u8]) -> Result<TableValue, StoreError> {
+    let corrupt = || StoreError::failure(FailureKind::Corrupt, "corrupt table record");
+    let id = u64::from_le_bytes(v.get(..8).ok_or_else(corrupt)?.try_into().map_err(|_| corrupt())?);
+    let len = u16::from_le_bytes(v.get(8..10).ok_or_else(corrupt)?.try_into().map_err(|_| corrupt())?) as usize;
+    let name = v.get(10..10 + len).ok_or_else(corrupt)?;
+    let name = String::from_utf8(name.to_vec()).map_err(|_| corrupt())?;
+    Ok(TableValue {
+        id,
+        record: TableRecord {
+            name,
+            acl: v[10 + len..].to_vec(),
+        },
+    })
+}
+
+pub(super) fn row_key(id: u64, key: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(8 + key.len());
+    k.extend_from_slice(&id.to_be_bytes());
+    k.extend_from_slice(key);
+    k
+}
+
+/// A redb (or other) error as a backend failure, kept as its cause. Its kind
+/// comes from the `io::Error` inside: redb's errors hold it without exposing
+/// it as their `source()`, so they are looked into here.
+pub(super) fn be<E: std::error::Error + Send + Sync + 'static>(e: E) -> StoreError {
+    StoreError::Backend(backend_error(e))
+}
+
+pub(super) fn backend_error<E: std::error::Error + Send + Sync + 'static>(e: E) -> BackendError {
+    let kind = redb_failure(&e).unwrap_or(FailureKind::Internal);
+    BackendError::caused_by(kind, "embedded store", e)
+}
+
+pub(super) fn poisoned<T>(_: std::sync::PoisonError<T>) -> StoreError {
+    StoreError::failure(FailureKind::Internal, "a store lock was poisoned by a panic")
+}
+
+fn redb_failure(e: &(dyn std::error::Error + 'static)) -> Option<FailureKind> {
+    let storage = |s: &redb::StorageError| match s {
+        redb::StorageError::Io(io) => Some(kind_of_io(io.kind())),
+        redb::StorageError::Corrupted(_) => Some(FailureKind::Corrupt),
+        _ => None,
+    };
+    if let Some(e) = e.downcast_ref::<redb::Error>() {
+        return match e {
+            redb::Error::Io(io) => Some(kind_of_io(io.kind())),
+            redb::Error::Corrupted(_) => Some(FailureKind::Corrupt),
+            _ => None,
+        };
+    }
+    if let Some(s) = e.downcast_ref::<redb::StorageError>() {
+        return storage(s);
+    }
+    if let Some(redb::CommitError::Storage(s)) = e.downcast_ref() {
+        return storage(s);
+    }
+    if let Some(redb::TransactionError::Storage(s)) = e.downcast_ref() {
+        return storage(s);
+    }
+    if let Some(redb::TableError::Storage(s)) = e.downcast_ref() {
+        return storage(s);
+    }
+    match e.downcast_ref() {
+        Some(redb::DatabaseError::Storage(s)) => storage(s),
+        _ => None,
+    }
+}
+
+pub(super) fn decode_u64(v: &[u8]) -> Result<u64, StoreError> {
+    Ok(u64::from_le_bytes(v.try_into().map_err(be)?))
+}
