@@ -162,7 +162,16 @@ impl From<tafel_store::StoreError> for Error {
             tafel_store::StoreError::Backend(e) => {
                 // The kind tells an operator what to do (free disk space, check the database).
                 tracing::error!(error = %e, kind = ?e.kind, "store failure");
-                Error::new(ErrorCode::InternalError)
+                match e.kind {
+                    // Azure's code for a failure on the server's side, with what an
+                    // operator (or a developer with a full disk) needs to know.
+                    tafel_store::FailureKind::DiskFull => Error::with_message(
+                        ErrorCode::InternalError,
+                        "The server's disk is full: the write was not made. Reads still work; \
+                         writes work again once space is freed and the server restarted.",
+                    ),
+                    _ => Error::new(ErrorCode::InternalError),
+                }
             }
             tafel_store::StoreError::Busy(m) => {
                 tracing::warn!(reason = %m, "write gave up on conflicts");

@@ -57,7 +57,7 @@ use self::stats::EmbeddedStats;
 use self::table_ids::TableIds;
 use self::wal::Wal;
 use self::writer::{replay, writer_loop, LogState};
-use crate::error::{FailureKind, StoreError};
+use crate::error::{kind_of_io, FailureKind, StoreError};
 use crate::key::EntityKey;
 use crate::stats::StoreMetric;
 use crate::traits::{Decide, RowSink, ScanEnd, ScanRequest, Store, TableRecord};
@@ -248,21 +248,23 @@ impl EmbeddedStore {
         }
         // A dropped request: the writer stopped taking writes after a failure; say which.
         rx.await.map_err(|_| match self.failure() {
-            Some(why) => StoreError::failure(FailureKind::Io, why),
+            Some((kind, why)) => StoreError::failure(kind, why),
             None => StoreError::failure(FailureKind::Stopped, "writer dropped a request"),
         })?
     }
 
     /// Why writes fail, after the log or the store file could not be written.
-    fn failure(&self) -> Option<String> {
-        if let Some(e) = self.pages.failure() {
-            return Some(format!(
-                "writing the store file failed ({e}); writes fail until a restart"
-            ));
+    fn failure(&self) -> Option<(FailureKind, String)> {
+        if let Some((kind, e)) = self.pages.failure() {
+            let why = format!("writing the store file failed ({e}); writes fail until a restart");
+            return Some((kind_of_io(kind), why));
         }
-        self.failed
-            .load(Ordering::Acquire)
-            .then(|| "the write-ahead log failed; writes fail until a restart".to_owned())
+        self.failed.load(Ordering::Acquire).then(|| {
+            (
+                FailureKind::Io,
+                "the write-ahead log failed; writes fail until a restart".to_owned(),
+            )
+        })
     }
 
     /// The newest durable state.
@@ -399,7 +401,7 @@ impl Store for EmbeddedStore {
         if self.jobs.lock().map_err(|e| e.to_string())?.is_none() {
             return Err("the store is shut down".into());
         }
-        if let Some(why) = self.failure() {
+        if let Some((_, why)) = self.failure() {
             return Err(why);
         }
         let writer_gone = self

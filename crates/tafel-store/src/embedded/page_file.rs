@@ -91,15 +91,15 @@ struct State {
     closed: u64,
     durable: u64,
     /// The flusher's write or sync failed: the file's state is unknown, and
-    /// every later write and sync fails.
-    failed: Option<String>,
+    /// every later write and sync fails. Its kind says whether the disk is full.
+    failed: Option<(io::ErrorKind, String)>,
     stop: bool,
 }
 
 impl State {
     fn check(&self) -> io::Result<()> {
         match &self.failed {
-            Some(e) => Err(io::Error::other(format!("page file: {e}"))),
+            Some((kind, e)) => Err(io::Error::new(*kind, format!("page file: {e}"))),
             None => Ok(()),
         }
     }
@@ -219,7 +219,7 @@ fn flush_loop(shared: &Shared) {
             }
             Err(e) => {
                 tracing::error!(error = %e, "writing the store file failed; failing every write until restart");
-                state.failed = Some(e.to_string());
+                state.failed = Some((e.kind(), e.to_string()));
             }
         }
         shared.changed.notify_all();
@@ -391,7 +391,7 @@ impl Durable {
     }
 
     /// Why the flusher stopped writing, if it failed.
-    pub(super) fn failure(&self) -> Option<String> {
+    pub(super) fn failure(&self) -> Option<(io::ErrorKind, String)> {
         self.0.lock().failed.clone()
     }
 

@@ -17,7 +17,7 @@ use super::schema::*;
 use super::stats::EmbeddedStats;
 use super::wal::{self, decode_ops, LogBuf, Op, Spare};
 use super::Job;
-use crate::error::{BackendError, FailureKind, StoreError};
+use crate::error::{kind_of_io, BackendError, FailureKind, StoreError};
 use crate::key::EntityKey;
 use crate::traits::{Decide, Mutation};
 
@@ -196,7 +196,12 @@ fn run_group(
         })?);
         Ok(())
     })();
-    if let Err(e) = &committed.result {
+    if let Err(e) = &mut committed.result {
+        // After the store file could not be written, redb only says "Previous I/O
+        // error"; the flusher knows what it was (a full disk, say).
+        if let Some((kind, why)) = state.durable.failure() {
+            *e = BackendError::caused_by(kind_of_io(kind), "the store file", std::io::Error::new(kind, why));
+        }
         tracing::error!(error = %e, "commit failed; failing every request of the group");
     }
     #[cfg(test)]

@@ -1,0 +1,84 @@
+"""A serving embedded node whose disk fills up, on a real full disk (a size-limited tmpfs;
+the suite runs as root): the write that meets it fails with Azure's server-side status and
+code and a message that says the disk is full, readiness says why, reads keep answering with
+every acknowledged write, and after space is freed and a restart every acknowledged write is
+there and writes work again."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import uuid
+
+import pytest
+import requests
+from azure.core.exceptions import HttpResponseError
+from azure.data.tables import TableServiceClient
+
+from conftest import BACKEND, TafelServer
+
+pytestmark = pytest.mark.skipif(BACKEND != "embedded", reason="the embedded store's own disk")
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """160 MiB: the write-ahead log takes 128 MiB up front, entities fill the rest."""
+    mnt = tmp_path / "disk"
+    mnt.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=160m", "tmpfs", str(mnt)], capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs: {r.stderr.strip()}")
+    yield mnt
+    subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+
+
+def entity(i: int) -> dict:
+    # Random bytes do not compress: ~240 KiB each, four Binary properties under 64 KiB.
+    return {"PartitionKey": "p", "RowKey": f"{i:05d}", **{f"B{j}": os.urandom(60_000) for j in range(4)}}
+
+
+def test_a_full_disk_fails_writes_clearly_and_loses_no_acknowledged_one(small_disk, tmp_path):
+    srv = TafelServer(small_disk / "data", tmp_path / f"tafel-full-{uuid.uuid4().hex[:6]}.log")
+    srv.start()
+    acknowledged = {}
+    try:
+        with TableServiceClient.from_connection_string(srv.conn_str) as svc:
+            table = svc.create_table("fills")
+            failure = None
+            for i in range(2000):
+                e = entity(i)
+                try:
+                    table.create_entity(e)
+                except HttpResponseError as err:
+                    failure = err
+                    break
+                acknowledged[e["RowKey"]] = e
+            assert failure is not None, "2000 entities of 240 KiB fit on a 160 MiB disk beside the log"
+            assert failure.status_code == 500
+            assert failure.response.headers.get("x-ms-error-code") == "InternalError"
+            assert "disk is full" in failure.response.text(), failure.response.text()
+            assert len(acknowledged) > 10
+            # Reads go on, and see every acknowledged write.
+            for key in (min(acknowledged), max(acknowledged)):
+                got = table.get_entity("p", key)
+                assert got["B0"] == acknowledged[key]["B0"]
+            assert len(list(table.list_entities(select=["RowKey"]))) == len(acknowledged)
+            # Every later write fails the same way, not with some other error.
+            with pytest.raises(HttpResponseError) as later:
+                table.create_entity({"PartitionKey": "p", "RowKey": "small"})
+            assert "disk is full" in later.value.response.text()
+        ready = requests.get(srv.admin_url + "/ready", timeout=10)
+        assert ready.status_code == 503 and "No space left" in ready.text, ready.text
+    finally:
+        srv.stop()
+    subprocess.run(["mount", "-o", "remount,size=512m", str(small_disk)], check=True)
+    srv.start()
+    try:
+        with TableServiceClient.from_connection_string(srv.conn_str) as svc:
+            table = svc.get_table_client("fills")
+            stored = {e["RowKey"]: e["B3"] for e in table.list_entities()}
+            assert stored.keys() == acknowledged.keys()
+            assert all(stored[k] == acknowledged[k]["B3"] for k in stored)
+            table.create_entity({"PartitionKey": "p", "RowKey": "after"})
+    finally:
+        srv.stop()
