@@ -108,6 +108,33 @@ def tafel_binary() -> Path:
     return path
 
 
+@pytest.fixture
+def small_disk(tmp_path):
+    """Mounts a size-limited tmpfs — a real disk that fills up — and returns its path:
+    `small_disk("160m")`. Needs root (the suite runs as root); skips without it. The
+    embedded store's write-ahead log takes 128 MiB of a disk up front."""
+    mounts = []
+
+    def mount(size: str) -> Path:
+        mnt = tmp_path / f"disk-{len(mounts)}"
+        mnt.mkdir()
+        r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mnt)],
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            pytest.skip(f"cannot mount a tmpfs: {r.stderr.strip()}")
+        mounts.append(mnt)
+        return mnt
+
+    yield mount
+    for mnt in mounts:
+        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+
+
+def grow_disk(mnt: Path, size: str) -> None:
+    """Frees space on a `small_disk`: makes it `size` large."""
+    subprocess.run(["mount", "-o", f"remount,size={size}", str(mnt)], check=True)
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))

@@ -34,6 +34,7 @@ from conftest import (
     POSTGRES_ADMIN_URL,
     TafelServer,
     create_postgres_database,
+    grow_disk,
     tafel_binary,
     unique_table_name,
 )
@@ -344,20 +345,8 @@ def test_a_stopped_embedded_store_is_backed_up_from_its_directory(_workdir, tmp_
     assert not (tmp_path / "nothing-here").exists()
 
 
-@pytest.fixture
-def small_disk(tmp_path):
-    """A 160 MiB tmpfs: a real disk that fills up (the embedded store's log takes 128 MiB
-    of it up front). Needs root (the suite runs as root)."""
-    mnt = tmp_path / "small-disk"
-    mnt.mkdir()
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=160m", "tmpfs", str(mnt)], capture_output=True, text=True)
-    if r.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs: {r.stderr.strip()}")
-    yield mnt
-    subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
-
-
 def test_a_restore_cut_short_by_a_full_disk_is_never_served(_workdir, tmp_path, small_disk):
+    disk = small_disk("160m")
     # ~110 MiB of entities that do not compress: a backup file of about that, which
     # does not fit beside the log on the small disk once loaded.
     rows = tmp_path / "big.jsonl"
@@ -375,12 +364,12 @@ def test_a_restore_cut_short_by_a_full_disk_is_never_served(_workdir, tmp_path, 
         assert r.returncode == 0, r.stderr
     finally:
         srv.stop()
-    data = small_disk / "data"
+    data = disk / "data"
     r = tafel("restore", str(backup), "--backend", "embedded", "--data-dir", str(data), timeout=120)
     assert r.returncode != 0, "a restore onto a full disk reported success"
     assert "No space left" in r.stderr or "space" in r.stderr.lower(), r.stderr
     # Room again (as after freeing space): the half-loaded store is still not served.
-    subprocess.run(["mount", "-o", "remount,size=512m", str(small_disk)], check=True)
+    grow_disk(disk, "512m")
     r = subprocess.run([str(tafel_binary()), "--port", "0", "--admin-port", "0", "--data-dir", str(data)],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode != 0

@@ -7,7 +7,6 @@ there and writes work again."""
 from __future__ import annotations
 
 import os
-import subprocess
 import uuid
 
 import pytest
@@ -15,21 +14,9 @@ import requests
 from azure.core.exceptions import HttpResponseError
 from azure.data.tables import TableServiceClient
 
-from conftest import BACKEND, TafelServer
+from conftest import BACKEND, TafelServer, grow_disk
 
 pytestmark = pytest.mark.skipif(BACKEND != "embedded", reason="the embedded store's own disk")
-
-
-@pytest.fixture
-def small_disk(tmp_path):
-    """160 MiB: the write-ahead log takes 128 MiB up front, entities fill the rest."""
-    mnt = tmp_path / "disk"
-    mnt.mkdir()
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=160m", "tmpfs", str(mnt)], capture_output=True, text=True)
-    if r.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs: {r.stderr.strip()}")
-    yield mnt
-    subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
 
 
 def entity(i: int) -> dict:
@@ -38,7 +25,9 @@ def entity(i: int) -> dict:
 
 
 def test_a_full_disk_fails_writes_clearly_and_loses_no_acknowledged_one(small_disk, tmp_path):
-    srv = TafelServer(small_disk / "data", tmp_path / f"tafel-full-{uuid.uuid4().hex[:6]}.log")
+    # 160 MiB: the write-ahead log takes 128 of them, entities fill the rest.
+    disk = small_disk("160m")
+    srv = TafelServer(disk / "data", tmp_path / f"tafel-full-{uuid.uuid4().hex[:6]}.log")
     srv.start()
     acknowledged = {}
     try:
@@ -71,7 +60,7 @@ def test_a_full_disk_fails_writes_clearly_and_loses_no_acknowledged_one(small_di
         assert ready.status_code == 503 and "No space left" in ready.text, ready.text
     finally:
         srv.stop()
-    subprocess.run(["mount", "-o", "remount,size=512m", str(small_disk)], check=True)
+    grow_disk(disk, "512m")
     srv.start()
     try:
         with TableServiceClient.from_connection_string(srv.conn_str) as svc:
