@@ -370,7 +370,8 @@ def test_a_restore_cut_short_by_a_full_disk_is_never_served(_workdir, tmp_path, 
     assert "No space left" in r.stderr or "space" in r.stderr.lower(), r.stderr
     # Room again (as after freeing space): the half-loaded store is still not served.
     grow_disk(disk, "512m")
-    r = subprocess.run([str(tafel_binary()), "--port", "0", "--admin-port", "0", "--data-dir", str(data)],
+    r = subprocess.run([str(tafel_binary()), "--backend", "embedded", "--port", "0", "--admin-port", "0",
+                        "--data-dir", str(data)],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode != 0
     assert "restore that did not finish" in r.stderr and "big.backup" in r.stderr, r.stderr
