@@ -7,6 +7,7 @@ there and writes work again."""
 from __future__ import annotations
 
 import os
+import time
 import uuid
 
 import pytest
@@ -58,6 +59,10 @@ def test_a_full_disk_fails_writes_clearly_and_loses_no_acknowledged_one(small_di
             assert "disk is full" in later.value.response.text()
         ready = requests.get(srv.admin_url + "/ready", timeout=10)
         assert ready.status_code == 503 and "No space left" in ready.text, ready.text
+        # Idle, the failed store does not try (and log) a checkpoint every second.
+        failures = srv.log_path.read_text().count("commit failed")
+        time.sleep(2.5)
+        assert srv.log_path.read_text().count("commit failed") == failures
     finally:
         srv.stop()
     grow_disk(disk, "512m")

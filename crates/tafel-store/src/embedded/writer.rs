@@ -80,7 +80,10 @@ pub(super) fn writer_loop(
         let first = match rx.recv_timeout(IDLE_CHECKPOINT) {
             Ok(job) => job,
             Err(mpsc::RecvTimeoutError::Timeout) => {
-                if state.since.any() {
+                // After a failed log or store-file write every commit fails until a
+                // restart: an idle checkpoint would only fail (and log it) each second.
+                let broken = failed.load(Ordering::Acquire) || state.durable.failure().is_some();
+                if state.since.any() && !broken {
                     run_group(db, &mut state, log, failed, Vec::new());
                 }
                 continue;
