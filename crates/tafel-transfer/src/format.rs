@@ -44,8 +44,8 @@ impl Format {
 /// A query page's entities as the service sent them (full metadata), each cut to
 /// the export form and appended to `out` as a line: no `odata.*` members, keys
 /// first. Values are copied as they came, never parsed into numbers or strings,
-/// so nothing is lost or rewritten and a page costs one pass. Returns how many.
-/// Returns how many, and the last one's PartitionKey.
+/// so nothing is lost or rewritten and a page costs one pass. Returns how many,
+/// and the last one's PartitionKey.
 pub fn export_page(body: &[u8], out: &mut Vec<u8>) -> Result<(usize, Option<String>), TransferError> {
     let page = RawPage::of(body)?;
     for entity in &page.value {

@@ -10,8 +10,9 @@
 //!   retried; it goes to the rejects file (one JSON object per line, with Azure's error).
 //! - Checkpoint: every line up to the checkpoint's is written or rejected; `--resume`
 //!   goes on after it, and meets rows the stopped run wrote past it as its own earlier
-//!   success (checked as above). Ctrl-C stops taking new changesets, lets those in flight finish,
-//!   and saves it. A run that finishes removes it (and an empty rejects file).
+//!   success (checked as above). Ctrl-C stops taking new changesets, lets those in
+//!   flight finish, and saves it. A run that finishes removes it (and an empty rejects
+//!   file).
 
 use std::collections::BTreeMap;
 use std::io::Write;

@@ -56,8 +56,8 @@ use self::schema::{
 use self::stats::EmbeddedStats;
 use self::table_ids::TableIds;
 use self::wal::Wal;
-use self::writer::{replay, writer_loop, LogState};
-use crate::error::{kind_of_io, FailureKind, StoreError};
+use self::writer::{broken, replay, writer_loop, LogState};
+use crate::error::{FailureKind, StoreError};
 use crate::key::EntityKey;
 use crate::stats::StoreMetric;
 use crate::traits::{Decide, RowSink, ScanEnd, ScanRequest, Store, TableRecord};
@@ -247,24 +247,10 @@ impl EmbeddedStore {
                 .map_err(|_| StoreError::failure(FailureKind::Stopped, "writer stopped"))?;
         }
         // A dropped request: the writer stopped taking writes after a failure; say which.
-        rx.await.map_err(|_| match self.failure() {
+        rx.await.map_err(|_| match broken(&self.pages, &self.failed) {
             Some((kind, why)) => StoreError::failure(kind, why),
             None => StoreError::failure(FailureKind::Stopped, "writer dropped a request"),
         })?
-    }
-
-    /// Why writes fail, after the log or the store file could not be written.
-    fn failure(&self) -> Option<(FailureKind, String)> {
-        if let Some((kind, e)) = self.pages.failure() {
-            let why = format!("writing the store file failed ({e}); writes fail until a restart");
-            return Some((kind_of_io(kind), why));
-        }
-        self.failed.load(Ordering::Acquire).then(|| {
-            (
-                FailureKind::Io,
-                "the write-ahead log failed; writes fail until a restart".to_owned(),
-            )
-        })
     }
 
     /// The newest durable state.
@@ -401,7 +387,7 @@ impl Store for EmbeddedStore {
         if self.jobs.lock().map_err(|e| e.to_string())?.is_none() {
             return Err("the store is shut down".into());
         }
-        if let Some((_, why)) = self.failure() {
+        if let Some((_, why)) = broken(&self.pages, &self.failed) {
             return Err(why);
         }
         let writer_gone = self

@@ -68,6 +68,21 @@ impl LogState {
     }
 }
 
+/// Why every write fails until a restart, once the store file or the log could not
+/// be written (the store file's failure first: its kind says whether the disk is full).
+pub(super) fn broken(durable: &Durable, failed: &AtomicBool) -> Option<(FailureKind, String)> {
+    if let Some((kind, e)) = durable.failure() {
+        let why = format!("writing the store file failed ({e}); writes fail until a restart");
+        return Some((kind_of_io(kind), why));
+    }
+    failed.load(Ordering::Acquire).then(|| {
+        (
+            FailureKind::Io,
+            "the write-ahead log failed; writes fail until a restart".to_owned(),
+        )
+    })
+}
+
 /// The writer thread: group commit, see the module invariants.
 pub(super) fn writer_loop(
     db: &Database,
@@ -82,8 +97,7 @@ pub(super) fn writer_loop(
             Err(mpsc::RecvTimeoutError::Timeout) => {
                 // After a failed log or store-file write every commit fails until a
                 // restart: an idle checkpoint would only fail (and log it) each second.
-                let broken = failed.load(Ordering::Acquire) || state.durable.failure().is_some();
-                if state.since.any() && !broken {
+                if state.since.any() && broken(&state.durable, failed).is_none() {
                     run_group(db, &mut state, log, failed, Vec::new());
                 }
                 continue;
