@@ -21,7 +21,14 @@ struct Fixture {
 
 async fn fixture() -> Fixture {
     let dir = tempfile::tempdir().expect("temp dir");
-    let store = EmbeddedStore::open(dir.path(), EmbeddedOptions { cache_size: 8 << 20 }).expect("open");
+    let store = EmbeddedStore::open(
+        dir.path(),
+        EmbeddedOptions {
+            cache_size: 8 << 20,
+            ..EmbeddedOptions::default()
+        },
+    )
+    .expect("open");
     let store = Arc::new(store);
     let service = Service::new(store.clone());
     let ctx = Ctx::full(ACCOUNT);

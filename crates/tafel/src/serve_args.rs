@@ -264,6 +264,7 @@ pub(crate) async fn open_store(args: &StoreArgs) -> anyhow::Result<Arc<dyn Store
                 &args.data_dir,
                 tafel_store::embedded::EmbeddedOptions {
                     cache_size: args.cache_mb << 20,
+                    ..Default::default()
                 },
             )
             .with_context(|| format!("opening the store in {}", args.data_dir.display()))?,

@@ -264,8 +264,16 @@ mod tests {
     /// A store with table `t`, and the lock that holds its log thread back.
     async fn open(dir: &std::path::Path) -> (Arc<EmbeddedStore>, Arc<Mutex<()>>) {
         let hold = Arc::new(Mutex::new(()));
-        let options = EmbeddedOptions { cache_size: 8 << 20 };
-        let store = EmbeddedStore::open_held(dir, options, Some(hold.clone())).expect("open");
+        let options = EmbeddedOptions {
+            cache_size: 8 << 20,
+            ..EmbeddedOptions::default()
+        };
+        let store = EmbeddedStore::open_on(
+            &crate::embedded::disk::OsDisk::new(dir).expect("dir"),
+            options,
+            Some(hold.clone()),
+        )
+        .expect("open");
         store.create_table(ACCOUNT, "t").await.expect("create");
         (Arc::new(store), hold)
     }

@@ -27,6 +27,7 @@ use std::thread;
 
 mod checkpoint;
 mod commit;
+mod disk;
 mod page_file;
 mod scan;
 #[cfg(test)]
@@ -47,6 +48,7 @@ use tokio::sync::oneshot;
 
 use self::checkpoint::SinceCheckpoint;
 use self::commit::{Published, Snapshot};
+use self::disk::{Disk, OsDisk};
 use self::page_file::{Durable, PageFile};
 use self::scan::{scan, table_id};
 use self::schema::{
@@ -65,13 +67,23 @@ use crate::traits::{Decide, RowSink, ScanEnd, ScanRequest, Store, TableRecord};
 pub struct EmbeddedOptions {
     /// Bytes of page cache redb may use.
     pub cache_size: usize,
+    /// Bytes of the write-ahead log, when it is created: each half holds the
+    /// records between two checkpoints. Tests make it small, for checkpoints
+    /// every few writes.
+    pub log_size: u64,
 }
 
 impl Default for EmbeddedOptions {
     fn default() -> Self {
-        EmbeddedOptions { cache_size: 256 << 20 }
+        EmbeddedOptions {
+            cache_size: 256 << 20,
+            log_size: wal::LOG_SIZE,
+        }
     }
 }
+
+/// The store's file redb keeps its B-trees in.
+const STORE_FILE: &str = "tafel.redb";
 
 type Reply<T> = oneshot::Sender<Result<T, StoreError>>;
 
@@ -131,25 +143,19 @@ impl EmbeddedStore {
 
     /// Opens (or creates) the store in `dir`.
     pub fn open(dir: &Path, options: EmbeddedOptions) -> Result<Self, StoreError> {
-        Self::open_held(dir, options, None)
+        Self::open_on(&OsDisk::new(dir).map_err(be)?, options, None)
     }
 
-    /// [`EmbeddedStore::open`], where no group becomes durable (nor visible, nor
-    /// answered) while `hold` is locked: for tests of the commit pipeline.
-    fn open_held(
-        dir: &Path,
+    /// [`EmbeddedStore::open`] on `disk`, where no group becomes durable (nor
+    /// visible, nor answered) while `hold` is locked (for tests of the commit
+    /// pipeline).
+    fn open_on(
+        disk: &dyn Disk,
         options: EmbeddedOptions,
         hold: Option<Arc<std::sync::Mutex<()>>>,
     ) -> Result<Self, StoreError> {
-        std::fs::create_dir_all(dir).map_err(be)?;
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(dir.join("tafel.redb"))
-            .map_err(be)?;
-        let file = PageFile::new(file).map_err(be)?;
+        let file = disk.open(STORE_FILE).map_err(be)?;
+        let file = PageFile::new(file, disk.locks(STORE_FILE).map_err(be)?).map_err(be)?;
         let durable = file.durable();
         let pages = durable.clone();
         #[cfg(test)]
@@ -173,7 +179,7 @@ impl EmbeddedStore {
             let seq = meta.get(WAL_SEQ).map_err(be)?;
             seq.map(|v| decode_u64(v.value())).transpose()?.unwrap_or(0)
         };
-        let (wal, records) = Wal::open(dir, applied).map_err(be)?;
+        let (wal, records) = Wal::open(disk, applied, options.log_size).map_err(be)?;
         if !records.is_empty() {
             tracing::info!(records = records.len(), "replaying the write-ahead log");
         }

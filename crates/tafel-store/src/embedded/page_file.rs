@@ -21,15 +21,15 @@
 //! first, so redb reads back what it wrote.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::fs::File;
 use std::io::{self, IoSlice};
 use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread;
 
-use redb::backends::FileBackend;
 use redb::{BackendError, StorageBackend};
+
+use super::disk::DiskFile;
 
 /// Bytes of page writes past which the open epoch is closed (without a sync)
 /// and handed to the flusher.
@@ -135,8 +135,7 @@ struct Shared {
     awaited: AtomicU64,
     /// Signalled whenever the queue, `durable` or `failed` changes.
     changed: Condvar,
-    /// The same open file as the backend's, for vectored writes and syncs.
-    file: File,
+    file: Arc<dyn DiskFile>,
     /// Bytes of pages the flusher has written, for the store's metrics.
     written: AtomicU64,
     /// Tests hold this to keep the flusher from writing.
@@ -203,7 +202,7 @@ fn flush_loop(shared: &Shared) {
         #[cfg(test)]
         let _paused = shared.pause.lock().unwrap_or_else(|e| e.into_inner());
         let hurry = || shared.awaited.load(Ordering::Acquire) > durable;
-        let result = write_runs(&shared.file, &run.pages, hurry).and_then(|()| match sync {
+        let result = write_runs(&*shared.file, &run.pages, hurry).and_then(|()| match sync {
             Some(_) => shared.file.sync_data(),
             None => Ok(()),
         });
@@ -229,7 +228,7 @@ fn flush_loop(shared: &Shared) {
 /// Writes `pages` to `file`, one `pwritev` per run of adjacent pages, starting
 /// the disk on each [`WRITEBACK_CHUNK`] as it goes unless in a `hurry` (see
 /// [`Writeback`]).
-fn write_runs(file: &File, pages: &Pages, hurry: impl Fn() -> bool) -> io::Result<()> {
+fn write_runs(file: &dyn DiskFile, pages: &Pages, hurry: impl Fn() -> bool) -> io::Result<()> {
     let mut writeback = Writeback {
         hurry: &hurry,
         from: 0,
@@ -241,7 +240,7 @@ fn write_runs(file: &File, pages: &Pages, hurry: impl Fn() -> bool) -> io::Resul
     let mut run_end = 0;
     for (&start, data) in pages {
         if run.len() == MAX_IOV || (!run.is_empty() && start != run_end) {
-            write_all_vectored_at(file, &mut run, run_start)?;
+            file.pwritev(&mut run, run_start)?;
             writeback.wrote(file, run_start, run_end)?;
             run.clear();
         }
@@ -252,7 +251,7 @@ fn write_runs(file: &File, pages: &Pages, hurry: impl Fn() -> bool) -> io::Resul
         run_end = start + data.len() as u64;
     }
     if !run.is_empty() {
-        write_all_vectored_at(file, &mut run, run_start)?;
+        file.pwritev(&mut run, run_start)?;
         writeback.wrote(file, run_start, run_end)?;
     }
     writeback.flush(file)
@@ -281,7 +280,7 @@ struct Writeback<'a> {
 
 impl Writeback<'_> {
     /// After `start..end` was written (runs come in offset order).
-    fn wrote(&mut self, file: &File, start: u64, end: u64) -> io::Result<()> {
+    fn wrote(&mut self, file: &dyn DiskFile, start: u64, end: u64) -> io::Result<()> {
         if self.bytes == 0 {
             self.from = start;
         }
@@ -293,52 +292,13 @@ impl Writeback<'_> {
         Ok(())
     }
 
-    fn flush(&mut self, file: &File) -> io::Result<()> {
+    fn flush(&mut self, file: &dyn DiskFile) -> io::Result<()> {
         if self.bytes > 0 && !(self.hurry)() {
-            sync_range(file, self.from, self.to - self.from)?;
+            file.write_back(self.from, self.to - self.from)?;
         }
         self.bytes = 0;
         Ok(())
     }
-}
-
-#[cfg(target_os = "linux")]
-fn sync_range(file: &File, offset: u64, len: u64) -> io::Result<()> {
-    use std::os::fd::AsRawFd;
-    let flags = libc::SYNC_FILE_RANGE_WAIT_BEFORE | libc::SYNC_FILE_RANGE_WRITE | libc::SYNC_FILE_RANGE_WAIT_AFTER;
-    let (offset, len) = (offset as libc::off64_t, len as libc::off64_t);
-    loop {
-        // SAFETY: a plain syscall on an open descriptor this `File` owns; it
-        // reads no memory of ours.
-        let rc = unsafe { libc::sync_file_range(file.as_raw_fd(), offset, len, flags) };
-        if rc == 0 {
-            return Ok(());
-        }
-        let e = io::Error::last_os_error();
-        if e.kind() != io::ErrorKind::Interrupted {
-            return Err(e);
-        }
-    }
-}
-
-/// Elsewhere the epoch's sync alone sends the pages.
-#[cfg(not(target_os = "linux"))]
-fn sync_range(_: &File, _: u64, _: u64) -> io::Result<()> {
-    Ok(())
-}
-
-fn write_all_vectored_at(file: &File, mut bufs: &mut [IoSlice<'_>], mut offset: u64) -> io::Result<()> {
-    while !bufs.is_empty() {
-        let n = match rustix::io::pwritev(file, bufs, offset) {
-            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-            Ok(n) => n,
-            Err(rustix::io::Errno::INTR) => continue,
-            Err(e) => return Err(e.into()),
-        };
-        offset += n as u64;
-        IoSlice::advance_slices(&mut bufs, n);
-    }
-    Ok(())
 }
 
 /// Whether the ranges `pieces` together cover all of `offset..end`.
@@ -366,11 +326,11 @@ fn overlay(out: &mut [u8], offset: u64, start: u64, data: &[u8]) {
     }
 }
 
-/// A [`StorageBackend`] over redb's own [`FileBackend`] (which keeps its file
-/// locks, reads and length changes), with page writes and syncs carried out by
-/// the flusher as described above.
+/// A [`StorageBackend`] over a [`DiskFile`], with page writes and syncs carried
+/// out by the flusher as described above, and redb's locks left to `locks`.
 pub(super) struct PageFile {
-    inner: FileBackend,
+    file: Arc<dyn DiskFile>,
+    locks: Box<dyn StorageBackend>,
     shared: Arc<Shared>,
     flusher: Mutex<Option<thread::JoinHandle<()>>>,
 }
@@ -430,14 +390,12 @@ impl std::fmt::Debug for PageFile {
 }
 
 impl PageFile {
-    pub(super) fn new(file: File) -> io::Result<Self> {
-        let own = file.try_clone()?;
-        let inner = FileBackend::new(file).map_err(io::Error::other)?;
+    pub(super) fn new(file: Arc<dyn DiskFile>, locks: Box<dyn StorageBackend>) -> io::Result<Self> {
         let shared = Arc::new(Shared {
             state: Mutex::new(State::default()),
             awaited: AtomicU64::new(0),
             changed: Condvar::new(),
-            file: own,
+            file: file.clone(),
             written: AtomicU64::new(0),
             #[cfg(test)]
             pause: Mutex::new(()),
@@ -449,7 +407,8 @@ impl PageFile {
                 .spawn(move || flush_loop(&shared))?
         };
         Ok(PageFile {
-            inner,
+            file,
+            locks,
             shared,
             flusher: Mutex::new(Some(flusher)),
         })
@@ -484,7 +443,7 @@ impl Drop for PageFile {
 impl StorageBackend for PageFile {
     fn len(&self) -> Result<u64, io::Error> {
         let end = self.shared.lock().held_end();
-        Ok(self.inner.len()?.max(end))
+        Ok(self.file.len()?.max(end))
     }
 
     fn read(&self, offset: u64, out: &mut [u8]) -> Result<(), io::Error> {
@@ -501,7 +460,7 @@ impl StorageBackend for PageFile {
         // goes past the file's end is fine if held pages cover all of it.
         let spans = || held.iter().map(|(s, d)| (*s, *s + d.len() as u64));
         if !spans().any(|(s, e)| s <= offset && e >= end) {
-            match self.inner.read(offset, out) {
+            match self.file.pread(out, offset) {
                 Err(e) if e.kind() == io::ErrorKind::UnexpectedEof && covers(spans().collect(), offset, end) => {}
                 other => other?,
             }
@@ -518,7 +477,7 @@ impl StorageBackend for PageFile {
         if self.shared.lock().held_end() > len {
             self.shared.drain()?;
         }
-        self.inner.set_len(len)
+        self.file.set_len(len)
     }
 
     fn sync_data(&self) -> Result<(), io::Error> {
@@ -551,32 +510,32 @@ impl StorageBackend for PageFile {
 
     fn close(&self) -> Result<(), io::Error> {
         let finished = self.finish();
-        self.inner.close()?;
+        self.locks.close()?;
         finished
     }
 
     fn try_lock_range(&self, start: Bound<u64>, end: Bound<u64>) -> Result<bool, BackendError> {
-        self.inner.try_lock_range(start, end)
+        self.locks.try_lock_range(start, end)
     }
 
     fn try_lock_shared_range(&self, start: Bound<u64>, end: Bound<u64>) -> Result<bool, BackendError> {
-        self.inner.try_lock_shared_range(start, end)
+        self.locks.try_lock_shared_range(start, end)
     }
 
     fn lock_range(&self, start: Bound<u64>, end: Bound<u64>) -> Result<(), BackendError> {
-        self.inner.lock_range(start, end)
+        self.locks.lock_range(start, end)
     }
 
     fn lock_shared_range(&self, start: Bound<u64>, end: Bound<u64>) -> Result<(), BackendError> {
-        self.inner.lock_shared_range(start, end)
+        self.locks.lock_shared_range(start, end)
     }
 
     fn unlock_range(&self, start: Bound<u64>, end: Bound<u64>) -> Result<(), BackendError> {
-        self.inner.unlock_range(start, end)
+        self.locks.unlock_range(start, end)
     }
 
     fn query_lock_range(&self, start: Bound<u64>, end: Bound<u64>) -> Result<bool, BackendError> {
-        self.inner.query_lock_range(start, end)
+        self.locks.query_lock_range(start, end)
     }
 }
 

@@ -1,22 +1,20 @@
 //! PageFile: held pages, sorted runs, reads that overlay what is held.
 
+use std::fs::File;
 use std::os::unix::fs::FileExt;
 
 use super::*;
+use crate::embedded::disk::{Disk, OsDisk};
 use crate::embedded::scan_tests::{tempdir, TempDir};
 
 fn open(dir: &TempDir) -> (PageFile, File) {
-    std::fs::create_dir_all(dir.path()).expect("dir");
-    let path = dir.path().join("f");
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(&path)
-        .expect("open");
-    let peek = File::open(&path).expect("open again");
-    (PageFile::new(file).expect("backend"), peek)
+    let disk = OsDisk::new(dir.path()).expect("dir");
+    let file = disk.open("f").expect("open");
+    let peek = File::open(dir.path().join("f")).expect("open again");
+    (
+        PageFile::new(file, disk.locks("f").expect("locks")).expect("backend"),
+        peek,
+    )
 }
 
 /// `sync_data`, then the wait for the flusher that makes it true.

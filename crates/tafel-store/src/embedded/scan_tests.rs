@@ -17,7 +17,14 @@ pub(super) fn runtime() -> tokio::runtime::Runtime {
 }
 
 pub(super) fn open(dir: &std::path::Path) -> EmbeddedStore {
-    EmbeddedStore::open(dir, EmbeddedOptions { cache_size: 8 << 20 }).expect("open")
+    EmbeddedStore::open(
+        dir,
+        EmbeddedOptions {
+            cache_size: 8 << 20,
+            ..EmbeddedOptions::default()
+        },
+    )
+    .expect("open")
 }
 
 /// Puts rows `pk`/`r000`.. with the value `[i as u8]` into `table`.

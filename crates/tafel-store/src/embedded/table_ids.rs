@@ -96,7 +96,14 @@ mod tests {
         let dir = tempdir().expect("temp dir");
         let rt = tokio::runtime::Builder::new_current_thread().build().expect("runtime");
         rt.block_on(async {
-            let store = EmbeddedStore::open(dir.path(), EmbeddedOptions { cache_size: 8 << 20 }).expect("open");
+            let store = EmbeddedStore::open(
+                dir.path(),
+                EmbeddedOptions {
+                    cache_size: 8 << 20,
+                    ..EmbeddedOptions::default()
+                },
+            )
+            .expect("open");
             let key = EntityKey::new("p", "r");
             assert!(store.create_table("acct", "t").await.expect("create"));
             put(&store, "t", &key, 1).await;

@@ -32,22 +32,22 @@
 //! Record framing, little-endian: `len u32 | crc32 u32 | seq u64 | payload`,
 //! `len` counting the payload and the crc covering `len`, `seq` and the payload.
 
-use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::unix::fs::FileExt;
-use std::path::Path;
+use std::sync::Arc;
+
+use super::disk::{Disk, DiskFile};
 
 const HEADER: usize = 16;
 /// Bytes of log file, written with zeros up front: `fdatasync` of an overwrite
 /// within the file's size need not update the inode, which keeps it cheap.
 /// Each half holds the records between two checkpoints.
 pub(super) const LOG_SIZE: u64 = 128 << 20;
-const FILE_NAME: &str = "tafel.wal";
+pub(super) const FILE_NAME: &str = "tafel.wal";
 /// How far record numbers move on at each open: further than a log can hold.
 const SEQ_JUMP: u64 = 1 << 32;
 
 pub(super) struct Wal {
-    file: File,
+    file: Arc<dyn DiskFile>,
     /// Where the next record goes.
     offset: u64,
     size: u64,
@@ -131,26 +131,20 @@ pub(super) struct Record {
 }
 
 impl Wal {
-    /// Opens or creates the log in `dir` and returns the intact records
-    /// numbered `applied + 1, applied + 2, …` for replay. The caller makes
-    /// `last_seq` (past them by [`SEQ_JUMP`]) the durable state's `wal_seq`
-    /// along with them, before writing any record.
-    pub(super) fn open(dir: &Path, applied: u64) -> io::Result<(Wal, Vec<Record>)> {
-        let path = dir.join(FILE_NAME);
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)?;
-        let mut size = file.metadata()?.len();
-        if size < LOG_SIZE {
-            write_zeros(&file, size, LOG_SIZE)?;
-            file.sync_all()?;
-            File::open(dir)?.sync_all()?;
-            size = LOG_SIZE;
+    /// Opens or creates the log (of `log_size` bytes if new) on `disk` and
+    /// returns the intact records numbered `applied + 1, applied + 2, …` for
+    /// replay. The caller makes `last_seq` (past them by [`SEQ_JUMP`]) the
+    /// durable state's `wal_seq` along with them, before writing any record.
+    pub(super) fn open(disk: &dyn Disk, applied: u64, log_size: u64) -> io::Result<(Wal, Vec<Record>)> {
+        let file = disk.open(FILE_NAME)?;
+        let mut size = file.len()?;
+        if size < log_size {
+            write_zeros(&*file, size, log_size)?;
+            file.sync_data()?;
+            disk.sync_dir()?;
+            size = log_size;
         }
-        let records = read_records(&file, size, applied)?;
+        let records = read_records(&*file, size, applied)?;
         let last_seq = records.last().map_or(applied, |r| r.seq) + SEQ_JUMP;
         let wal = Wal {
             file,
@@ -176,7 +170,7 @@ impl Wal {
         buf[8..16].copy_from_slice(&seq.to_le_bytes());
         let crc = checksum(buf);
         buf[4..8].copy_from_slice(&crc.to_le_bytes());
-        self.file.write_all_at(buf, self.offset)?;
+        self.file.pwrite(buf, self.offset)?;
         self.offset += buf.len() as u64;
         Ok(())
     }
@@ -202,12 +196,12 @@ fn checksum(record: &[u8]) -> u32 {
     h.finalize()
 }
 
-fn write_zeros(file: &File, from: u64, to: u64) -> io::Result<()> {
+fn write_zeros(file: &dyn DiskFile, from: u64, to: u64) -> io::Result<()> {
     let chunk = vec![0u8; 1 << 20];
     let mut at = from;
     while at < to {
         let n = chunk.len().min((to - at) as usize);
-        file.write_all_at(&chunk[..n], at)?;
+        file.pwrite(&chunk[..n], at)?;
         at += n as u64;
     }
     Ok(())
@@ -216,7 +210,7 @@ fn write_zeros(file: &File, from: u64, to: u64) -> io::Result<()> {
 /// The intact records numbered from `applied + 1` on, in at most two runs (see
 /// the module comment): when a run ends, the chain goes on at the start of the
 /// other half if the record there is the next one.
-fn read_records(file: &File, size: u64, applied: u64) -> io::Result<Vec<Record>> {
+fn read_records(file: &dyn DiskFile, size: u64, applied: u64) -> io::Result<Vec<Record>> {
     let half = size / 2;
     let mut records = Vec::new();
     let mut offset = 0u64;
@@ -239,19 +233,19 @@ fn read_records(file: &File, size: u64, applied: u64) -> io::Result<Vec<Record>>
 }
 
 /// The record at `offset` if it is intact and numbered `seq`.
-fn read_record(file: &File, size: u64, offset: u64, seq: u64) -> io::Result<Option<Record>> {
+fn read_record(file: &dyn DiskFile, size: u64, offset: u64, seq: u64) -> io::Result<Option<Record>> {
     let mut header = [0u8; HEADER];
     if offset + HEADER as u64 > size {
         return Ok(None);
     }
-    file.read_exact_at(&mut header, offset)?;
+    file.pread(&mut header, offset)?;
     let len = u32::from_le_bytes([header[0], header[1], header[2], header[3]]) as u64;
     let found = u64::from_le_bytes(header[8..16].try_into().unwrap_or_default());
     if found != seq || offset + HEADER as u64 + len > size {
         return Ok(None);
     }
     let mut buf = vec![0u8; HEADER + len as usize];
-    file.read_exact_at(&mut buf, offset)?;
+    file.pread(&mut buf, offset)?;
     if checksum(&buf) != u32::from_le_bytes([header[4], header[5], header[6], header[7]]) {
         return Ok(None);
     }
@@ -343,7 +337,12 @@ pub(super) fn decode_ops(mut payload: &[u8]) -> Option<Vec<Op<'_>>> {
 
 #[cfg(test)]
 mod tests {
+    use std::fs::OpenOptions;
+    use std::os::unix::fs::FileExt;
+    use std::path::Path;
+
     use super::*;
+    use crate::embedded::disk::OsDisk;
 
     #[test]
     fn a_spare_buffer_comes_back_empty() {
@@ -375,9 +374,13 @@ mod tests {
         d
     }
 
+    fn open(d: &Path, applied: u64) -> io::Result<(Wal, Vec<Record>)> {
+        Wal::open(&OsDisk::new(d)?, applied, LOG_SIZE)
+    }
+
     /// A new log in `d`, numbered as if the durable state's `wal_seq` were 0.
     fn fresh(d: &Path) -> Wal {
-        let (mut wal, recs) = Wal::open(d, 0).expect("open");
+        let (mut wal, recs) = open(d, 0).expect("open");
         assert!(recs.is_empty());
         wal.last_seq = 0;
         wal
@@ -445,11 +448,11 @@ mod tests {
             assert_eq!(append(&mut wal, &[i; 10]), u64::from(i));
         }
         drop(wal);
-        let (_, recs) = Wal::open(&d, 0).expect("reopen");
+        let (_, recs) = open(&d, 0).expect("reopen");
         assert_eq!(recs.iter().map(|r| r.seq).collect::<Vec<_>>(), [1, 2, 3]);
         assert_eq!(recs[2].payload, [3; 10]);
         // All three already in the durable state: nothing to replay.
-        let (wal, recs) = Wal::open(&d, 3).expect("reopen");
+        let (wal, recs) = open(&d, 3).expect("reopen");
         assert!(recs.is_empty());
         assert_eq!(wal.last_seq, 3 + SEQ_JUMP);
         let _ = std::fs::remove_dir_all(&d);
@@ -467,7 +470,7 @@ mod tests {
         assert_eq!(append(&mut wal, &[4; 1]), 4);
         assert_eq!(wal.offset, wal.half() + (HEADER + 1) as u64);
         drop(wal);
-        let (wal, recs) = Wal::open(&d, 3).expect("reopen");
+        let (wal, recs) = open(&d, 3).expect("reopen");
         assert_eq!(recs.iter().map(|r| r.seq).collect::<Vec<_>>(), [4]);
         assert_eq!(wal.last_seq, 4 + SEQ_JUMP);
         let _ = std::fs::remove_dir_all(&d);
@@ -489,7 +492,7 @@ mod tests {
         append(&mut wal, &[6; 10]);
         drop(wal);
         let seqs = |applied| {
-            let (_, recs) = Wal::open(&d, applied).expect("reopen");
+            let (_, recs) = open(&d, applied).expect("reopen");
             recs.iter().map(|r| r.seq).collect::<Vec<_>>()
         };
         // Checkpoint 2 not on disk: the second half, then the first again.
@@ -510,7 +513,7 @@ mod tests {
         drop(wal);
         // Corrupt one payload byte of record 2.
         tear(&d, HEADER + 50 + HEADER + 7);
-        let (wal, recs) = Wal::open(&d, 0).expect("reopen");
+        let (wal, recs) = open(&d, 0).expect("reopen");
         assert_eq!(recs.iter().map(|r| r.seq).collect::<Vec<_>>(), [1]);
         assert_eq!(wal.last_seq, 1 + SEQ_JUMP);
         let _ = std::fs::remove_dir_all(&d);
@@ -527,7 +530,7 @@ mod tests {
         // A crash tore record 2 and left record 3 whole behind it (never synced,
         // so never answered).
         tear(&d, HEADER + 40 + HEADER + 7);
-        let (mut wal, recs) = Wal::open(&d, 0).expect("reopen");
+        let (mut wal, recs) = open(&d, 0).expect("reopen");
         assert_eq!(recs.iter().map(|r| r.seq).collect::<Vec<_>>(), [1]);
         // The store makes record 1 and the new numbering durable; then one new
         // record, from the start of the file, that ends exactly where the old
@@ -535,7 +538,7 @@ mod tests {
         let applied = wal.last_seq;
         append(&mut wal, &[4; 40 + HEADER + 40]);
         drop(wal);
-        let (_, recs) = Wal::open(&d, applied).expect("reopen after a second crash");
+        let (_, recs) = open(&d, applied).expect("reopen after a second crash");
         assert_eq!(
             recs.iter().map(|r| r.seq).collect::<Vec<_>>(),
             [applied + 1],

@@ -52,7 +52,14 @@ fn account() -> String {
 
 fn embedded() -> (EmbeddedStore, std::path::PathBuf) {
     let dir = std::env::temp_dir().join(format!("tafel-pg-parity-{:016x}", fastrand::u64(..)));
-    let store = EmbeddedStore::open(&dir, EmbeddedOptions { cache_size: 8 << 20 }).expect("open embedded");
+    let store = EmbeddedStore::open(
+        &dir,
+        EmbeddedOptions {
+            cache_size: 8 << 20,
+            ..EmbeddedOptions::default()
+        },
+    )
+    .expect("open embedded");
     (store, dir)
 }
 
