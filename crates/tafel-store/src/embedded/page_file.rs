@@ -472,9 +472,13 @@ impl StorageBackend for PageFile {
     }
 
     fn set_len(&self, len: u64) -> Result<(), io::Error> {
-        // Held pages past a new, shorter end must reach the file before it is
-        // cut, as they would have had they been written at once.
-        if self.shared.lock().held_end() > len {
+        // A shorter file comes after every write and sync asked for before,
+        // as it would had each been carried out at once: redb cuts the file
+        // right after a commit's sync, and the commit before it may use pages
+        // past the new end until that sync is on disk (a power loss in
+        // between, with the cut already on disk, left a store that did not
+        // open). A longer one need not wait.
+        if len < self.len()? {
             self.shared.drain()?;
         }
         self.file.set_len(len)

@@ -91,6 +91,28 @@ fn a_sync_is_durable_only_once_the_flusher_has_written_and_synced_it() {
 }
 
 #[test]
+fn a_shorter_length_waits_for_the_syncs_asked_for_before_it() {
+    let dir = tempdir().expect("temp dir");
+    let (f, _peek) = open(&dir);
+    f.set_len(4 * 4096).expect("set_len");
+    let durable = f.durable();
+    let paused = durable.pause();
+    f.write(0, &page(7, 4096)).expect("write");
+    f.sync_data().expect("sync");
+    let n = durable.last_requested();
+    let cut = std::thread::spawn(move || {
+        f.set_len(2 * 4096).expect("set_len");
+        f
+    });
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    assert!(!cut.is_finished(), "the file was cut before the sync before it was on disk");
+    drop(paused);
+    let f = cut.join().expect("cut");
+    assert!(f.shared.lock().durable >= n);
+    assert_eq!(f.len().expect("len"), 2 * 4096);
+}
+
+#[test]
 fn a_rewrite_of_a_held_page_replaces_it() {
     let dir = tempdir().expect("temp dir");
     let (f, peek) = open(&dir);
