@@ -28,11 +28,18 @@ use std::thread;
 mod checkpoint;
 mod commit;
 mod disk;
+#[cfg(test)]
+mod fault_tests;
+mod header_copy;
 mod page_file;
 mod scan;
 #[cfg(test)]
 mod scan_tests;
 mod schema;
+#[cfg(test)]
+mod sim_disk;
+#[cfg(test)]
+mod simulation;
 mod snapshot;
 mod stats;
 mod table_ids;
@@ -49,6 +56,7 @@ use tokio::sync::oneshot;
 use self::checkpoint::SinceCheckpoint;
 use self::commit::{Published, Snapshot};
 use self::disk::{Disk, OsDisk};
+use self::header_copy::HeaderCopy;
 use self::page_file::{Durable, PageFile};
 use self::scan::{scan, table_id};
 use self::schema::{
@@ -154,8 +162,10 @@ impl EmbeddedStore {
         options: EmbeddedOptions,
         hold: Option<Arc<std::sync::Mutex<()>>>,
     ) -> Result<Self, StoreError> {
+        let locks = disk.locks(STORE_FILE).map_err(be)?;
         let file = disk.open(STORE_FILE).map_err(be)?;
-        let file = PageFile::new(file, disk.locks(STORE_FILE).map_err(be)?).map_err(be)?;
+        let header = HeaderCopy::open(disk, &*file).map_err(be)?;
+        let file = PageFile::new(file, locks, header).map_err(be)?;
         let durable = file.durable();
         let pages = durable.clone();
         #[cfg(test)]

@@ -30,6 +30,7 @@ use std::thread;
 use redb::{BackendError, StorageBackend};
 
 use super::disk::DiskFile;
+use super::header_copy::HeaderCopy;
 
 /// Bytes of page writes past which the open epoch is closed (without a sync)
 /// and handed to the flusher.
@@ -183,7 +184,7 @@ impl Shared {
 /// The flusher thread: writes the front epoch, syncs if it ends in a sync,
 /// drops it; stops on a failure (leaving the epoch visible to reads) or when
 /// told to and nothing is left.
-fn flush_loop(shared: &Shared) {
+fn flush_loop(shared: &Shared, mut header: HeaderCopy) {
     loop {
         let (run, sync, durable) = {
             let mut state = shared.lock();
@@ -202,10 +203,7 @@ fn flush_loop(shared: &Shared) {
         #[cfg(test)]
         let _paused = shared.pause.lock().unwrap_or_else(|e| e.into_inner());
         let hurry = || shared.awaited.load(Ordering::Acquire) > durable;
-        let result = write_runs(&*shared.file, &run.pages, hurry).and_then(|()| match sync {
-            Some(_) => shared.file.sync_data(),
-            None => Ok(()),
-        });
+        let result = write_epoch(&*shared.file, &mut header, &run.pages, sync.is_some(), hurry);
         let mut state = shared.lock();
         match result {
             Ok(()) => {
@@ -223,6 +221,30 @@ fn flush_loop(shared: &Shared) {
         }
         shared.changed.notify_all();
     }
+}
+
+/// Writes an epoch's `pages`, then syncs if `sync`; a header among them goes
+/// after its last synced state went to the copy (see `header_copy.rs`).
+fn write_epoch(
+    file: &dyn DiskFile,
+    header: &mut HeaderCopy,
+    pages: &Pages,
+    sync: bool,
+    hurry: impl Fn() -> bool,
+) -> io::Result<()> {
+    let new_header = pages.get(&0);
+    if let Some(h) = new_header {
+        header.before_writing(h.len())?;
+    }
+    write_runs(file, pages, hurry)?;
+    if let Some(h) = new_header {
+        header.wrote(h);
+    }
+    if sync {
+        file.sync_data()?;
+        header.synced();
+    }
+    Ok(())
 }
 
 /// Writes `pages` to `file`, one `pwritev` per run of adjacent pages, starting
@@ -390,7 +412,7 @@ impl std::fmt::Debug for PageFile {
 }
 
 impl PageFile {
-    pub(super) fn new(file: Arc<dyn DiskFile>, locks: Box<dyn StorageBackend>) -> io::Result<Self> {
+    pub(super) fn new(file: Arc<dyn DiskFile>, locks: Box<dyn StorageBackend>, header: HeaderCopy) -> io::Result<Self> {
         let shared = Arc::new(Shared {
             state: Mutex::new(State::default()),
             awaited: AtomicU64::new(0),
@@ -404,7 +426,7 @@ impl PageFile {
             let shared = shared.clone();
             thread::Builder::new()
                 .name("tafel-flush".into())
-                .spawn(move || flush_loop(&shared))?
+                .spawn(move || flush_loop(&shared, header))?
         };
         Ok(PageFile {
             file,

@@ -11,10 +11,9 @@ fn open(dir: &TempDir) -> (PageFile, File) {
     let disk = OsDisk::new(dir.path()).expect("dir");
     let file = disk.open("f").expect("open");
     let peek = File::open(dir.path().join("f")).expect("open again");
-    (
-        PageFile::new(file, disk.locks("f").expect("locks")).expect("backend"),
-        peek,
-    )
+    let header = HeaderCopy::open(&disk, &*file).expect("header");
+    let f = PageFile::new(file, disk.locks("f").expect("locks"), header).expect("backend");
+    (f, peek)
 }
 
 /// `sync_data`, then the wait for the flusher that makes it true.
@@ -105,7 +104,10 @@ fn a_shorter_length_waits_for_the_syncs_asked_for_before_it() {
         f
     });
     std::thread::sleep(std::time::Duration::from_millis(50));
-    assert!(!cut.is_finished(), "the file was cut before the sync before it was on disk");
+    assert!(
+        !cut.is_finished(),
+        "the file was cut before the sync before it was on disk"
+    );
     drop(paused);
     let f = cut.join().expect("cut");
     assert!(f.shared.lock().durable >= n);

@@ -1,0 +1,165 @@
+//! Disk faults the store meets while it runs, injected through the simulated
+//! disk: a failed sync stops every write until a restart (a sync that failed
+//! cannot be retried: the kernel may have dropped the pages it could not
+//! write), readiness says why, and a restart recovers what was acknowledged.
+
+use std::sync::Arc;
+
+use super::sim_disk::{Faults, SimDisk};
+use super::{EmbeddedOptions, EmbeddedStore};
+use crate::error::FailureKind;
+use crate::key::EntityKey;
+use crate::traits::{Mutation, Store};
+use crate::StoreError;
+
+const ACCOUNT: &str = "faults";
+
+fn open(disk: &SimDisk) -> EmbeddedStore {
+    let options = EmbeddedOptions {
+        cache_size: 2 << 20,
+        log_size: 256 << 10,
+    };
+    EmbeddedStore::open_on(disk, options, None).expect("open")
+}
+
+async fn put(store: &EmbeddedStore, row: &str, value: &[u8]) -> Result<(), StoreError> {
+    let value = value.to_vec();
+    let keys = vec![EntityKey::new("p", row)];
+    store
+        .write_entities(
+            ACCOUNT,
+            "t",
+            keys,
+            Box::new(move |_| vec![Mutation::Put(value.clone())]),
+        )
+        .await
+}
+
+async fn get(store: &EmbeddedStore, row: &str) -> Option<Vec<u8>> {
+    store
+        .get_entity(ACCOUNT, "t", &EntityKey::new("p", row))
+        .await
+        .expect("read")
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+/// The power goes after the run; the disk holds only what was synced.
+fn restart(disk: &SimDisk) -> SimDisk {
+    let mut rng = fastrand::Rng::with_seed(7);
+    SimDisk::with(disk.power_loss(disk.trace_len(), &mut rng))
+}
+
+#[test]
+fn a_failed_log_sync_stops_every_write_until_a_restart() {
+    runtime().block_on(async {
+        let disk = SimDisk::default();
+        let store = Arc::new(open(&disk));
+        store.create_table(ACCOUNT, "t").await.expect("create");
+        put(&store, "kept", b"1").await.expect("write before the fault");
+        disk.set_faults(Faults {
+            failing_sync: Some(super::wal::FILE_NAME),
+            ..Faults::default()
+        });
+        let failed = put(&store, "lost", b"2").await.expect_err("a write whose sync failed");
+        assert!(
+            matches!(failed, StoreError::Backend(ref b) if b.kind == FailureKind::Io),
+            "{failed}"
+        );
+        let why = store.ready().await.expect_err("not ready after a failed sync");
+        assert!(why.contains("write-ahead log"), "{why}");
+        // The disk is well again; the store still refuses: fail-stop.
+        disk.set_faults(Faults::default());
+        assert!(put(&store, "later", b"3").await.is_err(), "a write after a failed sync");
+        assert_eq!(get(&store, "kept").await.as_deref(), Some(&b"1"[..]), "reads go on");
+        let _ = store.shutdown().await;
+        drop(store);
+
+        let disk = restart(&disk);
+        let store = open(&disk);
+        store.ready().await.expect("ready after a restart");
+        assert_eq!(get(&store, "kept").await.as_deref(), Some(&b"1"[..]));
+        assert_eq!(get(&store, "later").await, None);
+        put(&store, "after", b"4").await.expect("a write after the restart");
+        store.shutdown().await.expect("shutdown");
+    });
+}
+
+#[test]
+fn a_failed_store_file_sync_stops_every_write_until_a_restart() {
+    runtime().block_on(async {
+        let disk = SimDisk::default();
+        let store = Arc::new(open(&disk));
+        store.create_table(ACCOUNT, "t").await.expect("create");
+        put(&store, "kept", b"1").await.expect("write before the fault");
+        disk.set_faults(Faults {
+            failing_sync: Some(super::STORE_FILE),
+            ..Faults::default()
+        });
+        // Writes go on until a checkpoint syncs the store file: enough of them
+        // to fill the log's half forces one.
+        let mut refused = None;
+        for i in 0..2000 {
+            if let Err(e) = put(&store, &format!("r{i}"), &[9; 300]).await {
+                refused = Some(e);
+                break;
+            }
+        }
+        let refused = refused.expect("a write failed once the checkpoint's sync did");
+        assert!(
+            matches!(refused, StoreError::Backend(ref b) if b.kind == FailureKind::Io),
+            "{refused}"
+        );
+        assert!(store.ready().await.is_err(), "not ready after a failed sync");
+        disk.set_faults(Faults::default());
+        assert!(put(&store, "later", b"3").await.is_err(), "a write after a failed sync");
+        let _ = store.shutdown().await;
+        drop(store);
+
+        let store = open(&restart(&disk));
+        assert_eq!(get(&store, "kept").await.as_deref(), Some(&b"1"[..]));
+        put(&store, "after", b"4").await.expect("a write after the restart");
+        store.shutdown().await.expect("shutdown");
+    });
+}
+
+#[test]
+fn a_full_disk_fails_the_write_as_disk_full_and_reads_go_on() {
+    runtime().block_on(async {
+        let disk = SimDisk::default();
+        let store = Arc::new(open(&disk));
+        store.create_table(ACCOUNT, "t").await.expect("create");
+        put(&store, "kept", b"1").await.expect("write before the disk fills");
+        let used = disk.bytes_used();
+        disk.set_faults(Faults {
+            capacity: Some(used + (64 << 10)),
+            ..Faults::default()
+        });
+        let mut refused = None;
+        for i in 0..5000 {
+            if let Err(e) = put(&store, &format!("r{i}"), &[7; 2000]).await {
+                refused = Some(e);
+                break;
+            }
+        }
+        let refused = refused.expect("a write failed once the disk was full");
+        assert!(
+            matches!(refused, StoreError::Backend(ref b) if b.kind == FailureKind::DiskFull),
+            "{refused}"
+        );
+        assert_eq!(get(&store, "kept").await.as_deref(), Some(&b"1"[..]), "reads go on");
+        let _ = store.shutdown().await;
+        drop(store);
+
+        disk.set_faults(Faults::default());
+        let store = open(&restart(&disk));
+        assert_eq!(get(&store, "kept").await.as_deref(), Some(&b"1"[..]));
+        put(&store, "after", b"4").await.expect("a write once there is room");
+        store.shutdown().await.expect("shutdown");
+    });
+}
