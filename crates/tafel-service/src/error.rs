@@ -168,7 +168,7 @@ impl From<tafel_store::StoreError> for Error {
                     tafel_store::FailureKind::DiskFull => Error::with_message(
                         ErrorCode::InternalError,
                         "The server's disk is full: the write was not made. Reads still work; \
-                         writes work again once space is freed and the server restarted.",
+                         writes resume by themselves once space is freed.",
                     ),
                     _ => Error::new(ErrorCode::InternalError),
                 }

@@ -269,7 +269,7 @@ mod tests {
             ..EmbeddedOptions::default()
         };
         let store = EmbeddedStore::open_on(
-            &crate::embedded::disk::OsDisk::new(dir).expect("dir"),
+            Box::new(crate::embedded::disk::OsDisk::new(dir).expect("dir")),
             options,
             Some(hold.clone()),
         )
@@ -280,7 +280,7 @@ mod tests {
 
     /// Jobs the writer has applied so far.
     fn jobs_done(store: &EmbeddedStore) -> u64 {
-        store.stats.jobs_done.load(Ordering::Relaxed)
+        store.inner.stats.jobs_done.load(Ordering::Relaxed)
     }
 
     /// Waits until `cond` holds: the event a test needs has happened, however
@@ -400,8 +400,8 @@ mod tests {
     /// Waits until the writer has started a checkpoint after sync number `after`
     /// (an idle writer checkpoints after IDLE_CHECKPOINT); returns its number.
     async fn next_checkpoint(store: &EmbeddedStore, after: u64) -> u64 {
-        until("a checkpoint", || store.durable.last_requested() != after).await;
-        store.durable.last_requested()
+        until("a checkpoint", || store.engine_now().pages.last_requested() != after).await;
+        store.engine_now().pages.last_requested()
     }
 
     /// A value whose record makes its write a large one (see `SMALL_WRITE`).
@@ -417,18 +417,18 @@ mod tests {
         let (store, hold) = open(dir.path()).await;
         let (x, y) = (EntityKey::new("p", "x"), EntityKey::new("p", "y"));
         put(&store, &x, vec![1], false).await;
-        let before = next_checkpoint(&store, store.durable.last_requested()).await;
+        let before = next_checkpoint(&store, store.engine_now().pages.last_requested()).await;
 
         let held = hold.lock().expect("hold");
-        let waits = store.stats.publication_waits.load(Ordering::Relaxed);
+        let waits = store.inner.stats.publication_waits.load(Ordering::Relaxed);
         let writing = spawn_applied(&store, &y, vec![2], false).await;
         // Idle, the writer comes to checkpoint `y` and must wait for the log to publish it.
         until("the checkpoint waits for publication", || {
-            store.stats.publication_waits.load(Ordering::Relaxed) > waits
+            store.inner.stats.publication_waits.load(Ordering::Relaxed) > waits
         })
         .await;
         assert_eq!(
-            store.durable.last_requested(),
+            store.engine_now().pages.last_requested(),
             before,
             "checkpointed while readers still saw the state before the last commit"
         );
@@ -449,8 +449,9 @@ mod tests {
         let (x, y) = (EntityKey::new("p", "x"), EntityKey::new("p", "y"));
         put(&store, &x, vec![1], false).await;
 
-        let paused = store.durable.pause();
-        next_checkpoint(&store, store.durable.last_requested()).await;
+        let pages = store.engine_now().pages.clone();
+        let paused = pages.pause();
+        next_checkpoint(&store, store.engine_now().pages.last_requested()).await;
         let writing = spawn_applied(&store, &y, vec![2], false).await;
         assert!(!writing.is_finished(), "answered while the checkpoint was not on disk");
 
@@ -473,8 +474,9 @@ mod tests {
         );
         put(&store, &x, large(1), false).await;
 
-        let paused = store.durable.pause();
-        let first = next_checkpoint(&store, store.durable.last_requested()).await;
+        let pages = store.engine_now().pages.clone();
+        let paused = pages.pause();
+        let first = next_checkpoint(&store, store.engine_now().pages.last_requested()).await;
         // After a large write, `y`'s record goes on in the other half at once.
         let writing = spawn_put(&store, &y, large(2), false);
         let answered = tokio::time::timeout(Duration::from_secs(30), writing).await;
@@ -503,9 +505,10 @@ mod tests {
         let (dir, crashed) = (tempdir().expect("temp dir"), tempdir().expect("temp dir"));
         let (store, _hold) = open(dir.path()).await;
         let (x, y) = (EntityKey::new("p", "x"), EntityKey::new("p", "y"));
-        let paused = store.durable.pause();
+        let pages = store.engine_now().pages.clone();
+        let paused = pages.pause();
         put(&store, &x, large(1), false).await;
-        next_checkpoint(&store, store.durable.last_requested()).await;
+        next_checkpoint(&store, store.engine_now().pages.last_requested()).await;
         tokio::time::timeout(Duration::from_secs(10), put(&store, &y, large(2), false))
             .await
             .expect("a large write waited for a checkpoint's pages");

@@ -39,6 +39,8 @@ pub(super) trait Disk: Send + Sync {
     fn open(&self, name: &str) -> io::Result<Arc<dyn DiskFile>>;
     /// Makes the creation of the files durable.
     fn sync_dir(&self) -> io::Result<()>;
+    /// Bytes the files may still grow by before the disk is full.
+    fn free_bytes(&self) -> io::Result<u64>;
     /// What takes redb's locks on the file `name`, so that no second process
     /// opens the store (the page file leaves every lock call to it).
     fn locks(&self, name: &str) -> io::Result<Box<dyn StorageBackend>>;
@@ -72,6 +74,11 @@ impl Disk for OsDisk {
 
     fn sync_dir(&self) -> io::Result<()> {
         File::open(&self.dir)?.sync_all()
+    }
+
+    fn free_bytes(&self) -> io::Result<u64> {
+        let stat = rustix::fs::statvfs(&self.dir)?;
+        Ok(stat.f_bavail.saturating_mul(stat.f_frsize))
     }
 
     fn locks(&self, name: &str) -> io::Result<Box<dyn StorageBackend>> {

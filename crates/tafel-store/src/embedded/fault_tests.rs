@@ -1,7 +1,8 @@
 //! Disk faults the store meets while it runs, injected through the simulated
 //! disk: a failed sync stops every write until a restart (a sync that failed
 //! cannot be retried: the kernel may have dropped the pages it could not
-//! write), readiness says why, and a restart recovers what was acknowledged.
+//! write), readiness says why, and a restart recovers what was acknowledged;
+//! after a full disk, writes resume by themselves once there is room.
 
 use std::sync::Arc;
 
@@ -19,7 +20,7 @@ fn open(disk: &SimDisk) -> EmbeddedStore {
         cache_size: 2 << 20,
         log_size: 256 << 10,
     };
-    EmbeddedStore::open_on(disk, options, None).expect("open")
+    EmbeddedStore::open_on(Box::new(disk.clone()), options, None).expect("open")
 }
 
 async fn put(store: &EmbeddedStore, row: &str, value: &[u8]) -> Result<(), StoreError> {
@@ -129,7 +130,7 @@ fn a_failed_store_file_sync_stops_every_write_until_a_restart() {
 }
 
 #[test]
-fn a_full_disk_fails_the_write_as_disk_full_and_reads_go_on() {
+fn after_a_full_disk_writes_resume_by_themselves_once_there_is_room() {
     runtime().block_on(async {
         let disk = SimDisk::default();
         let store = Arc::new(open(&disk));
@@ -140,11 +141,16 @@ fn a_full_disk_fails_the_write_as_disk_full_and_reads_go_on() {
             capacity: Some(used + (64 << 10)),
             ..Faults::default()
         });
+        let mut acked = Vec::new();
         let mut refused = None;
         for i in 0..5000 {
-            if let Err(e) = put(&store, &format!("r{i}"), &[7; 2000]).await {
-                refused = Some(e);
-                break;
+            let row = format!("r{i}");
+            match put(&store, &row, &[7; 2000]).await {
+                Ok(()) => acked.push(row),
+                Err(e) => {
+                    refused = Some(e);
+                    break;
+                }
             }
         }
         let refused = refused.expect("a write failed once the disk was full");
@@ -152,14 +158,45 @@ fn a_full_disk_fails_the_write_as_disk_full_and_reads_go_on() {
             matches!(refused, StoreError::Backend(ref b) if b.kind == FailureKind::DiskFull),
             "{refused}"
         );
+        // Still full: writes keep failing, reads go on.
+        tokio::time::sleep(std::time::Duration::from_millis(600)).await;
+        assert!(put(&store, "still-full", b"x").await.is_err(), "a write on a full disk");
         assert_eq!(get(&store, "kept").await.as_deref(), Some(&b"1"[..]), "reads go on");
+        assert!(store.ready().await.is_err(), "not ready while the disk is full");
+
+        // Room again: with no restart, writes resume within moments.
+        disk.set_faults(Faults::default());
+        let started = std::time::Instant::now();
+        loop {
+            match put(&store, "after", b"4").await {
+                Ok(()) => break,
+                Err(_) if started.elapsed() < std::time::Duration::from_secs(20) => {
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                }
+                Err(e) => panic!("writes did not resume after room was made: {e}"),
+            }
+        }
+        store.ready().await.expect("ready again");
+        assert_eq!(get(&store, "after").await.as_deref(), Some(&b"4"[..]));
+        assert_eq!(get(&store, "kept").await.as_deref(), Some(&b"1"[..]));
+        for row in &acked {
+            assert!(
+                get(&store, row).await.is_some(),
+                "acknowledged {row} lost by the reopen"
+            );
+        }
         let _ = store.shutdown().await;
         drop(store);
 
-        disk.set_faults(Faults::default());
+        // And all of it survives a power loss after.
         let store = open(&restart(&disk));
-        assert_eq!(get(&store, "kept").await.as_deref(), Some(&b"1"[..]));
-        put(&store, "after", b"4").await.expect("a write once there is room");
+        assert_eq!(get(&store, "after").await.as_deref(), Some(&b"4"[..]));
+        for row in &acked {
+            assert!(
+                get(&store, row).await.is_some(),
+                "acknowledged {row} lost after a restart"
+            );
+        }
         store.shutdown().await.expect("shutdown");
     });
 }

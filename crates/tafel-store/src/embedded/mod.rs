@@ -21,17 +21,17 @@
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc;
 use std::sync::Arc;
-use std::thread;
 
 mod checkpoint;
 mod commit;
 mod disk;
+mod engine;
 #[cfg(test)]
 mod fault_tests;
 mod header_copy;
 mod page_file;
+mod reopen;
 mod scan;
 #[cfg(test)]
 mod scan_tests;
@@ -48,25 +48,15 @@ mod wal;
 mod write_tests;
 mod writer;
 
-use arc_swap::ArcSwap;
+use arc_swap::ArcSwapOption;
 use async_trait::async_trait;
-use redb::{Database, ReadableDatabase};
 use tokio::sync::oneshot;
 
-use self::checkpoint::SinceCheckpoint;
-use self::commit::{Published, Snapshot};
 use self::disk::{Disk, OsDisk};
-use self::header_copy::HeaderCopy;
-use self::page_file::{Durable, PageFile};
+use self::engine::Engine;
 use self::scan::{scan, table_id};
-use self::schema::{
-    be, decode_table, decode_u64, order_key, poisoned, props_key, row_key, table_key, TableValue, ENTITIES, META,
-    TABLES, TABLE_ORDER, WAL_SEQ,
-};
+use self::schema::{be, decode_table, order_key, props_key, row_key, table_key, TableValue, META, TABLE_ORDER};
 use self::stats::EmbeddedStats;
-use self::table_ids::TableIds;
-use self::wal::Wal;
-use self::writer::{broken, replay, writer_loop, LogState};
 use crate::error::{FailureKind, StoreError};
 use crate::key::EntityKey;
 use crate::stats::StoreMetric;
@@ -127,164 +117,81 @@ enum Job {
 }
 
 pub struct EmbeddedStore {
-    published: Arc<Published>,
-    ids: Arc<TableIds>,
-    jobs: std::sync::Mutex<Option<mpsc::Sender<Job>>>,
-    writer: std::sync::Mutex<Option<thread::JoinHandle<()>>>,
-    /// Set once a log write or sync failed: every write fails until a restart.
-    failed: Arc<AtomicBool>,
-    /// When redb's syncs are on disk, and whether the page flusher failed.
-    pages: Durable,
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    disk: Box<dyn Disk>,
+    options: EmbeddedOptions,
+    /// The open store; none while it is being opened again (`reopen.rs`).
+    engine: ArcSwapOption<Engine>,
     stats: Arc<EmbeddedStats>,
-    /// Lets tests hold the page flusher back.
-    #[cfg(test)]
-    durable: Durable,
+    /// A reopen is under way or waiting for room; the store was shut down.
+    reopening: AtomicBool,
+    stopped: AtomicBool,
 }
 
 impl EmbeddedStore {
-    /// Leaf pages of the entity rows as of the published snapshot.
-    #[cfg(test)]
-    fn entity_leaf_pages(&self) -> u64 {
-        use redb::ReadableTableMetadata;
-        self.published.load().entities.stats().expect("stats").leaf_pages()
-    }
-
     /// Opens (or creates) the store in `dir`.
     pub fn open(dir: &Path, options: EmbeddedOptions) -> Result<Self, StoreError> {
-        Self::open_on(&OsDisk::new(dir).map_err(be)?, options, None)
+        Self::open_on(Box::new(OsDisk::new(dir).map_err(be)?), options, None)
     }
 
     /// [`EmbeddedStore::open`] on `disk`, where no group becomes durable (nor
     /// visible, nor answered) while `hold` is locked (for tests of the commit
     /// pipeline).
     fn open_on(
-        disk: &dyn Disk,
+        disk: Box<dyn Disk>,
         options: EmbeddedOptions,
         hold: Option<Arc<std::sync::Mutex<()>>>,
     ) -> Result<Self, StoreError> {
-        let locks = disk.locks(STORE_FILE).map_err(be)?;
-        let file = disk.open(STORE_FILE).map_err(be)?;
-        let header = HeaderCopy::open(disk, &*file).map_err(be)?;
-        let file = PageFile::new(file, locks, header).map_err(be)?;
-        let durable = file.durable();
-        let pages = durable.clone();
-        #[cfg(test)]
-        let test_durable = durable.clone();
-        let db = Database::builder()
-            .set_cache_size(options.cache_size)
-            .create_with_backend(file)
-            .map_err(be)?;
-        // Create the tables up front so readers never see them missing.
-        let txn = db.begin_write().map_err(be)?;
-        {
-            txn.open_table(TABLES).map_err(be)?;
-            txn.open_table(TABLE_ORDER).map_err(be)?;
-            txn.open_table(ENTITIES).map_err(be)?;
-            txn.open_table(META).map_err(be)?;
-        }
-        txn.commit().map_err(be)?;
-        let applied = {
-            let txn = db.begin_read().map_err(be)?;
-            let meta = txn.open_table(META).map_err(be)?;
-            let seq = meta.get(WAL_SEQ).map_err(be)?;
-            seq.map(|v| decode_u64(v.value())).transpose()?.unwrap_or(0)
-        };
-        let (wal, records) = Wal::open(disk, applied, options.log_size).map_err(be)?;
-        if !records.is_empty() {
-            tracing::info!(records = records.len(), "replaying the write-ahead log");
-        }
-        replay(&db, &records, wal.last_seq)?;
-        // The log starts over in its first half: what replay (and the commits
-        // above) made durable must be on disk before a record overwrites the old.
-        durable.wait(durable.last_requested()).map_err(be)?;
-        let published = Arc::new(ArcSwap::new(Snapshot::take(&db)?));
-        let ids = Arc::new(TableIds::default());
-        let (tx, rx) = mpsc::channel();
-        let (log_tx, log_rx) = mpsc::channel();
-        let failed = Arc::new(AtomicBool::new(false));
         let stats = Arc::new(EmbeddedStats::default());
-        stats.log_capacity.store(wal.half(), Ordering::Relaxed);
-        let state = LogState {
-            last_seq: wal.last_seq,
-            size: wal.half(),
-            since: SinceCheckpoint::default(),
-            spare: Arc::default(),
-            durable: durable.clone(),
-            stats: stats.clone(),
-        };
-        let log = {
-            let shared = commit::LogShared {
-                published: published.clone(),
-                ids: ids.clone(),
-                failed: failed.clone(),
-                spare: state.spare.clone(),
-                durable,
-                stats: stats.clone(),
-            };
-            thread::Builder::new()
-                .name("tafel-log".into())
-                .spawn(move || commit::log_loop(wal, log_rx, &shared, hold.as_deref()))
-                .map_err(be)?
-        };
-        let writer_failed = failed.clone();
-        let writer = thread::Builder::new()
-            .name("tafel-writer".into())
-            .spawn(move || {
-                writer_loop(&db, state, rx, &log_tx, &writer_failed);
-                // The log thread answers what is left, then ends with the channel.
-                drop(log_tx);
-                if log.join().is_err() {
-                    tracing::error!("the log thread panicked");
-                }
-            })
-            .map_err(be)?;
+        let engine = Engine::open(&*disk, &options, stats.clone(), hold)?;
         Ok(EmbeddedStore {
-            published,
-            ids,
-            jobs: std::sync::Mutex::new(Some(tx)),
-            writer: std::sync::Mutex::new(Some(writer)),
-            failed,
-            pages,
-            stats,
-            #[cfg(test)]
-            durable: test_durable,
+            inner: Arc::new(Inner {
+                disk,
+                options,
+                engine: ArcSwapOption::from_pointee(engine),
+                stats,
+                reopening: AtomicBool::new(false),
+                stopped: AtomicBool::new(false),
+            }),
         })
     }
 
+    /// The open store, or ServerBusy while it is opened again.
+    fn engine(&self) -> Result<Arc<Engine>, StoreError> {
+        self.inner
+            .engine
+            .load_full()
+            .ok_or_else(|| StoreError::Busy("the store is reopening after its disk was full; retry in a moment".into()))
+    }
+
+    #[cfg(test)]
+    fn engine_now(&self) -> Arc<Engine> {
+        self.engine().expect("an open store")
+    }
+
+    /// Leaf pages of the entity rows as of the published snapshot.
+    #[cfg(test)]
+    fn entity_leaf_pages(&self) -> u64 {
+        use redb::ReadableTableMetadata;
+        self.engine_now().view().entities.stats().expect("stats").leaf_pages()
+    }
+
+    /// Hands a write to the writer; once a full disk has broken the store,
+    /// starts opening it again as soon as there is room.
     async fn submit<T>(&self, make: impl FnOnce(Reply<T>) -> Job) -> Result<T, StoreError> {
-        let (reply, rx) = oneshot::channel();
-        {
-            let guard = self.jobs.lock().map_err(poisoned)?;
-            let sender = guard
-                .as_ref()
-                .ok_or_else(|| StoreError::failure(FailureKind::Stopped, "store is shut down"))?;
-            sender
-                .send(make(reply))
-                .map_err(|_| StoreError::failure(FailureKind::Stopped, "writer stopped"))?;
+        let engine = self.engine()?;
+        let result = engine.submit(make).await;
+        if result.is_err() && matches!(engine.broken(), Some((FailureKind::DiskFull, _))) {
+            reopen::start(&self.inner);
         }
-        // A dropped request: the writer stopped taking writes after a failure; say which.
-        rx.await.map_err(|_| match broken(&self.pages, &self.failed) {
-            Some((kind, why)) => StoreError::failure(kind, why),
-            None => StoreError::failure(FailureKind::Stopped, "writer dropped a request"),
-        })?
-    }
-
-    /// The newest durable state.
-    fn view(&self) -> Arc<Snapshot> {
-        self.published.load_full()
-    }
-
-    /// The table-id generation, then the snapshot, in that order (see
-    /// `TableIds`), for reads that look a table's id up.
-    fn id_view(&self) -> (u64, Arc<Snapshot>) {
-        let generation = self.ids.generation();
-        (generation, self.view())
+        result
     }
 
     fn read_table(&self, account: &str, name: &str) -> Result<Option<TableValue>, StoreError> {
-        let snapshot = self.view();
-        let found = snapshot.tables.get(table_key(account, name).as_slice()).map_err(be)?;
-        found.map(|v| decode_table(v.value())).transpose()
+        self.engine()?.read_table(account, name)
     }
 }
 
@@ -321,7 +228,7 @@ impl Store for EmbeddedStore {
         from: Option<&str>,
         limit: usize,
     ) -> Result<Vec<TableRecord>, StoreError> {
-        let snapshot = self.view();
+        let snapshot = self.engine()?.view();
         let order = snapshot.txn.open_table(TABLE_ORDER).map_err(be)?;
         let tables = &snapshot.tables;
         let lo = order_key(account, from.unwrap_or(""));
@@ -343,8 +250,9 @@ impl Store for EmbeddedStore {
     }
 
     async fn get_entity(&self, account: &str, table: &str, key: &EntityKey) -> Result<Option<Vec<u8>>, StoreError> {
-        let (generation, snapshot) = self.id_view();
-        let id = table_id(&snapshot, &self.ids, &table_key(account, table), generation)?;
+        let engine = self.engine()?;
+        let (generation, snapshot) = engine.id_view();
+        let id = table_id(&snapshot, &engine.ids, &table_key(account, table), generation)?;
         let found = snapshot
             .entities
             .get(row_key(id, key.as_bytes()).as_slice())
@@ -360,8 +268,18 @@ impl Store for EmbeddedStore {
         sink: &mut (dyn RowSink + '_),
     ) -> Result<ScanEnd, StoreError> {
         let key = table_key(account, table);
-        let (generation, snapshot) = self.id_view();
-        scan(&self.stats.rows, &snapshot, &self.ids, generation, &key, &request, sink).await
+        let engine = self.engine()?;
+        let (generation, snapshot) = engine.id_view();
+        scan(
+            &self.inner.stats.rows,
+            &snapshot,
+            &engine.ids,
+            generation,
+            &key,
+            &request,
+            sink,
+        )
+        .await
     }
 
     async fn write_entities(
@@ -383,11 +301,11 @@ impl Store for EmbeddedStore {
     }
 
     async fn snapshot(&self) -> Result<Box<dyn crate::Snapshot>, StoreError> {
-        Ok(Box::new(snapshot::EmbeddedSnapshot::new(self.view())))
+        Ok(Box::new(snapshot::EmbeddedSnapshot::new(self.engine()?.view())))
     }
 
     async fn get_service_properties(&self, account: &str) -> Result<Option<Vec<u8>>, StoreError> {
-        let meta = self.view().txn.open_table(META).map_err(be)?;
+        let meta = self.engine()?.view().txn.open_table(META).map_err(be)?;
         Ok(meta
             .get(props_key(account).as_str())
             .map_err(be)?
@@ -400,30 +318,16 @@ impl Store for EmbeddedStore {
     }
 
     async fn ready(&self) -> Result<(), String> {
-        if self.jobs.lock().map_err(|e| e.to_string())?.is_none() {
-            return Err("the store is shut down".into());
-        }
-        if let Some((_, why)) = broken(&self.pages, &self.failed) {
-            return Err(why);
-        }
-        let writer_gone = self
-            .writer
-            .lock()
-            .map_err(|e| e.to_string())?
-            .as_ref()
-            .is_none_or(|w| w.is_finished());
-        if writer_gone {
-            return Err("the writer thread stopped".into());
-        }
-        Ok(())
+        self.engine().map_err(|e| e.to_string())?.ready()
     }
 
     fn metrics(&self) -> Vec<StoreMetric> {
-        self.stats.metrics(self.pages.bytes_written())
+        let written = self.inner.engine.load().as_ref().map_or(0, |e| e.pages.bytes_written());
+        self.inner.stats.metrics(written)
     }
 
     async fn count_tables(&self, account: &str) -> Result<u64, StoreError> {
-        let snapshot = self.view();
+        let snapshot = self.engine()?.view();
         let order = snapshot.txn.open_table(TABLE_ORDER).map_err(be)?;
         let lo = order_key(account, "");
         let mut hi = account.as_bytes().to_vec();
@@ -437,10 +341,11 @@ impl Store for EmbeddedStore {
     }
 
     async fn shutdown(&self) -> Result<(), StoreError> {
-        // Dropping the sender lets the writer finish the queued jobs and exit.
-        self.jobs.lock().map_err(poisoned)?.take();
-        let handle = self.writer.lock().map_err(poisoned)?.take();
-        if let Some(h) = handle {
+        self.inner.stopped.store(true, Ordering::Release);
+        let Some(engine) = self.inner.engine.load_full() else {
+            return Ok(());
+        };
+        if let Some(h) = engine.stop()? {
             tokio::task::spawn_blocking(move || h.join())
                 .await
                 .map_err(be)?

@@ -332,6 +332,12 @@ impl Disk for SimDisk {
         Ok(())
     }
 
+    fn free_bytes(&self) -> io::Result<u64> {
+        let sim = self.lock();
+        let used = sim.written.iter().sum::<u64>();
+        Ok(sim.faults.capacity.map_or(u64::MAX, |c| c.saturating_sub(used)))
+    }
+
     fn locks(&self, _: &str) -> io::Result<Box<dyn StorageBackend>> {
         // One process: no locks to take. This backend's lock calls say
         // "unsupported", which redb takes as no locking.

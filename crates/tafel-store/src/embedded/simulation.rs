@@ -175,7 +175,7 @@ fn open(disk: &SimDisk, log_size: u64) -> Result<EmbeddedStore, crate::StoreErro
         cache_size: 2 << 20,
         log_size,
     };
-    EmbeddedStore::open_on(disk, options, None)
+    EmbeddedStore::open_on(Box::new(disk.clone()), options, None)
 }
 
 async fn read_state(store: &EmbeddedStore) -> Result<State, crate::StoreError> {

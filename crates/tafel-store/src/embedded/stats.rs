@@ -123,10 +123,10 @@ mod tests {
         runtime().block_on(async {
             let store = open(dir.path());
             assert_eq!(store.ready().await, Ok(()));
-            store.failed.store(true, Ordering::Release);
+            store.engine_now().failed.store(true, Ordering::Release);
             let reason = store.ready().await.expect_err("a failed log is not ready");
             assert!(reason.contains("write-ahead log"), "{reason}");
-            store.failed.store(false, Ordering::Release);
+            store.engine_now().failed.store(false, Ordering::Release);
             store.shutdown().await.expect("shutdown");
             let reason = store.ready().await.expect_err("a shut down store is not ready");
             assert!(reason.contains("shut down"), "{reason}");

@@ -83,8 +83,13 @@ fn new_rows_between_existing_rows_all_land_and_replay() {
         put(&store, &old, 1, 300).await;
         // From here on the redb file stays as it is on disk: what the next write
         // changed lives only in the log, as after a crash before a checkpoint.
-        store.durable.wait(store.durable.last_requested()).expect("durable");
-        let paused = store.durable.pause();
+        store
+            .engine_now()
+            .pages
+            .wait(store.engine_now().pages.last_requested())
+            .expect("durable");
+        let pages = store.engine_now().pages.clone();
+        let paused = pages.pause();
         // The new rows, sent in descending order: below 100 they go in as runs of
         // nine between existing rows, from 100 on they alternate with existing
         // ones. The same write updates every twentieth row.

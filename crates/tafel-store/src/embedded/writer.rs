@@ -68,12 +68,18 @@ impl LogState {
     }
 }
 
-/// Why every write fails until a restart, once the store file or the log could not
-/// be written (the store file's failure first: its kind says whether the disk is full).
+/// Why every write fails, once the store file or the log could not be written
+/// (the store file's failure first: its kind says whether the disk is full).
+/// Until a restart, except after a full disk: then until the store reopens
+/// itself (`reopen.rs`).
 pub(super) fn broken(durable: &Durable, failed: &AtomicBool) -> Option<(FailureKind, String)> {
     if let Some((kind, e)) = durable.failure() {
-        let why = format!("writing the store file failed ({e}); writes fail until a restart");
-        return Some((kind_of_io(kind), why));
+        let kind = kind_of_io(kind);
+        let until = match kind {
+            FailureKind::DiskFull => "writes fail until space is freed",
+            _ => "writes fail until a restart",
+        };
+        return Some((kind, format!("writing the store file failed ({e}); {until}")));
     }
     failed.load(Ordering::Acquire).then(|| {
         (

@@ -1,0 +1,199 @@
+//! One opening of the store: the redb database, the writer and log threads,
+//! the published snapshot. [`super::EmbeddedStore`] holds one at a time, and
+//! opens a new one when a full disk has broken the last (`reopen.rs`).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::thread;
+
+use arc_swap::ArcSwap;
+use redb::{Database, ReadableDatabase};
+use tokio::sync::oneshot;
+
+use super::checkpoint::SinceCheckpoint;
+use super::commit::{self, Published, Snapshot};
+use super::disk::Disk;
+use super::header_copy::HeaderCopy;
+use super::page_file::{Durable, PageFile};
+use super::schema::{
+    be, decode_table, decode_u64, poisoned, table_key, TableValue, ENTITIES, META, TABLES, TABLE_ORDER, WAL_SEQ,
+};
+use super::stats::EmbeddedStats;
+use super::table_ids::TableIds;
+use super::wal::Wal;
+use super::writer::{broken, replay, writer_loop, LogState};
+use super::{EmbeddedOptions, Job, Reply, STORE_FILE};
+use crate::error::{FailureKind, StoreError};
+
+pub(super) struct Engine {
+    pub(super) published: Arc<Published>,
+    pub(super) ids: Arc<TableIds>,
+    jobs: Mutex<Option<mpsc::Sender<Job>>>,
+    writer: Mutex<Option<thread::JoinHandle<()>>>,
+    /// Set once a log write or sync failed: every write fails until a restart.
+    pub(super) failed: Arc<AtomicBool>,
+    /// When redb's syncs are on disk, and whether the page flusher failed.
+    pub(super) pages: Durable,
+}
+
+impl Engine {
+    /// Opens (or creates) the store on `disk`; no group becomes durable (nor
+    /// visible, nor answered) while `hold` is locked (for tests of the commit
+    /// pipeline).
+    pub(super) fn open(
+        disk: &dyn Disk,
+        options: &EmbeddedOptions,
+        stats: Arc<EmbeddedStats>,
+        hold: Option<Arc<Mutex<()>>>,
+    ) -> Result<Self, StoreError> {
+        let locks = disk.locks(STORE_FILE).map_err(be)?;
+        let file = disk.open(STORE_FILE).map_err(be)?;
+        let header = HeaderCopy::open(disk, &*file).map_err(be)?;
+        let file = PageFile::new(file, locks, header).map_err(be)?;
+        let durable = file.durable();
+        let pages = durable.clone();
+        let db = Database::builder()
+            .set_cache_size(options.cache_size)
+            .create_with_backend(file)
+            .map_err(be)?;
+        // Create the tables up front so readers never see them missing.
+        let txn = db.begin_write().map_err(be)?;
+        {
+            txn.open_table(TABLES).map_err(be)?;
+            txn.open_table(TABLE_ORDER).map_err(be)?;
+            txn.open_table(ENTITIES).map_err(be)?;
+            txn.open_table(META).map_err(be)?;
+        }
+        txn.commit().map_err(be)?;
+        let applied = {
+            let txn = db.begin_read().map_err(be)?;
+            let meta = txn.open_table(META).map_err(be)?;
+            let seq = meta.get(WAL_SEQ).map_err(be)?;
+            seq.map(|v| decode_u64(v.value())).transpose()?.unwrap_or(0)
+        };
+        let (wal, records) = Wal::open(disk, applied, options.log_size).map_err(be)?;
+        if !records.is_empty() {
+            tracing::info!(records = records.len(), "replaying the write-ahead log");
+        }
+        replay(&db, &records, wal.last_seq)?;
+        // The log starts over in its first half: what replay (and the commits
+        // above) made durable must be on disk before a record overwrites the old.
+        durable.wait(durable.last_requested()).map_err(be)?;
+        let published = Arc::new(ArcSwap::new(Snapshot::take(&db)?));
+        let ids = Arc::new(TableIds::default());
+        let (tx, rx) = mpsc::channel();
+        let (log_tx, log_rx) = mpsc::channel();
+        let failed = Arc::new(AtomicBool::new(false));
+        stats.log_capacity.store(wal.half(), Ordering::Relaxed);
+        let state = LogState {
+            last_seq: wal.last_seq,
+            size: wal.half(),
+            since: SinceCheckpoint::default(),
+            spare: Arc::default(),
+            durable: durable.clone(),
+            stats: stats.clone(),
+        };
+        let log = {
+            let shared = commit::LogShared {
+                published: published.clone(),
+                ids: ids.clone(),
+                failed: failed.clone(),
+                spare: state.spare.clone(),
+                durable,
+                stats: stats.clone(),
+            };
+            thread::Builder::new()
+                .name("tafel-log".into())
+                .spawn(move || commit::log_loop(wal, log_rx, &shared, hold.as_deref()))
+                .map_err(be)?
+        };
+        let writer_failed = failed.clone();
+        let writer = thread::Builder::new()
+            .name("tafel-writer".into())
+            .spawn(move || {
+                writer_loop(&db, state, rx, &log_tx, &writer_failed);
+                // The log thread answers what is left, then ends with the channel.
+                drop(log_tx);
+                if log.join().is_err() {
+                    tracing::error!("the log thread panicked");
+                }
+            })
+            .map_err(be)?;
+        Ok(Engine {
+            published,
+            ids,
+            jobs: Mutex::new(Some(tx)),
+            writer: Mutex::new(Some(writer)),
+            failed,
+            pages,
+        })
+    }
+
+    pub(super) async fn submit<T>(&self, make: impl FnOnce(Reply<T>) -> Job) -> Result<T, StoreError> {
+        let (reply, rx) = oneshot::channel();
+        {
+            let guard = self.jobs.lock().map_err(poisoned)?;
+            let sender = guard
+                .as_ref()
+                .ok_or_else(|| StoreError::failure(FailureKind::Stopped, "store is shut down"))?;
+            sender
+                .send(make(reply))
+                .map_err(|_| StoreError::failure(FailureKind::Stopped, "writer stopped"))?;
+        }
+        // A dropped request: the writer stopped taking writes after a failure; say which.
+        rx.await.map_err(|_| match broken(&self.pages, &self.failed) {
+            Some((kind, why)) => StoreError::failure(kind, why),
+            None => StoreError::failure(FailureKind::Stopped, "writer dropped a request"),
+        })?
+    }
+
+    /// The newest durable state.
+    pub(super) fn view(&self) -> Arc<Snapshot> {
+        self.published.load_full()
+    }
+
+    /// The table-id generation, then the snapshot, in that order (see
+    /// `TableIds`), for reads that look a table's id up.
+    pub(super) fn id_view(&self) -> (u64, Arc<Snapshot>) {
+        let generation = self.ids.generation();
+        (generation, self.view())
+    }
+
+    pub(super) fn read_table(&self, account: &str, name: &str) -> Result<Option<TableValue>, StoreError> {
+        let snapshot = self.view();
+        let found = snapshot.tables.get(table_key(account, name).as_slice()).map_err(be)?;
+        found.map(|v| decode_table(v.value())).transpose()
+    }
+
+    /// Why writes fail, if they do.
+    pub(super) fn broken(&self) -> Option<(FailureKind, String)> {
+        broken(&self.pages, &self.failed)
+    }
+
+    pub(super) fn ready(&self) -> Result<(), String> {
+        if self.jobs.lock().map_err(|e| e.to_string())?.is_none() {
+            return Err("the store is shut down".into());
+        }
+        if let Some((_, why)) = self.broken() {
+            return Err(why);
+        }
+        let writer_gone = self
+            .writer
+            .lock()
+            .map_err(|e| e.to_string())?
+            .as_ref()
+            .is_none_or(|w| w.is_finished());
+        if writer_gone {
+            return Err("the writer thread stopped".into());
+        }
+        Ok(())
+    }
+
+    /// Takes no more writes, and waits for the writer to finish the queued
+    /// ones (and its last checkpoint) and end.
+    pub(super) fn stop(&self) -> Result<Option<thread::JoinHandle<()>>, StoreError> {
+        // Dropping the sender lets the writer finish the queued jobs and exit.
+        self.jobs.lock().map_err(poisoned)?.take();
+        Ok(self.writer.lock().map_err(poisoned)?.take())
+    }
+}
