@@ -1,4 +1,5 @@
-//! Reading a request body under the service's size limit.
+//! Reading a request body under the service's size limit, the memory budget
+//! of all bodies together and the body timeout (`limits.rs`).
 //!
 //! A body over the limit is refused with 413, but only after the rest of it has
 //! been read and dropped: a client still sending it (Node's http, .NET's
@@ -12,6 +13,10 @@ use bytes::{Bytes, BytesMut};
 use http_body_util::BodyExt;
 use hyper::body::Body;
 use tafel_service::{Error, ErrorCode};
+use tokio::sync::OwnedSemaphorePermit;
+use tokio::time::{timeout_at, Instant};
+
+use crate::limits::{Limits, PERMIT_BYTES};
 
 /// Largest body accepted (the `$batch` limit); single entities are far smaller
 /// and are checked against the entity-size rules by the service.
@@ -21,26 +26,56 @@ const DRAIN_MAX: usize = 64 * 1024 * 1024;
 /// Time spent draining an oversized body, at most.
 const DRAIN_TIME: Duration = Duration::from_secs(10);
 
-/// The whole body, or `RequestBodyTooLarge` once it is known to exceed
-/// [`MAX_BODY`]: from `declared` (Content-Length) or from what arrived.
-pub async fn read<B>(mut body: B, declared: Option<usize>) -> Result<Bytes, Error>
+/// Body memory taken at a time for a body of unknown length (chunked).
+const CHUNKED_STEP: usize = 64 * 1024;
+
+/// The whole body, with the share of the body memory budget it holds (keep it
+/// while the body's bytes live; none for no body); or `RequestBodyTooLarge` once it is known to
+/// exceed [`MAX_BODY`] (from `declared`, the Content-Length, or from what
+/// arrived), `OperationTimedOut` if it did not arrive within the body timeout,
+/// `ServerBusy` if the budget had no room for it within that time.
+pub async fn read<B>(
+    mut body: B,
+    declared: Option<usize>,
+    limits: &Limits,
+) -> Result<(Bytes, Option<OwnedSemaphorePermit>), Error>
 where
     B: Body<Data = Bytes> + Unpin,
 {
     if declared.is_some_and(|n| n > MAX_BODY) {
         return Err(too_large(body).await);
     }
-    let mut buf = BytesMut::with_capacity(declared.unwrap_or(0));
-    while let Some(frame) = body.frame().await {
-        let frame = frame.map_err(|_| unreadable())?;
+    // No body (reads, deletes) takes no room, and never waits for it.
+    let known = declared.or_else(|| body.size_hint().exact().and_then(|n| usize::try_from(n).ok()));
+    if known == Some(0) {
+        return Ok((Bytes::new(), None));
+    }
+    let deadline = Instant::now() + limits.settings.body_timeout;
+    let room = |bytes| async move {
+        timeout_at(deadline, limits.body_room(bytes))
+            .await
+            .map_err(|_| Error::new(ErrorCode::ServerBusy))
+    };
+    let mut held = room(known.unwrap_or(CHUNKED_STEP)).await?;
+    let mut buf = BytesMut::with_capacity(known.unwrap_or(0));
+    loop {
+        let frame = match timeout_at(deadline, body.frame()).await {
+            Ok(Some(frame)) => frame.map_err(|_| unreadable())?,
+            Ok(None) => break,
+            Err(_) => return Err(Error::new(ErrorCode::OperationTimedOut)),
+        };
         if let Ok(data) = frame.into_data() {
             if buf.len() + data.len() > MAX_BODY {
                 return Err(too_large(body).await);
             }
             buf.extend_from_slice(&data);
+            // A body of unknown length takes more room as it grows.
+            while buf.len() > held.num_permits() * PERMIT_BYTES {
+                held.merge(room(CHUNKED_STEP).await?);
+            }
         }
     }
-    Ok(buf.freeze())
+    Ok((buf.freeze(), Some(held)))
 }
 
 async fn too_large<B>(body: B) -> Error
@@ -110,29 +145,82 @@ mod tests {
 
     const MIB: usize = 1024 * 1024;
 
-    fn code(r: Result<Bytes, Error>) -> Option<ErrorCode> {
+    fn code<T>(r: Result<T, Error>) -> Option<ErrorCode> {
         r.err().map(|e| e.code)
     }
 
     #[test]
     fn bodies_up_to_the_limit_are_read_whole() {
-        let got = rt().block_on(read(Full::new(Bytes::from_static(b"abc")), Some(3)));
-        assert_eq!(got.ok().as_deref(), Some(&b"abc"[..]));
-        let got = rt().block_on(read(Chunks { left: 4, size: MIB }, None));
-        assert_eq!(got.map(|b| b.len()).ok(), Some(MAX_BODY));
+        let limits = Limits::default();
+        let got = rt().block_on(read(Full::new(Bytes::from_static(b"abc")), Some(3), &limits));
+        assert_eq!(got.ok().map(|(b, _)| b).as_deref(), Some(&b"abc"[..]));
+        let got = rt().block_on(read(Chunks { left: 4, size: MIB }, None, &limits));
+        let (body, held) = got.expect("read");
+        assert_eq!(body.len(), MAX_BODY);
+        let held = held.expect("room held").num_permits();
+        assert!(
+            held * PERMIT_BYTES >= MAX_BODY,
+            "a chunked body holds room for all of it"
+        );
     }
 
     #[test]
     fn a_body_over_the_limit_is_refused_whether_declared_or_not() {
+        let limits = Limits::default();
         let over = || Chunks { left: 5, size: MIB };
         assert_eq!(
-            code(rt().block_on(read(over(), None))),
+            code(rt().block_on(read(over(), None, &limits))),
             Some(ErrorCode::RequestBodyTooLarge)
         );
         assert_eq!(
-            code(rt().block_on(read(over(), Some(5 * MIB)))),
+            code(rt().block_on(read(over(), Some(5 * MIB), &limits))),
             Some(ErrorCode::RequestBodyTooLarge)
         );
+    }
+
+    #[test]
+    fn a_body_waits_for_room_in_the_budget_and_gives_up_busy() {
+        let limits = Limits::new(crate::limits::Settings {
+            body_memory: 4 * MIB,
+            body_timeout: std::time::Duration::from_millis(200),
+            ..Default::default()
+        });
+        rt().block_on(async {
+            let (_, first) = read(Chunks { left: 3, size: MIB }, Some(3 * MIB), &limits)
+                .await
+                .expect("fits");
+            assert_eq!(
+                code(read(Chunks { left: 2, size: MIB }, Some(2 * MIB), &limits).await),
+                Some(ErrorCode::ServerBusy),
+                "no room while the first body is held"
+            );
+            drop(first);
+            read(Chunks { left: 2, size: MIB }, Some(2 * MIB), &limits)
+                .await
+                .expect("room once it is let go");
+        });
+    }
+
+    /// A body that never finishes arriving.
+    struct Stalled;
+
+    impl Body for Stalled {
+        type Data = Bytes;
+        type Error = Infallible;
+
+        fn poll_frame(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+            Poll::Pending
+        }
+    }
+
+    #[test]
+    fn a_body_that_does_not_arrive_in_time_times_out() {
+        let limits = Limits::new(crate::limits::Settings {
+            body_timeout: std::time::Duration::from_millis(100),
+            ..Default::default()
+        });
+        let got = rt().block_on(read(Stalled, Some(10), &limits));
+        assert_eq!(code(got), Some(ErrorCode::OperationTimedOut));
     }
 
     #[test]

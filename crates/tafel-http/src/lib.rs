@@ -9,6 +9,7 @@ pub mod auth;
 mod body;
 mod cors;
 pub mod explorer;
+pub mod limits;
 mod pipeline;
 pub mod server;
 pub mod tls;

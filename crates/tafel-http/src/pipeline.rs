@@ -22,6 +22,7 @@ use crate::auth::bearer::OAuth;
 use crate::auth::{self, Signed};
 use crate::body;
 use crate::cors;
+use crate::limits::Limits;
 
 /// The version we answer with when the client sent none.
 pub(crate) const DEFAULT_VERSION: &str = "2019-02-02";
@@ -36,6 +37,8 @@ pub struct AppState {
     /// The admin listener serving the web explorer, where a browser opening
     /// the bare root is sent.
     pub explorer: Option<SocketAddr>,
+    /// Connections, body memory, timeouts.
+    pub limits: Limits,
 }
 
 /// The client's address, put in each request's extensions by the server.
@@ -272,7 +275,8 @@ async fn run(state: &AppState, req: hyper::Request<Incoming>, meta: &mut Meta) -
         .headers
         .get(http::header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
-    let body = body::read(body, declared).await?;
+    // The budget's share is held until the request is answered.
+    let (body, _room) = body::read(body, declared, &state.limits).await?;
     meta.bytes_in = body.len() as u64;
     check_content_md5(&parts.headers, &body)?;
 

@@ -35,7 +35,7 @@ use hyper_util::server::graceful::{GracefulShutdown, Watcher};
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::runtime::Handle;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
 use tokio_rustls::server::TlsStream;
 
 use crate::explorer;
@@ -43,9 +43,6 @@ use crate::pipeline::{busy, handle, into_hyper, AppState, Https, PeerAddr};
 use crate::tls::{self, TlsAcceptor};
 use tafel_protocol::Response;
 
-/// How long a connection may take to send a request's head (and, on the TLS
-/// port, its first byte).
-const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long a TLS handshake may take once its first byte has come.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long shutdown waits for open requests to finish.
@@ -55,9 +52,13 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 /// it, and its client sees the connection cut instead of an answer.
 const FIRST_REQUEST_GRACE: Duration = Duration::from_millis(250);
 
+/// A connection handed to a serving thread: its socket, its peer, and its
+/// place among `--max-connections` (none for those accepted while stopping).
+type Handed = (std::net::TcpStream, SocketAddr, Option<OwnedSemaphorePermit>);
+
 /// One serving thread as the acceptor sees it.
 struct Worker {
-    conns: mpsc::UnboundedSender<(std::net::TcpStream, SocketAddr)>,
+    conns: mpsc::UnboundedSender<Handed>,
     /// Connections the thread is serving now.
     open: Arc<AtomicUsize>,
 }
@@ -124,7 +125,16 @@ pub async fn serve(
     }
     tokio::pin!(shutdown);
     let mut last_accept = None;
+    // At the limit, no more connections are accepted: they wait in the backlog.
+    let slots = Arc::new(Semaphore::new(state.limits.settings.max_connections.max(1)));
     loop {
+        let slot = tokio::select! {
+            slot = slots.clone().acquire_owned() => match slot {
+                Ok(s) => s,
+                Err(_) => break,
+            },
+            () = &mut shutdown => break,
+        };
         tokio::select! {
             accepted = listener.accept() => {
                 let (stream, peer) = match accepted {
@@ -136,7 +146,7 @@ pub async fn serve(
                     }
                 };
                 last_accept = Some(tokio::time::Instant::now());
-                hand_over(&workers, stream, peer);
+                hand_over(&workers, stream, peer, Some(slot));
             }
             () = &mut shutdown => break,
         }
@@ -144,7 +154,7 @@ pub async fn serve(
     // Connections the kernel has completed are served, not reset by the close.
     while let Ok(Ok((stream, peer))) = tokio::time::timeout(Duration::ZERO, listener.accept()).await {
         last_accept = Some(tokio::time::Instant::now());
-        hand_over(&workers, stream, peer);
+        hand_over(&workers, stream, peer, slots.clone().try_acquire_owned().ok());
     }
     drop(listener);
     if let Some(at) = last_accept {
@@ -166,7 +176,7 @@ pub async fn serve(
 }
 
 /// Gives a connection to the serving thread with the fewest open ones.
-fn hand_over(workers: &[Worker], stream: tokio::net::TcpStream, peer: SocketAddr) {
+fn hand_over(workers: &[Worker], stream: tokio::net::TcpStream, peer: SocketAddr, slot: Option<OwnedSemaphorePermit>) {
     let _ = stream.set_nodelay(true);
     let Some(worker) = workers.iter().min_by_key(|w| w.open.load(Ordering::Relaxed)) else {
         return;
@@ -176,7 +186,7 @@ fn hand_over(workers: &[Worker], stream: tokio::net::TcpStream, peer: SocketAddr
     match stream.into_std() {
         Ok(std) => {
             worker.open.fetch_add(1, Ordering::Relaxed);
-            if worker.conns.send((std, peer)).is_err() {
+            if worker.conns.send((std, peer, slot)).is_err() {
                 tracing::warn!("a serving thread has stopped");
             }
         }
@@ -239,20 +249,21 @@ async fn respond(state: Arc<AppState>, long: Long, req: hyper::Request<hyper::bo
 /// One serving thread: serves the connections it is handed until told to stop,
 /// then lets their open requests finish.
 async fn serve_thread(
-    mut conns: mpsc::UnboundedReceiver<(std::net::TcpStream, SocketAddr)>,
+    mut conns: mpsc::UnboundedReceiver<Handed>,
     conn: ConnState,
     open: Arc<AtomicUsize>,
     mut stop: watch::Receiver<bool>,
 ) {
     let graceful = GracefulShutdown::new();
     let mut http = hyper::server::conn::http1::Builder::new();
+    let header_timeout = conn.state.limits.settings.header_timeout;
     http.timer(TokioTimer::new())
-        .header_read_timeout(HEADER_READ_TIMEOUT)
+        .header_read_timeout(header_timeout)
         .max_buf_size(1 << 20);
     loop {
         tokio::select! {
             next = conns.recv() => {
-                let Some((stream, peer)) = next else { break };
+                let Some((stream, peer, slot)) = next else { break };
                 let open = open.clone();
                 let stream = match stream.set_nonblocking(true).and_then(|()| tokio::net::TcpStream::from_std(stream)) {
                     Ok(s) => s,
@@ -269,13 +280,14 @@ async fn serve_thread(
                     match conn.tls.clone() {
                         None => conn.serve(TokioIo::new(stream), peer, false, &http, watcher).await,
                         Some(acceptor) => {
-                            if let Some(tls) = handshake(&acceptor, stream).await {
+                            if let Some(tls) = handshake(&acceptor, stream, header_timeout).await {
                                 conn.serve(TokioIo::new(tls), peer, true, &http, watcher).await;
                             }
                         }
                     }
                     ops.metrics.connection_closed();
                     open.fetch_sub(1, Ordering::Relaxed);
+                    drop(slot);
                 });
             }
             _ = stop.wait_for(|s| *s) => break,
@@ -324,9 +336,13 @@ impl ConnState {
 /// The TLS handshake of a connection to the TLS port, or `None` when there is
 /// nothing to serve: the client spoke plain HTTP (it gets a 400 that says so,
 /// not a hang), went away, or did not finish the handshake in time.
-async fn handshake(acceptor: &TlsAcceptor, mut stream: TcpStream) -> Option<TlsStream<TcpStream>> {
+async fn handshake(
+    acceptor: &TlsAcceptor,
+    mut stream: TcpStream,
+    first_byte: Duration,
+) -> Option<TlsStream<TcpStream>> {
     let mut first = [0u8; 1];
-    match tokio::time::timeout(HEADER_READ_TIMEOUT, stream.peek(&mut first)).await {
+    match tokio::time::timeout(first_byte, stream.peek(&mut first)).await {
         Ok(Ok(1)) if first[0] == tls::HANDSHAKE_RECORD => {}
         Ok(Ok(1)) => {
             let _ = stream.write_all(tls::PLAIN_HTTP_ANSWER).await;

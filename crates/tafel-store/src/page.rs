@@ -1,7 +1,8 @@
 //! The paging rules every backend's scan follows, in one place: rows are offered
-//! in key order; the page ends at the first matching row past the limit (where the
-//! next page starts) or, once the deadline has passed, at the row being examined
-//! (checked every [`DEADLINE_EVERY`] rows, so the clock is read rarely).
+//! in key order; the page ends at the first matching row past the limit or past
+//! [`MAX_PAGE_BYTES`] (where the next page starts) or, once the deadline has
+//! passed, at the row being examined (checked every [`DEADLINE_EVERY`] rows, so
+//! the clock is read rarely).
 
 use std::time::Instant;
 
@@ -11,11 +12,16 @@ use crate::traits::{RowSink, ScanEnd, ScanRequest};
 
 /// Rows examined between deadline checks.
 const DEADLINE_EVERY: u32 = 512;
+/// Bytes of stored rows a page holds at most: 1,000 entities of 1 MiB would
+/// take a gigabyte of memory to answer at once. Past it the page ends early,
+/// with a continuation, as Azure's pages may for any reason.
+pub(crate) const MAX_PAGE_BYTES: usize = 16 << 20;
 
 pub(crate) struct PageBuilder<'r, S: RowSink + ?Sized> {
     request: &'r ScanRequest,
     sink: &'r mut S,
     rows: usize,
+    bytes: usize,
     examined: u32,
     /// Where the rows examined and returned are counted when the page is done.
     counts: Option<&'r RowCounts>,
@@ -28,6 +34,7 @@ impl<'r, S: RowSink + ?Sized> PageBuilder<'r, S> {
             request,
             sink,
             rows: 0,
+            bytes: 0,
             examined: 0,
             counts: None,
             scanned: 0,
@@ -71,11 +78,12 @@ impl<'r, S: RowSink + ?Sized> PageBuilder<'r, S> {
         if !matched {
             return None;
         }
-        if self.rows == request.limit {
+        if self.rows == request.limit || self.bytes >= MAX_PAGE_BYTES {
             // One more match exists: that is where the next page starts.
             return Some(stop_at(key));
         }
         self.rows += 1;
+        self.bytes += key.as_bytes().len() + value.len();
         self.sink.push(key, value);
         None
     }

@@ -2,6 +2,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 mod backup;
 mod cert;
@@ -14,6 +15,7 @@ use serve_args::{open_store, Backend, LogFormatArg, ServeArgs};
 use anyhow::Context as _;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use tafel_http::admin::{self, AdminState, Ops};
+use tafel_http::limits::{self, Limits};
 use tafel_http::server::Threads;
 use tafel_http::tls;
 use tafel_http::{Accounts, AppState};
@@ -163,6 +165,61 @@ fn main() -> anyhow::Result<()> {
         .block_on(serve(args))
 }
 
+/// The Table API's listener, with a listen backlog that holds a burst of new
+/// connections: with the usual 128, clients opening a few hundred at once saw
+/// some of their SYNs dropped, and waited a second to retry each.
+fn bind(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+    let socket = match addr {
+        SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4()?,
+        SocketAddr::V6(_) => tokio::net::TcpSocket::new_v6()?,
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    // The kernel caps it at net.core.somaxconn.
+    socket.listen(4096)
+}
+
+/// The limits `args` ask for, with as many connections as open files allow
+/// (the soft limit raised to the hard one first: the usual 1024 would cap a
+/// server far below its memory).
+fn limit_settings(args: &ServeArgs) -> limits::Settings {
+    use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
+    let mut files = getrlimit(Resource::Nofile);
+    if files.current < files.maximum {
+        let raised = Rlimit {
+            current: files.maximum,
+            maximum: files.maximum,
+        };
+        if setrlimit(Resource::Nofile, raised).is_ok() {
+            files = raised;
+        }
+    }
+    // Files besides connections: the store's, the log, listeners, the database pool.
+    const OTHER_FILES: u64 = 256;
+    const DEFAULT_CONNECTIONS: u64 = 16_384;
+    let asked = args.max_connections.map(u64::from);
+    let mut max_connections = asked.unwrap_or(DEFAULT_CONNECTIONS);
+    if let Some(open_files) = files.current {
+        let room = open_files.saturating_sub(OTHER_FILES).max(1);
+        if max_connections > room {
+            if asked.is_some() {
+                tracing::warn!(
+                    max_connections,
+                    open_files,
+                    "--max-connections is more than the open-file limit allows; serving {room} at once"
+                );
+            }
+            max_connections = room;
+        }
+    }
+    limits::Settings {
+        max_connections: usize::try_from(max_connections).unwrap_or(usize::MAX),
+        body_memory: (args.max_body_memory_mb as usize) << 20,
+        header_timeout: Duration::from_secs(args.header_timeout.into()),
+        body_timeout: Duration::from_secs(args.body_timeout.into()),
+    }
+}
+
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let mut specs = args.accounts.clone();
     if let Some(path) = &args.accounts_file {
@@ -210,6 +267,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         ops: ops.clone(),
         oauth,
         explorer,
+        limits: Limits::new(limit_settings(&args)),
     });
     let certificate = match args.tls_source() {
         Some(source) => Some(tls::Certificate::open(source).context("loading the TLS certificate")?),
@@ -227,9 +285,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let addr: SocketAddr = format!("{}:{}", args.host, args.port)
         .parse()
         .context("bad --host/--port")?;
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .with_context(|| format!("binding {addr}"))?;
+    let listener = bind(addr).with_context(|| format!("binding {addr}"))?;
     let backend = args.store.backend.name();
     let (admin_stop, admin_stopped) = tokio::sync::oneshot::channel::<()>();
     let admin_task = match admin_listener {

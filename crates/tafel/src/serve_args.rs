@@ -116,6 +116,22 @@ pub(crate) struct ServeArgs {
     /// stop sending here) before shutting down.
     #[arg(long, env = "TAFEL_DRAIN_SECONDS", default_value_t = 5)]
     pub(crate) drain_seconds: u64,
+    /// Connections served at once on the Table API port; more wait to be accepted
+    /// (default 16384, or as many as the open-file limit allows, which Tafel raises
+    /// to its hard maximum).
+    #[arg(long, env = "TAFEL_MAX_CONNECTIONS", value_parser = clap::value_parser!(u32).range(1..))]
+    pub(crate) max_connections: Option<u32>,
+    /// MiB of request bodies held in memory at once, over all requests; a request
+    /// beyond it waits for room (its client's sends stall), up to the body timeout.
+    #[arg(long, env = "TAFEL_MAX_BODY_MEMORY_MB", default_value_t = 256, value_parser = clap::value_parser!(u32).range(4..))]
+    pub(crate) max_body_memory_mb: u32,
+    /// Seconds a client may take to send a request's head; then the connection is closed.
+    #[arg(long, env = "TAFEL_HEADER_TIMEOUT", default_value_t = 30, value_parser = clap::value_parser!(u32).range(1..))]
+    pub(crate) header_timeout: u32,
+    /// Seconds a client may take to send a request's body once its head has come;
+    /// then it is answered 500 OperationTimedOut, as Azure answers a request past its timeout.
+    #[arg(long, env = "TAFEL_BODY_TIMEOUT", default_value_t = 30, value_parser = clap::value_parser!(u32).range(1..))]
+    pub(crate) body_timeout: u32,
 }
 
 /// Where the data lives: what `serve`, `backup` and `restore` open.

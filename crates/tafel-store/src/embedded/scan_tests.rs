@@ -246,3 +246,38 @@ fn a_long_scan_lets_the_other_tasks_of_its_thread_run() {
 }
 
 pub(super) use tempfile::{tempdir, TempDir};
+
+#[test]
+fn a_page_of_large_rows_ends_early_at_its_byte_limit() {
+    let dir = tempdir().expect("temp dir");
+    runtime().block_on(async {
+        let store = open(dir.path());
+        store.create_table(ACCOUNT, "big").await.expect("create");
+        let mib = vec![7u8; 1 << 20];
+        for i in 0..24 {
+            let value = mib.clone();
+            let keys = vec![EntityKey::new("p", &format!("r{i:03}"))];
+            store
+                .write_entities(
+                    ACCOUNT,
+                    "big",
+                    keys,
+                    Box::new(move |_| vec![Mutation::Put(value.clone())]),
+                )
+                .await
+                .expect("write");
+        }
+        let page = store
+            .scan_entities(ACCOUNT, "big", request(1000, None))
+            .await
+            .expect("scan");
+        let per_page = crate::page::MAX_PAGE_BYTES >> 20;
+        assert_eq!(
+            page.rows.len(),
+            per_page,
+            "a page holds its byte limit's worth, not 1,000 MiB"
+        );
+        let next = page.next.expect("a continuation to the rest");
+        assert_eq!(next.keys().1, format!("r{per_page:03}"));
+    });
+}
