@@ -126,8 +126,9 @@ struct Inner {
     /// The open store; none while it is being opened again (`reopen.rs`).
     engine: ArcSwapOption<Engine>,
     stats: Arc<EmbeddedStats>,
-    /// A reopen is under way or waiting for room; the store was shut down.
+    /// Set while a reopen is under way or waiting for room.
     reopening: AtomicBool,
+    /// Set by `shutdown`: no reopen after it.
     stopped: AtomicBool,
 }
 

@@ -6,7 +6,7 @@
 //! only while the new one opens (milliseconds) do requests get ServerBusy.
 
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -31,10 +31,13 @@ pub(super) fn start(inner: &Arc<Inner>) {
         free_needed_mb = ROOM >> 20,
         "the disk is full: writes fail; they resume by themselves once there is room"
     );
-    let inner_for_thread = inner.clone();
+    // A weak hold: a store dropped meanwhile ends the thread.
+    let weak = Arc::downgrade(inner);
     let spawned = thread::Builder::new().name("tafel-reopen".into()).spawn(move || {
-        reopen_when_room(&inner_for_thread);
-        inner_for_thread.reopening.store(false, Ordering::Release);
+        reopen_when_room(&weak);
+        if let Some(inner) = weak.upgrade() {
+            inner.reopening.store(false, Ordering::Release);
+        }
     });
     if let Err(e) = spawned {
         tracing::error!(error = %e, "could not start the reopen thread; writes fail until a restart");
@@ -42,8 +45,9 @@ pub(super) fn start(inner: &Arc<Inner>) {
     }
 }
 
-fn reopen_when_room(inner: &Inner) {
+fn reopen_when_room(weak: &Weak<Inner>) {
     loop {
+        let Some(inner) = weak.upgrade() else { return };
         if inner.stopped.load(Ordering::Acquire) {
             return;
         }
