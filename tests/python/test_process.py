@@ -15,3 +15,20 @@ def test_transparent_huge_pages_are_off_for_the_server(server):
     if "THP_enabled" not in fields:
         pytest.skip("kernel does not report THP_enabled")
     assert fields["THP_enabled"].strip() == "0"
+
+
+def test_a_second_server_on_the_same_data_directory_is_refused_clearly(server, tmp_path):
+    import subprocess
+
+    from conftest import BACKEND, free_port, tafel_binary
+
+    if BACKEND != "embedded":
+        pytest.skip("the embedded store's own directory")
+    second = subprocess.run(
+        [str(tafel_binary()), "serve", "--backend", "embedded", "--data-dir", str(server.data_dir),
+         "--port", str(free_port()), "--no-admin"],
+        capture_output=True, text=True, timeout=60)
+    assert second.returncode != 0
+    assert "in use by another Tafel process" in second.stderr, second.stderr[-2000:]
+    # The first goes on serving.
+    assert server.raw.get("/Tables").status_code == 200

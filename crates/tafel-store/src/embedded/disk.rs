@@ -46,15 +46,40 @@ pub(super) trait Disk: Send + Sync {
     fn locks(&self, name: &str) -> io::Result<Box<dyn StorageBackend>>;
 }
 
-/// The data directory.
+/// The data directory, held by this process alone while the value lives.
 pub(super) struct OsDisk {
     dir: PathBuf,
+    _lock: File,
 }
+
+/// The file whose lock says a process has the data directory.
+const LOCK_FILE: &str = "tafel.lock";
 
 impl OsDisk {
     pub(super) fn new(dir: &Path) -> io::Result<Self> {
         std::fs::create_dir_all(dir)?;
-        Ok(OsDisk { dir: dir.to_owned() })
+        // Before anything is read or mended: a second process must not take a
+        // store another is still creating for one whose creation was cut short.
+        let lock = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(dir.join(LOCK_FILE))?;
+        match rustix::fs::flock(&lock, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => {}
+            Err(rustix::io::Errno::WOULDBLOCK) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::ResourceBusy,
+                    format!("{} is in use by another Tafel process", dir.display()),
+                ))
+            }
+            Err(e) => return Err(e.into()),
+        }
+        Ok(OsDisk {
+            dir: dir.to_owned(),
+            _lock: lock,
+        })
     }
 
     fn open_file(&self, name: &str) -> io::Result<File> {
