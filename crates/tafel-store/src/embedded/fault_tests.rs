@@ -50,6 +50,20 @@ fn runtime() -> tokio::runtime::Runtime {
         .expect("runtime")
 }
 
+/// Writes rows of `size` bytes until one is refused: the rows acknowledged
+/// before, and the refusal.
+async fn write_until_refused(store: &EmbeddedStore, size: usize) -> (Vec<String>, StoreError) {
+    let mut acked = Vec::new();
+    for i in 0..5000 {
+        let row = format!("r{i}");
+        match put(store, &row, &vec![9; size]).await {
+            Ok(()) => acked.push(row),
+            Err(e) => return (acked, e),
+        }
+    }
+    panic!("5000 writes of {size} bytes and none refused");
+}
+
 /// The power goes after the run; the disk holds only what was synced.
 fn restart(disk: &SimDisk) -> SimDisk {
     let mut rng = fastrand::Rng::with_seed(7);
@@ -104,14 +118,7 @@ fn a_failed_store_file_sync_stops_every_write_until_a_restart() {
         });
         // Writes go on until a checkpoint syncs the store file: enough of them
         // to fill the log's half forces one.
-        let mut refused = None;
-        for i in 0..2000 {
-            if let Err(e) = put(&store, &format!("r{i}"), &[9; 300]).await {
-                refused = Some(e);
-                break;
-            }
-        }
-        let refused = refused.expect("a write failed once the checkpoint's sync did");
+        let (_, refused) = write_until_refused(&store, 300).await;
         assert!(
             matches!(refused, StoreError::Backend(ref b) if b.kind == FailureKind::Io),
             "{refused}"
@@ -141,19 +148,7 @@ fn after_a_full_disk_writes_resume_by_themselves_once_there_is_room() {
             capacity: Some(used + (64 << 10)),
             ..Faults::default()
         });
-        let mut acked = Vec::new();
-        let mut refused = None;
-        for i in 0..5000 {
-            let row = format!("r{i}");
-            match put(&store, &row, &[7; 2000]).await {
-                Ok(()) => acked.push(row),
-                Err(e) => {
-                    refused = Some(e);
-                    break;
-                }
-            }
-        }
-        let refused = refused.expect("a write failed once the disk was full");
+        let (acked, refused) = write_until_refused(&store, 2000).await;
         assert!(
             matches!(refused, StoreError::Backend(ref b) if b.kind == FailureKind::DiskFull),
             "{refused}"
