@@ -44,18 +44,16 @@ pub struct Limits {
 
 impl Limits {
     pub fn new(settings: Settings) -> Self {
-        let permits = (settings.body_memory / PERMIT_BYTES).clamp(1, Semaphore::MAX_PERMITS);
         Limits {
+            body_memory: Arc::new(Semaphore::new(budget_permits(&settings))),
             settings,
-            body_memory: Arc::new(Semaphore::new(permits)),
         }
     }
 
     /// Room for `bytes` more of request body, waiting for it if need be; held
     /// until the permit is dropped. More than the whole budget waits for all of it.
     pub(crate) async fn body_room(&self, bytes: usize) -> OwnedSemaphorePermit {
-        let total = (self.settings.body_memory / PERMIT_BYTES).clamp(1, Semaphore::MAX_PERMITS);
-        let wanted = bytes.div_ceil(PERMIT_BYTES).clamp(1, total);
+        let wanted = bytes.div_ceil(PERMIT_BYTES).clamp(1, budget_permits(&self.settings));
         let permits = u32::try_from(wanted).unwrap_or(u32::MAX);
         match self.body_memory.clone().acquire_many_owned(permits).await {
             Ok(p) => p,
@@ -63,6 +61,11 @@ impl Limits {
             Err(_) => std::future::pending().await,
         }
     }
+}
+
+/// Permits the whole body-memory budget stands for.
+fn budget_permits(settings: &Settings) -> usize {
+    (settings.body_memory / PERMIT_BYTES).clamp(1, Semaphore::MAX_PERMITS)
 }
 
 impl Default for Limits {

@@ -196,9 +196,9 @@ fn limit_settings(args: &ServeArgs) -> limits::Settings {
     }
     // Files besides connections: the store's, the log, listeners, the database pool.
     const OTHER_FILES: u64 = 256;
-    const DEFAULT_CONNECTIONS: u64 = 16_384;
+    let defaults = limits::Settings::default();
     let asked = args.max_connections.map(u64::from);
-    let mut max_connections = asked.unwrap_or(DEFAULT_CONNECTIONS);
+    let mut max_connections = asked.unwrap_or(defaults.max_connections as u64);
     if let Some(open_files) = files.current {
         let room = open_files.saturating_sub(OTHER_FILES).max(1);
         if max_connections > room {

@@ -50,6 +50,15 @@ fn runtime() -> tokio::runtime::Runtime {
         .expect("runtime")
 }
 
+/// A store on a fresh simulated disk, with table "t" holding row "kept" = "1".
+async fn with_kept_row() -> (SimDisk, Arc<EmbeddedStore>) {
+    let disk = SimDisk::default();
+    let store = Arc::new(open(&disk));
+    store.create_table(ACCOUNT, "t").await.expect("create");
+    put(&store, "kept", b"1").await.expect("write before the fault");
+    (disk, store)
+}
+
 /// Writes rows of `size` bytes until one is refused: the rows acknowledged
 /// before, and the refusal.
 async fn write_until_refused(store: &EmbeddedStore, size: usize) -> (Vec<String>, StoreError) {
@@ -73,10 +82,7 @@ fn restart(disk: &SimDisk) -> SimDisk {
 #[test]
 fn a_failed_log_sync_stops_every_write_until_a_restart() {
     runtime().block_on(async {
-        let disk = SimDisk::default();
-        let store = Arc::new(open(&disk));
-        store.create_table(ACCOUNT, "t").await.expect("create");
-        put(&store, "kept", b"1").await.expect("write before the fault");
+        let (disk, store) = with_kept_row().await;
         disk.set_faults(Faults {
             failing_sync: Some(super::wal::FILE_NAME),
             ..Faults::default()
@@ -108,10 +114,7 @@ fn a_failed_log_sync_stops_every_write_until_a_restart() {
 #[test]
 fn a_failed_store_file_sync_stops_every_write_until_a_restart() {
     runtime().block_on(async {
-        let disk = SimDisk::default();
-        let store = Arc::new(open(&disk));
-        store.create_table(ACCOUNT, "t").await.expect("create");
-        put(&store, "kept", b"1").await.expect("write before the fault");
+        let (disk, store) = with_kept_row().await;
         disk.set_faults(Faults {
             failing_sync: Some(super::STORE_FILE),
             ..Faults::default()
@@ -139,10 +142,7 @@ fn a_failed_store_file_sync_stops_every_write_until_a_restart() {
 #[test]
 fn after_a_full_disk_writes_resume_by_themselves_once_there_is_room() {
     runtime().block_on(async {
-        let disk = SimDisk::default();
-        let store = Arc::new(open(&disk));
-        store.create_table(ACCOUNT, "t").await.expect("create");
-        put(&store, "kept", b"1").await.expect("write before the disk fills");
+        let (disk, store) = with_kept_row().await;
         let used = disk.bytes_used();
         disk.set_faults(Faults {
             capacity: Some(used + (64 << 10)),

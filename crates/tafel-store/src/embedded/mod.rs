@@ -20,7 +20,7 @@
 //! file redb writes through.
 
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 mod checkpoint;
@@ -126,6 +126,8 @@ struct Inner {
     /// The open store; none while it is being opened again (`reopen.rs`).
     engine: ArcSwapOption<Engine>,
     stats: Arc<EmbeddedStats>,
+    /// Bytes of pages earlier openings wrote: the counter goes on across a reopen.
+    written_before: AtomicU64,
     /// Set while a reopen is under way or waiting for room.
     reopening: AtomicBool,
     /// Set by `shutdown`: no reopen after it.
@@ -154,6 +156,7 @@ impl EmbeddedStore {
                 options,
                 engine: ArcSwapOption::from_pointee(engine),
                 stats,
+                written_before: AtomicU64::new(0),
                 reopening: AtomicBool::new(false),
                 stopped: AtomicBool::new(false),
             }),
@@ -323,8 +326,9 @@ impl Store for EmbeddedStore {
     }
 
     fn metrics(&self) -> Vec<StoreMetric> {
-        let written = self.inner.engine.load().as_ref().map_or(0, |e| e.pages.bytes_written());
-        self.inner.stats.metrics(written)
+        let now = self.inner.engine.load().as_ref().map_or(0, |e| e.pages.bytes_written());
+        let before = self.inner.written_before.load(Ordering::Relaxed);
+        self.inner.stats.metrics(before + now)
     }
 
     async fn count_tables(&self, account: &str) -> Result<u64, StoreError> {

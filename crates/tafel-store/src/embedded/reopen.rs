@@ -64,6 +64,9 @@ fn reopen_when_room(weak: &Weak<Inner>) {
             }
         }
         if let Some(old) = inner.engine.swap(None) {
+            // Its page flusher failed: it writes nothing more.
+            let written = old.pages.bytes_written();
+            inner.written_before.fetch_add(written, Ordering::Relaxed);
             close(old);
         }
         match Engine::open(&*inner.disk, &inner.options, inner.stats.clone(), None) {
