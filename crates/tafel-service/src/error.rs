@@ -170,6 +170,13 @@ impl From<tafel_store::StoreError> for Error {
                         "The server's disk is full: the write was not made. Reads still work; \
                          writes resume by themselves once space is freed.",
                     ),
+                    // Never the damaged bytes, nor a write built on them.
+                    tafel_store::FailureKind::Corrupt => Error::with_message(
+                        ErrorCode::InternalError,
+                        "The stored data this request needs is damaged (it failed its checksum): \
+                         it was not returned, and nothing was written. An operator can list \
+                         the damage with `tafel check` and restore it from a backup.",
+                    ),
                     _ => Error::new(ErrorCode::InternalError),
                 }
             }

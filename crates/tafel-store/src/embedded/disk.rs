@@ -53,7 +53,7 @@ pub(super) struct OsDisk {
 }
 
 /// The file whose lock says a process has the data directory.
-const LOCK_FILE: &str = "tafel.lock";
+pub(super) const LOCK_FILE: &str = "tafel.lock";
 
 impl OsDisk {
     pub(super) fn new(dir: &Path) -> io::Result<Self> {

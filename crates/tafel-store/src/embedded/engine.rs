@@ -11,16 +11,18 @@ use redb::{Database, ReadableDatabase};
 use tokio::sync::oneshot;
 
 use super::checkpoint::SinceCheckpoint;
+use super::checksums;
 use super::commit::{self, Published, Snapshot};
 use super::disk::Disk;
 use super::header_copy::HeaderCopy;
 use super::page_file::{Durable, PageFile};
 use super::schema::{
-    be, decode_table, decode_u64, poisoned, table_key, TableValue, ENTITIES, META, TABLES, TABLE_ORDER, WAL_SEQ,
+    be, decode_table, decode_u64, guarded, poisoned, table_key, TableValue, ENTITIES, META, TABLES, TABLE_ORDER,
+    WAL_SEQ,
 };
 use super::stats::EmbeddedStats;
 use super::table_ids::TableIds;
-use super::wal::Wal;
+use super::wal::{Found, Wal};
 use super::writer::{broken, replay, writer_loop, LogState};
 use super::{EmbeddedOptions, Job, Reply, STORE_FILE};
 use crate::error::{FailureKind, StoreError};
@@ -36,6 +38,93 @@ pub(super) struct Engine {
     pub(super) pages: Durable,
 }
 
+/// The store file's redb database, its torn header mended if need be (see
+/// `header_copy.rs`), and when its syncs are on disk.
+pub(super) fn open_db(disk: &dyn Disk, cache_size: usize) -> Result<(Database, Durable), StoreError> {
+    let locks = disk.locks(STORE_FILE).map_err(be)?;
+    let file = disk.open(STORE_FILE).map_err(be)?;
+    let header = HeaderCopy::open(disk, &*file).map_err(be)?;
+    let file = PageFile::new(file, locks, header).map_err(be)?;
+    let durable = file.durable();
+    let db = Database::builder()
+        .set_cache_size(cache_size)
+        .create_with_backend(file)
+        .map_err(be)?;
+    Ok((db, durable))
+}
+
+/// What [`recover`] found.
+pub(super) struct Recovered {
+    pub(super) wal: Wal,
+    /// Whether the store's values carry checksums (see `checksums.rs`).
+    pub(super) sealed: bool,
+    /// Log records replayed.
+    pub(super) replayed: usize,
+    /// A damaged record replay stopped at, with intact ones after it.
+    pub(super) damaged_record: Option<u64>,
+}
+
+/// Brings `db` up to date with the log: creates the tables if new, replays
+/// the log's records and commits them durably.
+pub(super) fn recover(db: &Database, disk: &dyn Disk, log_size: u64) -> Result<Recovered, StoreError> {
+    // Create the tables up front so readers never see them missing.
+    let txn = db.begin_write().map_err(be)?;
+    {
+        txn.open_table(TABLES).map_err(be)?;
+        txn.open_table(TABLE_ORDER).map_err(be)?;
+        txn.open_table(ENTITIES).map_err(be)?;
+        txn.open_table(META).map_err(be)?;
+    }
+    let sealed = checksums::prepare(&txn)?;
+    txn.commit().map_err(be)?;
+    let applied = {
+        let txn = db.begin_read().map_err(be)?;
+        let meta = txn.open_table(META).map_err(be)?;
+        let seq = meta.get(WAL_SEQ).map_err(be)?;
+        match seq {
+            Some(v) if sealed => decode_u64(WAL_SEQ, v.value())?,
+            Some(v) => u64::from_le_bytes(v.value().try_into().map_err(be)?),
+            None => 0,
+        }
+    };
+    let (wal, found) = Wal::open(disk, applied, log_size).map_err(be)?;
+    let Found {
+        records,
+        damaged,
+        newer,
+    } = found;
+    if let Some(seq) = newer {
+        return Err(StoreError::failure(
+            FailureKind::Corrupt,
+            format!(
+                "the store file holds an older state than its write-ahead log (which goes on \
+                 to record {seq}, past the {} the file has): the newest state's pages are \
+                 damaged and acknowledged writes would be lost, so the store is not opened; \
+                 `tafel check` says more, a backup restores it",
+                records.last().map_or(applied, |r| r.seq)
+            ),
+        ));
+    }
+    if !records.is_empty() {
+        tracing::info!(records = records.len(), "replaying the write-ahead log");
+    }
+    if let Some(seq) = damaged {
+        tracing::warn!(
+            record = seq,
+            "a write-ahead log record failed its checksum while the next is intact: \
+             replay stops before it; unless the power went while both were being \
+             written, acknowledged writes are lost (restore them from a backup)"
+        );
+    }
+    replay(db, &records, wal.last_seq, sealed)?;
+    Ok(Recovered {
+        wal,
+        sealed,
+        replayed: records.len(),
+        damaged_record: damaged,
+    })
+}
+
 impl Engine {
     /// Opens (or creates) the store on `disk`; no group becomes durable (nor
     /// visible, nor answered) while `hold` is locked (for tests of the commit
@@ -46,36 +135,15 @@ impl Engine {
         stats: Arc<EmbeddedStats>,
         hold: Option<Arc<Mutex<()>>>,
     ) -> Result<Self, StoreError> {
-        let locks = disk.locks(STORE_FILE).map_err(be)?;
-        let file = disk.open(STORE_FILE).map_err(be)?;
-        let header = HeaderCopy::open(disk, &*file).map_err(be)?;
-        let file = PageFile::new(file, locks, header).map_err(be)?;
-        let durable = file.durable();
+        let (db, durable, wal) = guarded(|| {
+            let (db, durable) = open_db(disk, options.cache_size)?;
+            let Recovered { wal, sealed, .. } = recover(&db, disk, options.log_size)?;
+            if !sealed {
+                checksums::migrate(&db)?;
+            }
+            Ok((db, durable, wal))
+        })?;
         let pages = durable.clone();
-        let db = Database::builder()
-            .set_cache_size(options.cache_size)
-            .create_with_backend(file)
-            .map_err(be)?;
-        // Create the tables up front so readers never see them missing.
-        let txn = db.begin_write().map_err(be)?;
-        {
-            txn.open_table(TABLES).map_err(be)?;
-            txn.open_table(TABLE_ORDER).map_err(be)?;
-            txn.open_table(ENTITIES).map_err(be)?;
-            txn.open_table(META).map_err(be)?;
-        }
-        txn.commit().map_err(be)?;
-        let applied = {
-            let txn = db.begin_read().map_err(be)?;
-            let meta = txn.open_table(META).map_err(be)?;
-            let seq = meta.get(WAL_SEQ).map_err(be)?;
-            seq.map(|v| decode_u64(v.value())).transpose()?.unwrap_or(0)
-        };
-        let (wal, records) = Wal::open(disk, applied, options.log_size).map_err(be)?;
-        if !records.is_empty() {
-            tracing::info!(records = records.len(), "replaying the write-ahead log");
-        }
-        replay(&db, &records, wal.last_seq)?;
         // The log starts over in its first half: what replay (and the commits
         // above) made durable must be on disk before a record overwrites the old.
         durable.wait(durable.last_requested()).map_err(be)?;
@@ -161,8 +229,9 @@ impl Engine {
 
     pub(super) fn read_table(&self, account: &str, name: &str) -> Result<Option<TableValue>, StoreError> {
         let snapshot = self.view();
-        let found = snapshot.tables.get(table_key(account, name).as_slice()).map_err(be)?;
-        found.map(|v| decode_table(v.value())).transpose()
+        let key = table_key(account, name);
+        let found = snapshot.tables.get(key.as_slice()).map_err(be)?;
+        found.map(|v| decode_table(&key, v.value())).transpose()
     }
 
     /// Why writes fail, if they do.

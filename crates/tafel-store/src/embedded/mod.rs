@@ -23,8 +23,12 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
+mod check;
 mod checkpoint;
+mod checksums;
 mod commit;
+#[cfg(test)]
+mod corruption_tests;
 mod disk;
 mod engine;
 #[cfg(test)]
@@ -36,6 +40,7 @@ mod scan;
 #[cfg(test)]
 mod scan_tests;
 mod schema;
+mod scratch_disk;
 #[cfg(test)]
 mod sim_disk;
 #[cfg(test)]
@@ -48,14 +53,19 @@ mod wal;
 mod write_tests;
 mod writer;
 
+pub use self::check::{check, CheckReport, Damage};
+
 use arc_swap::ArcSwapOption;
 use async_trait::async_trait;
 use tokio::sync::oneshot;
 
+use self::checksums::unseal;
 use self::disk::{Disk, OsDisk};
 use self::engine::Engine;
 use self::scan::{scan, table_id};
-use self::schema::{be, decode_table, order_key, props_key, row_key, table_key, TableValue, META, TABLE_ORDER};
+use self::schema::{
+    be, decode_table, guarded, order_key, props_key, row_key, table_key, TableValue, META, TABLE_ORDER,
+};
 use self::stats::EmbeddedStats;
 use crate::error::{FailureKind, StoreError};
 use crate::key::EntityKey;
@@ -195,7 +205,8 @@ impl EmbeddedStore {
     }
 
     fn read_table(&self, account: &str, name: &str) -> Result<Option<TableValue>, StoreError> {
-        self.engine()?.read_table(account, name)
+        let engine = self.engine()?;
+        guarded(|| engine.read_table(account, name))
     }
 }
 
@@ -233,35 +244,43 @@ impl Store for EmbeddedStore {
         limit: usize,
     ) -> Result<Vec<TableRecord>, StoreError> {
         let snapshot = self.engine()?.view();
-        let order = snapshot.txn.open_table(TABLE_ORDER).map_err(be)?;
-        let tables = &snapshot.tables;
-        let lo = order_key(account, from.unwrap_or(""));
-        let mut hi = account.as_bytes().to_vec();
-        hi.push(1);
-        let prefix = account.len() + 1;
-        let mut out = Vec::new();
-        for item in order.range::<&[u8]>(lo.as_slice()..hi.as_slice()).map_err(be)? {
-            if out.len() >= limit {
-                break;
+        guarded(|| {
+            let order = snapshot.txn.open_table(TABLE_ORDER).map_err(be)?;
+            let tables = &snapshot.tables;
+            let lo = order_key(account, from.unwrap_or(""));
+            let mut hi = account.as_bytes().to_vec();
+            hi.push(1);
+            let prefix = account.len() + 1;
+            let mut out = Vec::new();
+            for item in order.range::<&[u8]>(lo.as_slice()..hi.as_slice()).map_err(be)? {
+                if out.len() >= limit {
+                    break;
+                }
+                let (k, _) = item.map_err(be)?;
+                let name = std::str::from_utf8(k.value().get(prefix..).unwrap_or_default()).map_err(be)?;
+                let key = table_key(account, name);
+                if let Some(v) = tables.get(key.as_slice()).map_err(be)? {
+                    let table = decode_table(&key, v.value())?;
+                    // A damaged listing key would show a name no table has.
+                    if table.record.name != name {
+                        return Err(checksums::damaged(k.value()));
+                    }
+                    out.push(table.record);
+                }
             }
-            let (k, _) = item.map_err(be)?;
-            let name = std::str::from_utf8(k.value().get(prefix..).unwrap_or_default()).map_err(be)?;
-            if let Some(v) = tables.get(table_key(account, name).as_slice()).map_err(be)? {
-                out.push(decode_table(v.value())?.record);
-            }
-        }
-        Ok(out)
+            Ok(out)
+        })
     }
 
     async fn get_entity(&self, account: &str, table: &str, key: &EntityKey) -> Result<Option<Vec<u8>>, StoreError> {
         let engine = self.engine()?;
         let (generation, snapshot) = engine.id_view();
-        let id = table_id(&snapshot, &engine.ids, &table_key(account, table), generation)?;
-        let found = snapshot
-            .entities
-            .get(row_key(id, key.as_bytes()).as_slice())
-            .map_err(be)?;
-        Ok(found.map(|v| v.value().to_vec()))
+        guarded(|| {
+            let id = table_id(&snapshot, &engine.ids, &table_key(account, table), generation)?;
+            let key = row_key(id, key.as_bytes());
+            let found = snapshot.entities.get(key.as_slice()).map_err(be)?;
+            found.map(|v| unseal(&key, v.value()).map(<[u8]>::to_vec)).transpose()
+        })
     }
 
     async fn scan_into(
@@ -309,11 +328,15 @@ impl Store for EmbeddedStore {
     }
 
     async fn get_service_properties(&self, account: &str) -> Result<Option<Vec<u8>>, StoreError> {
-        let meta = self.engine()?.view().txn.open_table(META).map_err(be)?;
-        Ok(meta
-            .get(props_key(account).as_str())
-            .map_err(be)?
-            .map(|v| v.value().to_vec()))
+        let view = self.engine()?.view();
+        guarded(|| {
+            let meta = view.txn.open_table(META).map_err(be)?;
+            let key = props_key(account);
+            let found = meta.get(key.as_str()).map_err(be)?;
+            found
+                .map(|v| unseal(key.as_bytes(), v.value()).map(<[u8]>::to_vec))
+                .transpose()
+        })
     }
 
     async fn set_service_properties(&self, account: &str, value: Vec<u8>) -> Result<(), StoreError> {

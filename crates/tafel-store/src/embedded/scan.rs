@@ -4,8 +4,9 @@ use std::collections::VecDeque;
 use std::ops::Bound;
 use std::time::{Duration, Instant};
 
+use super::checksums::{payload, unseal};
 use super::commit::Snapshot;
-use super::schema::{be, decode_table, row_key};
+use super::schema::{be, decode_table, guarded, row_key};
 use super::table_ids::TableIds;
 use crate::error::StoreError;
 use crate::key::KeyRef;
@@ -70,7 +71,7 @@ pub(super) fn table_id(
         return Ok(id);
     }
     let id = match snapshot.tables.get(table_key).map_err(be)? {
-        Some(v) => decode_table(v.value())?.id,
+        Some(v) => decode_table(table_key, v.value())?.id,
         None => return Err(StoreError::TableNotFound),
     };
     ids.remember(table_key, id, generation);
@@ -99,7 +100,7 @@ pub(super) async fn scan(
 ) -> Result<ScanEnd, StoreError> {
     let mut slice_end = Instant::now() + SCAN_SLICE;
     let mut since_check = 0u32;
-    let id = table_id(snapshot, ids, table_key, generation)?;
+    let id = guarded(|| table_id(snapshot, ids, table_key, generation))?;
     let entities = &snapshot.entities;
     let mut page = PageBuilder::new(request, sink).counted(rows);
     let table_prefix = id.to_be_bytes();
@@ -112,9 +113,11 @@ pub(super) async fn scan(
         // sees by the id prefix: cheaper than redb comparing every key to a bound.
         let hi = range.end.as_ref().map(|e| row_key(id, e));
         let upper = hi.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
-        let mut iter = entities
-            .range::<&[u8]>((Bound::Included(lo.as_slice()), upper))
-            .map_err(be)?;
+        let mut iter = guarded(|| {
+            entities
+                .range::<&[u8]>((Bound::Included(lo.as_slice()), upper))
+                .map_err(be)
+        })?;
         // Rows are offered in order, but pulled a few ahead with their first cache
         // lines prefetched, and filtered halfway (FILTER_AT) with the rest of a
         // match prefetched: a scan of a table larger than the CPU cache otherwise
@@ -124,7 +127,16 @@ pub(super) async fn scan(
         let in_table = |k: &[u8]| k.starts_with(&table_prefix);
         loop {
             while !exhausted && ahead.len() < LOOKAHEAD {
-                match iter.next() {
+                // Slicing a row out of a damaged page panics where redb finds
+                // it: once here, guarded, rather than at each use below.
+                let next = guarded(|| {
+                    let next = iter.next();
+                    if let Some(Ok((k, v))) = &next {
+                        let _ = (k.value(), v.value());
+                    }
+                    Ok(next)
+                })?;
+                match next {
                     Some(Ok((k, v))) => {
                         prefetch(k.value());
                         prefetch(v.value());
@@ -136,7 +148,9 @@ pub(super) async fn scan(
             }
             if let Some((k, v, matched)) = ahead.get_mut(FILTER_AT) {
                 if in_table(k.value()) {
-                    let m = page.matches(entity_key(k.value()), v.value());
+                    // Checked here, where the filter reads the row anyway; a
+                    // damaged row fails the scan rather than match or show wrongly.
+                    let m = page.matches(entity_key(k.value()), unseal(k.value(), v.value())?);
                     if m {
                         prefetch_rest(v.value());
                     }
@@ -148,8 +162,14 @@ pub(super) async fn scan(
                 break;
             }
             let key = entity_key(k.value());
-            let matched = matched.unwrap_or_else(|| page.matches(key, v.value()));
-            if let Some(end) = page.offer_matched(key, v.value(), matched) {
+            let (value, matched) = match *matched {
+                Some(m) => (payload(v.value()), m),
+                None => {
+                    let value = unseal(k.value(), v.value())?;
+                    (value, page.matches(key, value))
+                }
+            };
+            if let Some(end) = page.offer_matched(key, value, matched) {
                 return Ok(end);
             }
             ahead.pop_front();

@@ -2,6 +2,7 @@
 
 use redb::TableDefinition;
 
+use super::checksums::unseal;
 use crate::error::{kind_of_io, BackendError, FailureKind, StoreError};
 use crate::traits::TableRecord;
 
@@ -58,7 +59,13 @@ pub(super) fn encode_table(id: u64, name: &str, acl: &[u8]) -> Vec<u8> {
     v
 }
 
-pub(super) fn decode_table(v: &[u8]) -> Result<TableValue, StoreError> {
+/// The table record stored under `key` (a [`table_key`]).
+pub(super) fn decode_table(key: &[u8], stored: &[u8]) -> Result<TableValue, StoreError> {
+    parse_table(unseal(key, stored)?)
+}
+
+/// A table record's value without its checksum.
+pub(super) fn parse_table(v: &[u8]) -> Result<TableValue, StoreError> {
     let corrupt = || StoreError::failure(FailureKind::Corrupt, "corrupt table record");
     let id = u64::from_le_bytes(v.get(..8).ok_or_else(corrupt)?.try_into().map_err(|_| corrupt())?);
     let len = u16::from_le_bytes(v.get(8..10).ok_or_else(corrupt)?.try_into().map_err(|_| corrupt())?) as usize;
@@ -90,6 +97,21 @@ pub(super) fn be<E: std::error::Error + Send + Sync + 'static>(e: E) -> StoreErr
 pub(super) fn backend_error<E: std::error::Error + Send + Sync + 'static>(e: E) -> BackendError {
     let kind = redb_failure(&e).unwrap_or(FailureKind::Internal);
     BackendError::caused_by(kind, "embedded store", e)
+}
+
+/// Runs a read of the store file, taking a panic in it for damage. redb
+/// verifies its pages' checksums only in repairs and integrity checks: a plain
+/// read of a page holding garbage may panic (an offset out of bounds) instead
+/// of failing, and a panic must not take a request, or the writer, with it.
+pub(super) fn guarded<T>(read: impl FnOnce() -> Result<T, StoreError>) -> Result<T, StoreError> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(read)).unwrap_or_else(|_| Err(garbage().into()))
+}
+
+pub(super) fn garbage() -> BackendError {
+    BackendError::new(
+        FailureKind::Corrupt,
+        "reading the store file failed: a page of it holds garbage (`tafel check` lists the damage)",
+    )
 }
 
 pub(super) fn poisoned<T>(_: std::sync::PoisonError<T>) -> StoreError {
@@ -127,6 +149,8 @@ fn redb_failure(e: &(dyn std::error::Error + 'static)) -> Option<FailureKind> {
     }
 }
 
-pub(super) fn decode_u64(v: &[u8]) -> Result<u64, StoreError> {
+/// The counter stored under META `key`.
+pub(super) fn decode_u64(key: &str, stored: &[u8]) -> Result<u64, StoreError> {
+    let v = unseal(key.as_bytes(), stored)?;
     Ok(u64::from_le_bytes(v.try_into().map_err(be)?))
 }

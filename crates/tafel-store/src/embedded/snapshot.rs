@@ -8,9 +8,10 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use redb::ReadableTable;
 
+use super::checksums::{self, unseal};
 use super::commit::Snapshot as Published;
 use super::scan::entity_key;
-use super::schema::{be, decode_table, row_key, table_key, META, TABLE_ORDER};
+use super::schema::{be, decode_table, guarded, row_key, table_key, META, TABLE_ORDER};
 use crate::error::{FailureKind, StoreError};
 use crate::key::EntityKey;
 use crate::snapshot::{Snapshot, SnapshotTable};
@@ -36,40 +37,48 @@ fn corrupt(what: &str) -> StoreError {
 #[async_trait]
 impl Snapshot for EmbeddedSnapshot {
     async fn service_properties(&mut self) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
-        let meta = self.view.txn.open_table(META).map_err(be)?;
-        let mut out = Vec::new();
-        for row in meta.range(PROPS_PREFIX..).map_err(be)? {
-            let (k, v) = row.map_err(be)?;
-            let Some(account) = k.value().strip_prefix(PROPS_PREFIX) else {
-                break;
-            };
-            out.push((account.to_owned(), v.value().to_vec()));
-        }
-        Ok(out)
+        guarded(|| {
+            let meta = self.view.txn.open_table(META).map_err(be)?;
+            let mut out = Vec::new();
+            for row in meta.range(PROPS_PREFIX..).map_err(be)? {
+                let (k, v) = row.map_err(be)?;
+                let Some(account) = k.value().strip_prefix(PROPS_PREFIX) else {
+                    break;
+                };
+                out.push((account.to_owned(), unseal(k.value().as_bytes(), v.value())?.to_vec()));
+            }
+            Ok(out)
+        })
     }
 
     async fn tables(&mut self) -> Result<Vec<SnapshotTable>, StoreError> {
-        let order = self.view.txn.open_table(TABLE_ORDER).map_err(be)?;
-        let mut out = Vec::new();
-        for row in order.iter().map_err(be)? {
-            let (k, _) = row.map_err(be)?;
-            let k = k.value();
-            let split = k
-                .iter()
-                .position(|&b| b == 0)
-                .ok_or_else(|| corrupt("table order key"))?;
-            let account = std::str::from_utf8(&k[..split]).map_err(|_| corrupt("account name"))?;
-            let name = std::str::from_utf8(&k[split + 1..]).map_err(|_| corrupt("table name"))?;
-            let stored = self
-                .view
-                .tables
-                .get(table_key(account, name).as_slice())
-                .map_err(be)?
-                .ok_or_else(|| corrupt("table listing: a listed table has no record"))?;
-            let value = decode_table(stored.value())?;
-            out.push(SnapshotTable::new(account.to_owned(), value.record, value.id));
-        }
-        Ok(out)
+        guarded(|| {
+            let order = self.view.txn.open_table(TABLE_ORDER).map_err(be)?;
+            let mut out = Vec::new();
+            for row in order.iter().map_err(be)? {
+                let (k, _) = row.map_err(be)?;
+                let k = k.value();
+                let split = k
+                    .iter()
+                    .position(|&b| b == 0)
+                    .ok_or_else(|| corrupt("table order key"))?;
+                let account = std::str::from_utf8(&k[..split]).map_err(|_| corrupt("account name"))?;
+                let name = std::str::from_utf8(&k[split + 1..]).map_err(|_| corrupt("table name"))?;
+                let key = table_key(account, name);
+                let stored = self
+                    .view
+                    .tables
+                    .get(key.as_slice())
+                    .map_err(be)?
+                    .ok_or_else(|| corrupt("table listing: a listed table has no record"))?;
+                let value = decode_table(&key, stored.value())?;
+                if value.record.name != name {
+                    return Err(checksums::damaged(k));
+                }
+                out.push(SnapshotTable::new(account.to_owned(), value.record, value.id));
+            }
+            Ok(out)
+        })
     }
 
     async fn rows(
@@ -79,27 +88,29 @@ impl Snapshot for EmbeddedSnapshot {
         limit: usize,
         sink: &mut (dyn RowSink + '_),
     ) -> Result<usize, StoreError> {
-        let id = table.id();
-        let lo = row_key(id, after.map_or(&[][..], EntityKey::as_bytes));
-        let lower = match after {
-            Some(_) => Bound::Excluded(lo.as_slice()),
-            None => Bound::Included(lo.as_slice()),
-        };
-        let prefix = id.to_be_bytes();
-        let mut n = 0;
-        for row in self
-            .view
-            .entities
-            .range::<&[u8]>((lower, Bound::Unbounded))
-            .map_err(be)?
-        {
-            let (k, v) = row.map_err(be)?;
-            if n == limit || !k.value().starts_with(&prefix) {
-                break;
+        guarded(|| {
+            let id = table.id();
+            let lo = row_key(id, after.map_or(&[][..], EntityKey::as_bytes));
+            let lower = match after {
+                Some(_) => Bound::Excluded(lo.as_slice()),
+                None => Bound::Included(lo.as_slice()),
+            };
+            let prefix = id.to_be_bytes();
+            let mut n = 0;
+            for row in self
+                .view
+                .entities
+                .range::<&[u8]>((lower, Bound::Unbounded))
+                .map_err(be)?
+            {
+                let (k, v) = row.map_err(be)?;
+                if n == limit || !k.value().starts_with(&prefix) {
+                    break;
+                }
+                sink.push(entity_key(k.value()), unseal(k.value(), v.value())?);
+                n += 1;
             }
-            sink.push(entity_key(k.value()), v.value());
-            n += 1;
-        }
-        Ok(n)
+            Ok(n)
+        })
     }
 }

@@ -124,6 +124,19 @@ impl Spare {
     }
 }
 
+/// What the log holds past the durable state.
+pub(super) struct Found {
+    /// The records to replay.
+    pub(super) records: Vec<Record>,
+    /// A record that failed its checksum while the next is intact (see
+    /// `read_records`): replay stopped before it.
+    pub(super) damaged: Option<u64>,
+    /// A half that begins with a record newer than the last replayed one but
+    /// one: records after a checkpoint that the store file does not hold, so
+    /// it went back to an older state (see [`newer_half`]).
+    pub(super) newer: Option<u64>,
+}
+
 /// A record read back: its number and its payload.
 pub(super) struct Record {
     pub(super) seq: u64,
@@ -135,7 +148,7 @@ impl Wal {
     /// returns the intact records numbered `applied + 1, applied + 2, …` for
     /// replay. The caller makes `last_seq` (past them by [`SEQ_JUMP`]) the
     /// durable state's `wal_seq` along with them, before writing any record.
-    pub(super) fn open(disk: &dyn Disk, applied: u64, log_size: u64) -> io::Result<(Wal, Vec<Record>)> {
+    pub(super) fn open(disk: &dyn Disk, applied: u64, log_size: u64) -> io::Result<(Wal, Found)> {
         let file = disk.open(FILE_NAME)?;
         let mut size = file.len()?;
         if size < log_size {
@@ -144,16 +157,24 @@ impl Wal {
             disk.sync_dir()?;
             size = log_size;
         }
-        let records = read_records(&*file, size, applied)?;
-        let last_seq = records.last().map_or(applied, |r| r.seq) + SEQ_JUMP;
+        let (records, damaged) = read_records(&*file, size, applied)?;
+        let end = records.last().map_or(applied, |r| r.seq);
+        let newer = newer_half(&*file, size, end)?;
         let wal = Wal {
             file,
             offset: 0,
             size,
             other_covered_by: 0,
-            last_seq,
+            last_seq: end + SEQ_JUMP,
         };
-        Ok((wal, records))
+        Ok((
+            wal,
+            Found {
+                records,
+                damaged,
+                newer,
+            },
+        ))
     }
 
     /// Bytes a half holds: the records written since a checkpoint must fit.
@@ -227,18 +248,25 @@ fn write_zeros(file: &dyn DiskFile, from: u64, to: u64) -> io::Result<()> {
 /// The intact records numbered from `applied + 1` on, in at most two runs (see
 /// the module comment): when a run ends, the chain goes on at the start of the
 /// other half if the record there is the next one.
-fn read_records(file: &dyn DiskFile, size: u64, applied: u64) -> io::Result<Vec<Record>> {
+///
+/// Also returns the number of a record that failed its checksum while the
+/// next record after it is intact: bit rot, not a record torn by a power loss
+/// — unless the power went while both were on their way to the disk. Replay
+/// stops there either way: a later record may depend on it.
+fn read_records(file: &dyn DiskFile, size: u64, applied: u64) -> io::Result<(Vec<Record>, Option<u64>)> {
     let half = size / 2;
     let mut records = Vec::new();
     let mut offset = 0u64;
     // The first run may start at either half; then one more run at most.
     let mut jumps = 2;
     loop {
-        match read_record(file, size, offset, applied + 1 + records.len() as u64)? {
+        let seq = applied + 1 + records.len() as u64;
+        match read_record(file, size, offset, seq)? {
             Some(r) => {
                 offset += (HEADER + r.payload.len()) as u64;
                 records.push(r);
             }
+            None if followed_by(file, size, offset, seq + 1)? => return Ok((records, Some(seq))),
             None if jumps > 0 => {
                 jumps -= 1;
                 offset = if offset < half { half } else { 0 };
@@ -246,7 +274,40 @@ fn read_records(file: &dyn DiskFile, size: u64, applied: u64) -> io::Result<Vec<
             None => break,
         }
     }
-    Ok(records)
+    Ok((records, None))
+}
+
+/// The number of an intact record beginning a half, if it is past `end + 1`.
+/// A half begins with the first record after a checkpoint. When the store
+/// file's state is older than a checkpoint whose half has begun, the records
+/// between are replayed up to it, and on into that half; if none is there, the
+/// file went back past a checkpoint whose records it no longer has: redb
+/// fell back to an older commit because the newer one's pages were damaged.
+fn newer_half(file: &dyn DiskFile, size: u64, end: u64) -> io::Result<Option<u64>> {
+    for at in [0, size / 2] {
+        let mut header = [0u8; HEADER];
+        if at + HEADER as u64 > size {
+            continue;
+        }
+        file.pread(&mut header, at)?;
+        let seq = u64::from_le_bytes(header[8..16].try_into().unwrap_or_default());
+        if seq > end + 1 && read_record(file, size, at, seq)?.is_some() {
+            return Ok(Some(seq));
+        }
+    }
+    Ok(None)
+}
+
+/// Whether, after the (damaged) record at `offset`, as long as its header
+/// says, comes the intact record `next`.
+fn followed_by(file: &dyn DiskFile, size: u64, offset: u64, next: u64) -> io::Result<bool> {
+    let mut len = [0u8; 4];
+    if offset + HEADER as u64 > size {
+        return Ok(false);
+    }
+    file.pread(&mut len, offset)?;
+    let after = offset + HEADER as u64 + u32::from_le_bytes(len) as u64;
+    Ok(read_record(file, size, after, next)?.is_some())
 }
 
 /// The record at `offset` if it is intact and numbered `seq`.
@@ -392,7 +453,7 @@ mod tests {
     }
 
     fn open(d: &Path, applied: u64) -> io::Result<(Wal, Vec<Record>)> {
-        Wal::open(&OsDisk::new(d)?, applied, LOG_SIZE)
+        Wal::open(&OsDisk::new(d)?, applied, LOG_SIZE).map(|(wal, found)| (wal, found.records))
     }
 
     /// A new log in `d`, numbered as if the durable state's `wal_seq` were 0.

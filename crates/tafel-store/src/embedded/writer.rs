@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use redb::{CursorError, Database, Durability, ReadableTable};
 
 use super::checkpoint::SinceCheckpoint;
+use super::checksums::{seal, seal_in_place, unseal};
 use super::commit::{self, Checkpoint, Committed, Pending, Snapshot};
 use super::page_file::Durable;
 use super::schema::*;
@@ -29,7 +30,9 @@ pub(super) const IDLE_CHECKPOINT: Duration = Duration::from_secs(1);
 /// Applies the records found in the log on open and commits them durably, so
 /// the log can be written from its start again; the commit also sets `wal_seq`
 /// to `next`, the number the records after open count on from (see [`Wal::open`]).
-pub(super) fn replay(db: &Database, records: &[wal::Record], next: u64) -> Result<(), StoreError> {
+/// `sealed`: whether the store's values carry checksums (the records hold the
+/// values as stored, so they do too).
+pub(super) fn replay(db: &Database, records: &[wal::Record], next: u64, sealed: bool) -> Result<(), StoreError> {
     let mut txn = db.begin_write().map_err(be)?;
     txn.set_durability(Durability::Immediate).map_err(be)?;
     {
@@ -41,7 +44,11 @@ pub(super) fn replay(db: &Database, records: &[wal::Record], next: u64) -> Resul
                 tables.apply(op)?;
             }
         }
-        tables.meta.insert(WAL_SEQ, next.to_le_bytes().as_slice()).map_err(be)?;
+        let next = match sealed {
+            true => seal(WAL_SEQ.as_bytes(), &next.to_le_bytes()),
+            false => next.to_le_bytes().to_vec(),
+        };
+        tables.meta.insert(WAL_SEQ, next.as_slice()).map_err(be)?;
     }
     txn.commit().map_err(be)
 }
@@ -146,7 +153,9 @@ fn run_group(
     };
     let checkpoint_alone = group.is_empty();
     let jobs = group.len() as u64;
-    committed.result = (|| -> Result<(), BackendError> {
+    // A panic in redb (a damaged page, see `schema::guarded`) fails the group;
+    // its transaction, dropped unfinished, changes nothing.
+    let run = AssertUnwindSafe(|| -> Result<(), BackendError> {
         if failed.load(Ordering::Acquire) {
             // The log is broken: change nothing more. Dropping the jobs fails them.
             return Err(BackendError::new(FailureKind::Stopped, "write-ahead log failed"));
@@ -171,8 +180,8 @@ fn run_group(
                     seq += 1;
                 }
                 let mut meta = tables.meta;
-                meta.insert(WAL_SEQ, seq.to_le_bytes().as_slice())
-                    .map_err(backend_error)?;
+                let stored = seal(WAL_SEQ.as_bytes(), &seq.to_le_bytes());
+                meta.insert(WAL_SEQ, stored.as_slice()).map_err(backend_error)?;
             }
         }
         if unchanged {
@@ -218,7 +227,8 @@ fn run_group(
             other => BackendError::new(FailureKind::Internal, other.to_string()),
         })?);
         Ok(())
-    })();
+    });
+    committed.result = catch_unwind(run).unwrap_or_else(|_| Err(garbage()));
     if let Err(e) = &mut committed.result {
         // After the store file could not be written, redb only says "Previous I/O
         // error"; the flusher knows what it was (a full disk, say).
@@ -310,10 +320,11 @@ impl Writer<'_, '_> {
                 reply,
             } => Pending::Bool(reply, self.set_acl(&account, &name, &acl)),
             Job::SetProps { account, value, reply } => {
+                let key = props_key(&account);
                 let r = self.change(Op::Insert {
                     table: T_META,
-                    key: props_key(&account).as_bytes(),
-                    value: &value,
+                    key: key.as_bytes(),
+                    value: &seal(key.as_bytes(), &value),
                 });
                 Pending::Unit(reply, r)
             }
@@ -328,12 +339,9 @@ impl Writer<'_, '_> {
     }
 
     fn table(&self, account: &str, name: &str) -> Result<Option<TableValue>, StoreError> {
-        let found = self
-            .tables
-            .tables
-            .get(table_key(account, name).as_slice())
-            .map_err(be)?;
-        found.map(|v| decode_table(v.value())).transpose()
+        let key = table_key(account, name);
+        let found = self.tables.tables.get(key.as_slice()).map_err(be)?;
+        found.map(|v| decode_table(&key, v.value())).transpose()
     }
 
     fn create_table(&mut self, account: &str, name: &str) -> Result<bool, StoreError> {
@@ -341,18 +349,19 @@ impl Writer<'_, '_> {
             return Ok(false);
         }
         let id = match self.tables.meta.get(NEXT_TABLE_ID).map_err(be)? {
-            Some(v) => decode_u64(v.value())?,
+            Some(v) => decode_u64(NEXT_TABLE_ID, v.value())?,
             None => 1,
         };
         self.change(Op::Insert {
             table: T_META,
             key: NEXT_TABLE_ID.as_bytes(),
-            value: &(id + 1).to_le_bytes(),
+            value: &seal(NEXT_TABLE_ID.as_bytes(), &(id + 1).to_le_bytes()),
         })?;
+        let key = table_key(account, name);
         self.change(Op::Insert {
             table: T_TABLES,
-            key: &table_key(account, name),
-            value: &encode_table(id, name, &[]),
+            key: &key,
+            value: &seal(&key, &encode_table(id, name, &[])),
         })?;
         self.change(Op::Insert {
             table: T_ORDER,
@@ -386,10 +395,11 @@ impl Writer<'_, '_> {
         let Some(t) = self.table(account, name)? else {
             return Ok(false);
         };
+        let key = table_key(account, name);
         self.change(Op::Insert {
             table: T_TABLES,
-            key: &table_key(account, name),
-            value: &encode_table(t.id, &t.record.name, acl),
+            key: &key,
+            value: &seal(&key, &encode_table(t.id, &t.record.name, acl)),
         })?;
         Ok(true)
     }
@@ -401,13 +411,9 @@ impl Writer<'_, '_> {
         let full: Vec<Vec<u8>> = keys.iter().map(|k| row_key(t.id, k.as_bytes())).collect();
         let mut current: Vec<Option<Vec<u8>>> = Vec::with_capacity(keys.len());
         for k in &full {
-            current.push(
-                self.tables
-                    .entities
-                    .get(k.as_slice())
-                    .map_err(be)?
-                    .map(|v| v.value().to_vec()),
-            );
+            // A damaged row fails the write: nothing is built on what it holds.
+            let found = self.tables.entities.get(k.as_slice()).map_err(be)?;
+            current.push(found.map(|v| unseal(k, v.value()).map(<[u8]>::to_vec)).transpose()?);
         }
         let views: Vec<Option<&[u8]>> = current.iter().map(|c| c.as_deref()).collect();
         let mutations = catch_unwind(AssertUnwindSafe(|| decide(&views)))
@@ -427,12 +433,18 @@ impl Writer<'_, '_> {
             let runs = full.len() > 1 && distinct_keys(&full);
             for ((k, m), old) in full.iter().zip(mutations).zip(&current) {
                 match m {
-                    Mutation::Put(v) if runs && old.is_none() => fresh.push((k, v)),
-                    Mutation::Put(v) => self.change(Op::Insert {
-                        table: T_ENTITIES,
-                        key: k,
-                        value: &v,
-                    })?,
+                    Mutation::Put(mut v) => {
+                        seal_in_place(k, &mut v);
+                        if runs && old.is_none() {
+                            fresh.push((k, v));
+                            continue;
+                        }
+                        self.change(Op::Insert {
+                            table: T_ENTITIES,
+                            key: k,
+                            value: &v,
+                        })?
+                    }
                     Mutation::Delete => self.change(Op::Remove {
                         table: T_ENTITIES,
                         key: k,

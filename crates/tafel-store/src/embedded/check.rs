@@ -1,0 +1,229 @@
+//! `tafel check`: verifies a whole store offline and says what is damaged,
+//! without changing anything. It opens the store as the server does, on a
+//! [`ScratchDisk`] that keeps every write in memory, has redb verify every
+//! page's checksum, then reads every value and verifies its own (see
+//! `checksums.rs`), naming the table and keys of each damaged one.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::Path;
+
+use redb::{Database, ReadableDatabase, ReadableTable};
+
+use super::checksums::{checked, printable};
+use super::disk::Disk;
+use super::engine::{open_db, recover};
+use super::schema::{be, decode_table, parse_table, table_key, ENTITIES, META, TABLES, TABLE_ORDER};
+use super::scratch_disk::ScratchDisk;
+use super::STORE_FILE;
+use crate::error::{FailureKind, StoreError};
+use crate::key::KeyRef;
+
+/// What a check found.
+#[derive(Debug, Default)]
+pub struct CheckReport {
+    pub tables: u64,
+    pub entities: u64,
+    /// Bytes of entity values.
+    pub bytes: u64,
+    /// Log records replayed on top of the store file.
+    pub replayed: usize,
+    /// Whether the values carry checksums: a store last written by a Tafel
+    /// from before them gets them when a server next opens it; until then
+    /// only redb's page checksums are checked.
+    pub checksums: bool,
+    pub damage: Vec<Damage>,
+    /// What may be damage, or the trace of a power loss.
+    pub warnings: Vec<Damage>,
+    /// Whether the store file opened at all.
+    opened: bool,
+}
+
+/// One damaged thing: where, and what is wrong with it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Damage {
+    pub place: String,
+    pub problem: String,
+}
+
+impl fmt::Display for Damage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.place, self.problem)
+    }
+}
+
+impl CheckReport {
+    fn damaged(&mut self, place: impl Into<String>, problem: impl Into<String>) {
+        self.damage.push(Damage {
+            place: place.into(),
+            problem: problem.into(),
+        });
+    }
+}
+
+/// Checks the store in `dir`; `progress` is told the entities checked so far
+/// now and then. An error means the check could not be made at all (no store
+/// there, a server running on it); damage is in the report.
+pub fn check(dir: &Path, progress: &mut dyn FnMut(u64)) -> Result<CheckReport, StoreError> {
+    if !dir.join(STORE_FILE).is_file() {
+        return Err(StoreError::failure(
+            FailureKind::Io,
+            format!("no Tafel store in {} (no {STORE_FILE})", dir.display()),
+        ));
+    }
+    let disk = ScratchDisk::new(dir).map_err(be)?;
+    Ok(check_on(&disk, progress))
+}
+
+/// Checks the store on `disk`, which it may write to.
+pub(super) fn check_on(disk: &dyn Disk, progress: &mut dyn FnMut(u64)) -> CheckReport {
+    let mut report = CheckReport::default();
+    // A damaged file may make a read panic: redb promises errors only from
+    // its integrity check. Whatever panics is damage too.
+    let walked = catch_unwind(AssertUnwindSafe(|| walk_store(disk, &mut report, progress)));
+    if walked.is_err() {
+        report.damaged("the store file", "reading it failed (a page holds garbage)");
+    }
+    // Then redb's own check of every page, on the store as replayed: a
+    // failed one ends redb's use of the database, so it comes last, on a
+    // database of its own.
+    let verified = catch_unwind(AssertUnwindSafe(|| -> Result<bool, String> {
+        let (mut db, _) = open_db(disk, 64 << 20).map_err(|e| e.to_string())?;
+        db.check_integrity().map_err(|e| e.to_string())
+    }));
+    match verified {
+        Ok(Ok(true)) => {}
+        Ok(Ok(false)) => report.damaged(
+            "the store file",
+            "pages failed their checksums; redb could fall back to an earlier commit, \
+             which may lack acknowledged writes",
+        ),
+        // Not opening is said already.
+        Ok(Err(_)) if !report.opened => {}
+        Ok(Err(e)) => report.damaged("the store file", format!("pages failed their checksums: {e}")),
+        Err(_) => report.damaged("the store file", "checking its pages failed (a page holds garbage)"),
+    }
+    report
+}
+
+/// Opens the store as the server does and reads all of it.
+fn walk_store(disk: &dyn Disk, report: &mut CheckReport, progress: &mut dyn FnMut(u64)) {
+    let db = match open_db(disk, 64 << 20) {
+        Ok((db, _)) => db,
+        Err(e) => return report.damaged("the store file", format!("it does not open: {e}")),
+    };
+    report.opened = true;
+    // Log size 0: a missing log is not made, an existing one read as it is.
+    let recovered = match recover(&db, disk, 0) {
+        Ok(r) => r,
+        Err(e) => return report.damaged("the store", format!("it does not open: {e}")),
+    };
+    report.checksums = recovered.sealed;
+    report.replayed = recovered.replayed;
+    if let Some(seq) = recovered.damaged_record {
+        report.warnings.push(Damage {
+            place: format!("write-ahead log record {seq}"),
+            problem: "failed its checksum while the next record is intact: its writes and \
+                      the later ones are not in the store; unless the power went while they \
+                      were being written, they were acknowledged and are lost"
+                .into(),
+        });
+    }
+    if let Err(e) = walk(&db, report, progress) {
+        report.damaged("the store file", format!("reading it failed: {e}"));
+    }
+}
+
+/// Reads every table record, listing entry, setting and entity.
+fn walk(db: &Database, report: &mut CheckReport, progress: &mut dyn FnMut(u64)) -> Result<(), StoreError> {
+    let txn = db.begin_read().map_err(be)?;
+    let sealed = report.checksums;
+    // Table id → "account/table".
+    let mut names: HashMap<u64, String> = HashMap::new();
+    let tables = txn.open_table(TABLES).map_err(be)?;
+    for row in tables.iter().map_err(be)? {
+        let (k, v) = row.map_err(be)?;
+        let (account, _) = split_at_zero(k.value());
+        let decoded = match sealed {
+            true => decode_table(k.value(), v.value()),
+            false => parse_table(v.value()),
+        };
+        match decoded {
+            Ok(t) => {
+                names.insert(t.id, format!("{account}/{}", t.record.name));
+                report.tables += 1;
+            }
+            Err(_) => report.damaged(
+                format!("table record {}", printable(k.value())),
+                "failed its checksum: the table's name, id and access policies are unknown",
+            ),
+        }
+    }
+    let order = txn.open_table(TABLE_ORDER).map_err(be)?;
+    for row in order.iter().map_err(be)? {
+        let (k, _) = row.map_err(be)?;
+        let (account, name) = split_at_zero(k.value());
+        let listed = tables.get(table_key(&account, &name).as_slice()).map_err(be)?;
+        let record = listed.map(|v| match sealed {
+            true => decode_table(&table_key(&account, &name), v.value()),
+            false => parse_table(v.value()),
+        });
+        if !matches!(record, Some(Ok(t)) if t.record.name == name) {
+            report.damaged(
+                format!("table listing entry {}", printable(k.value())),
+                "names no table: the key is damaged, or the table's record is",
+            );
+        }
+    }
+    let meta = txn.open_table(META).map_err(be)?;
+    for row in meta.iter().map_err(be)? {
+        let (k, v) = row.map_err(be)?;
+        if sealed && checked(k.value().as_bytes(), v.value()).is_none() {
+            report.damaged(
+                format!("setting {}", printable(k.value().as_bytes())),
+                "failed its checksum",
+            );
+        }
+    }
+    let entities = txn.open_table(ENTITIES).map_err(be)?;
+    for row in entities.iter().map_err(be)? {
+        let (k, v) = row.map_err(be)?;
+        let k = k.value();
+        report.entities += 1;
+        report.bytes += v.value().len() as u64;
+        if report.entities % 65_536 == 0 {
+            progress(report.entities);
+        }
+        let intact = !sealed || checked(k, v.value()).is_some();
+        let table = k
+            .get(..8)
+            .and_then(|id| names.get(&u64::from_be_bytes(id.try_into().unwrap_or_default())));
+        match (table, intact) {
+            (Some(_), true) => {}
+            (Some(table), false) => {
+                let (pk, rk) = KeyRef::new(&k[8..]).keys();
+                report.damaged(
+                    format!("entity {table} PartitionKey {pk:?} RowKey {rk:?}"),
+                    "its value failed its checksum",
+                );
+            }
+            (None, _) => report.damaged(
+                format!("entity row {}", printable(k)),
+                "belongs to no table: its key is damaged",
+            ),
+        }
+    }
+    progress(report.entities);
+    Ok(())
+}
+
+/// `account 0x00 rest` as text.
+fn split_at_zero(k: &[u8]) -> (String, String) {
+    let at = k.iter().position(|&b| b == 0).unwrap_or(k.len());
+    let rest = k.get(at + 1..).unwrap_or_default();
+    (
+        String::from_utf8_lossy(&k[..at]).into_owned(),
+        String::from_utf8_lossy(rest).into_owned(),
+    )
+}

@@ -1,0 +1,175 @@
+//! Checksums of stored values: every value in the store's redb tables is
+//! followed by a CRC-32 of its key and itself, checked on every read. redb
+//! checks its pages' checksums only when it repairs a file after a crash (or
+//! in a full integrity check), not on reads: without this a flipped bit in a
+//! page would be returned as data, or merged into a new version of a row.
+//! Covering the key too catches a value found under a damaged key.
+//!
+//! Stores from before checksums have none: the first open seals every value
+//! in one durable transaction ([`migrate`]), after the log is replayed (its
+//! records hold values as they were stored).
+
+use redb::{Database, Durability, ReadableTable, TableDefinition};
+
+use super::schema::{be, ENTITIES, META, TABLES, WAL_SEQ};
+use crate::error::{FailureKind, StoreError};
+
+/// Bytes of the checksum after every stored value.
+pub(super) const SEAL: usize = 4;
+/// META key saying every value carries a checksum; its value is [`FORMAT`], sealed.
+pub(super) const FORMAT_KEY: &str = "format";
+const FORMAT: &[u8] = &[1];
+
+fn checksum(key: &[u8], value: &[u8]) -> u32 {
+    let mut h = crc32fast::Hasher::new();
+    h.update(key);
+    h.update(value);
+    h.finalize()
+}
+
+/// Appends the checksum of `key` and `value` to `value`: it is now as stored.
+pub(super) fn seal_in_place(key: &[u8], value: &mut Vec<u8>) {
+    let crc = checksum(key, value);
+    value.extend_from_slice(&crc.to_le_bytes());
+}
+
+/// `value` as stored under `key`.
+pub(super) fn seal(key: &[u8], value: &[u8]) -> Vec<u8> {
+    let mut v = Vec::with_capacity(value.len() + SEAL);
+    v.extend_from_slice(value);
+    seal_in_place(key, &mut v);
+    v
+}
+
+/// The value stored under `key`, if its checksum holds.
+pub(super) fn checked<'a>(key: &[u8], stored: &'a [u8]) -> Option<&'a [u8]> {
+    let (value, crc) = stored.split_at_checked(stored.len().checked_sub(SEAL)?)?;
+    let crc = u32::from_le_bytes(crc.try_into().ok()?);
+    (checksum(key, value) == crc).then_some(value)
+}
+
+/// The value stored under `key`, or the error a damaged one is.
+pub(super) fn unseal<'a>(key: &[u8], stored: &'a [u8]) -> Result<&'a [u8], StoreError> {
+    checked(key, stored).ok_or_else(|| damaged(key))
+}
+
+/// The value of a row already checked, without checking it again.
+pub(super) fn payload(stored: &[u8]) -> &[u8] {
+    &stored[..stored.len().saturating_sub(SEAL)]
+}
+
+pub(super) fn damaged(key: &[u8]) -> StoreError {
+    StoreError::failure(
+        FailureKind::Corrupt,
+        format!(
+            "the value stored under key {} failed its checksum: the store file is damaged \
+             (`tafel check` lists what is)",
+            printable(key)
+        ),
+    )
+}
+
+/// A key's bytes for a message: text as is, other bytes escaped.
+pub(super) fn printable(key: &[u8]) -> String {
+    key.escape_ascii().to_string()
+}
+
+/// Whether the store's values carry checksums. A store nothing was ever
+/// written to (no log position recorded yet) is marked as one that does.
+/// Called in the transaction that creates the tables.
+pub(super) fn prepare(txn: &redb::WriteTransaction) -> Result<bool, StoreError> {
+    let mut meta = txn.open_table(META).map_err(be)?;
+    if let Some(v) = meta.get(FORMAT_KEY).map_err(be)? {
+        return match checked(FORMAT_KEY.as_bytes(), v.value()) {
+            Some(FORMAT) => Ok(true),
+            _ => Err(StoreError::failure(
+                FailureKind::Corrupt,
+                "the store's format marker is damaged or from a newer Tafel",
+            )),
+        };
+    }
+    // Every open records a log position, so only a new store has none.
+    let fresh = meta.get(WAL_SEQ).map_err(be)?.is_none();
+    if fresh {
+        meta.insert(FORMAT_KEY, seal(FORMAT_KEY.as_bytes(), FORMAT).as_slice())
+            .map_err(be)?;
+    }
+    Ok(fresh)
+}
+
+/// Seals every value of a store from before checksums, and marks it, in one
+/// durable transaction: a crash leaves it as it was, to be sealed at the next open.
+pub(super) fn migrate(db: &Database) -> Result<(), StoreError> {
+    let mut txn = db.begin_write().map_err(be)?;
+    txn.set_durability(Durability::Immediate).map_err(be)?;
+    let mut rows = 0u64;
+    rows += seal_all(&txn, TABLES)?;
+    rows += seal_all(&txn, ENTITIES)?;
+    {
+        let mut meta = txn.open_table(META).map_err(be)?;
+        let old: Vec<(String, Vec<u8>)> = meta
+            .iter()
+            .map_err(be)?
+            .map(|r| r.map(|(k, v)| (k.value().to_owned(), v.value().to_vec())))
+            .collect::<Result<_, _>>()
+            .map_err(be)?;
+        for (k, v) in old {
+            meta.insert(k.as_str(), seal(k.as_bytes(), &v).as_slice()).map_err(be)?;
+        }
+        meta.insert(FORMAT_KEY, seal(FORMAT_KEY.as_bytes(), FORMAT).as_slice())
+            .map_err(be)?;
+    }
+    txn.commit().map_err(be)?;
+    tracing::info!(rows, "added checksums to the values of a store from an older Tafel");
+    Ok(())
+}
+
+/// Seals every value of one byte-keyed table, a slice of keys at a time (the
+/// table cannot be written while it is iterated).
+fn seal_all(txn: &redb::WriteTransaction, def: TableDefinition<&[u8], &[u8]>) -> Result<u64, StoreError> {
+    const SLICE: usize = 4096;
+    let mut table = txn.open_table(def).map_err(be)?;
+    let mut after: Option<Vec<u8>> = None;
+    let mut n = 0;
+    loop {
+        let lower = match &after {
+            Some(k) => std::ops::Bound::Excluded(k.as_slice()),
+            None => std::ops::Bound::Unbounded,
+        };
+        let slice: Vec<(Vec<u8>, Vec<u8>)> = table
+            .range::<&[u8]>((lower, std::ops::Bound::Unbounded))
+            .map_err(be)?
+            .take(SLICE)
+            .map(|r| r.map(|(k, v)| (k.value().to_vec(), v.value().to_vec())))
+            .collect::<Result<_, _>>()
+            .map_err(be)?;
+        let Some((last, _)) = slice.last() else {
+            return Ok(n);
+        };
+        after = Some(last.clone());
+        for (k, v) in &slice {
+            table.insert(k.as_slice(), seal(k, v).as_slice()).map_err(be)?;
+            n += 1;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sealed_value_opens_only_under_its_own_key_and_unchanged() {
+        let sealed = seal(b"key", b"value");
+        assert_eq!(checked(b"key", &sealed), Some(&b"value"[..]));
+        assert_eq!(checked(b"kez", &sealed), None);
+        for bit in 0..sealed.len() * 8 {
+            let mut flipped = sealed.clone();
+            flipped[bit / 8] ^= 1 << (bit % 8);
+            assert_eq!(checked(b"key", &flipped), None, "bit {bit}");
+        }
+        assert_eq!(checked(b"key", &sealed[..3]), None);
+        assert_eq!(checked(b"", &seal(b"", b"")), Some(&b""[..]));
+        assert_eq!(payload(&sealed), b"value");
+    }
+}

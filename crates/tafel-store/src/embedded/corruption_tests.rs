@@ -1,0 +1,361 @@
+//! Damage to the store's files, as bit rot or a failing disk leaves it: a
+//! flipped bit anywhere in them is never returned as data; a read it spoils
+//! fails, and `check` names what is damaged; no write builds on a damaged row.
+
+use std::collections::BTreeMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use super::check::{check_on, CheckReport};
+use super::sim_disk::{Image, SimDisk};
+use super::{EmbeddedOptions, EmbeddedStore, STORE_FILE};
+use crate::error::FailureKind;
+use crate::key::{EntityKey, KeyRange};
+use crate::test_support::ScanEntities;
+use crate::traits::{Mutation, ScanRequest, Store};
+use crate::StoreError;
+
+const ACCOUNT: &str = "rot";
+const TABLES: [&str; 3] = ["alpha", "beta", "gamma"];
+const ROWS: usize = 150;
+const PROPS: &[u8] = b"service properties of rot";
+const ACL: &[u8] = b"access policies of beta";
+
+type Rows = BTreeMap<String, BTreeMap<String, Vec<u8>>>;
+
+fn options() -> EmbeddedOptions {
+    EmbeddedOptions {
+        cache_size: 1 << 20,
+        log_size: 256 << 10,
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread().build().expect("runtime")
+}
+
+/// Row `i` of `table`: text no other row holds, so a test can find it in the file.
+fn value(table: &str, i: usize) -> Vec<u8> {
+    format!("<{table}-{i:04}>").repeat(8 + i % 24).into_bytes()
+}
+
+/// A store holding three tables of rows, an access policy and service
+/// properties: its files after a clean stop (`clean`), else after the power
+/// went with the last writes in the log only.
+fn image(clean: bool) -> (Image, Rows) {
+    let disk = SimDisk::default();
+    let rows = runtime().block_on(async {
+        let store = EmbeddedStore::open_on(Box::new(disk.clone()), options(), None).expect("open");
+        let mut rows = Rows::new();
+        for table in TABLES {
+            store.create_table(ACCOUNT, table).await.expect("create");
+            let mut written = BTreeMap::new();
+            for batch in (0..ROWS).collect::<Vec<_>>().chunks(25) {
+                let keys = batch.iter().map(|i| EntityKey::new("p", &format!("r{i:04}"))).collect();
+                let values: Vec<Vec<u8>> = batch.iter().map(|&i| value(table, i)).collect();
+                for (&i, v) in batch.iter().zip(&values) {
+                    written.insert(format!("r{i:04}"), v.clone());
+                }
+                let decide = Box::new(move |_: &[Option<&[u8]>]| values.iter().cloned().map(Mutation::Put).collect());
+                store.write_entities(ACCOUNT, table, keys, decide).await.expect("write");
+            }
+            rows.insert(table.to_owned(), written);
+        }
+        store.set_table_acl(ACCOUNT, "beta", ACL.to_vec()).await.expect("acl");
+        store
+            .set_service_properties(ACCOUNT, PROPS.to_vec())
+            .await
+            .expect("props");
+        if clean {
+            store.shutdown().await.expect("shutdown");
+        }
+        rows
+    });
+    let image = disk.power_loss(disk.trace_len(), &mut fastrand::Rng::with_seed(1));
+    (image, rows)
+}
+
+/// What reading everything back gave: reads that failed, rows that were not
+/// there. Wrong data is never an outcome: it fails the test.
+#[derive(Debug, Default)]
+struct Outcome {
+    failed: usize,
+    missing: usize,
+    /// The last write (the service properties) is not there.
+    last_missing: bool,
+}
+
+async fn read_all(store: &EmbeddedStore, rows: &Rows) -> Outcome {
+    let mut out = Outcome::default();
+    let mut note = |r: Result<bool, StoreError>| match r {
+        Ok(true) => {}
+        Ok(false) => out.missing += 1,
+        Err(e) => {
+            if out.failed == 0 && std::env::var_os("TAFEL_FLIP_VERBOSE").is_some() {
+                eprintln!("first failed read: {e}");
+            }
+            out.failed += 1
+        }
+    };
+    note(store.list_tables(ACCOUNT, None, 100).await.map(|listed| {
+        let names: Vec<&str> = listed.iter().map(|t| t.name.as_str()).collect();
+        assert!(names.iter().all(|n| TABLES.contains(n)), "listed {names:?}");
+        names.len() == TABLES.len()
+    }));
+    let props = store.get_service_properties(ACCOUNT).await;
+    let last_missing = matches!(props, Ok(None));
+    note(props.map(|p| {
+        assert!(p.as_deref().is_none_or(|p| p == PROPS), "props {p:?}");
+        p.is_some()
+    }));
+    for (table, expected) in rows {
+        note(store.get_table(ACCOUNT, table).await.map(|t| {
+            let want: &[u8] = if table == "beta" { ACL } else { &[] };
+            // Without the access policy is as it was before they were set: a
+            // lost write, not wrong data.
+            assert!(
+                t.as_ref()
+                    .is_none_or(|t| t.name == *table && (t.acl == want || t.acl.is_empty())),
+                "{t:?}"
+            );
+            t.is_some_and(|t| t.acl == want)
+        }));
+        let request = ScanRequest {
+            ranges: vec![KeyRange::all()],
+            limit: 10_000,
+            filter: None,
+            deadline: None,
+        };
+        note(store.scan_entities(ACCOUNT, table, request).await.map(|page| {
+            for (k, v) in &page.rows {
+                let (_, rk) = k.keys();
+                assert_eq!(expected.get(&rk), Some(v), "{table}/{rk} scanned wrong");
+            }
+            page.rows.len() == expected.len()
+        }));
+        for (rk, want) in expected {
+            let got = store.get_entity(ACCOUNT, table, &EntityKey::new("p", rk)).await;
+            note(got.map(|v| {
+                assert!(v.as_ref().is_none_or(|v| v == want), "{table}/{rk} read wrong");
+                v.is_some()
+            }));
+        }
+    }
+    out.last_missing = last_missing;
+    out
+}
+
+fn check_image(image: &Image) -> CheckReport {
+    check_on(&SimDisk::with(image.clone()), &mut |_| {})
+}
+
+/// Flips `trials` random bits, one per copy of `image`, and holds each copy
+/// to the rules; returns how many flips were detected.
+fn flip_trials(image: &Image, rows: &Rows, trials: usize, seed: u64) -> usize {
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let files: Vec<&String> = image.keys().filter(|f| !image[*f].is_empty()).collect();
+    let mut detected = 0;
+    for trial in 0..trials {
+        let mut copy = image.clone();
+        // Most bytes are the store file's; the log and the header copy get their share.
+        let name = match rng.u8(..10) {
+            0..=6 => STORE_FILE.to_owned(),
+            _ => files[rng.usize(..files.len())].clone(),
+        };
+        let file = copy.get_mut(&name).expect("file");
+        // Mostly bytes that hold something: the file has room to grow into.
+        let mut at = rng.usize(..file.len());
+        for _ in 0..8 {
+            if file[at] != 0 {
+                break;
+            }
+            at = rng.usize(..file.len());
+        }
+        let bit = rng.u8(..8);
+        file[at] ^= 1 << bit;
+        let what = format!("trial {trial}: bit {bit} of byte {at} of {name}");
+        let report = catch_unwind(|| check_image(&copy)).unwrap_or_else(|_| panic!("{what}: check panicked"));
+        let outcome = catch_unwind(AssertUnwindSafe(|| {
+            runtime().block_on(async {
+                match EmbeddedStore::open_on(Box::new(SimDisk::with(copy.clone())), options(), None) {
+                    Ok(store) => Some(read_all(&store, rows).await),
+                    Err(_) => None,
+                }
+            })
+        }))
+        .unwrap_or_else(|_| panic!("{what}: reading panicked"));
+        let spoiled = match &outcome {
+            None => true,
+            Some(o) => o.failed > 0 || o.missing > 0,
+        };
+        // The one loss nothing can tell from a power loss: a damaged last
+        // log record looks just like one torn as the power went.
+        let last_record = name == super::wal::FILE_NAME
+            && outcome
+                .as_ref()
+                .is_some_and(|o| o.failed == 0 && o.missing == 1 && o.last_missing);
+        if spoiled && !last_record {
+            assert!(
+                !report.damage.is_empty() || !report.warnings.is_empty(),
+                "{what}: reads spoiled ({outcome:?}) but check found nothing"
+            );
+        }
+        if spoiled || !report.damage.is_empty() {
+            detected += 1;
+        }
+    }
+    detected
+}
+
+fn trials() -> usize {
+    std::env::var("TAFEL_FLIP_TRIALS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(150)
+}
+
+#[test]
+fn a_flipped_bit_in_a_cleanly_closed_store_is_never_read_as_data() {
+    let (image, rows) = image(true);
+    assert!(check_image(&image).damage.is_empty());
+    let detected = flip_trials(&image, &rows, trials(), 11);
+    eprintln!("{detected} of {} flips detected; the rest hit unused bytes", trials());
+    assert!(detected > 0);
+}
+
+#[test]
+fn a_flipped_bit_in_a_store_with_its_last_writes_in_the_log_is_never_read_as_data() {
+    let (image, rows) = image(false);
+    let clean = check_image(&image);
+    assert!(clean.damage.is_empty() && clean.warnings.is_empty(), "{clean:?}");
+    assert!(clean.replayed > 0, "the last writes should be in the log only");
+    let detected = flip_trials(&image, &rows, trials(), 12);
+    eprintln!("{detected} of {} flips detected; the rest hit unused bytes", trials());
+    assert!(detected > 0);
+}
+
+/// Every place `needle` occurs in `hay`.
+fn find_all(hay: &[u8], needle: &[u8]) -> Vec<usize> {
+    hay.windows(needle.len())
+        .enumerate()
+        .filter(|(_, w)| *w == needle)
+        .map(|(i, _)| i)
+        .collect()
+}
+
+#[test]
+fn a_damaged_value_fails_its_reads_and_writes_and_check_names_it() {
+    let (mut image, rows) = image(true);
+    // The row's text, in every copy redb's copy-on-write left in the file.
+    let file = image.get_mut(STORE_FILE).expect("store file");
+    let places = find_all(file, b"<beta-0042>");
+    assert!(!places.is_empty());
+    for at in places {
+        file[at + 3] ^= 0x10;
+    }
+    let report = check_image(&image);
+    // The row, by name; and redb's check of the page it is on.
+    let places: Vec<&str> = report.damage.iter().map(|d| d.place.as_str()).collect();
+    let row = format!("entity {ACCOUNT}/beta PartitionKey \"p\" RowKey \"r0042\"");
+    assert_eq!(places, [row.as_str(), "the store file"], "{:?}", report.damage);
+    assert_eq!(report.entities, (ROWS * TABLES.len()) as u64);
+    runtime().block_on(async {
+        let store = EmbeddedStore::open_on(Box::new(SimDisk::with(image)), options(), None).expect("open");
+        let key = EntityKey::new("p", "r0042");
+        let corrupt =
+            |r: Result<_, StoreError>| matches!(r, Err(StoreError::Backend(b)) if b.kind == FailureKind::Corrupt);
+        assert!(corrupt(store.get_entity(ACCOUNT, "beta", &key).await.map(drop)));
+        let all = ScanRequest {
+            ranges: vec![KeyRange::all()],
+            limit: 10_000,
+            filter: None,
+            deadline: None,
+        };
+        assert!(corrupt(store.scan_entities(ACCOUNT, "beta", all).await.map(drop)));
+        // A write that would build on the row (a merge) is refused, and so is
+        // one that would not look at it: the decision never sees damaged bytes.
+        let wrote = store
+            .write_entities(
+                ACCOUNT,
+                "beta",
+                vec![key.clone()],
+                Box::new(|_: &[Option<&[u8]>]| vec![Mutation::Put(b"merged".to_vec())]),
+            )
+            .await;
+        assert!(corrupt(wrote));
+        assert!(corrupt(store.get_entity(ACCOUNT, "beta", &key).await.map(drop)));
+        // Everything else reads as written.
+        for (table, expected) in &rows {
+            for (rk, want) in expected {
+                if table == "beta" && rk == "r0042" {
+                    continue;
+                }
+                let got = store.get_entity(ACCOUNT, table, &EntityKey::new("p", rk)).await;
+                assert_eq!(got.expect("read").as_ref(), Some(want));
+            }
+        }
+    });
+}
+
+/// Strips the checksums off every value and the format marker: the store as
+/// a Tafel from before checksums left it.
+fn without_checksums(image: Image) -> Image {
+    use super::checksums::{payload, FORMAT_KEY};
+    use super::schema::{ENTITIES, META, TABLES};
+    use redb::{ReadableTable, TableDefinition};
+    fn strip(txn: &redb::WriteTransaction, def: TableDefinition<&[u8], &[u8]>) {
+        let mut table = txn.open_table(def).expect("table");
+        let rows: Vec<(Vec<u8>, Vec<u8>)> = table
+            .iter()
+            .expect("iter")
+            .map(|r| {
+                r.map(|(k, v)| (k.value().to_vec(), payload(v.value()).to_vec()))
+                    .expect("row")
+            })
+            .collect();
+        for (k, v) in rows {
+            table.insert(k.as_slice(), v.as_slice()).expect("insert");
+        }
+    }
+    let disk = SimDisk::with(image);
+    {
+        let (db, _) = super::engine::open_db(&disk, 1 << 20).expect("open");
+        let txn = db.begin_write().expect("txn");
+        strip(&txn, TABLES);
+        strip(&txn, ENTITIES);
+        {
+            let mut meta = txn.open_table(META).expect("meta");
+            meta.remove(FORMAT_KEY).expect("remove");
+            let rows: Vec<(String, Vec<u8>)> = meta
+                .iter()
+                .expect("iter")
+                .map(|r| {
+                    r.map(|(k, v)| (k.value().to_owned(), payload(v.value()).to_vec()))
+                        .expect("row")
+                })
+                .collect();
+            for (k, v) in rows {
+                meta.insert(k.as_str(), v.as_slice()).expect("insert");
+            }
+        }
+        txn.commit().expect("commit");
+    }
+    disk.power_loss(disk.trace_len(), &mut fastrand::Rng::with_seed(2))
+}
+
+#[test]
+fn a_store_from_before_checksums_gets_them_at_its_first_open() {
+    let (image, rows) = image(true);
+    let old = without_checksums(image);
+    let report = check_image(&old);
+    assert!(!report.checksums && report.damage.is_empty(), "{report:?}");
+    assert_eq!(report.entities, (ROWS * TABLES.len()) as u64);
+    let disk = SimDisk::with(old);
+    runtime().block_on(async {
+        let store = EmbeddedStore::open_on(Box::new(disk.clone()), options(), None).expect("open");
+        let outcome = read_all(&store, &rows).await;
+        assert_eq!((outcome.failed, outcome.missing), (0, 0));
+        store.shutdown().await.expect("shutdown");
+    });
+    let sealed = check_image(&disk.power_loss(disk.trace_len(), &mut fastrand::Rng::with_seed(3)));
+    assert!(sealed.checksums && sealed.damage.is_empty(), "{sealed:?}");
+}

@@ -1,0 +1,237 @@
+//! A [`Disk`] that reads the data directory and keeps every write in memory,
+//! so `tafel check` can open a store the way the server does (mend a torn
+//! header, replay the log) without changing a byte of it.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{self, IoSlice};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use redb::backends::InMemoryBackend;
+use redb::StorageBackend;
+
+use super::disk::{Disk, DiskFile, LOCK_FILE};
+
+const PAGE: u64 = 4096;
+
+pub(super) struct ScratchDisk {
+    dir: PathBuf,
+    files: Mutex<HashMap<String, Arc<ScratchFile>>>,
+    /// A shared lock on the server's lock file, when there is one: a running
+    /// server holds it exclusively, and its files change under a reader.
+    _lock: Option<File>,
+}
+
+impl ScratchDisk {
+    pub(super) fn new(dir: &Path) -> io::Result<Self> {
+        let lock = match File::open(dir.join(LOCK_FILE)) {
+            Ok(f) => Some(f),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+            Err(e) => return Err(e),
+        };
+        if let Some(f) = &lock {
+            match rustix::fs::flock(f, rustix::fs::FlockOperation::NonBlockingLockShared) {
+                Ok(()) => {}
+                Err(rustix::io::Errno::WOULDBLOCK) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::ResourceBusy,
+                        format!(
+                            "{} is in use by a running Tafel: stop it first, or check a copy",
+                            dir.display()
+                        ),
+                    ))
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(ScratchDisk {
+            dir: dir.to_owned(),
+            files: Mutex::default(),
+            _lock: lock,
+        })
+    }
+}
+
+impl Disk for ScratchDisk {
+    fn open(&self, name: &str) -> io::Result<Arc<dyn DiskFile>> {
+        let mut files = self.files.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(f) = files.get(name) {
+            return Ok(f.clone());
+        }
+        let base = match File::open(self.dir.join(name)) {
+            Ok(f) => Some(f),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+            Err(e) => return Err(e),
+        };
+        let len = match &base {
+            Some(f) => f.metadata()?.len(),
+            None => 0,
+        };
+        let file = Arc::new(ScratchFile {
+            base,
+            state: Mutex::new(State {
+                len,
+                base_visible: len,
+                pages: HashMap::new(),
+            }),
+        });
+        files.insert(name.to_owned(), file.clone());
+        Ok(file)
+    }
+
+    fn sync_dir(&self) -> io::Result<()> {
+        Ok(())
+    }
+
+    fn free_bytes(&self) -> io::Result<u64> {
+        Ok(u64::MAX)
+    }
+
+    fn locks(&self, _: &str) -> io::Result<Box<dyn StorageBackend>> {
+        // One reader in this process: no redb locks to take (see `sim_disk.rs`).
+        Ok(Box::new(InMemoryBackend::new()))
+    }
+}
+
+/// A file as read, with the pages written since laid over it.
+struct ScratchFile {
+    base: Option<File>,
+    state: Mutex<State>,
+}
+
+struct State {
+    len: u64,
+    /// The file's bytes below this are the base file's unless written over;
+    /// above it they are zeros (the file was cut shorter, then grew again).
+    base_visible: u64,
+    pages: HashMap<u64, Box<[u8]>>,
+}
+
+impl ScratchFile {
+    /// Page `n` as the file holds it now.
+    fn page(&self, state: &State, n: u64) -> io::Result<Box<[u8]>> {
+        if let Some(p) = state.pages.get(&n) {
+            return Ok(p.clone());
+        }
+        let mut page = vec![0u8; PAGE as usize].into_boxed_slice();
+        let start = n * PAGE;
+        let end = state.base_visible.min(start + PAGE);
+        if let (Some(base), true) = (&self.base, end > start) {
+            base.read_exact_at(&mut page[..(end - start) as usize], start)?;
+        }
+        Ok(page)
+    }
+}
+
+impl DiskFile for ScratchFile {
+    fn len(&self) -> io::Result<u64> {
+        Ok(self.state.lock().unwrap_or_else(PoisonError::into_inner).len)
+    }
+
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        if len < state.len {
+            // Bytes past the new end read as zeros should the file grow again.
+            let last = len / PAGE;
+            let cut = (len % PAGE) as usize;
+            if cut > 0 {
+                let mut page = self.page(&state, last)?;
+                page[cut..].fill(0);
+                state.pages.insert(last, page);
+            }
+            state.pages.retain(|&n, _| n * PAGE < len);
+            state.base_visible = state.base_visible.min(len);
+        }
+        state.len = len;
+        Ok(())
+    }
+
+    fn pread(&self, out: &mut [u8], offset: u64) -> io::Result<()> {
+        let state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        if offset + out.len() as u64 > state.len {
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        }
+        let mut done = 0usize;
+        while done < out.len() {
+            let at = offset + done as u64;
+            let within = (at % PAGE) as usize;
+            let n = (PAGE as usize - within).min(out.len() - done);
+            match state.pages.get(&(at / PAGE)) {
+                Some(p) => out[done..done + n].copy_from_slice(&p[within..within + n]),
+                None => {
+                    let page = self.page(&state, at / PAGE)?;
+                    out[done..done + n].copy_from_slice(&page[within..within + n]);
+                }
+            }
+            done += n;
+        }
+        Ok(())
+    }
+
+    fn pwritev(&self, bufs: &mut [IoSlice<'_>], offset: u64) -> io::Result<()> {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut at = offset;
+        for buf in bufs.iter() {
+            let mut data: &[u8] = buf;
+            while !data.is_empty() {
+                let n = at / PAGE;
+                let within = (at % PAGE) as usize;
+                let take = (PAGE as usize - within).min(data.len());
+                let mut page = self.page(&state, n)?;
+                page[within..within + take].copy_from_slice(&data[..take]);
+                // A zero page past the base file reads as zeros unstored: a
+                // new log, written with zeros up front, takes no memory.
+                if n * PAGE >= state.base_visible && page.iter().all(|&b| b == 0) {
+                    state.pages.remove(&n);
+                } else {
+                    state.pages.insert(n, page);
+                }
+                data = &data[take..];
+                at += take as u64;
+            }
+        }
+        state.len = state.len.max(at);
+        Ok(())
+    }
+
+    fn sync_data(&self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writes_stay_in_memory_and_read_back_over_the_file() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        std::fs::write(dir.path().join("f"), vec![7u8; 10_000]).expect("write");
+        let disk = ScratchDisk::new(dir.path()).expect("disk");
+        let f = disk.open("f").expect("open");
+        f.pwrite(&[1; 5000], 3000).expect("pwrite");
+        let mut all = vec![0u8; 10_000];
+        f.pread(&mut all, 0).expect("pread");
+        assert!(all[..3000].iter().all(|&b| b == 7));
+        assert!(all[3000..8000].iter().all(|&b| b == 1));
+        assert!(all[8000..].iter().all(|&b| b == 7));
+        // Shorter, then longer: the cut-off bytes come back as zeros.
+        f.set_len(5000).expect("shrink");
+        f.set_len(12_000).expect("grow");
+        f.pread(&mut all, 2000).expect("pread");
+        assert!(all[..1000].iter().all(|&b| b == 7));
+        assert!(all[1000..3000].iter().all(|&b| b == 1));
+        assert!(all[3000..].iter().all(|&b| b == 0));
+        assert_eq!(f.len().expect("len"), 12_000);
+        assert!(f.pread(&mut [0u8; 2], 11_999).is_err());
+        // A new file of zeros takes no pages.
+        let log = disk.open("new").expect("open new");
+        log.pwrite(&vec![0u8; 1 << 20], 0).expect("zeros");
+        assert_eq!(log.len().expect("len"), 1 << 20);
+        // Nothing reached the directory.
+        assert_eq!(std::fs::read(dir.path().join("f")).expect("read"), vec![7u8; 10_000]);
+        assert!(!dir.path().join("new").exists());
+    }
+}
