@@ -6,6 +6,7 @@ use std::time::Duration;
 
 mod backup;
 mod cert;
+mod check;
 mod config;
 mod serve_args;
 mod transfer;
@@ -95,6 +96,9 @@ enum Command {
     /// Restore a backup into an empty store, of either backend (checks the whole
     /// file first; --check only checks it).
     Restore(backup::RestoreArgs),
+    /// Verify a whole embedded store offline (every page and every value's
+    /// checksum, the log's records), changing nothing; list what is damaged.
+    Check(check::CheckArgs),
     /// The configuration.
     Config {
         #[command(subcommand)]
@@ -146,6 +150,7 @@ fn main() -> anyhow::Result<()> {
         Some(Command::Copy(a)) => return transfer::copy(a),
         Some(Command::Backup(a)) => return backup::backup(a),
         Some(Command::Restore(a)) => return backup::restore(a),
+        Some(Command::Check(a)) => return check::run(a),
         None => cli.serve,
     };
     let logs = tracing_subscriber::fmt()
