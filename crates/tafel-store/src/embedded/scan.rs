@@ -98,12 +98,8 @@ pub(super) async fn scan(
     request: &ScanRequest,
     sink: &mut (dyn RowSink + '_),
 ) -> Result<ScanEnd, StoreError> {
-    let mut slice_end = Instant::now() + SCAN_SLICE;
-    let mut since_check = 0u32;
     let id = guarded(|| table_id(snapshot, ids, table_key, generation))?;
-    let entities = &snapshot.entities;
     let mut page = PageBuilder::new(request, sink).counted(rows);
-    let table_prefix = id.to_be_bytes();
     for range in &request.ranges {
         if range.is_empty() {
             continue;
@@ -113,40 +109,78 @@ pub(super) async fn scan(
         // sees by the id prefix: cheaper than redb comparing every key to a bound.
         let hi = range.end.as_ref().map(|e| row_key(id, e));
         let upper = hi.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
-        let mut iter = guarded(|| {
-            entities
+        let mut rows = guarded(|| {
+            let iter = snapshot
+                .entities
                 .range::<&[u8]>((Bound::Included(lo.as_slice()), upper))
-                .map_err(be)
+                .map_err(be)?;
+            Ok(RangeScan::new(iter, id))
         })?;
-        // Rows are offered in order, but pulled a few ahead with their first cache
-        // lines prefetched, and filtered halfway (FILTER_AT) with the rest of a
-        // match prefetched: a scan of a table larger than the CPU cache otherwise
-        // waits on one miss per row, and on several per row it encodes.
-        let mut ahead = VecDeque::with_capacity(LOOKAHEAD);
-        let mut exhausted = false;
-        let in_table = |k: &[u8]| k.starts_with(&table_prefix);
+        // A slice at a time behind one guard (see `schema::guarded`): a guard
+        // around each row kept redb's iterator from being inlined into the
+        // loop, and cost scans a quarter of their speed.
         loop {
-            while !exhausted && ahead.len() < LOOKAHEAD {
-                // Slicing a row out of a damaged page panics where redb finds
-                // it: once here, guarded, rather than at each use below.
-                let next = guarded(|| {
-                    let next = iter.next();
-                    if let Some(Ok((k, v))) = &next {
-                        let _ = (k.value(), v.value());
-                    }
-                    Ok(next)
-                })?;
-                match next {
+            match guarded(|| rows.run(&mut page, Instant::now() + SCAN_SLICE))? {
+                Slice::PageEnded(end) => return Ok(end),
+                Slice::RangeEnded => break,
+                Slice::TimeUp => tokio::task::yield_now().await,
+            }
+        }
+    }
+    Ok(page.finish())
+}
+
+type Row<'a> = redb::AccessGuard<'a, &'static [u8]>;
+
+/// One key range of a scan, pulled ahead.
+struct RangeScan<'a> {
+    iter: redb::Range<'a, &'static [u8], &'static [u8]>,
+    /// Rows pulled, not yet offered, each with whether it matched the filter
+    /// (once known; its checksum was verified then too).
+    ahead: VecDeque<(Row<'a>, Row<'a>, Option<bool>)>,
+    exhausted: bool,
+    table_prefix: [u8; 8],
+}
+
+/// How a slice of a range's scan ended.
+enum Slice {
+    PageEnded(ScanEnd),
+    RangeEnded,
+    TimeUp,
+}
+
+impl<'a> RangeScan<'a> {
+    fn new(iter: redb::Range<'a, &'static [u8], &'static [u8]>, id: u64) -> Self {
+        RangeScan {
+            iter,
+            ahead: VecDeque::with_capacity(LOOKAHEAD),
+            exhausted: false,
+            table_prefix: id.to_be_bytes(),
+        }
+    }
+
+    /// Offers rows to `page` until it is full, the range ends, or `until`.
+    /// Rows are offered in order, but pulled a few ahead with their first cache
+    /// lines prefetched, and filtered halfway (FILTER_AT) with the rest of a
+    /// match prefetched: a scan of a table larger than the CPU cache otherwise
+    /// waits on one miss per row, and on several per row it encodes.
+    fn run<S: RowSink + ?Sized>(&mut self, page: &mut PageBuilder<'_, S>, until: Instant) -> Result<Slice, StoreError> {
+        let prefix = self.table_prefix;
+        let in_table = |k: &[u8]| k.starts_with(&prefix);
+        let mut since_check = 0u32;
+        loop {
+            while !self.exhausted && self.ahead.len() < LOOKAHEAD {
+                match self.iter.next() {
                     Some(Ok((k, v))) => {
                         prefetch(k.value());
                         prefetch(v.value());
-                        ahead.push_back((k, v, None));
+                        self.ahead.push_back((k, v, None));
                     }
                     Some(Err(e)) => return Err(be(e)),
-                    None => exhausted = true,
+                    None => self.exhausted = true,
                 }
             }
-            if let Some((k, v, matched)) = ahead.get_mut(FILTER_AT) {
+            if let Some((k, v, matched)) = self.ahead.get_mut(FILTER_AT) {
                 if in_table(k.value()) {
                     // Checked here, where the filter reads the row anyway; a
                     // damaged row fails the scan rather than match or show wrongly.
@@ -157,9 +191,11 @@ pub(super) async fn scan(
                     *matched = Some(m);
                 }
             }
-            let Some((k, v, matched)) = ahead.front() else { break };
+            let Some((k, v, matched)) = self.ahead.front() else {
+                return Ok(Slice::RangeEnded);
+            };
             if !in_table(k.value()) {
-                break;
+                return Ok(Slice::RangeEnded);
             }
             let key = entity_key(k.value());
             let (value, matched) = match *matched {
@@ -170,18 +206,16 @@ pub(super) async fn scan(
                 }
             };
             if let Some(end) = page.offer_matched(key, value, matched) {
-                return Ok(end);
+                return Ok(Slice::PageEnded(end));
             }
-            ahead.pop_front();
+            self.ahead.pop_front();
             since_check += 1;
             if since_check == SLICE_CHECK_EVERY {
                 since_check = 0;
-                if Instant::now() >= slice_end {
-                    tokio::task::yield_now().await;
-                    slice_end = Instant::now() + SCAN_SLICE;
+                if Instant::now() >= until {
+                    return Ok(Slice::TimeUp);
                 }
             }
         }
     }
-    Ok(page.finish())
 }
