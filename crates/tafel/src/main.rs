@@ -6,6 +6,7 @@ use std::time::Duration;
 
 mod backup;
 mod cert;
+#[cfg(feature = "embedded")]
 mod check;
 mod config;
 mod serve_args;
@@ -98,6 +99,7 @@ enum Command {
     Restore(backup::RestoreArgs),
     /// Verify a whole embedded store offline (every page and every value's
     /// checksum, the log's records), changing nothing; list what is damaged.
+    #[cfg(feature = "embedded")]
     Check(check::CheckArgs),
     /// The configuration.
     Config {
@@ -150,6 +152,7 @@ fn main() -> anyhow::Result<()> {
         Some(Command::Copy(a)) => return transfer::copy(a),
         Some(Command::Backup(a)) => return backup::backup(a),
         Some(Command::Restore(a)) => return backup::restore(a),
+        #[cfg(feature = "embedded")]
         Some(Command::Check(a)) => return check::run(a),
         None => cli.serve,
     };
