@@ -139,17 +139,18 @@ fn walk_store(disk: &dyn Disk, report: &mut CheckReport, progress: &mut dyn FnMu
 fn walk(db: &Database, report: &mut CheckReport, progress: &mut dyn FnMut(u64)) -> Result<(), StoreError> {
     let txn = db.begin_read().map_err(be)?;
     let sealed = report.checksums;
+    // A table record, checked if the store's values carry checksums.
+    let record = |key: &[u8], stored: &[u8]| match sealed {
+        true => decode_table(key, stored),
+        false => parse_table(stored),
+    };
     // Table id → "account/table".
     let mut names: HashMap<u64, String> = HashMap::new();
     let tables = txn.open_table(TABLES).map_err(be)?;
     for row in tables.iter().map_err(be)? {
         let (k, v) = row.map_err(be)?;
         let (account, _) = split_at_zero(k.value());
-        let decoded = match sealed {
-            true => decode_table(k.value(), v.value()),
-            false => parse_table(v.value()),
-        };
-        match decoded {
+        match record(k.value(), v.value()) {
             Ok(t) => {
                 names.insert(t.id, format!("{account}/{}", t.record.name));
                 report.tables += 1;
@@ -164,12 +165,9 @@ fn walk(db: &Database, report: &mut CheckReport, progress: &mut dyn FnMut(u64)) 
     for row in order.iter().map_err(be)? {
         let (k, _) = row.map_err(be)?;
         let (account, name) = split_at_zero(k.value());
-        let listed = tables.get(table_key(&account, &name).as_slice()).map_err(be)?;
-        let record = listed.map(|v| match sealed {
-            true => decode_table(&table_key(&account, &name), v.value()),
-            false => parse_table(v.value()),
-        });
-        if !matches!(record, Some(Ok(t)) if t.record.name == name) {
+        let key = table_key(&account, &name);
+        let listed = tables.get(key.as_slice()).map_err(be)?;
+        if !matches!(listed.map(|v| record(&key, v.value())), Some(Ok(t)) if t.record.name == name) {
             report.damaged(
                 format!("table listing entry {}", printable(k.value())),
                 "names no table: the key is damaged, or the table's record is",
