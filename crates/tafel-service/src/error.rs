@@ -159,6 +159,7 @@ impl From<tafel_store::StoreError> for Error {
     fn from(e: tafel_store::StoreError) -> Self {
         match e {
             tafel_store::StoreError::TableNotFound => Error::new(ErrorCode::TableNotFound),
+            tafel_store::StoreError::TableBeingDeleted => Error::new(ErrorCode::TableBeingDeleted),
             tafel_store::StoreError::Backend(e) => {
                 // The kind tells an operator what to do (free disk space, check the database).
                 tracing::error!(error = %e, kind = ?e.kind, "store failure");
@@ -177,6 +178,8 @@ impl From<tafel_store::StoreError> for Error {
                          it was not returned, and nothing was written. An operator can list \
                          the damage with `tafel check` and restore it from a backup.",
                     ),
+                    // The database out of reach (a scale-out node): a client retries.
+                    tafel_store::FailureKind::Unavailable => Error::new(ErrorCode::ServerBusy),
                     _ => Error::new(ErrorCode::InternalError),
                 }
             }

@@ -11,6 +11,10 @@ pub enum StoreError {
     /// The table named in an entity operation does not exist (any more).
     #[error("table not found")]
     TableNotFound,
+    /// A create named a table whose delete is still removing its entities (a
+    /// backend that deletes tables in the background). Maps to 409.
+    #[error("table being deleted")]
+    TableBeingDeleted,
     /// The backend failed: I/O, corruption, a lost connection. Maps to 500.
     #[error("storage backend failure: {0}")]
     Backend(BackendError),
@@ -53,6 +57,21 @@ impl BackendError {
             kind,
             context: context.into(),
             source: None,
+        }
+    }
+
+    /// A failure of kind `kind` caused by `source`, whatever its chain holds (an
+    /// `io::Error` on a socket to a database is the database out of reach, not a
+    /// failure of this machine's disk).
+    pub fn of_kind(
+        kind: FailureKind,
+        context: impl Into<Cow<'static, str>>,
+        source: impl StdError + Send + Sync + 'static,
+    ) -> Self {
+        BackendError {
+            kind,
+            context: context.into(),
+            source: Some(Arc::new(source)),
         }
     }
 
