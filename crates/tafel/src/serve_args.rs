@@ -156,6 +156,10 @@ pub(crate) struct StoreArgs {
     /// Connections to the database this node keeps at most.
     #[arg(long, env = "TAFEL_POSTGRES_POOL", default_value_t = 16)]
     pub(crate) postgres_pool: usize,
+    /// Seconds a statement may run on the database before it is ended; a request
+    /// whose database does not answer within about that long fails with 503.
+    #[arg(long, env = "TAFEL_POSTGRES_TIMEOUT", default_value_t = 30, value_parser = clap::value_parser!(u32).range(1..))]
+    pub(crate) postgres_timeout: u32,
     /// Page cache of the embedded store, in MiB.
     #[arg(long, env = "TAFEL_CACHE_MB", default_value_t = 256)]
     pub(crate) cache_mb: usize,
@@ -267,6 +271,7 @@ pub(crate) async fn open_store(args: &StoreArgs) -> anyhow::Result<Arc<dyn Store
                 url,
                 tafel_store::postgres::PostgresOptions {
                     pool_size: args.postgres_pool,
+                    timeout: std::time::Duration::from_secs(u64::from(args.postgres_timeout)),
                 },
             )
             .await

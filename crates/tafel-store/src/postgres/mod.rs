@@ -23,8 +23,12 @@
 //! - Reads are single statements or one read-only snapshot (a scan page).
 
 mod connect;
+mod migrate;
+mod pipelined;
+mod reaper;
 mod scan;
 mod schema;
+mod session;
 mod snapshot;
 mod stats;
 mod txn;
@@ -35,10 +39,13 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime, Timeouts};
+use futures_util::future::{try_join, try_join3, try_join_all};
+use futures_util::TryFutureExt;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
-use tokio_postgres::IsolationLevel;
+use tokio_postgres::Statement;
 
+use self::pipelined::OpenTxn;
 use self::stats::PgStats;
 use self::txn::{retry, DbError};
 
@@ -50,17 +57,27 @@ use crate::traits::{Decide, Mutation, RowSink, ScanEnd, ScanRequest, Store, Tabl
 pub struct PostgresOptions {
     /// Connections this node keeps to the database at most.
     pub pool_size: usize,
+    /// The longest a statement may run (the database ends it), and, a little
+    /// longer, the longest an attempt may wait on the database before the request
+    /// fails with 503 (a database that stopped answering, a cut link).
+    pub timeout: Duration,
 }
 
 impl Default for PostgresOptions {
     fn default() -> Self {
-        PostgresOptions { pool_size: 16 }
+        PostgresOptions {
+            pool_size: 16,
+            timeout: Duration::from_secs(30),
+        }
     }
 }
 
 pub struct PostgresStore {
     pool: Pool,
     stats: PgStats,
+    reaper: reaper::Reaper,
+    /// How long one attempt may take, waits for the database included.
+    deadline: Duration,
 }
 
 /// How long readiness waits for the database to answer.
@@ -70,6 +87,9 @@ const READY_DEADLINE: Duration = Duration::from_secs(2);
 fn lower(name: &str) -> Vec<u8> {
     name.bytes().map(|b| b.to_ascii_lowercase()).collect()
 }
+
+/// Statement parameters, as tokio-postgres takes them.
+type Params<'a> = [&'a (dyn ToSql + Sync)];
 
 /// Keys and values of one kind of put, as the two arrays a statement takes.
 #[derive(Default)]
@@ -85,16 +105,6 @@ impl<'a> Puts<'a> {
     }
 }
 
-/// Begins a READ COMMITTED transaction, the level every write runs at (see the
-/// invariants above).
-async fn read_committed(client: &mut deadpool_postgres::Client) -> Result<deadpool_postgres::Transaction<'_>, DbError> {
-    Ok(client
-        .build_transaction()
-        .isolation_level(IsolationLevel::ReadCommitted)
-        .start()
-        .await?)
-}
-
 fn record(row: &tokio_postgres::Row) -> Result<TableRecord, DbError> {
     let name: Vec<u8> = row.try_get(0)?;
     let name =
@@ -105,37 +115,85 @@ fn record(row: &tokio_postgres::Row) -> Result<TableRecord, DbError> {
     })
 }
 
+/// Limits that turn a database out of reach into a prompt error (503 to the
+/// client) rather than a hang, unless the URL sets them: how long to wait for a
+/// connection, and for the database to acknowledge what was sent (a cut link
+/// where packets vanish, not a closed port).
+fn fail_fast(config: &mut tokio_postgres::Config) {
+    if config.get_connect_timeout().is_none() {
+        config.connect_timeout(Duration::from_secs(5));
+    }
+    if config.get_tcp_user_timeout().is_none() {
+        config.tcp_user_timeout(Duration::from_secs(10));
+    }
+    if config.get_keepalives_idle() == Duration::from_secs(2 * 60 * 60) {
+        config.keepalives_idle(Duration::from_secs(30));
+    }
+}
+
+/// A pool of at most `size` connections opened with `config`, each set up by `hook`.
+fn pool(
+    config: tokio_postgres::Config,
+    size: usize,
+    hook: Option<deadpool_postgres::Hook>,
+) -> Result<Pool, StoreError> {
+    let manager = Manager::from_connect(
+        config,
+        connect::OnStoreRuntime::current(),
+        ManagerConfig {
+            recycling_method: RecyclingMethod::Fast,
+        },
+    );
+    let mut builder = Pool::builder(manager)
+        .max_size(size.max(1))
+        .runtime(Runtime::Tokio1)
+        // A request waits this long for a connection before failing, not forever.
+        .timeouts(Timeouts {
+            wait: Some(Duration::from_secs(10)),
+            create: Some(Duration::from_secs(10)),
+            recycle: Some(Duration::from_secs(5)),
+        });
+    if let Some(hook) = hook {
+        builder = builder.post_create(hook);
+    }
+    builder
+        .build()
+        .map_err(|e| BackendError::caused_by(FailureKind::Internal, "building the connection pool", e).into())
+}
+
 impl PostgresStore {
     /// Connects to `url` (a libpq-style URL or `key=value` string) and creates
     /// the schema if it is missing. Connections are driven by the runtime this
     /// is called on, which must outlive every use of the store ([`connect`]).
     pub async fn connect(url: &str, options: PostgresOptions) -> Result<Self, StoreError> {
-        let config = tokio_postgres::Config::from_str(url)
+        let mut config = tokio_postgres::Config::from_str(url)
             .map_err(|e| BackendError::caused_by(FailureKind::Unavailable, "bad --postgres-url", e))?;
-        let manager = Manager::from_connect(
-            config,
-            connect::OnStoreRuntime::current(),
-            ManagerConfig {
-                recycling_method: RecyclingMethod::Fast,
-            },
-        );
-        let pool = Pool::builder(manager)
-            .max_size(options.pool_size.max(1))
-            .runtime(Runtime::Tokio1)
-            // A request waits this long for a connection before failing, not forever.
-            .timeouts(Timeouts {
-                wait: Some(Duration::from_secs(30)),
-                create: Some(Duration::from_secs(10)),
-                recycle: Some(Duration::from_secs(5)),
-            })
-            .build()
-            .map_err(|e| BackendError::caused_by(FailureKind::Internal, "building the connection pool", e))?;
-        let client = pool.get().await.map_err(|e| DbError::from(e).into_store())?;
-        schema::ensure(&client).await.map_err(DbError::into_store)?;
+        fail_fast(&mut config);
+        // The schema first, on a connection of its own: the pool's connections
+        // prepare statements that need the current schema as they open.
+        let setup = pool(config.clone(), 1, None)?;
+        let client = setup.get().await.map_err(|e| DbError::from(e).into_store())?;
+        migrate::migrate(&client).await.map_err(DbError::into_store)?;
+        drop(client);
+        setup.close();
+        let pool = pool(config, options.pool_size, Some(session::hook(options.timeout)))?;
+        let reaper = reaper::Reaper::start(pool.clone());
+        // Deletes a node left unfinished when it stopped.
+        reaper.wake();
         Ok(PostgresStore {
             pool,
             stats: PgStats::default(),
+            reaper,
+            deadline: options.timeout + Duration::from_secs(2),
         })
+    }
+
+    async fn retry<T, F, Fut>(&self, what: &str, attempt: F) -> Result<T, StoreError>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<T, DbError>>,
+    {
+        retry(&self.stats, self.deadline, what, attempt).await
     }
 
     async fn client(&self) -> Result<deadpool_postgres::Client, DbError> {
@@ -145,16 +203,47 @@ impl PostgresStore {
         Ok(client?)
     }
 
-    /// One attempt of a write: the whole transaction, from BEGIN to COMMIT.
+    /// One attempt of a write: the whole transaction, from BEGIN to COMMIT, in
+    /// two round trips ([`pipelined`]).
     async fn write_once(&self, account: &str, lname: &[u8], keys: &[&[u8]], decide: &Decide) -> Result<(), DbError> {
-        let mut client = self.client().await?;
-        let tx = read_committed(&mut client).await?;
-        let lock = tx.prepare_cached(schema::LOCK_TABLE).await?;
-        let read = tx.prepare_cached(schema::READ_FOR_WRITE).await?;
-        // Both statements go out before either answer comes back (pipelined).
-        let (lock_params, read_params): (&[&(dyn ToSql + Sync)], &[&(dyn ToSql + Sync)]) =
-            (&[&account, &lname], &[&account, &lname, &keys]);
-        let (table, found) = tokio::try_join!(tx.query_opt(&lock, lock_params), tx.query(&read, read_params))?;
+        let txn = OpenTxn::new(self.client().await?);
+        match self.write_in(&txn, account, lname, keys, decide).await {
+            Ok(true) => {
+                txn.finish();
+                Ok(())
+            }
+            Ok(false) => {
+                txn.abandon();
+                Ok(())
+            }
+            Err(e) => {
+                txn.abandon();
+                Err(e)
+            }
+        }
+    }
+
+    /// The write's statements; true when they ended with a COMMIT that answered,
+    /// false when the decision changed nothing and the transaction is left to roll back.
+    async fn write_in(
+        &self,
+        txn: &OpenTxn,
+        account: &str,
+        lname: &[u8],
+        keys: &[&[u8]],
+        decide: &Decide,
+    ) -> Result<bool, DbError> {
+        let client = txn.client()?;
+        let lock = client.prepare_cached(schema::LOCK_TABLE).await?;
+        let read = client.prepare_cached(schema::READ_FOR_WRITE).await?;
+        let (lock_params, read_params): (&Params, &Params) = (&[&account, &lname], &[&account, &lname, &keys]);
+        // Round trip 1: BEGIN, the table row, the keys' rows.
+        let ((), table, found) = try_join3(
+            client.batch_execute(pipelined::BEGIN).err_into(),
+            client.query_opt(&lock, lock_params).err_into::<DbError>(),
+            client.query(&read, read_params).err_into(),
+        )
+        .await?;
         let Some(table) = table else {
             return Err(StoreError::TableNotFound.into());
         };
@@ -169,74 +258,97 @@ impl PostgresStore {
         let views: Vec<Option<&[u8]>> = current.iter().map(|c| c.as_deref()).collect();
         let mutations = catch_unwind(AssertUnwindSafe(|| decide(&views)))
             .map_err(|_| StoreError::failure(FailureKind::Internal, "write decision panicked"))?;
-        if !mutations.is_empty() {
-            if mutations.len() != keys.len() {
-                return Err(StoreError::failure(FailureKind::Internal, "decision does not cover every key").into());
-            }
-            let (mut puts, mut inserts, mut deletes) = (Puts::default(), Puts::default(), Vec::new());
-            for ((key, m), cur) in keys.iter().zip(&mutations).zip(&current) {
-                match (m, cur) {
-                    (Mutation::Put(v), Some(_)) => puts.push(key, v),
-                    (Mutation::Put(v), None) => inserts.push(key, v),
-                    // An absent row has nothing to delete.
-                    (Mutation::Delete, Some(_)) => deletes.push(*key),
-                    (Mutation::Delete, None) | (Mutation::Keep, _) => {}
-                }
-            }
-            if !inserts.keys.is_empty() {
-                let insert = tx.prepare_cached(schema::INSERT_ENTITIES).await?;
-                let n = tx.execute(&insert, &[&id, &inserts.keys, &inserts.values]).await?;
-                if n != inserts.keys.len() as u64 {
-                    return Err(DbError::Raced);
-                }
-            }
-            if !puts.keys.is_empty() {
-                let put = tx.prepare_cached(schema::PUT_ENTITIES).await?;
-                tx.execute(&put, &[&id, &puts.keys, &puts.values]).await?;
-            }
-            if !deletes.is_empty() {
-                let delete = tx.prepare_cached(schema::DELETE_ENTITIES).await?;
-                tx.execute(&delete, &[&id, &deletes]).await?;
+        if mutations.is_empty() {
+            return Ok(false);
+        }
+        if mutations.len() != keys.len() {
+            return Err(StoreError::failure(FailureKind::Internal, "decision does not cover every key").into());
+        }
+        let (mut puts, mut inserts, mut deletes) = (Puts::default(), Puts::default(), Vec::new());
+        for ((key, m), cur) in keys.iter().zip(&mutations).zip(&current) {
+            match (m, cur) {
+                (Mutation::Put(v), Some(_)) => puts.push(key, v),
+                (Mutation::Put(v), None) => inserts.push(key, v),
+                // An absent row has nothing to delete.
+                (Mutation::Delete, Some(_)) => deletes.push(*key),
+                (Mutation::Delete, None) | (Mutation::Keep, _) => {}
             }
         }
-        tx.commit().await?;
-        Ok(())
+        if inserts.keys.is_empty() && puts.keys.is_empty() && deletes.is_empty() {
+            return Ok(false);
+        }
+        let insert = client.prepare_cached(schema::INSERT_ENTITIES).await?;
+        let put = client.prepare_cached(schema::PUT_ENTITIES).await?;
+        let delete = client.prepare_cached(schema::DELETE_ENTITIES).await?;
+        let changes: [(&Statement, &Params, bool); 3] = [
+            (
+                &insert,
+                &[&id, &inserts.keys, &inserts.values],
+                !inserts.keys.is_empty(),
+            ),
+            (&put, &[&id, &puts.keys, &puts.values], !puts.keys.is_empty()),
+            (&delete, &[&id, &deletes], !deletes.is_empty()),
+        ];
+        let changes = changes
+            .iter()
+            .filter(|(_, _, any)| *any)
+            .map(|(stmt, params, _)| client.execute(*stmt, params));
+        // Round trip 2: the changes and COMMIT. A key seen absent and inserted since
+        // fails the insert (a unique violation: the write runs again), and the COMMIT
+        // behind it rolls back.
+        match try_join(try_join_all(changes), client.batch_execute(pipelined::COMMIT)).await {
+            Ok(_) => Ok(true),
+            Err(e) if e.code() == Some(&SqlState::UNIQUE_VIOLATION) => Err(DbError::Raced),
+            Err(e) => Err(e.into()),
+        }
     }
 
     async fn create_once(&self, account: &str, name: &str) -> Result<bool, DbError> {
         let client = self.client().await?;
         let stmt = client.prepare_cached(schema::CREATE_TABLE).await?;
+        let lname = lower(name);
         let mut draws = 0;
         loop {
             draws += 1;
             // A name taken already inserts nothing (`ON CONFLICT`); the only other
             // unique key is the id, so a unique violation is an id drawn twice.
             let id = fastrand::i64(..);
-            match client
-                .execute(&stmt, &[&account, &lower(name), &name.as_bytes(), &id])
-                .await
-            {
-                Ok(n) => return Ok(n == 1),
+            match client.execute(&stmt, &[&account, &lname, &name.as_bytes(), &id]).await {
+                Ok(1) => return Ok(true),
+                Ok(_) => break,
                 Err(e) if draws < 4 && e.code() == Some(&SqlState::UNIQUE_VIOLATION) => continue,
                 Err(e) => return Err(e.into()),
             }
         }
+        // The name is taken: by a table, or by one whose entities are still going.
+        let deleting = client.prepare_cached(schema::TABLE_DELETING).await?;
+        match client.query_opt(&deleting, &[&account, &lname]).await? {
+            Some(row) if row.try_get::<_, bool>(0)? => Err(StoreError::TableBeingDeleted.into()),
+            Some(_) => Ok(false),
+            // Gone between the two statements: a create that runs again may succeed.
+            None => Err(DbError::Raced),
+        }
     }
 
+    /// Marks the table deleted, and in the same round trip deletes a first chunk of
+    /// its entities and, if that was all of them, its row: a small table's name is
+    /// free at once; a large one's entities go in the background ([`reaper`]).
     async fn delete_once(&self, account: &str, lname: &[u8]) -> Result<bool, DbError> {
-        let mut client = self.client().await?;
-        // READ COMMITTED: deleting the table row waits for the writes holding it
-        // (FOR SHARE), and the entity delete's fresh snapshot then sees their rows.
-        let tx = read_committed(&mut client).await?;
-        let delete = tx.prepare_cached(schema::DELETE_TABLE).await?;
-        let Some(row) = tx.query_opt(&delete, &[&account, &lname]).await? else {
-            return Ok(false);
-        };
-        let id: i64 = row.try_get(0)?;
-        let entities = tx.prepare_cached(schema::DELETE_TABLE_ENTITIES).await?;
-        tx.execute(&entities, &[&id]).await?;
-        tx.commit().await?;
-        Ok(true)
+        let client = self.client().await?;
+        let mark = client.prepare_cached(schema::MARK_DELETING).await?;
+        let chunk = client.prepare_cached(schema::DELETE_CHUNK_NAMED).await?;
+        let drop_empty = client.prepare_cached(schema::DROP_EMPTY_NAMED).await?;
+        let limit = reaper::CHUNK;
+        let (marked, _, _) = try_join3(
+            client.query_opt(&mark, &[&account, &lname]),
+            client.execute(&chunk, &[&account, &lname, &limit]),
+            client.execute(&drop_empty, &[&account, &lname]),
+        )
+        .await?;
+        if marked.is_some() {
+            self.reaper.wake();
+        }
+        Ok(marked.is_some())
     }
 
     async fn scan_once(
@@ -245,33 +357,25 @@ impl PostgresStore {
         lname: &[u8],
         request: &ScanRequest,
     ) -> Result<(scan::Rows, ScanEnd), DbError> {
-        let mut client = self.client().await?;
-        let tx = client
-            .build_transaction()
-            .isolation_level(IsolationLevel::RepeatableRead)
-            .read_only(true)
-            .start()
-            .await?;
-        let page = scan::scan(&tx, &self.stats.rows, account, lname, request).await?;
-        tx.commit().await?;
-        Ok(page)
+        let client = self.client().await?;
+        scan::scan(&client, &self.stats.rows, account, lname, request).await
     }
 }
 
 #[async_trait]
 impl Store for PostgresStore {
     async fn create_table(&self, account: &str, name: &str) -> Result<bool, StoreError> {
-        retry(&self.stats, "create table", || self.create_once(account, name)).await
+        self.retry("create table", || self.create_once(account, name)).await
     }
 
     async fn delete_table(&self, account: &str, name: &str) -> Result<bool, StoreError> {
         let lname = lower(name);
-        retry(&self.stats, "delete table", || self.delete_once(account, &lname)).await
+        self.retry("delete table", || self.delete_once(account, &lname)).await
     }
 
     async fn get_table(&self, account: &str, name: &str) -> Result<Option<TableRecord>, StoreError> {
         let lname = lower(name);
-        retry(&self.stats, "get table", || async {
+        self.retry("get table", || async {
             let client = self.client().await?;
             let stmt = client.prepare_cached(schema::GET_TABLE).await?;
             match client.query_opt(&stmt, &[&account, &lname]).await? {
@@ -284,7 +388,7 @@ impl Store for PostgresStore {
 
     async fn set_table_acl(&self, account: &str, name: &str, acl: Vec<u8>) -> Result<bool, StoreError> {
         let lname = lower(name);
-        retry(&self.stats, "set table acl", || async {
+        self.retry("set table acl", || async {
             let client = self.client().await?;
             let stmt = client.prepare_cached(schema::SET_ACL).await?;
             Ok(client.execute(&stmt, &[&account, &lname, &acl]).await? == 1)
@@ -300,7 +404,7 @@ impl Store for PostgresStore {
     ) -> Result<Vec<TableRecord>, StoreError> {
         let from = from.unwrap_or("").as_bytes();
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        retry(&self.stats, "list tables", || async {
+        self.retry("list tables", || async {
             let client = self.client().await?;
             let stmt = client.prepare_cached(schema::LIST_TABLES).await?;
             let rows = client.query(&stmt, &[&account, &from, &limit]).await?;
@@ -312,7 +416,7 @@ impl Store for PostgresStore {
     async fn get_entity(&self, account: &str, table: &str, key: &EntityKey) -> Result<Option<Vec<u8>>, StoreError> {
         let lname = lower(table);
         let key = key.as_bytes();
-        retry(&self.stats, "get entity", || async {
+        self.retry("get entity", || async {
             let client = self.client().await?;
             let stmt = client.prepare_cached(schema::GET_ENTITY).await?;
             match client.query_opt(&stmt, &[&account, &lname, &key]).await? {
@@ -331,7 +435,7 @@ impl Store for PostgresStore {
         sink: &mut (dyn RowSink + '_),
     ) -> Result<ScanEnd, StoreError> {
         let lname = lower(table);
-        let (rows, end) = retry(&self.stats, "scan", || self.scan_once(account, &lname, &request)).await?;
+        let (rows, end) = self.retry("scan", || self.scan_once(account, &lname, &request)).await?;
         for (key, value) in &rows {
             sink.push(key.view(), value);
         }
@@ -347,10 +451,8 @@ impl Store for PostgresStore {
     ) -> Result<(), StoreError> {
         let lname = lower(table);
         let keys: Vec<&[u8]> = keys.iter().map(EntityKey::as_bytes).collect();
-        retry(&self.stats, "write", || {
-            self.write_once(account, &lname, &keys, &decide)
-        })
-        .await
+        self.retry("write", || self.write_once(account, &lname, &keys, &decide))
+            .await
     }
 
     async fn snapshot(&self) -> Result<Box<dyn crate::Snapshot>, StoreError> {
@@ -362,7 +464,7 @@ impl Store for PostgresStore {
     }
 
     async fn get_service_properties(&self, account: &str) -> Result<Option<Vec<u8>>, StoreError> {
-        retry(&self.stats, "get service properties", || async {
+        self.retry("get service properties", || async {
             let client = self.client().await?;
             let stmt = client.prepare_cached(schema::GET_PROPS).await?;
             match client.query_opt(&stmt, &[&account]).await? {
@@ -374,7 +476,7 @@ impl Store for PostgresStore {
     }
 
     async fn set_service_properties(&self, account: &str, value: Vec<u8>) -> Result<(), StoreError> {
-        retry(&self.stats, "set service properties", || async {
+        self.retry("set service properties", || async {
             let client = self.client().await?;
             let stmt = client.prepare_cached(schema::SET_PROPS).await?;
             client.execute(&stmt, &[&account, &value]).await?;
@@ -402,7 +504,7 @@ impl Store for PostgresStore {
     }
 
     async fn count_tables(&self, account: &str) -> Result<u64, StoreError> {
-        retry(&self.stats, "count tables", || async {
+        self.retry("count tables", || async {
             let client = self.client().await?;
             let stmt = client.prepare_cached(schema::COUNT_TABLES).await?;
             let n: i64 = client.query_one(&stmt, &[&account]).await?.try_get(0)?;

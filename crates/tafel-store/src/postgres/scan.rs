@@ -1,8 +1,11 @@
-//! One page of an ordered scan, in one read-only snapshot (the table lookup
-//! included), fetched range by range in key order in chunks. Its paging rules are
-//! every backend's ([`PageBuilder`]).
+//! One page of an ordered scan, fetched range by range in key order in chunks,
+//! each one statement that also looks the table up: a page that fits one chunk
+//! (the common case) is one round trip and no transaction to hold open. Each
+//! chunk reads its own snapshot, as a page of Azure's does not promise one
+//! instant either; a table deleted mid-page ends the page with TableNotFound.
+//! Its paging rules are every backend's ([`PageBuilder`]).
 
-use deadpool_postgres::Transaction;
+use deadpool_postgres::Client;
 
 use super::schema;
 use super::txn::DbError;
@@ -12,8 +15,8 @@ use crate::page::PageBuilder;
 use crate::stats::RowCounts;
 use crate::traits::{ScanEnd, ScanRequest};
 
-/// The rows of one attempt, kept until its snapshot committed: a retried attempt
-/// starts over, and the caller's sink must see each row once.
+/// The rows of one attempt, kept until it ended: a retried attempt starts over,
+/// and the caller's sink must see each row once.
 pub type Rows = Vec<(crate::key::EntityKey, Vec<u8>)>;
 
 /// Rows fetched per round trip when a filter may reject some of them.
@@ -33,21 +36,17 @@ fn chunk_size(request: &ScanRequest, have: usize) -> usize {
 }
 
 pub async fn scan(
-    tx: &Transaction<'_>,
+    client: &Client,
     counts: &RowCounts,
     account: &str,
     lname: &[u8],
     request: &ScanRequest,
 ) -> Result<(Rows, ScanEnd), DbError> {
-    let lookup = tx.prepare_cached(schema::TABLE_ID).await?;
-    let Some(row) = tx.query_opt(&lookup, &[&account, &lname]).await? else {
-        return Err(StoreError::TableNotFound.into());
-    };
-    let id: i64 = row.try_get(0)?;
-    let from = tx.prepare_cached(schema::SCAN_FROM).await?;
-    let between = tx.prepare_cached(schema::SCAN_BETWEEN).await?;
+    let from = client.prepare_cached(schema::SCAN_FROM).await?;
+    let between = client.prepare_cached(schema::SCAN_BETWEEN).await?;
     let mut rows = Rows::new();
     let mut page = PageBuilder::new(request, &mut rows).counted(counts);
+    let mut looked_up = false;
     for range in &request.ranges {
         if range.is_empty() {
             continue;
@@ -57,18 +56,31 @@ pub async fn scan(
             let n = chunk_size(request, page.len());
             let limit = i64::try_from(n).unwrap_or(i64::MAX);
             let chunk = match &range.end {
-                Some(end) => tx.query(&between, &[&id, &cursor, &limit, end]).await?,
-                None => tx.query(&from, &[&id, &cursor, &limit]).await?,
+                Some(end) => {
+                    client
+                        .query(&between, &[&account, &lname, &cursor, &limit, end])
+                        .await?
+                }
+                None => client.query(&from, &[&account, &lname, &cursor, &limit]).await?,
             };
+            if chunk.is_empty() {
+                return Err(StoreError::TableNotFound.into());
+            }
+            looked_up = true;
+            let mut got = 0;
             for row in &chunk {
-                let key: &[u8] = row.try_get(0)?;
+                // The table's row with nothing joined: no entity in the range.
+                let Some(key) = row.try_get::<_, Option<&[u8]>>(0)? else {
+                    break;
+                };
                 let value: &[u8] = row.try_get(1)?;
+                got += 1;
                 if let Some(end) = page.offer(KeyRef::new(key), value) {
                     drop(page);
                     return Ok((rows, end));
                 }
             }
-            if chunk.len() < n {
+            if got < n {
                 break;
             }
             // The smallest key after the chunk's last: that key with a 0x00 appended.
@@ -77,6 +89,16 @@ pub async fn scan(
             cursor = [last, &[0u8][..]].concat();
         }
     }
+    if !looked_up && !table_exists(client, account, lname).await? {
+        return Err(StoreError::TableNotFound.into());
+    }
     let end = page.finish();
     Ok((rows, end))
+}
+
+/// For a scan whose ranges are all empty (a filter no key can match): the table
+/// must still exist for the answer to be an empty page.
+async fn table_exists(client: &Client, account: &str, lname: &[u8]) -> Result<bool, DbError> {
+    let stmt = client.prepare_cached(schema::GET_TABLE).await?;
+    Ok(client.query_opt(&stmt, &[&account, &lname]).await?.is_some())
 }

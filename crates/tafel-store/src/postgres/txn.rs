@@ -30,6 +30,8 @@ pub(crate) enum DbError {
     Store(StoreError),
     /// A row the attempt saw absent appeared before it could insert it.
     Raced,
+    /// The attempt took longer than its deadline: the database did not answer.
+    TimedOut(Duration),
 }
 
 impl From<tokio_postgres::Error> for DbError {
@@ -73,17 +75,30 @@ impl DbError {
                     None => "postgres".to_owned(),
                 };
                 // A closed connection or one that failed on the wire is the database out
-                // of reach; a database error is the statement's.
+                // of reach, and so are the database's own errors of that kind; any
+                // other database error is the statement's.
                 let kind = match e.as_db_error() {
                     None if e.is_closed() || crate::error::io_kind(&e).is_some() => FailureKind::Unavailable,
+                    Some(db) if out_of_reach(db.code()) => FailureKind::Unavailable,
                     _ => FailureKind::Internal,
                 };
-                BackendError::caused_by(kind, context, e).into()
+                BackendError::of_kind(kind, context, e).into()
             }
-            DbError::Pool(e) => BackendError::caused_by(FailureKind::Unavailable, "postgres pool", e).into(),
+            DbError::Pool(e) => BackendError::of_kind(FailureKind::Unavailable, "postgres pool", e).into(),
             DbError::Raced => StoreError::Busy("a key was inserted concurrently".into()),
+            DbError::TimedOut(after) => StoreError::failure(
+                FailureKind::Unavailable,
+                format!("postgres: no answer within {after:?}"),
+            ),
         }
     }
+}
+
+/// SQLSTATE classes of a database that cannot serve now: 08 connection exception,
+/// 53 insufficient resources (too many connections), 57 operator intervention
+/// (shutting down, starting up, a statement timeout).
+fn out_of_reach(code: &SqlState) -> bool {
+    matches!(code.code().get(..2), Some("08" | "53" | "57"))
 }
 
 /// How long to wait before attempt `attempt + 1` (attempt counts from 1): a
@@ -97,8 +112,15 @@ pub(crate) fn backoff(attempt: u32) -> Duration {
 }
 
 /// Runs `attempt` until it succeeds, fails for a reason other than a conflict, or
-/// has conflicted [`MAX_ATTEMPTS`] times; counts the reruns in `stats`.
-pub(super) async fn retry<T, F, Fut>(stats: &PgStats, what: &str, mut attempt: F) -> Result<T, StoreError>
+/// has conflicted [`MAX_ATTEMPTS`] times; counts the reruns in `stats`. An
+/// attempt past `deadline` is dropped (a transaction it opened ends with its
+/// connection) and fails: an answer the database never gave is not waited for.
+pub(super) async fn retry<T, F, Fut>(
+    stats: &PgStats,
+    deadline: Duration,
+    what: &str,
+    mut attempt: F,
+) -> Result<T, StoreError>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, DbError>>,
@@ -106,7 +128,10 @@ where
     let mut n = 0;
     loop {
         n += 1;
-        match attempt().await {
+        let outcome = tokio::time::timeout(deadline, attempt())
+            .await
+            .unwrap_or(Err(DbError::TimedOut(deadline)));
+        match outcome {
             Ok(v) => return Ok(v),
             Err(e) if e.is_conflict() => {
                 if n >= MAX_ATTEMPTS {
