@@ -1,0 +1,166 @@
+"""A TCP proxy to put between Tafel and PostgreSQL: it delays, cuts and refuses.
+
+- ``delay`` (seconds, one way) holds every chunk that long before passing it on, in order,
+  so the round-trip time Tafel sees to the database grows by ``2 * delay``: the way to count
+  a request's round trips to the database (latency / added round-trip time).
+- ``cut()`` drops every open connection at once (a network fault, a database failover).
+- ``refuse = True`` closes new connections as they come (a node cut off from the database).
+- ``cut_after(marker, forward=…)`` arms a one-shot fault: the next client chunk that holds
+  ``marker`` (say ``b"COMMIT"``) is passed on (``forward=True``, so the database acts on it)
+  or not (``False``), and the connection is dropped before any answer comes back.
+
+Threads, not asyncio: the tests that use it are plain synchronous pytest code.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections import deque
+from typing import Optional
+
+
+class _Pipe:
+    """One direction of one connection: read, hold ``delay``, write, in order."""
+
+    def __init__(
+        self, proxy: "DelayProxy", src: socket.socket, dst: socket.socket, upstream: bool, deaf: threading.Event
+    ):
+        self.proxy, self.src, self.dst, self.upstream = proxy, src, dst, upstream
+        # Set when a fault strikes the connection: nothing more reaches the client.
+        self.deaf = deaf
+        self.queue: deque = deque()
+        self.ready = threading.Condition()
+        threading.Thread(target=self._read, daemon=True).start()
+        threading.Thread(target=self._write, daemon=True).start()
+
+    def _read(self) -> None:
+        try:
+            while True:
+                data = self.src.recv(65536)
+                if not data:
+                    break
+                if self.upstream and self.proxy._fault_hit(data):
+                    self.deaf.set()
+                    if self.proxy._fault_forward:
+                        self.dst.sendall(data)
+                        # Long enough for the database to act on it; the answer never returns.
+                        time.sleep(0.2)
+                    self.proxy._drop(self.src, self.dst)
+                    return
+                with self.ready:
+                    self.queue.append((time.monotonic() + self.proxy.delay, data))
+                    self.ready.notify()
+        except OSError:
+            pass
+        with self.ready:
+            self.queue.append((0.0, None))
+            self.ready.notify()
+
+    def _write(self) -> None:
+        try:
+            while True:
+                with self.ready:
+                    while not self.queue:
+                        self.ready.wait()
+                    due, data = self.queue.popleft()
+                if data is None:
+                    break
+                wait = due - time.monotonic()
+                if wait > 0:
+                    time.sleep(wait)
+                if self.deaf.is_set():
+                    break
+                self.dst.sendall(data)
+        except OSError:
+            pass
+        self.proxy._drop(self.src, self.dst)
+
+
+class DelayProxy:
+    def __init__(self, upstream_host: str, upstream_port: int, delay: float = 0.0):
+        self.upstream = (upstream_host, upstream_port)
+        self.delay = delay
+        self.refuse = False
+        self.connections = 0
+        self._fault: Optional[bytes] = None
+        self._fault_forward = True
+        self._lock = threading.Lock()
+        self._open: list = []
+        self._listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._listener.bind(("127.0.0.1", 0))
+        self._listener.listen(128)
+        self.port = self._listener.getsockname()[1]
+        self._closed = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while not self._closed:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            if self.refuse:
+                client.close()
+                continue
+            try:
+                server = socket.create_connection(self.upstream, timeout=5)
+                server.settimeout(None)
+            except OSError:
+                client.close()
+                continue
+            for s in (client, server):
+                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            with self._lock:
+                self._open.append((client, server))
+                self.connections += 1
+            deaf = threading.Event()
+            _Pipe(self, client, server, upstream=True, deaf=deaf)
+            _Pipe(self, server, client, upstream=False, deaf=deaf)
+
+    def _fault_hit(self, data: bytes) -> bool:
+        with self._lock:
+            if self._fault is not None and self._fault in data:
+                self._fault = None
+                return True
+        return False
+
+    def _drop(self, a: socket.socket, b: socket.socket) -> None:
+        for s in (a, b):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            s.close()
+        with self._lock:
+            self._open = [p for p in self._open if p[0] is not a and p[1] is not a]
+
+    def cut_after(self, marker: bytes, forward: bool) -> None:
+        with self._lock:
+            self._fault, self._fault_forward = marker, forward
+
+    def fault_pending(self) -> bool:
+        with self._lock:
+            return self._fault is not None
+
+    def cut(self) -> None:
+        with self._lock:
+            pairs, self._open = self._open, []
+        for client, server in pairs:
+            self._drop(client, server)
+
+    def close(self) -> None:
+        self._closed = True
+        self._listener.close()
+        self.cut()
+
+    def url_for(self, database_url: str) -> str:
+        """``database_url`` (postgresql://user@host:port/db) through this proxy."""
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(database_url)
+        netloc = parts.netloc.rsplit("@", 1)
+        user = netloc[0] + "@" if len(netloc) == 2 else ""
+        return parts._replace(netloc=f"{user}127.0.0.1:{self.port}").geturl()
