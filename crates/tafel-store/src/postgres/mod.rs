@@ -27,10 +27,10 @@ mod scan;
 mod schema;
 mod snapshot;
 mod stats;
+mod tls;
 mod txn;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::str::FromStr;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -47,14 +47,21 @@ use crate::key::EntityKey;
 use crate::stats::StoreMetric;
 use crate::traits::{Decide, Mutation, RowSink, ScanEnd, ScanRequest, Store, TableRecord};
 
+pub use self::tls::{SslMode, SslOptions, TlsError};
+
 pub struct PostgresOptions {
     /// Connections this node keeps to the database at most.
     pub pool_size: usize,
+    /// TLS settings over the URL's own (`sslmode`, `sslrootcert`, …).
+    pub ssl: SslOptions,
 }
 
 impl Default for PostgresOptions {
     fn default() -> Self {
-        PostgresOptions { pool_size: 16 }
+        PostgresOptions {
+            pool_size: 16,
+            ssl: SslOptions::default(),
+        }
     }
 }
 
@@ -106,15 +113,16 @@ fn record(row: &tokio_postgres::Row) -> Result<TableRecord, DbError> {
 }
 
 impl PostgresStore {
-    /// Connects to `url` (a libpq-style URL or `key=value` string) and creates
-    /// the schema if it is missing. Connections are driven by the runtime this
-    /// is called on, which must outlive every use of the store ([`connect`]).
+    /// Connects to `url` (a libpq-style URL or `key=value` string, TLS as
+    /// [`tls`] says) and creates the schema if it is missing. Connections are
+    /// driven by the runtime this is called on, which must outlive every use of
+    /// the store ([`connect`]).
     pub async fn connect(url: &str, options: PostgresOptions) -> Result<Self, StoreError> {
-        let config = tokio_postgres::Config::from_str(url)
-            .map_err(|e| BackendError::caused_by(FailureKind::Unavailable, "bad --postgres-url", e))?;
+        let (config, connector) = tls::configure(url, options.ssl)
+            .map_err(|e| BackendError::caused_by(FailureKind::Unavailable, "postgres connection settings", e))?;
         let manager = Manager::from_connect(
             config,
-            connect::OnStoreRuntime::current(),
+            connect::OnStoreRuntime::current(connector),
             ManagerConfig {
                 recycling_method: RecyclingMethod::Fast,
             },
@@ -130,7 +138,10 @@ impl PostgresStore {
             })
             .build()
             .map_err(|e| BackendError::caused_by(FailureKind::Internal, "building the connection pool", e))?;
-        let client = pool.get().await.map_err(|e| DbError::from(e).into_store())?;
+        let client = pool.get().await.map_err(|e| {
+            let why = connect::with_causes(&e);
+            BackendError::new(FailureKind::Unavailable, format!("connecting to the database: {why}"))
+        })?;
         schema::ensure(&client).await.map_err(DbError::into_store)?;
         Ok(PostgresStore {
             pool,

@@ -21,9 +21,15 @@ async fn shutdown_refuses_further_work() {
 async fn pooled_connections_do_not_depend_on_the_runtime_that_opened_them() {
     let Some(url) = url() else { return };
     let store = Arc::new(
-        PostgresStore::connect(&url, PostgresOptions { pool_size: 2 })
-            .await
-            .unwrap(),
+        PostgresStore::connect(
+            &url,
+            PostgresOptions {
+                pool_size: 2,
+                ..PostgresOptions::default()
+            },
+        )
+        .await
+        .unwrap(),
     );
     let acct = account();
     let (s, a) = (store.clone(), acct.clone());

@@ -41,9 +41,15 @@ fn url() -> Option<String> {
 }
 
 async fn pg(url: &str) -> PostgresStore {
-    PostgresStore::connect(url, PostgresOptions { pool_size: 8 })
-        .await
-        .expect("connect to the test database")
+    PostgresStore::connect(
+        url,
+        PostgresOptions {
+            pool_size: 8,
+            ..PostgresOptions::default()
+        },
+    )
+    .await
+    .expect("connect to the test database")
 }
 
 fn account() -> String {
