@@ -233,6 +233,16 @@ mod tests {
             mask_password("host=db password=s3cret dbname=t"),
             "host=db password=******** dbname=t"
         );
+        // The TLS settings are paths, shown as given; the password is still masked.
+        assert_eq!(
+            mask_password("postgresql://tafel:s3cret@db/tafel?sslmode=verify-full&sslrootcert=/ca.pem"),
+            "postgresql://tafel:********@db/tafel?sslmode=verify-full&sslrootcert=/ca.pem"
+        );
+        assert_eq!(
+            mask_password("postgresql://db/tafel?sslmode=require&password=s3cret&sslkey=/k.pem"),
+            "postgresql://db/tafel?sslmode=require&password=********&sslkey=/k.pem"
+        );
+        assert_eq!(mask("postgres-sslkey", "/etc/tafel/k.pem"), "/etc/tafel/k.pem");
         assert_eq!(mask("account", "acct:a2V5:a2V5Mg=="), "acct:********");
     }
 }

@@ -160,9 +160,54 @@ pub(crate) struct StoreArgs {
     /// whose database does not answer within about that long fails with 503.
     #[arg(long, env = "TAFEL_POSTGRES_TIMEOUT", default_value_t = 30, value_parser = clap::value_parser!(u32).range(1..))]
     pub(crate) postgres_timeout: u32,
+    /// TLS to the database, as libpq's sslmode (docs/scale-out-tls.md); overrides
+    /// the URL's `sslmode`, which defaults to prefer.
+    #[arg(long, env = "TAFEL_POSTGRES_SSLMODE", value_enum)]
+    pub(crate) postgres_sslmode: Option<PgSslMode>,
+    /// PEM root certificate(s) the database's certificate must chain to (`system`:
+    /// the system's); overrides the URL's `sslrootcert`.
+    #[arg(long, env = "TAFEL_POSTGRES_SSLROOTCERT")]
+    pub(crate) postgres_sslrootcert: Option<PathBuf>,
+    /// PEM client certificate for certificate authentication, with
+    /// --postgres-sslkey; overrides the URL's `sslcert`.
+    #[arg(long, env = "TAFEL_POSTGRES_SSLCERT")]
+    pub(crate) postgres_sslcert: Option<PathBuf>,
+    /// PEM private key of --postgres-sslcert; overrides the URL's `sslkey`.
+    #[arg(long, env = "TAFEL_POSTGRES_SSLKEY")]
+    pub(crate) postgres_sslkey: Option<PathBuf>,
     /// Page cache of the embedded store, in MiB.
     #[arg(long, env = "TAFEL_CACHE_MB", default_value_t = 256)]
     pub(crate) cache_mb: usize,
+}
+
+/// libpq's sslmode values.
+#[derive(clap::ValueEnum, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PgSslMode {
+    Disable,
+    Prefer,
+    Require,
+    VerifyCa,
+    VerifyFull,
+}
+
+#[cfg(feature = "postgres")]
+impl StoreArgs {
+    /// The TLS flags, which override the URL's settings.
+    fn ssl_options(&self) -> tafel_store::postgres::SslOptions {
+        use tafel_store::postgres::SslMode;
+        tafel_store::postgres::SslOptions {
+            mode: self.postgres_sslmode.map(|m| match m {
+                PgSslMode::Disable => SslMode::Disable,
+                PgSslMode::Prefer => SslMode::Prefer,
+                PgSslMode::Require => SslMode::Require,
+                PgSslMode::VerifyCa => SslMode::VerifyCa,
+                PgSslMode::VerifyFull => SslMode::VerifyFull,
+            }),
+            root_cert: self.postgres_sslrootcert.clone(),
+            cert: self.postgres_sslcert.clone(),
+            key: self.postgres_sslkey.clone(),
+        }
+    }
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, PartialEq, Eq)]
@@ -272,6 +317,7 @@ pub(crate) async fn open_store(args: &StoreArgs) -> anyhow::Result<Arc<dyn Store
                 tafel_store::postgres::PostgresOptions {
                     pool_size: args.postgres_pool,
                     timeout: std::time::Duration::from_secs(u64::from(args.postgres_timeout)),
+                    ssl: args.ssl_options(),
                 },
             )
             .await

@@ -7,6 +7,8 @@
 //! threads still use the pooled connection. Connections are therefore opened and
 //! driven on the runtime that created the store, which outlives the serving
 //! threads.
+//!
+//! Each connection is plain or TLS as the sslmode says ([`super::tls`]).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -14,17 +16,22 @@ use std::pin::Pin;
 use deadpool_postgres::Connect;
 use tokio::runtime::Handle;
 use tokio::task::JoinHandle;
-use tokio_postgres::{Client, Config, Error, NoTls};
+use tokio_postgres::tls::MakeTlsConnect;
+use tokio_postgres::{Client, Config, Error, NoTls, Socket};
+
+use super::tls::Connector;
 
 pub(super) struct OnStoreRuntime {
     runtime: Handle,
+    connector: Connector,
 }
 
 impl OnStoreRuntime {
-    /// Binds new connections to the runtime this is called on.
-    pub(super) fn current() -> Self {
+    /// Binds new connections, opened with `connector`, to the runtime this is called on.
+    pub(super) fn current(connector: Connector) -> Self {
         OnStoreRuntime {
             runtime: Handle::current(),
+            connector,
         }
     }
 }
@@ -33,26 +40,55 @@ type Connecting<'a> = Pin<Box<dyn Future<Output = Result<(Client, JoinHandle<()>
 
 impl Connect for OnStoreRuntime {
     fn connect(&self, config: &Config) -> Connecting<'_> {
-        let config = config.clone();
-        let on_store = self.runtime.spawn(open(config.clone()));
+        let (config, connector) = (config.clone(), self.connector.clone());
+        let on_store = self.runtime.spawn(open(config.clone(), self.connector.clone()));
         Box::pin(async move {
             match on_store.await {
                 Ok(result) => result,
                 Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
                 // The store's runtime is shutting down (the process is exiting):
                 // a connection bound to the caller's runtime still serves.
-                Err(_) => open(config).await,
+                Err(_) => open(config, connector).await,
             }
         })
     }
 }
 
-async fn open(config: Config) -> Result<(Client, JoinHandle<()>), Error> {
-    let (client, connection) = config.connect(NoTls).await?;
+async fn open(config: Config, connector: Connector) -> Result<(Client, JoinHandle<()>), Error> {
+    match connector {
+        Connector::Plain => drive(&config, NoTls).await,
+        Connector::Tls(tls) => drive(&config, tls).await,
+    }
+}
+
+async fn drive<T>(config: &Config, tls: T) -> Result<(Client, JoinHandle<()>), Error>
+where
+    T: MakeTlsConnect<Socket> + Send + 'static,
+    T::Stream: Send + 'static,
+    T::TlsConnect: Send,
+    <T::TlsConnect as tokio_postgres::tls::TlsConnect<Socket>>::Future: Send,
+{
+    let (client, connection) = config.connect(tls).await?;
     let driver = tokio::spawn(async move {
         if let Err(e) = connection.await {
             tracing::warn!(error = %e, "postgres connection ended");
         }
     });
     Ok((client, driver))
+}
+
+/// `e` and its causes, each said once. The first connection's failure is what
+/// an operator sees at startup, and tokio-postgres' own message ("error
+/// performing TLS handshake", "db error") leaves out why.
+pub(super) fn with_causes(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let said = c.to_string();
+        if !out.contains(&said) {
+            out = format!("{out}: {said}");
+        }
+        cause = c.source();
+    }
+    out
 }

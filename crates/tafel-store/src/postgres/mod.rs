@@ -31,10 +31,10 @@ mod schema;
 mod session;
 mod snapshot;
 mod stats;
+mod tls;
 mod txn;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::str::FromStr;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -54,6 +54,8 @@ use crate::key::EntityKey;
 use crate::stats::StoreMetric;
 use crate::traits::{Decide, Mutation, RowSink, ScanEnd, ScanRequest, Store, TableRecord};
 
+pub use self::tls::{SslMode, SslOptions, TlsError};
+
 pub struct PostgresOptions {
     /// Connections this node keeps to the database at most.
     pub pool_size: usize,
@@ -61,6 +63,8 @@ pub struct PostgresOptions {
     /// longer, the longest an attempt may wait on the database before the request
     /// fails with 503 (a database that stopped answering, a cut link).
     pub timeout: Duration,
+    /// TLS settings over the URL's own (`sslmode`, `sslrootcert`, …).
+    pub ssl: SslOptions,
 }
 
 impl Default for PostgresOptions {
@@ -68,6 +72,7 @@ impl Default for PostgresOptions {
         PostgresOptions {
             pool_size: 16,
             timeout: Duration::from_secs(30),
+            ssl: SslOptions::default(),
         }
     }
 }
@@ -134,12 +139,13 @@ fn fail_fast(config: &mut tokio_postgres::Config) {
 /// A pool of at most `size` connections opened with `config`, each set up by `hook`.
 fn pool(
     config: tokio_postgres::Config,
+    connector: tls::Connector,
     size: usize,
     hook: Option<deadpool_postgres::Hook>,
 ) -> Result<Pool, StoreError> {
     let manager = Manager::from_connect(
         config,
-        connect::OnStoreRuntime::current(),
+        connect::OnStoreRuntime::current(connector),
         ManagerConfig {
             recycling_method: RecyclingMethod::Fast,
         },
@@ -162,21 +168,30 @@ fn pool(
 }
 
 impl PostgresStore {
-    /// Connects to `url` (a libpq-style URL or `key=value` string) and creates
-    /// the schema if it is missing. Connections are driven by the runtime this
-    /// is called on, which must outlive every use of the store ([`connect`]).
+    /// Connects to `url` (a libpq-style URL or `key=value` string, TLS as
+    /// [`tls`] says) and creates the schema if it is missing. Connections are
+    /// driven by the runtime this is called on, which must outlive every use of
+    /// the store ([`connect`]).
     pub async fn connect(url: &str, options: PostgresOptions) -> Result<Self, StoreError> {
-        let mut config = tokio_postgres::Config::from_str(url)
-            .map_err(|e| BackendError::caused_by(FailureKind::Unavailable, "bad --postgres-url", e))?;
+        let (mut config, connector) = tls::configure(url, options.ssl)
+            .map_err(|e| BackendError::caused_by(FailureKind::Unavailable, "postgres connection settings", e))?;
         fail_fast(&mut config);
         // The schema first, on a connection of its own: the pool's connections
         // prepare statements that need the current schema as they open.
-        let setup = pool(config.clone(), 1, None)?;
-        let client = setup.get().await.map_err(|e| DbError::from(e).into_store())?;
+        let setup = pool(config.clone(), connector.clone(), 1, None)?;
+        let client = setup.get().await.map_err(|e| {
+            let why = connect::with_causes(&e);
+            BackendError::new(FailureKind::Unavailable, format!("connecting to the database: {why}"))
+        })?;
         migrate::migrate(&client).await.map_err(DbError::into_store)?;
         drop(client);
         setup.close();
-        let pool = pool(config, options.pool_size, Some(session::hook(options.timeout)))?;
+        let pool = pool(
+            config,
+            connector,
+            options.pool_size,
+            Some(session::hook(options.timeout)),
+        )?;
         let reaper = reaper::Reaper::start(pool.clone());
         // Deletes a node left unfinished when it stopped.
         reaper.wake();

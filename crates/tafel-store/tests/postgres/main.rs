@@ -17,6 +17,7 @@ mod concurrency;
 mod lifecycle;
 mod operations;
 mod scans;
+mod tls;
 // Scans into owned pages, as the unit tests do.
 #[path = "../../src/test_support.rs"]
 mod test_support;
