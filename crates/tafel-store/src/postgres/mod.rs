@@ -3,24 +3,24 @@
 //!
 //! Invariants:
 //! - Nodes keep no state of their own: every operation reads the database (a
-//!   table's id included), so a table deleted or re-created through another node
-//!   is seen at once.
-//! - Every write is one transaction that locks the table row FOR SHARE and the
-//!   keys' current rows FOR UPDATE (in key order: no deadlocks), runs the
-//!   service's decision on those rows and applies it. A decision writes only keys
-//!   it read, so the locks make writes of a key take turns, each seeing the one
-//!   before: READ COMMITTED suffices and waits where SERIALIZABLE would abort (its
-//!   predicate locks on index pages even made inserts of neighbouring keys
-//!   conflict). A key seen absent is not locked; it is inserted with `ON CONFLICT
-//!   DO NOTHING`, and finding it taken (or a serialization failure, which
-//!   CockroachDB may report instead) runs the attempt again ([`txn`]). So the
-//!   decision may run more than once; only the committed attempt's outcome is
-//!   returned.
-//! - A table delete (READ COMMITTED) removes the table row, waiting for writes
-//!   that hold it, then every entity of the table, in one transaction: a write
-//!   either committed before (its rows are deleted) or fails after (no table).
-//! - A write is acknowledged only after its COMMIT returned: it is in the database.
-//! - Reads are single statements or one read-only snapshot (a scan page).
+//!   table's id included, in the same statement), so a table deleted or
+//!   re-created through another node is seen at once.
+//! - Every write is one transaction, at the database's default isolation, that
+//!   locks the table row FOR SHARE and the keys' current rows FOR UPDATE (in key
+//!   order: no deadlocks), runs the service's decision on those rows and applies
+//!   it, in two round trips ([`pipelined`]). A decision writes only keys it read,
+//!   so under READ COMMITTED the locks make writes of a key take turns, each
+//!   seeing the one before; under SERIALIZABLE the database aborts one of two
+//!   conflicting writes. A key seen absent is not locked; it is inserted with a
+//!   plain INSERT, and finding it taken (or a serialization failure) runs the
+//!   attempt again ([`txn`]). So the decision may run more than once; only the
+//!   committed attempt's outcome is returned.
+//! - A write is acknowledged only after its COMMIT answered: it is in the
+//!   database. One whose COMMIT went unanswered is never run again: it fails.
+//! - A table delete marks the table row (waiting for the writes that hold it);
+//!   its entities go in bounded chunks ([`reaper`]), so no transaction grows with
+//!   a table's size.
+//! - Reads are single statements (a scan page: one per chunk, [`scan`]).
 
 mod connect;
 mod migrate;
@@ -39,7 +39,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime, Timeouts};
-use futures_util::future::{try_join, try_join3, try_join_all};
+use futures_util::future::{join3, try_join, try_join3, try_join_all};
 use futures_util::TryFutureExt;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
@@ -354,16 +354,19 @@ impl PostgresStore {
         let chunk = client.prepare_cached(schema::DELETE_CHUNK_NAMED).await?;
         let drop_empty = client.prepare_cached(schema::DROP_EMPTY_NAMED).await?;
         let limit = reaper::CHUNK;
-        let (marked, _, _) = try_join3(
+        // Not short-circuiting: the mark's answer is the delete's; the chunk and the
+        // drop are the reaper's work done early, which it finishes if they failed.
+        let (marked, chunk, dropped) = join3(
             client.query_opt(&mark, &[&account, &lname]),
             client.execute(&chunk, &[&account, &lname, &limit]),
             client.execute(&drop_empty, &[&account, &lname]),
         )
-        .await?;
-        if marked.is_some() {
+        .await;
+        let marked = marked?.is_some();
+        if marked && (chunk.is_err() || !matches!(dropped, Ok(1))) {
             self.reaper.wake();
         }
-        Ok(marked.is_some())
+        Ok(marked)
     }
 
     async fn scan_once(

@@ -1,7 +1,7 @@
 //! A backup's view of the database: one REPEATABLE READ, READ ONLY transaction
 //! on a connection of its own, so every read sees the database as of its first
-//! statement (PostgreSQL's snapshot; CockroachDB and YugabyteDB run it as
-//! SERIALIZABLE, which reads one snapshot too). The connection is taken out of
+//! statement (PostgreSQL's snapshot; CockroachDB runs it as SERIALIZABLE and
+//! YugabyteDB as Snapshot isolation, each reading one snapshot too). The connection is taken out of
 //! the pool: dropping the snapshot closes it, and the transaction with it.
 
 use async_trait::async_trait;
@@ -20,8 +20,13 @@ pub(super) struct PgSnapshot {
 
 impl PgSnapshot {
     pub(super) async fn begin(client: ClientWrapper) -> Result<Self, DbError> {
+        // A backup may sit idle between reads while its reader is slow: the pool's
+        // idle-in-transaction limit is not for this connection (it leaves the pool).
         client
-            .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            .batch_execute(
+                "SET idle_in_transaction_session_timeout = 0;
+                 BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY",
+            )
             .await?;
         Ok(PgSnapshot { client })
     }

@@ -15,8 +15,11 @@ use tokio_postgres::error::SqlState;
 use super::stats::PgStats;
 use crate::error::{BackendError, FailureKind, StoreError};
 
-/// Attempts before a conflicting operation gives up with `Busy`.
-pub(crate) const MAX_ATTEMPTS: u32 = 16;
+/// Attempts before a conflicting operation gives up with `Busy` (about 3 s of
+/// backoff). Under SERIALIZABLE on PostgreSQL, writes of neighbouring keys
+/// conflict on the index page they share (its predicate locks are per page), so a
+/// hot range of sequential keys needs this many; CockroachDB tracks reads per key.
+pub(crate) const MAX_ATTEMPTS: u32 = 40;
 /// Backoff before the second attempt; it doubles up to [`MAX_BACKOFF`].
 const FIRST_BACKOFF: Duration = Duration::from_millis(1);
 const MAX_BACKOFF: Duration = Duration::from_millis(100);

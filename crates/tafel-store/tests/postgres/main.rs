@@ -13,6 +13,7 @@ use tafel_store::embedded::{EmbeddedOptions, EmbeddedStore};
 use tafel_store::postgres::{PostgresOptions, PostgresStore};
 use tafel_store::{write_with, Decide, EntityKey, KeyRange, Mutation, RowFilter, ScanRequest, Store, StoreError};
 
+mod big_tables;
 mod concurrency;
 mod lifecycle;
 mod operations;

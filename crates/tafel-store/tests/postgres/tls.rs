@@ -55,7 +55,14 @@ fn connect_with(
     url: &str,
     ssl: SslOptions,
 ) -> impl std::future::Future<Output = Result<PostgresStore, StoreError>> + '_ {
-    PostgresStore::connect(url, PostgresOptions { pool_size: 2, ssl })
+    PostgresStore::connect(
+        url,
+        PostgresOptions {
+            pool_size: 2,
+            ssl,
+            ..PostgresOptions::default()
+        },
+    )
 }
 
 async fn connect(url: &str) -> Result<PostgresStore, StoreError> {
