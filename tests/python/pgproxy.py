@@ -156,11 +156,15 @@ class DelayProxy:
         self._listener.close()
         self.cut()
 
-    def url_for(self, database_url: str) -> str:
-        """``database_url`` (postgresql://user@host:port/db) through this proxy."""
+    def url_for(self, database_url: str, plain: bool = True) -> str:
+        """``database_url`` (postgresql://user@host:port/db) through this proxy; ``plain``
+        without TLS, so that ``cut_after`` can see the statements."""
         from urllib.parse import urlsplit
 
         parts = urlsplit(database_url)
         netloc = parts.netloc.rsplit("@", 1)
         user = netloc[0] + "@" if len(netloc) == 2 else ""
-        return parts._replace(netloc=f"{user}127.0.0.1:{self.port}").geturl()
+        parts = parts._replace(netloc=f"{user}127.0.0.1:{self.port}")
+        if plain:
+            parts = parts._replace(query="&".join(q for q in (parts.query, "sslmode=disable") if q))
+        return parts.geturl()

@@ -224,3 +224,36 @@ def table(results: List[Result], rtt: float) -> str:
         )
     return "\n".join(lines)
 
+
+
+def main() -> None:
+    """Prints the table for one node on a fresh database of the running cluster."""
+    import argparse
+    import tempfile
+    from pathlib import Path
+    from urllib.parse import urlsplit
+
+    from conftest import TafelServer, create_postgres_database
+    from pgproxy import DelayProxy
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rtt-ms", type=float, default=20.0, help="round-trip time the proxy adds")
+    parser.add_argument("--repeat", type=int, default=15, help="runs of each operation, near and far")
+    args = parser.parse_args()
+    database = create_postgres_database()
+    parts = urlsplit(database)
+    proxy = DelayProxy(parts.hostname, parts.port)
+    work = Path(tempfile.mkdtemp(prefix="tafel-roundtrips-"))
+    srv = TafelServer(work / "data", work / "tafel.log", backend="postgres")
+    srv.database_url = proxy.url_for(database)
+    srv.start()
+    try:
+        rtt = args.rtt_ms / 1000
+        print(table(measure(srv, proxy, rtt, repeat=args.repeat), rtt))
+    finally:
+        srv.stop()
+        proxy.close()
+
+
+if __name__ == "__main__":
+    main()

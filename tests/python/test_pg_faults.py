@@ -60,8 +60,14 @@ def proxied(_workdir):
 
 
 def test_database_restart_under_write_load_fails_fast_and_loses_nothing(_workdir):
-    database = create_postgres_database()
-    srv = start_node(_workdir, database)
+    srv = start_node(_workdir, create_postgres_database())
+    try:
+        write_through_a_database_crash(srv)
+    finally:
+        srv.stop()
+
+
+def write_through_a_database_crash(srv: TafelServer) -> None:
     table = unique_table_name("restart")
     assert srv.raw.create_table(table).status_code == 201
     acknowledged, statuses, slow = [], [], []
@@ -118,7 +124,6 @@ def test_database_restart_under_write_load_fails_fast_and_loses_nothing(_workdir
     stored = {e["RowKey"] for e in srv.raw.query_all(table)}
     missing = [k for k in acknowledged if k not in stored]
     assert not missing, f"{len(missing)} acknowledged writes lost: {missing[:5]}"
-    srv.stop()
 
 
 @pytest.mark.parametrize("reaches_database", [True, False], ids=["commit-arrives", "commit-lost"])
