@@ -43,6 +43,20 @@ def test_version_names_the_commit_and_the_backends():
     ), r.stdout
 
 
+def test_serve_with_the_backend_from_env_takes_its_url_as_a_flag(tmp_path):
+    """Regression: with TAFEL_BACKEND=postgres in the environment, `tafel serve
+    --postgres-url …` was refused for want of a --postgres-url: the top level's flags,
+    reading the same environment, were checked too."""
+    url = "postgresql://nobody@127.0.0.1:1/none?connect_timeout=2"
+    r = run("serve", "--postgres-url", url, "--data-dir", str(tmp_path), "--no-admin", env={"TAFEL_BACKEND": "postgres"})
+    assert r.returncode != 0
+    assert "required arguments were not provided" not in r.stderr, r.stderr
+    assert "connecting to the" in r.stderr, r.stderr
+    # Without the URL anywhere, the server still asks for it by name.
+    r = run("serve", "--data-dir", str(tmp_path), env={"TAFEL_BACKEND": "postgres"})
+    assert r.returncode == 2 and "--postgres-url" in r.stderr, r.stderr
+
+
 def test_precedence_is_flag_then_env_then_file_then_default(tmp_path):
     cfg = tmp_path / "tafel.toml"
     cfg.write_text('port = 11111\nhost = "127.0.0.2"\ncache-mb = 64\ndrain-seconds = 9\nno-admin = true\n')

@@ -68,6 +68,9 @@ const VERSION: &str = concat!(
 
 #[derive(Parser)]
 #[command(name = "tafel", version = VERSION, about = "An Azure Table Storage–compatible server")]
+// `tafel serve …` is judged by its own flags: the top level's (plain `tafel`), which read
+// the same environment, must not demand a --postgres-url given to the subcommand.
+#[command(subcommand_negates_reqs = true)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
