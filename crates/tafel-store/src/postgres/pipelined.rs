@@ -46,16 +46,20 @@ impl OpenTxn {
 
     /// Ends the transaction after a failure, or after a write that changed nothing,
     /// in the background: the caller has its answer already. ROLLBACK outside a
-    /// transaction (after a COMMIT that failed) is harmless.
-    pub(super) fn abandon(mut self) {
-        if let Some(client) = self.client.take() {
-            tokio::spawn(async move {
-                if client.batch_execute(ROLLBACK).await.is_err() {
-                    // A connection that cannot roll back is not put back.
-                    drop(Object::take(client));
-                }
-            });
-        }
+    /// transaction (after a COMMIT that failed) is harmless. Until it answers, the
+    /// task holds the connection as this guard did: a task dropped unfinished (its
+    /// runtime stopping) closes it.
+    pub(super) fn abandon(self) {
+        tokio::spawn(async move {
+            let rolled_back = match self.client() {
+                Ok(client) => client.batch_execute(ROLLBACK).await.is_ok(),
+                Err(_) => false,
+            };
+            if rolled_back {
+                self.finish();
+            }
+            // Otherwise the guard closes the connection: it is not put back.
+        });
     }
 }
 

@@ -65,9 +65,14 @@ pub(crate) const MARK_DELETING: &str =
     "UPDATE tafel_tables SET deleting = true WHERE account = $1 AND lname = $2 AND NOT deleting RETURNING id";
 /// Tables waiting for their entities to go, for the reaper.
 pub(crate) const DELETING_TABLES: &str = "SELECT id FROM tafel_tables WHERE deleting LIMIT 64";
-/// One bounded chunk of a deleted table's entities: a short transaction of its own.
-pub(crate) const DELETE_CHUNK: &str = "DELETE FROM tafel_entities WHERE table_id = $1 AND key IN
-     (SELECT key FROM tafel_entities WHERE table_id = $1 ORDER BY key LIMIT $2)";
+/// One bounded chunk of a deleted table's entities after key `$2` (a short
+/// transaction of its own): how many went, and the last. Each chunk starts where
+/// the one before ended, never again from the table's first key, where the index
+/// holds the dead entries of every chunk deleted before until a vacuum.
+pub(crate) const DELETE_CHUNK: &str = "WITH gone AS (DELETE FROM tafel_entities WHERE table_id = $1 AND key IN
+         (SELECT key FROM tafel_entities WHERE table_id = $1 AND key > $2 ORDER BY key LIMIT $3)
+         RETURNING key)
+     SELECT (SELECT count(*) FROM gone), (SELECT key FROM gone ORDER BY key DESC LIMIT 1)";
 /// The same, for the table a delete just marked, found by its name.
 pub(crate) const DELETE_CHUNK_NAMED: &str = "DELETE FROM tafel_entities WHERE table_id =
      (SELECT id FROM tafel_tables WHERE account = $1 AND lname = $2 AND deleting) AND key IN
