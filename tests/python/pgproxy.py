@@ -41,21 +41,23 @@ class _Pipe:
                 data = self.src.recv(65536)
                 if not data:
                     break
+                last = False
                 if self.upstream and self.proxy._fault_hit(data):
                     self.deaf.set()
-                    if self.proxy._fault_forward:
-                        self.dst.sendall(data)
-                        # Long enough for the database to act on it; the answer never returns.
-                        time.sleep(0.2)
-                    self.proxy._drop(self.src, self.dst)
-                    return
+                    if not self.proxy._fault_forward:
+                        self.proxy._drop(self.src, self.dst)
+                        return
+                    # Passed on after what came before it, then the connection drops.
+                    last = True
                 with self.ready:
-                    self.queue.append((time.monotonic() + self.proxy.delay, data))
+                    self.queue.append((time.monotonic() + self.proxy.delay, data, last))
                     self.ready.notify()
+                if last:
+                    return
         except OSError:
             pass
         with self.ready:
-            self.queue.append((0.0, None))
+            self.queue.append((0.0, None, False))
             self.ready.notify()
 
     def _write(self) -> None:
@@ -64,15 +66,19 @@ class _Pipe:
                 with self.ready:
                     while not self.queue:
                         self.ready.wait()
-                    due, data = self.queue.popleft()
+                    due, data, last = self.queue.popleft()
                 if data is None:
                     break
                 wait = due - time.monotonic()
                 if wait > 0:
                     time.sleep(wait)
-                if self.deaf.is_set():
+                if self.deaf.is_set() and not self.upstream:
                     break
                 self.dst.sendall(data)
+                if last:
+                    # Long enough for the database to act on it; the answer never returns.
+                    time.sleep(0.2)
+                    break
         except OSError:
             pass
         self.proxy._drop(self.src, self.dst)
