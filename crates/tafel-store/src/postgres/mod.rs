@@ -54,6 +54,7 @@ use crate::key::EntityKey;
 use crate::stats::StoreMetric;
 use crate::traits::{Decide, Mutation, RowSink, ScanEnd, ScanRequest, Store, TableRecord};
 
+pub use self::schema::SCHEMA_VERSION;
 pub use self::tls::{SslMode, SslOptions, TlsError};
 
 pub struct PostgresOptions {

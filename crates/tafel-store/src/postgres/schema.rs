@@ -49,7 +49,7 @@ CREATE TABLE IF NOT EXISTS tafel_service_properties (
 
 /// The schema version this node knows: it migrates older databases to it and
 /// refuses newer ones.
-pub(crate) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
 pub(crate) const GET_TABLE: &str =
     "SELECT name, acl FROM tafel_tables WHERE account = $1 AND lname = $2 AND NOT deleting";

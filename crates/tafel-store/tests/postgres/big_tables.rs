@@ -4,24 +4,6 @@
 
 use super::*;
 
-/// A database of its own, so that only this test's sessions are watched.
-async fn fresh_database(url: &str) -> String {
-    let (admin, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls).await.unwrap();
-    tokio::spawn(conn);
-    let name = format!("tafel_big_{:012x}", fastrand::u64(..) >> 16);
-    admin.batch_execute(&format!("CREATE DATABASE {name}")).await.unwrap();
-    let mut config: tokio_postgres::Config = url.parse().unwrap();
-    config.dbname(&name);
-    // Back to a URL the store parses: host, port and user as given.
-    let host = match config.get_hosts().first() {
-        Some(tokio_postgres::config::Host::Tcp(h)) => h.clone(),
-        _ => "127.0.0.1".into(),
-    };
-    let port = config.get_ports().first().copied().unwrap_or(5432);
-    let user = config.get_user().unwrap_or("postgres");
-    format!("postgresql://{user}@{host}:{port}/{name}?sslmode=disable")
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_large_table_deletes_at_once_and_its_entities_go_in_short_transactions() {
     let Some(url) = url() else { return };

@@ -16,6 +16,7 @@ use tafel_store::{write_with, Decide, EntityKey, KeyRange, Mutation, RowFilter, 
 mod big_tables;
 mod concurrency;
 mod lifecycle;
+mod migrations;
 mod operations;
 mod scans;
 mod tls;
@@ -52,6 +53,25 @@ async fn pg(url: &str) -> PostgresStore {
     )
     .await
     .expect("connect to the test database")
+}
+
+/// A new empty database on the test server (for a test that watches its sessions or
+/// its schema); its URL, without TLS.
+async fn fresh_database(url: &str) -> String {
+    let (admin, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(conn);
+    let name = format!("tafel_big_{:012x}", fastrand::u64(..) >> 16);
+    admin.batch_execute(&format!("CREATE DATABASE {name}")).await.unwrap();
+    let mut config: tokio_postgres::Config = url.parse().unwrap();
+    config.dbname(&name);
+    // Back to a URL the store parses: host, port and user as given.
+    let host = match config.get_hosts().first() {
+        Some(tokio_postgres::config::Host::Tcp(h)) => h.clone(),
+        _ => "127.0.0.1".into(),
+    };
+    let port = config.get_ports().first().copied().unwrap_or(5432);
+    let user = config.get_user().unwrap_or("postgres");
+    format!("postgresql://{user}@{host}:{port}/{name}?sslmode=disable")
 }
 
 fn account() -> String {

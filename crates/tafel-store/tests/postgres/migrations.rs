@@ -1,0 +1,134 @@
+//! The schema: brought up to date once however many nodes start together, held
+//! back while another node holds the migration lease, an older database migrated,
+//! a newer one refused.
+
+use super::*;
+
+use tafel_store::postgres::SCHEMA_VERSION;
+
+async fn admin(db: &str) -> tokio_postgres::Client {
+    let (client, conn) = tokio_postgres::connect(db, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(conn);
+    client
+}
+
+async fn version(client: &tokio_postgres::Client) -> i64 {
+    client
+        .query_one("SELECT value FROM tafel_meta WHERE name = 'schema_version'", &[])
+        .await
+        .unwrap()
+        .get(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn nodes_starting_together_on_a_new_database_all_serve_it() {
+    let Some(url) = url() else { return };
+    let db = fresh_database(&url).await;
+    let starts: Vec<_> = (0..8)
+        .map(|_| {
+            tokio::spawn({
+                let db = db.clone();
+                async move { pg(&db).await }
+            })
+        })
+        .collect();
+    let mut nodes = Vec::new();
+    for s in starts {
+        nodes.push(s.await.unwrap());
+    }
+    let a = account();
+    assert!(nodes[0].create_table(&a, "t").await.unwrap());
+    put(&nodes[3], &a, "t", "p", "r", b"v").await;
+    assert_eq!(
+        nodes[7].get_entity(&a, "t", &key("p", "r")).await.unwrap().as_deref(),
+        Some(&b"v"[..])
+    );
+    let client = admin(&db).await;
+    assert_eq!(version(&client).await, SCHEMA_VERSION);
+    let lock: i64 = client
+        .query_one("SELECT count(*) FROM tafel_meta WHERE name = 'migration_lock'", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(lock, 0, "the lease is released");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_waits_while_another_holds_the_migration_lease() {
+    let Some(url) = url() else { return };
+    let db = fresh_database(&url).await;
+    let client = admin(&db).await;
+    client
+        .batch_execute(
+            "CREATE TABLE tafel_meta (name TEXT PRIMARY KEY, value BIGINT NOT NULL);
+             INSERT INTO tafel_meta VALUES ('migration_lock', CAST(extract(epoch FROM now()) * 1000 AS BIGINT) + 600000)",
+        )
+        .await
+        .unwrap();
+    let starting = tokio::spawn({
+        let db = db.clone();
+        async move { pg(&db).await }
+    });
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(!starting.is_finished(), "a node migrated under another's lease");
+    let tables: i64 = client
+        .query_one(
+            "SELECT count(*) FROM information_schema.tables WHERE table_name = 'tafel_tables'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(tables, 0);
+    // The holder is gone (its lease dropped): the waiting node migrates and serves.
+    client
+        .batch_execute("DELETE FROM tafel_meta WHERE name = 'migration_lock'")
+        .await
+        .unwrap();
+    let node = tokio::time::timeout(Duration::from_secs(20), starting)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(node.create_table(&account(), "t").await.unwrap());
+    assert_eq!(version(&client).await, SCHEMA_VERSION);
+}
+
+#[tokio::test]
+async fn an_older_database_is_migrated_and_a_newer_one_refused() {
+    let Some(url) = url() else { return };
+    let db = fresh_database(&url).await;
+    let a = account();
+    {
+        let node = pg(&db).await;
+        assert!(node.create_table(&a, "kept").await.unwrap());
+        put(&node, &a, "kept", "p", "r", b"v").await;
+    }
+    // Back to version 1, as a node of the release before it left the database.
+    let client = admin(&db).await;
+    client
+        .batch_execute("ALTER TABLE tafel_tables DROP COLUMN deleting; UPDATE tafel_meta SET value = 1 WHERE name = 'schema_version'")
+        .await
+        .unwrap();
+    let node = pg(&db).await;
+    assert_eq!(version(&client).await, SCHEMA_VERSION);
+    assert_eq!(
+        node.get_entity(&a, "kept", &key("p", "r")).await.unwrap().as_deref(),
+        Some(&b"v"[..])
+    );
+    assert!(node.delete_table(&a, "kept").await.unwrap());
+    drop(node);
+
+    client
+        .execute(
+            "UPDATE tafel_meta SET value = $1 WHERE name = 'schema_version'",
+            &[&(SCHEMA_VERSION + 1)],
+        )
+        .await
+        .unwrap();
+    let refused = PostgresStore::connect(&db, PostgresOptions::default()).await;
+    let Err(e) = refused else {
+        panic!("a node started on a newer schema")
+    };
+    let message = e.to_string();
+    assert!(message.contains("newer than this node knows"), "{message}");
+}
