@@ -73,16 +73,7 @@ async fn a_large_table_deletes_at_once_and_its_entities_go_in_short_transactions
     tokio::time::sleep(Duration::from_millis(300)).await;
     drop(node);
     let next = pg(&db).await;
-    let deadline = Instant::now() + Duration::from_secs(600);
-    loop {
-        match next.create_table(&a, "big").await {
-            Ok(true) => break,
-            Err(StoreError::TableBeingDeleted) if Instant::now() < deadline => {
-                tokio::time::sleep(Duration::from_millis(100)).await
-            }
-            other => panic!("create after the delete: {other:?}"),
-        }
-    }
+    create_when_free(&next, &a, "big", Duration::from_secs(600)).await;
     let gone = started.elapsed();
     stop.store(true, Ordering::Relaxed);
     let longest = watcher.await.unwrap();

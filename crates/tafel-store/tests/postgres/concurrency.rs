@@ -149,16 +149,7 @@ async fn table_delete_racing_writes_leaves_no_orphans() {
     let a = account();
     for round in 0..5 {
         // The last round's table may still be going (its row goes once its entities have).
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            match s.create_table(&a, "gone").await {
-                Ok(true) => break,
-                Err(StoreError::TableBeingDeleted) if Instant::now() < deadline => {
-                    tokio::time::sleep(Duration::from_millis(50)).await
-                }
-                other => panic!("round {round}: create: {other:?}"),
-            }
-        }
+        create_when_free(&s, &a, "gone", Duration::from_secs(20)).await;
         let mut tasks = Vec::new();
         for i in 0..8 {
             let (s, a) = (s.clone(), a.clone());

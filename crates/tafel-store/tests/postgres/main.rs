@@ -74,6 +74,21 @@ async fn fresh_database(url: &str) -> String {
     format!("postgresql://{user}@{host}:{port}/{name}?sslmode=disable")
 }
 
+/// Creates `name`, waiting (up to `within`) while a deleted table of that name is
+/// still going; panics on any other answer.
+async fn create_when_free(store: &PostgresStore, account: &str, name: &str, within: Duration) {
+    let deadline = Instant::now() + within;
+    loop {
+        match store.create_table(account, name).await {
+            Ok(true) => return,
+            Err(StoreError::TableBeingDeleted) if Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(50)).await
+            }
+            other => panic!("create {name}: {other:?}"),
+        }
+    }
+}
+
 fn account() -> String {
     format!("acct{:016x}", fastrand::u64(..))
 }
