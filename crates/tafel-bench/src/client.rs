@@ -130,6 +130,10 @@ impl Endpoint {
     }
 
     /// Absolute URL of a path below the account (used inside `$batch` bodies).
+    pub fn account(&self) -> &str {
+        &self.account
+    }
+
     pub fn absolute(&self, path: &str) -> String {
         format!(
             "{}://{}{}{}",

@@ -5,9 +5,11 @@
 //! ```text
 //! tafel-bench --endpoint http://127.0.0.1:10002/devstoreaccount1 --concurrency 32 --duration 10s
 //! tafel-bench --smoke --verify
+//! tafel-bench --ceiling            # each workload also against a do-nothing server
 //! tafel-bench compare tafel.json azurite.json
 //! ```
 
+mod ceiling;
 mod client;
 mod data;
 mod report;
@@ -42,8 +44,26 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Print a side-by-side table of two `--json` result files (ratio = first / second).
-    Compare { first: String, second: String },
+    /// Print a side-by-side table of `--json` result files: the first against each of the
+    /// others (ratio = first / other).
+    Compare {
+        first: String,
+        #[arg(required = true)]
+        others: Vec<String>,
+    },
+    /// Run the do-nothing reference server: fixed, valid-looking replies to every workload,
+    /// no auth, no parsing, no storage. `--ceiling` starts one by itself.
+    CeilingServer {
+        /// Address to listen on (port 0: any free port; the bound address is printed).
+        #[arg(long, default_value = "127.0.0.1:10302")]
+        listen: std::net::SocketAddr,
+        /// Data-set size the scan replies are built for (as the bench's --entities).
+        #[arg(long, default_value_t = 100_000)]
+        entities: u64,
+        /// Runtime worker threads [default: one per core].
+        #[arg(long)]
+        threads: Option<usize>,
+    },
 }
 
 #[derive(Args)]
@@ -112,6 +132,14 @@ struct RunArgs {
     /// Seed of key choice and table names (default: from the clock).
     #[arg(long)]
     seed: Option<u64>,
+    /// Also run each workload, right before the target's, against a do-nothing reference
+    /// server (`ceiling-server`, started here) and report the target's rate as a fraction
+    /// of it: what this loader on this machine reaches at most.
+    #[arg(long)]
+    ceiling: bool,
+    /// Worker threads of the reference server [default: one per core].
+    #[arg(long)]
+    ceiling_threads: Option<usize>,
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -136,11 +164,25 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    if let Some(Command::Compare { first, second }) = cli.command {
-        return compare(&first, &second);
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    match cli.command {
+        Some(Command::Compare { first, others }) => return compare(&first, &others),
+        Some(Command::CeilingServer {
+            listen,
+            entities,
+            threads,
+        }) => {
+            return match ceiling::serve(listen, entities, threads.unwrap_or(cores)) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("tafel-bench ceiling-server: {e}");
+                    ExitCode::from(2)
+                }
+            };
+        }
+        None => {}
     }
     let args = cli.run;
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let threads = args.threads.unwrap_or(if cores <= 4 { 1 } else { cores / 4 }).max(1);
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(threads)
@@ -162,12 +204,16 @@ fn main() -> ExitCode {
     }
 }
 
-fn compare(first: &str, second: &str) -> ExitCode {
+fn compare(first: &str, others: &[String]) -> ExitCode {
     let load = |p: &str| -> Result<serde_json::Value, String> {
         let text = std::fs::read_to_string(p).map_err(|e| format!("{p}: {e}"))?;
         serde_json::from_str(&text).map_err(|e| format!("{p}: {e}"))
     };
-    match load(first).and_then(|a| load(second).and_then(|b| report::compare(&a, &b))) {
+    let loaded = load(first).and_then(|a| {
+        let bs = others.iter().map(|p| load(p)).collect::<Result<Vec<_>, _>>()?;
+        report::compare(&a, &bs)
+    });
+    match loaded {
         Ok(table) => {
             print!("{table}");
             ExitCode::SUCCESS
@@ -218,17 +264,18 @@ async fn run(args: RunArgs) -> Result<ExitCode, String> {
         args.timeout,
         args.ca.as_deref(),
     )?;
-    let cfg = Config {
+    let make_cfg = |verify| Config {
         concurrency,
         duration,
         entities,
-        verify: args.verify,
+        verify,
         max_ops: args.max_ops,
         preload_timeout: args.preload_timeout,
-        merge_verb,
+        merge_verb: merge_verb.clone(),
         seed,
     };
-    let bench = Arc::new(Bench::new(ep, cfg, &args.table_prefix));
+    let account = ep.account().to_string();
+    let bench = Arc::new(Bench::new(ep, make_cfg(args.verify), &args.table_prefix));
     eprintln!(
         "tafel-bench: {} ({}) concurrency {concurrency}, {duration:?} per workload, data set {entities} entities, \
          tables {}/{}{}",
@@ -238,6 +285,19 @@ async fn run(args: RunArgs) -> Result<ExitCode, String> {
         bench.ins_table,
         if args.verify { ", verifying" } else { "" }
     );
+    // The reference server is not verified against: its replies are fixed.
+    let ceiling = match args.ceiling {
+        true => {
+            let child = ceiling::Child::spawn(entities, args.ceiling_threads)?;
+            let url = format!("http://{}/{account}", child.addr);
+            let ep = Endpoint::new(&url, None, &args.key, args.timeout, None)?;
+            eprintln!("tafel-bench: ceiling server on {url} (each workload runs there first)");
+            let b = Arc::new(Bench::new(ep, make_cfg(false), &args.table_prefix));
+            b.setup().await?;
+            Some((child, b))
+        }
+        false => None,
+    };
     bench.setup().await?;
 
     let mut rows = Vec::new();
@@ -256,10 +316,20 @@ async fn run(args: RunArgs) -> Result<ExitCode, String> {
         rows.push(row);
     }
     for w in ALL.iter().filter(|w| selected.iter().any(|s| s == *w)) {
+        let ceiling_rate = match &ceiling {
+            Some((_, c)) => {
+                eprintln!("{w}: the ceiling server for {duration:?}…");
+                let row = c.workload(w).await?;
+                eprintln!("{w}: ceiling {:.1} {} ({} errors)", row.rate, row.unit, row.errors);
+                Some(row.rate)
+            }
+            None => None,
+        };
         eprintln!("{w}: running for {duration:?}…");
-        let row = bench.workload(w).await?;
+        let mut row = bench.workload(w).await?;
+        row.ceiling = ceiling_rate;
         eprintln!(
-            "{w}: {:.1} {} ({} errors{})",
+            "{w}: {:.1} {} ({} errors{}{})",
             row.rate,
             row.unit,
             row.errors,
@@ -267,10 +337,13 @@ async fn run(args: RunArgs) -> Result<ExitCode, String> {
                 format!(", {} of {} checks failed", row.mismatches, row.verified)
             } else {
                 String::new()
-            }
+            },
+            row.of_ceiling()
+                .map_or(String::new(), |f| format!(", {:.0}% of the ceiling", f * 100.0))
         );
         rows.push(row);
     }
+    drop(ceiling);
     if !args.keep_tables {
         bench.teardown().await;
     }

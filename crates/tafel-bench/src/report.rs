@@ -28,9 +28,16 @@ pub struct Row {
     pub verified: u64,
     pub mismatches: u64,
     pub note: String,
+    /// The rate of the same workload against the do-nothing reference server, same run.
+    pub ceiling: Option<f64>,
 }
 
 impl Row {
+    /// The rate as a fraction of the ceiling's.
+    pub fn of_ceiling(&self) -> Option<f64> {
+        self.ceiling.filter(|&c| c > 0.0).map(|c| self.rate / c)
+    }
+
     pub fn set_latency(&mut self, h: &Histogram<u64>) {
         if h.is_empty() {
             return;
@@ -61,6 +68,8 @@ impl Row {
             "verified": self.verified,
             "mismatches": self.mismatches,
             "note": self.note,
+            "ceiling_rate": self.ceiling.map(round),
+            "of_ceiling": self.of_ceiling().map(round),
         })
     }
 }
@@ -133,17 +142,25 @@ pub fn print_table(rows: &[Vec<String>]) -> String {
     out
 }
 
+fn fmt_fraction(f: Option<f64>) -> String {
+    f.map_or("-".into(), |f| format!("{:.0}%", f * 100.0))
+}
+
 pub fn results_table(rows: &[Row]) -> String {
-    let mut t = vec![[
-        "workload", "rate", "unit", "ops", "p50 ms", "p99 ms", "p99.9 ms", "errors", "verified", "notes",
-    ]
-    .map(String::from)
-    .to_vec()];
+    let ceiling = rows.iter().any(|r| r.ceiling.is_some());
+    let mut head = vec!["workload", "rate", "unit"];
+    if ceiling {
+        head.extend(["ceiling", "of ceiling"]);
+    }
+    head.extend(["ops", "p50 ms", "p99 ms", "p99.9 ms", "errors", "verified", "notes"]);
+    let mut t = vec![head.into_iter().map(String::from).collect::<Vec<_>>()];
     for r in rows {
-        t.push(vec![
-            r.workload.clone(),
-            fmt_rate(r.rate),
-            r.unit.to_string(),
+        let mut cells = vec![r.workload.clone(), fmt_rate(r.rate), r.unit.to_string()];
+        if ceiling {
+            cells.push(r.ceiling.map_or("-".into(), fmt_rate));
+            cells.push(fmt_fraction(r.of_ceiling()));
+        }
+        cells.extend([
             r.ops.to_string(),
             fmt_ms(r.p50_ms),
             fmt_ms(r.p99_ms),
@@ -156,56 +173,76 @@ pub fn results_table(rows: &[Row]) -> String {
             },
             r.note.clone(),
         ]);
+        t.push(cells);
     }
     print_table(&t)
 }
 
-/// `tafel-bench compare A.json B.json`: the side-by-side table (A is the subject, B the
-/// baseline; ratio = A/B of the primary rate).
-pub fn compare(a: &Value, b: &Value) -> Result<String, String> {
+/// `tafel-bench compare A.json B.json [C.json …]`: A (the subject) side by side with each
+/// baseline; ratio = A / baseline of the primary rate, and A's fraction of its ceiling
+/// when A was run with `--ceiling`.
+pub fn compare(a: &Value, others: &[Value]) -> Result<String, String> {
     let name = |v: &Value| v["target"].as_str().unwrap_or("?").to_string();
-    let (na, nb) = (name(a), name(b));
     let rows_of = |v: &Value| -> Result<Vec<Value>, String> {
         v["results"]
             .as_array()
             .cloned()
             .ok_or_else(|| "no \"results\" array".to_string())
     };
-    let (ra, rb) = (rows_of(a)?, rows_of(b)?);
-    let mut t = vec![vec![
-        "workload".to_string(),
-        "unit".to_string(),
-        format!("{na} rate"),
-        format!("{nb} rate"),
-        "ratio".to_string(),
-        format!("{na} p99 ms"),
-        format!("{nb} p99 ms"),
-        format!("{na} errors"),
-        format!("{nb} errors"),
-    ]];
+    let ra = rows_of(a)?;
+    let rbs = others.iter().map(rows_of).collect::<Result<Vec<_>, _>>()?;
+    let na = name(a);
+    let ceiling = ra.iter().any(|x| x["of_ceiling"].is_number());
+    let mut head = vec!["workload".to_string(), "unit".to_string(), format!("{na} rate")];
+    if ceiling {
+        head.push(format!("{na} of ceiling"));
+    }
+    head.push(format!("{na} p99 ms"));
+    for b in others {
+        let nb = name(b);
+        head.extend([format!("{nb} rate"), format!("{na} / {nb}"), format!("{nb} p99 ms")]);
+    }
+    head.push("errors".to_string());
+    let mut t = vec![head];
+    let errs = |v: &Value| v["errors"].as_u64().unwrap_or(0) + v["mismatches"].as_u64().unwrap_or(0);
     for x in &ra {
         let w = x["workload"].as_str().unwrap_or("?");
-        let Some(y) = rb.iter().find(|y| y["workload"].as_str() == Some(w)) else {
+        let matches: Vec<Option<&Value>> = rbs
+            .iter()
+            .map(|rb| rb.iter().find(|y| y["workload"].as_str() == Some(w)))
+            .collect();
+        if matches.iter().all(Option::is_none) {
             continue;
-        };
-        let (xa, yb) = (x["rate"].as_f64().unwrap_or(0.0), y["rate"].as_f64().unwrap_or(0.0));
-        let ratio = if yb > 0.0 {
-            format!("{:.1}×", xa / yb)
-        } else {
-            "n/a".into()
-        };
-        let errs = |v: &Value| v["errors"].as_u64().unwrap_or(0) + v["mismatches"].as_u64().unwrap_or(0);
-        t.push(vec![
+        }
+        let xa = x["rate"].as_f64().unwrap_or(0.0);
+        let mut row = vec![
             w.to_string(),
             x["unit"].as_str().unwrap_or("").to_string(),
             fmt_rate(xa),
-            fmt_rate(yb),
-            ratio,
-            fmt_ms(x["p99_ms"].as_f64().unwrap_or(0.0)),
-            fmt_ms(y["p99_ms"].as_f64().unwrap_or(0.0)),
-            errs(x).to_string(),
-            errs(y).to_string(),
-        ]);
+        ];
+        if ceiling {
+            row.push(fmt_fraction(x["of_ceiling"].as_f64()));
+        }
+        row.push(fmt_ms(x["p99_ms"].as_f64().unwrap_or(0.0)));
+        let mut errors = errs(x).to_string();
+        for y in matches {
+            let Some(y) = y else {
+                row.extend(["-".to_string(), "-".to_string(), "-".to_string()]);
+                errors.push_str(" / -");
+                continue;
+            };
+            let yb = y["rate"].as_f64().unwrap_or(0.0);
+            row.push(fmt_rate(yb));
+            row.push(if yb > 0.0 {
+                format!("{:.1}×", xa / yb)
+            } else {
+                "n/a".into()
+            });
+            row.push(fmt_ms(y["p99_ms"].as_f64().unwrap_or(0.0)));
+            errors.push_str(&format!(" / {}", errs(y)));
+        }
+        row.push(errors);
+        t.push(row);
     }
     Ok(print_table(&t))
 }
