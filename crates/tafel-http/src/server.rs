@@ -220,7 +220,8 @@ fn lane(method: &Method, uri: &http::Uri) -> Lane {
         Method::GET => {
             let entity_set = last.ends_with("()") || !last.contains('(');
             let tables = last.get(..6).is_some_and(|t| t.eq_ignore_ascii_case("tables"));
-            if entity_set && !tables && !uri.query().is_some_and(|q| q.contains("comp=")) {
+            let query = uri.query().unwrap_or_default();
+            if entity_set && !tables && !query.contains("comp=") && !point_filter(query) {
                 Lane::Query
             } else {
                 Lane::Serving
@@ -228,6 +229,36 @@ fn lane(method: &Method, uri: &http::Uri) -> Lane {
         }
         _ => Lane::Serving,
     }
+}
+
+/// Whether the query's `$filter` names one entity (`PartitionKey eq … and RowKey eq …`,
+/// perhaps with more `and` terms): at most one row is read, as in a point read, so it
+/// is not worth a hop to the query runtime. Looks only outside string literals, and
+/// any `or` or `not` makes it a query.
+fn point_filter(query: &str) -> bool {
+    let Some(raw) = query.split('&').find_map(|kv| {
+        let (k, v) = kv.split_once('=')?;
+        (k == "$filter" || k.eq_ignore_ascii_case("%24filter")).then_some(v)
+    }) else {
+        return false;
+    };
+    if raw.len() > 1024 {
+        return false;
+    }
+    let plus = raw.replace('+', " ");
+    let decoded = percent_encoding::percent_decode_str(&plus).decode_utf8_lossy();
+    let mut outside = String::with_capacity(decoded.len());
+    for (i, part) in decoded.split('\'').enumerate() {
+        // Even parts are outside literals ('' inside one splits into an empty odd part).
+        outside.push_str(if i % 2 == 0 { part } else { " '' " });
+    }
+    let words: Vec<String> = outside
+        .split(|c: char| c.is_whitespace() || c == '(' || c == ')')
+        .filter(|w| !w.is_empty())
+        .map(str::to_ascii_lowercase)
+        .collect();
+    let eq_on = |key: &str| words.windows(2).any(|w| w[0] == key && w[1] == "eq");
+    !words.iter().any(|w| w == "or" || w == "not") && eq_on("partitionkey") && eq_on("rowkey")
 }
 
 /// Runs `req` on the serving thread, or on the runtime of its kind if it may run
@@ -375,12 +406,27 @@ mod tests {
             "/devstoreaccount1/mytable()?$filter=X%20eq%201",
             "/devstoreaccount1/mytable",
             "/mytable()",
+            // Not one entity: an `or`, a key compared otherwise, keys only inside literals.
+            "/t()?$filter=PartitionKey%20eq%20'a'%20or%20RowKey%20eq%20'b'",
+            "/t()?$filter=PartitionKey%20eq%20'a'%20and%20not%20(RowKey%20eq%20'b')",
+            "/t()?$filter=PartitionKey%20eq%20'a'%20and%20RowKey%20ge%20'b'",
+            "/t()?$filter=Name%20eq%20'PartitionKey%20eq%20RowKey%20eq'",
+            "/t()?$filter=Name%20eq%20'x''%20and%20PartitionKey%20eq%20''%20RowKey%20eq%20'",
         ] {
             assert_eq!(lane_of(Method::GET, uri), Lane::Query, "{uri}");
         }
         assert_eq!(lane_of(Method::POST, "/devstoreaccount1/$batch"), Lane::Batch);
         for (method, uri) in [
             (Method::GET, "/devstoreaccount1/mytable(PartitionKey='a',RowKey='b')"),
+            // A query for one entity is a point read too.
+            (
+                Method::GET,
+                "/devstoreaccount1/t()?$filter=PartitionKey%20eq%20'p1'%20and%20RowKey%20eq%20'r%20or%20x'",
+            ),
+            (
+                Method::GET,
+                "/t()?%24filter=(RowKey+eq+'b')+and+(PartitionKey+eq+'a')&$top=1",
+            ),
             (Method::GET, "/devstoreaccount1/Tables"),
             (Method::GET, "/devstoreaccount1/Tables('mytable')"),
             (Method::GET, "/devstoreaccount1/mytable?comp=acl"),
