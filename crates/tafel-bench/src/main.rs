@@ -137,6 +137,11 @@ struct RunArgs {
     /// of it: what this loader on this machine reaches at most.
     #[arg(long)]
     ceiling: bool,
+    /// Skip the preload: the data set is there from an earlier run with the same --seed,
+    /// --entities and --table-prefix and --keep-tables (and no merge-upsert since, or
+    /// --verify will see newer versions).
+    #[arg(long)]
+    no_preload: bool,
     /// Worker threads of the reference server [default: one per core].
     #[arg(long)]
     ceiling_threads: Option<usize>,
@@ -308,7 +313,7 @@ async fn run(args: RunArgs) -> Result<ExitCode, String> {
         )
     });
     let mut preload_ok = true;
-    if needs_data {
+    if needs_data && !args.no_preload {
         eprintln!("preload: {entities} entities in batches of 100…");
         let row = bench.preload().await;
         preload_ok = row.entities >= entities;
