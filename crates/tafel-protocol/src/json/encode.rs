@@ -8,7 +8,7 @@ use std::convert::Infallible;
 
 use base64::Engine;
 use tafel_service::model::codec::ValueRef;
-use tafel_service::model::{etag_bytes, DateTime, Entity, StoredRef};
+use tafel_service::model::{etag_of_iso, DateTime, Entity, StoredRef};
 
 use super::MetadataLevel;
 use crate::resource::push_entity_keys;
@@ -162,21 +162,19 @@ fn entity_path_str(out: &mut Vec<u8>, open: &[u8], pk: &str, rk: &str) {
     out.push(b'"');
 }
 
-/// The JSON string of `etag_for(ts)`; its only bytes JSON escapes are the two '"'.
-fn etag_str(out: &mut Vec<u8>, ts: DateTime) {
-    out.push(b'"');
-    for b in etag_bytes(ts) {
-        if b == b'"' {
-            out.push(b'\\');
-        }
-        out.push(b);
-    }
-    out.push(b'"');
+/// The ETag of `iso` (a timestamp's ISO bytes) as a JSON string: its only bytes JSON
+/// escapes are its two '"'.
+fn etag_str(out: &mut Vec<u8>, iso: &[u8; 28]) {
+    let etag = etag_of_iso(iso);
+    // `W/"…'"`: the quotes are the third byte and the last one.
+    out.extend_from_slice(b"\"W/\\\"");
+    out.extend_from_slice(&etag[3..etag.len() - 1]);
+    out.extend_from_slice(b"\\\"\"");
 }
 
-fn datetime_str(out: &mut Vec<u8>, ts: DateTime) {
+fn datetime_str(out: &mut Vec<u8>, iso: &[u8; 28]) {
     out.push(b'"');
-    out.extend_from_slice(&ts.iso_bytes());
+    out.extend_from_slice(iso);
     out.push(b'"');
 }
 
@@ -222,7 +220,7 @@ fn value(out: &mut Vec<u8>, v: ValueRef<'_>) {
         }
         ValueRef::Double(d) => double(out, d),
         ValueRef::Boolean(b) => out.extend_from_slice(if b { b"true" } else { b"false" }),
-        ValueRef::DateTime(d) => datetime_str(out, d),
+        ValueRef::DateTime(d) => datetime_str(out, &d.iso_bytes()),
         ValueRef::Guid(g) => {
             out.push(b'"');
             g.write_canonical(out);
@@ -277,9 +275,10 @@ where
         entity_path_str(out, &f.id_open, e.partition_key, e.row_key);
         out.push(b',');
     }
-    if let Some(ts) = e.timestamp.filter(|_| meta) {
+    let iso = e.timestamp.map(DateTime::iso_bytes);
+    if let Some(iso) = iso.as_ref().filter(|_| meta) {
         key(out, "odata.etag");
-        etag_str(out, ts);
+        etag_str(out, iso);
         out.push(b',');
     }
     if full {
@@ -297,12 +296,12 @@ where
         write_json_str(out, e.row_key);
         out.push(b',');
     }
-    if let Some(ts) = e.timestamp.filter(|_| f.selected("Timestamp")) {
+    if let Some(iso) = iso.as_ref().filter(|_| f.selected("Timestamp")) {
         if full {
             annotation(out, "Timestamp", "Edm.DateTime");
         }
         key(out, "Timestamp");
-        datetime_str(out, ts);
+        datetime_str(out, iso);
         out.push(b',');
     }
     for p in e.properties {
