@@ -16,24 +16,14 @@ use crate::traits::{RowSink, ScanEnd, ScanRequest};
 
 /// Rows a scan pulls ahead of the one it offers.
 const LOOKAHEAD: usize = 8;
-/// Where in the lookahead a row is filtered: far enough behind its pull that the
-/// first cache lines prefetched then have arrived, and far enough ahead of its
-/// offer that the rest of a matching row, prefetched now, arrives before the row
-/// is encoded.
+/// Where in the lookahead a row is filtered (and its checksum read): far enough
+/// behind its pull, when all of it was prefetched, that its cache lines have arrived.
 const FILTER_AT: usize = LOOKAHEAD / 2;
 
 /// Asks the CPU to start loading the first two cache lines of `bytes`.
 #[inline(always)]
 fn prefetch(bytes: &[u8]) {
     prefetch_lines(bytes, 2);
-}
-
-/// Asks the CPU to start loading every cache line of `bytes` past the first two.
-#[inline(always)]
-fn prefetch_rest(bytes: &[u8]) {
-    if let Some(rest) = bytes.get(128..) {
-        prefetch_lines(rest, rest.len().div_ceil(64));
-    }
 }
 
 /// Prefetches up to `lines` cache lines from the start of `bytes`.
@@ -173,7 +163,8 @@ impl<'a> RangeScan<'a> {
                 match self.iter.next() {
                     Some(Ok((k, v))) => {
                         prefetch(k.value());
-                        prefetch(v.value());
+                        // All of it: its checksum reads every byte at FILTER_AT.
+                        prefetch_lines(v.value(), usize::MAX);
                         self.ahead.push_back((k, v, None));
                     }
                     Some(Err(e)) => return Err(be(e)),
@@ -185,9 +176,6 @@ impl<'a> RangeScan<'a> {
                     // Checked here, where the filter reads the row anyway; a
                     // damaged row fails the scan rather than match or show wrongly.
                     let m = page.matches(entity_key(k.value()), unseal(k.value(), v.value())?);
-                    if m {
-                        prefetch_rest(v.value());
-                    }
                     *matched = Some(m);
                 }
             }
