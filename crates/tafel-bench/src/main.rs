@@ -132,16 +132,16 @@ struct RunArgs {
     /// Seed of key choice and table names (default: from the clock).
     #[arg(long)]
     seed: Option<u64>,
-    /// Also run each workload, right before the target's, against a do-nothing reference
-    /// server (`ceiling-server`, started here) and report the target's rate as a fraction
-    /// of it: what this loader on this machine reaches at most.
-    #[arg(long)]
-    ceiling: bool,
     /// Skip the preload: the data set is there from an earlier run with the same --seed,
     /// --entities and --table-prefix and --keep-tables (and no merge-upsert since, or
     /// --verify will see newer versions).
     #[arg(long)]
     no_preload: bool,
+    /// Also run each workload, right before the target's, against a do-nothing reference
+    /// server (`ceiling-server`, started here) and report the target's rate as a fraction
+    /// of it: what this loader on this machine reaches at most.
+    #[arg(long)]
+    ceiling: bool,
     /// Worker threads of the reference server [default: one per core].
     #[arg(long)]
     ceiling_threads: Option<usize>,
@@ -291,17 +291,23 @@ async fn run(args: RunArgs) -> Result<ExitCode, String> {
         if args.verify { ", verifying" } else { "" }
     );
     // The reference server is not verified against: its replies are fixed.
-    let ceiling = match args.ceiling {
-        true => {
-            let child = ceiling::Child::spawn(entities, args.ceiling_threads)?;
-            let url = format!("http://{}/{account}", child.addr);
-            let ep = Endpoint::new(&url, None, &args.key, args.timeout, None)?;
-            eprintln!("tafel-bench: ceiling server on {url} (each workload runs there first)");
-            let b = Arc::new(Bench::new(ep, make_cfg(false), &args.table_prefix));
-            b.setup().await?;
-            Some((child, b))
+    let ceiling = if args.ceiling {
+        let child = ceiling::Child::spawn(entities, args.ceiling_threads)?;
+        let url = format!("http://{}/{account}", child.addr);
+        let ep = Endpoint::new(&url, None, &args.key, args.timeout, None)?;
+        eprintln!("tafel-bench: ceiling server on {url} (each workload runs there first)");
+        if entities > ceiling::MAX_SCAN_ENTITIES {
+            eprintln!(
+                "tafel-bench: warning: the ceiling's scan covers the first {} entities only, so its \
+                 scan-filter rate is too high",
+                ceiling::MAX_SCAN_ENTITIES
+            );
         }
-        false => None,
+        let b = Arc::new(Bench::new(ep, make_cfg(false), &args.table_prefix));
+        b.setup().await?;
+        Some((child, b))
+    } else {
+        None
     };
     bench.setup().await?;
 
