@@ -16,8 +16,7 @@ async fn a_large_table_deletes_at_once_and_its_entities_go_in_short_transactions
     let node = pg(&db).await;
     assert!(node.create_table(&a, "big").await.unwrap());
     put(&node, &a, "big", "p", "kept", b"x").await;
-    let (client, conn) = tokio_postgres::connect(&db, tokio_postgres::NoTls).await.unwrap();
-    tokio::spawn(conn);
+    let client = sql(&db).await;
     let loaded = client
         .execute(
             "INSERT INTO tafel_entities (table_id, key, value)
@@ -30,8 +29,7 @@ async fn a_large_table_deletes_at_once_and_its_entities_go_in_short_transactions
     assert_eq!(loaded, rows as u64);
 
     // The longest transaction any other session of the database holds meanwhile.
-    let (watch, conn) = tokio_postgres::connect(&db, tokio_postgres::NoTls).await.unwrap();
-    tokio::spawn(conn);
+    let watch = sql(&db).await;
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let watcher = {
         let stop = stop.clone();
@@ -77,11 +75,7 @@ async fn a_large_table_deletes_at_once_and_its_entities_go_in_short_transactions
     let gone = started.elapsed();
     stop.store(true, Ordering::Relaxed);
     let longest = watcher.await.unwrap();
-    let left: i64 = client
-        .query_one("SELECT count(*) FROM tafel_entities", &[])
-        .await
-        .unwrap()
-        .get(0);
+    let left = scalar(&client, "SELECT count(*) FROM tafel_entities").await;
     assert_eq!(left, 0, "entities outlived their table");
     assert!(next
         .scan_entities(&a, "big", all(10, None))

@@ -180,16 +180,9 @@ async fn table_delete_racing_writes_leaves_no_orphans() {
 }
 
 async fn orphans(url: &str) -> i64 {
-    let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls).await.unwrap();
-    tokio::spawn(conn);
-    let row = client
-        .query_one(
-            "SELECT count(*) FROM tafel_entities e WHERE NOT EXISTS (SELECT 1 FROM tafel_tables t WHERE t.id = e.table_id)",
-            &[],
-        )
-        .await
-        .unwrap();
-    row.get(0)
+    let query = "SELECT count(*) FROM tafel_entities e \
+                 WHERE NOT EXISTS (SELECT 1 FROM tafel_tables t WHERE t.id = e.table_id)";
+    scalar(&sql(url).await, query).await
 }
 
 /// Regression: under SERIALIZABLE, inserts of neighbouring keys conflicted on the

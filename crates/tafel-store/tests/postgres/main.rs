@@ -55,11 +55,22 @@ async fn pg(url: &str) -> PostgresStore {
     .expect("connect to the test database")
 }
 
+/// A plain SQL session on `url` (no TLS), for a test that looks at the database itself.
+async fn sql(url: &str) -> tokio_postgres::Client {
+    let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(conn);
+    client
+}
+
+/// The one BIGINT `query` answers (a count, a stored number).
+async fn scalar(client: &tokio_postgres::Client, query: &str) -> i64 {
+    client.query_one(query, &[]).await.unwrap().get(0)
+}
+
 /// A new empty database on the test server (for a test that watches its sessions or
 /// its schema); its URL, without TLS.
 async fn fresh_database(url: &str) -> String {
-    let (admin, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls).await.unwrap();
-    tokio::spawn(conn);
+    let admin = sql(url).await;
     let name = format!("tafel_big_{:012x}", fastrand::u64(..) >> 16);
     admin.batch_execute(&format!("CREATE DATABASE {name}")).await.unwrap();
     let mut config: tokio_postgres::Config = url.parse().unwrap();

@@ -6,18 +6,8 @@ use super::*;
 
 use tafel_store::postgres::SCHEMA_VERSION;
 
-async fn admin(db: &str) -> tokio_postgres::Client {
-    let (client, conn) = tokio_postgres::connect(db, tokio_postgres::NoTls).await.unwrap();
-    tokio::spawn(conn);
-    client
-}
-
 async fn version(client: &tokio_postgres::Client) -> i64 {
-    client
-        .query_one("SELECT value FROM tafel_meta WHERE name = 'schema_version'", &[])
-        .await
-        .unwrap()
-        .get(0)
+    scalar(client, "SELECT value FROM tafel_meta WHERE name = 'schema_version'").await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -43,13 +33,9 @@ async fn nodes_starting_together_on_a_new_database_all_serve_it() {
         nodes[7].get_entity(&a, "t", &key("p", "r")).await.unwrap().as_deref(),
         Some(&b"v"[..])
     );
-    let client = admin(&db).await;
+    let client = sql(&db).await;
     assert_eq!(version(&client).await, SCHEMA_VERSION);
-    let lock: i64 = client
-        .query_one("SELECT count(*) FROM tafel_meta WHERE name = 'migration_lock'", &[])
-        .await
-        .unwrap()
-        .get(0);
+    let lock = scalar(&client, "SELECT count(*) FROM tafel_meta WHERE name = 'migration_lock'").await;
     assert_eq!(lock, 0, "the lease is released");
 }
 
@@ -57,7 +43,7 @@ async fn nodes_starting_together_on_a_new_database_all_serve_it() {
 async fn a_node_waits_while_another_holds_the_migration_lease() {
     let Some(url) = url() else { return };
     let db = fresh_database(&url).await;
-    let client = admin(&db).await;
+    let client = sql(&db).await;
     client
         .batch_execute(
             "CREATE TABLE tafel_meta (name TEXT PRIMARY KEY, value BIGINT NOT NULL);
@@ -71,14 +57,11 @@ async fn a_node_waits_while_another_holds_the_migration_lease() {
     });
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert!(!starting.is_finished(), "a node migrated under another's lease");
-    let tables: i64 = client
-        .query_one(
-            "SELECT count(*) FROM information_schema.tables WHERE table_name = 'tafel_tables'",
-            &[],
-        )
-        .await
-        .unwrap()
-        .get(0);
+    let tables = scalar(
+        &client,
+        "SELECT count(*) FROM information_schema.tables WHERE table_name = 'tafel_tables'",
+    )
+    .await;
     assert_eq!(tables, 0);
     // The holder is gone (its lease dropped): the waiting node migrates and serves.
     client
@@ -104,7 +87,7 @@ async fn an_older_database_is_migrated_and_a_newer_one_refused() {
         put(&node, &a, "kept", "p", "r", b"v").await;
     }
     // Back to version 1, as a node of the release before it left the database.
-    let client = admin(&db).await;
+    let client = sql(&db).await;
     client
         .batch_execute("ALTER TABLE tafel_tables DROP COLUMN deleting; UPDATE tafel_meta SET value = 1 WHERE name = 'schema_version'")
         .await
