@@ -231,6 +231,7 @@ def test_insert_prefer(server, raw, raw_table):
     r = raw.insert(raw_table, {"PartitionKey": "p", "RowKey": "none"}, headers={"Prefer": "return-no-content"})
     assert r.status_code == 204, r.text
     assert r.content == b""
+    assert "Content-Type" not in r.headers
     assert r.headers["Preference-Applied"] == "return-no-content"
     assert r.headers["ETag"].startswith("W/\"datetime'")
     loc = r.headers["Location"]

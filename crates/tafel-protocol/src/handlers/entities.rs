@@ -205,22 +205,25 @@ pub async fn write(svc: &Service, cx: &Context, req: &Request, resource: Resourc
         return Err(Error::new(ErrorCode::MethodNotAllowed));
     };
     let kind = op.kind;
-    let mut entity = (kind == WriteKind::Insert).then(|| op.entity.clone());
+    let pref = prefer(req);
+    // An insert's reply echoes the entity unless the client asked for no content:
+    // only then is it worth a copy and an encoding (the SDKs ask for none).
+    let echo = (kind == WriteKind::Insert && pref != Some(false)).then(|| op.entity.clone());
+    let location = (kind == WriteKind::Insert).then(|| {
+        let e = &op.entity;
+        format!("{}/{}", cx.base_url, entity_path(&table, &e.partition_key, &e.row_key))
+    });
     let ts = svc.write_entity(&cx.caller, &table, op).await?;
     let mut resp = Response::new(StatusCode::NO_CONTENT);
-    match (kind, entity.as_mut()) {
-        (WriteKind::Insert, Some(entity)) => {
-            entity.timestamp = Some(ts);
-            let body = entity_response_body(cx, level, &table, entity, None);
-            resp = Response::with_body(StatusCode::CREATED, content_type(level), body);
+    match (kind, location) {
+        (WriteKind::Insert, Some(location)) => {
+            if let Some(mut entity) = echo {
+                entity.timestamp = Some(ts);
+                let body = entity_response_body(cx, level, &table, &entity, None);
+                resp = Response::with_body(StatusCode::CREATED, content_type(level), body);
+            }
             resp.set(ETAG_HEADER, &etag_for(ts))?;
-            let location = format!(
-                "{}/{}",
-                cx.base_url,
-                entity_path(&table, &entity.partition_key, &entity.row_key)
-            );
             resp.set("location", &location)?;
-            let pref = prefer(req);
             if pref == Some(false) {
                 resp.set("dataserviceid", &location)?;
             }
