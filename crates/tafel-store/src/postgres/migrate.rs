@@ -52,10 +52,17 @@ pub(crate) async fn migrate(client: &Client) -> Result<(), DbError> {
         }
         refuse_newer(found)?;
         let lease = i64::try_from(LEASE.as_millis()).unwrap_or(i64::MAX);
-        if let Some(row) = client.query_opt(TAKE_LOCK, &[&lease]).await? {
+        let taken = match client.query_opt(TAKE_LOCK, &[&lease]).await {
+            Ok(taken) => taken,
+            // Another node took the lease at the same moment: at SERIALIZABLE its
+            // insert fails ours instead of leaving a row ours would see. Theirs to run.
+            Err(e) if e.code() == Some(&SqlState::T_R_SERIALIZATION_FAILURE) => None,
+            Err(e) => return Err(e.into()),
+        };
+        if let Some(row) = taken {
             let token: i64 = row.try_get(0)?;
             let outcome = run(client).await;
-            if let Err(e) = client.execute(RELEASE_LOCK, &[&token]).await {
+            if let Err(e) = release(client, token).await {
                 // The lease expires by itself.
                 tracing::warn!(error = %e, "releasing the schema migration lock");
             }
@@ -83,6 +90,21 @@ async fn run(client: &Client) -> Result<(), DbError> {
         client.execute(SET_VERSION, &[&to]).await?;
     }
     Ok(())
+}
+
+/// Deletes the lease `token` names; at SERIALIZABLE a node reading it at the same
+/// moment can fail the delete, which is then tried again.
+async fn release(client: &Client, token: i64) -> Result<u64, tokio_postgres::Error> {
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        match client.execute(RELEASE_LOCK, &[&token]).await {
+            Err(e) if attempt < 5 && e.code() == Some(&SqlState::T_R_SERIALIZATION_FAILURE) => {
+                tokio::time::sleep(Duration::from_millis(20 * attempt)).await;
+            }
+            done => return done,
+        }
+    }
 }
 
 fn refuse_newer(found: i64) -> Result<(), DbError> {
