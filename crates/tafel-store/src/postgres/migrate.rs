@@ -12,6 +12,7 @@
 use std::time::{Duration, Instant};
 
 use tokio_postgres::error::SqlState;
+use tokio_postgres::types::ToSql;
 use tokio_postgres::Client;
 
 use super::schema::{MIGRATIONS, SCHEMA_VERSION};
@@ -62,7 +63,10 @@ pub(crate) async fn migrate(client: &Client) -> Result<(), DbError> {
         if let Some(row) = taken {
             let token: i64 = row.try_get(0)?;
             let outcome = run(client).await;
-            if let Err(e) = release(client, token).await {
+            // At SERIALIZABLE, a node reading the lease at the same moment can fail the delete.
+            let params: [&(dyn ToSql + Sync); 1] = [&token];
+            let release = || client.execute(RELEASE_LOCK, &params);
+            if let Err(e) = again_on(&[SqlState::T_R_SERIALIZATION_FAILURE], release).await {
                 // The lease expires by itself.
                 tracing::warn!(error = %e, "releasing the schema migration lock");
             }
@@ -92,21 +96,6 @@ async fn run(client: &Client) -> Result<(), DbError> {
     Ok(())
 }
 
-/// Deletes the lease `token` names; at SERIALIZABLE a node reading it at the same
-/// moment can fail the delete, which is then tried again.
-async fn release(client: &Client, token: i64) -> Result<u64, tokio_postgres::Error> {
-    let mut attempt = 0;
-    loop {
-        attempt += 1;
-        match client.execute(RELEASE_LOCK, &[&token]).await {
-            Err(e) if attempt < 5 && e.code() == Some(&SqlState::T_R_SERIALIZATION_FAILURE) => {
-                tokio::time::sleep(Duration::from_millis(20 * attempt)).await;
-            }
-            done => return done,
-        }
-    }
-}
-
 fn refuse_newer(found: i64) -> Result<(), DbError> {
     if found > SCHEMA_VERSION {
         return Err(failure(format!(
@@ -127,24 +116,32 @@ async fn version(client: &Client) -> Result<i64, DbError> {
 /// `CREATE TABLE IF NOT EXISTS` of nodes starting together may race (PostgreSQL
 /// then reports a duplicate): that is retried.
 async fn create_meta(client: &Client) -> Result<(), DbError> {
+    let raced = [
+        SqlState::UNIQUE_VIOLATION,
+        SqlState::DUPLICATE_TABLE,
+        SqlState::DUPLICATE_OBJECT,
+        SqlState::T_R_SERIALIZATION_FAILURE,
+    ];
+    again_on(&raced, || client.batch_execute(CREATE_META)).await?;
+    Ok(())
+}
+
+/// Runs `statement` again (up to 5 times in all, a little later each time) while it
+/// fails with one of the `raced` SQLSTATEs, which another node starting at the same
+/// moment causes.
+async fn again_on<T, F, Fut>(raced: &[SqlState], mut statement: F) -> Result<T, tokio_postgres::Error>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, tokio_postgres::Error>>,
+{
     let mut attempt = 0;
     loop {
         attempt += 1;
-        match client.batch_execute(CREATE_META).await {
-            Ok(()) => return Ok(()),
-            Err(e)
-                if attempt < 5
-                    && matches!(
-                        e.code(),
-                        Some(&SqlState::UNIQUE_VIOLATION)
-                            | Some(&SqlState::DUPLICATE_TABLE)
-                            | Some(&SqlState::DUPLICATE_OBJECT)
-                            | Some(&SqlState::T_R_SERIALIZATION_FAILURE)
-                    ) =>
-            {
+        match statement().await {
+            Err(e) if attempt < 5 && e.code().is_some_and(|c| raced.contains(c)) => {
                 tokio::time::sleep(Duration::from_millis(50 * attempt)).await;
             }
-            Err(e) => return Err(e.into()),
+            done => return done,
         }
     }
 }
