@@ -36,6 +36,7 @@ from urllib.parse import urlsplit
 
 import pytest
 import requests
+from prometheus_client.parser import text_string_to_metric_families
 
 from rawhttp import (  # noqa: F401 - re-exported: tests import these from conftest
     ACCOUNT,
@@ -465,3 +466,20 @@ def sdk_error_code(exc) -> Optional[str]:
         return jsonlib.loads(resp.text())["odata.error"]["code"]
     except Exception:  # noqa: BLE001
         return resp.headers.get("x-ms-error-code")
+
+
+def scrape(server: TafelServer, token: str | None = None) -> dict:
+    """Every sample of /metrics as {(name, sorted label pairs): value}."""
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    r = requests.get(server.admin_url + "/metrics", headers=headers, timeout=10)
+    assert r.status_code == 200, (r.status_code, r.text)
+    assert r.headers["content-type"].startswith("text/plain; version=0.0.4")
+    out = {}
+    for family in text_string_to_metric_families(r.text):
+        for s in family.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+def value(samples: dict, name: str, **labels) -> float:
+    return samples.get((name, tuple(sorted(labels.items()))), 0.0)

@@ -3,9 +3,9 @@
 import threading
 import time
 
-import requests
-
-from conftest import BACKEND, JSON_FULL, assert_error, bulk_insert, embedded_only, entity_path, unique_table_name
+from conftest import (
+    BACKEND, JSON_FULL, assert_error, bulk_insert, embedded_only, entity_path, scrape, unique_table_name, value,
+)
 
 
 def snapshot(srv, table):
@@ -69,15 +69,8 @@ def check_same(srv, table, before, names_before, prefix="dur"):
 
 
 def checkpoints(srv):
-    """How many checkpoints the server has made, from its /metrics (0 if it is gone)."""
-    try:
-        text = requests.get(srv.admin_url + "/metrics", timeout=5).text
-    except requests.RequestException:
-        return 0
-    for line in text.splitlines():
-        if line.startswith("tafel_store_checkpoint_seconds_count"):
-            return int(float(line.split()[-1]))
-    raise AssertionError("no tafel_store_checkpoint_seconds_count in /metrics")
+    """How many checkpoints the server has made, from its /metrics."""
+    return value(scrape(srv), "tafel_store_checkpoint_seconds_count")
 
 
 def kill9_while_writing(srv, writer, threads, enough):

@@ -17,9 +17,8 @@ from urllib.parse import parse_qs, unquote
 
 import pytest
 import requests
-from prometheus_client.parser import text_string_to_metric_families
 
-from conftest import ACCOUNT, BACKEND, KEY, TafelServer, embedded_only, postgres_only, unique_table_name
+from conftest import ACCOUNT, BACKEND, KEY, TafelServer, embedded_only, postgres_only, scrape, unique_table_name, value
 
 TOKEN = "admin-" + base64.b16encode(os.urandom(12)).decode()
 
@@ -27,23 +26,6 @@ TOKEN = "admin-" + base64.b16encode(os.urandom(12)).decode()
 # ---------------------------------------------------------------------------
 # Helpers
 # ---------------------------------------------------------------------------
-
-
-def scrape(server: TafelServer, token: str | None = None) -> dict:
-    """Every sample of /metrics as {(name, sorted label pairs): value}."""
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-    r = requests.get(server.admin_url + "/metrics", headers=headers, timeout=10)
-    assert r.status_code == 200, (r.status_code, r.text)
-    assert r.headers["content-type"].startswith("text/plain; version=0.0.4")
-    out = {}
-    for family in text_string_to_metric_families(r.text):
-        for s in family.samples:
-            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
-    return out
-
-
-def value(samples: dict, name: str, **labels) -> float:
-    return samples.get((name, tuple(sorted(labels.items()))), 0.0)
 
 
 def requests_total(samples: dict) -> dict:
