@@ -246,9 +246,14 @@ async fn a_merge_onto_a_damaged_entity_fails_and_leaves_it_alone() {
     let damaged = stored[..stored.len() - 3].to_vec();
     assert!(codec::timestamp(&damaged).is_some() && codec::decode(String::new(), String::new(), &damaged).is_none());
     let put = damaged.clone();
-    tafel_store::write_with(&*f.store, ACCOUNT, TABLE, vec![key.clone()], move |_| {
-        (vec![tafel_store::Mutation::Put(put.clone())], ())
-    })
+    tafel_store::write_with(
+        &*f.store,
+        ACCOUNT,
+        TABLE,
+        vec![key.clone()],
+        tafel_store::Expect::Any,
+        move |_| (vec![tafel_store::Mutation::Put(put.clone())], ()),
+    )
     .await
     .expect("damage");
 

@@ -27,4 +27,4 @@ pub use error::{BackendError, FailureKind, StoreError};
 pub use key::{EntityKey, KeyRange, KeyRef};
 pub use snapshot::{Snapshot, SnapshotTable};
 pub use stats::{HistogramSnapshot, MetricValue, StoreMetric};
-pub use traits::{write_with, Decide, Mutation, RowFilter, RowSink, ScanEnd, ScanRequest, Store, TableRecord};
+pub use traits::{write_with, Decide, Expect, Mutation, RowFilter, RowSink, ScanEnd, ScanRequest, Store, TableRecord};

@@ -74,14 +74,25 @@ pub enum Mutation {
 /// across awaits.
 pub type Decide = Box<dyn Fn(&[Option<&[u8]>]) -> Vec<Mutation> + Send + Sync>;
 
-/// [`Store::write_entities`] with a decision that also yields a value of the caller's
-/// (the operation's result, or why it refused): the value of the call whose decision
-/// took effect.
+/// What a write expects of its keys' rows: a hint for the backend, never a
+/// condition (the decision alone decides).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Expect {
+    /// Rows may be there or not.
+    Any,
+    /// Every key absent: [`Store::insert_entities`].
+    Absent,
+}
+
+/// [`Store::write_entities`] (or, expecting absent keys, [`Store::insert_entities`])
+/// with a decision that also yields a value of the caller's (the operation's result,
+/// or why it refused): the value of the call whose decision took effect.
 pub async fn write_with<T: Send + 'static>(
     store: &(impl Store + ?Sized),
     account: &str,
     table: &str,
     keys: Vec<EntityKey>,
+    expect: Expect,
     decide: impl Fn(&[Option<&[u8]>]) -> (Vec<Mutation>, T) + Send + Sync + 'static,
 ) -> Result<T, StoreError> {
     let cell = Arc::new(Mutex::new(None));
@@ -91,7 +102,10 @@ pub async fn write_with<T: Send + 'static>(
         *out.lock().unwrap_or_else(PoisonError::into_inner) = Some(value);
         mutations
     });
-    store.write_entities(account, table, keys, decide).await?;
+    match expect {
+        Expect::Any => store.write_entities(account, table, keys, decide).await?,
+        Expect::Absent => store.insert_entities(account, table, keys, decide).await?,
+    }
     let value = cell.lock().unwrap_or_else(PoisonError::into_inner).take();
     value.ok_or_else(|| StoreError::failure(crate::FailureKind::Internal, "the write finished without a decision"))
 }
@@ -135,6 +149,20 @@ pub trait Store: Send + Sync + 'static {
         keys: Vec<EntityKey>,
         decide: Decide,
     ) -> Result<(), StoreError>;
+
+    /// [`Store::write_entities`] for a write that expects every key absent (inserts):
+    /// the same contract, and a hint. A backend may write what `decide` chooses for
+    /// absent rows without reading them first, as long as it falls back to the read
+    /// when a row turns out to be there.
+    async fn insert_entities(
+        &self,
+        account: &str,
+        table: &str,
+        keys: Vec<EntityKey>,
+        decide: Decide,
+    ) -> Result<(), StoreError> {
+        self.write_entities(account, table, keys, decide).await
+    }
 
     async fn get_service_properties(&self, account: &str) -> Result<Option<Vec<u8>>, StoreError>;
     async fn set_service_properties(&self, account: &str, value: Vec<u8>) -> Result<(), StoreError>;

@@ -3,7 +3,7 @@
 //! current rows and produces all mutations under a single Timestamp. A batch is
 //! thus atomic, and a failed condition leaves nothing written.
 
-use tafel_store::{write_with, EntityKey, Mutation};
+use tafel_store::{write_with, EntityKey, Expect, Mutation};
 
 use super::{Ctx, Service};
 use crate::access::Action;
@@ -146,14 +146,26 @@ impl Service {
             });
         }
         let clock = self.clock.clone();
+        // Inserts only (a single insert, a batch of them): the backend may write
+        // without reading first.
+        let expect = if prepared.iter().all(|p| p.kind == WriteKind::Insert) {
+            Expect::Absent
+        } else {
+            Expect::Any
+        };
         // A retrying backend may call this more than once, so it borrows `prepared`;
         // a refusal writes nothing and comes back as the write's value.
-        write_with(&*self.store, &ctx.account, table, keys, move |current| {
-            match decide(&clock, &prepared, current) {
+        write_with(
+            &*self.store,
+            &ctx.account,
+            table,
+            keys,
+            expect,
+            move |current| match decide(&clock, &prepared, current) {
                 Ok((ts, mutations)) => (mutations, Ok(ts)),
                 Err(f) => (Vec::new(), Err(f)),
-            }
-        })
+            },
+        )
         .await
         .map_err(|e| BatchFailure {
             index: 0,

@@ -257,7 +257,7 @@ mod tests {
     use crate::embedded::{EmbeddedOptions, EmbeddedStore};
     use crate::key::{EntityKey, KeyRange};
     use crate::test_support::ScanEntities;
-    use crate::traits::{write_with, Mutation, ScanRequest, Store};
+    use crate::traits::{write_with, Expect, Mutation, ScanRequest, Store};
 
     const ACCOUNT: &str = "acct";
 
@@ -325,6 +325,7 @@ mod tests {
             ACCOUNT,
             "t",
             vec![key.clone()],
+            Expect::Any,
             move |current: &[Option<&[u8]>]| {
                 let absent = current[0].is_none();
                 let mutations = if absent || !only_if_absent {

@@ -6,7 +6,7 @@ use super::scan_tests::{open, runtime, tempdir, ACCOUNT};
 use super::EmbeddedStore;
 use crate::key::{EntityKey, KeyRange};
 use crate::test_support::ScanEntities;
-use crate::traits::{write_with, Mutation, ScanRequest, Store};
+use crate::traits::{write_with, Expect, Mutation, ScanRequest, Store};
 
 /// The value row `i` gets in write `round`: `len` bytes, each distinct per row and round.
 fn value(i: usize, round: u8, len: usize) -> Vec<u8> {
@@ -20,10 +20,17 @@ fn value(i: usize, round: u8, len: usize) -> Vec<u8> {
 async fn put(store: &EmbeddedStore, rows: &[usize], round: u8, len: usize) -> Vec<bool> {
     let keys: Vec<EntityKey> = rows.iter().map(|i| EntityKey::new("p", &format!("r{i:04}"))).collect();
     let ids = rows.to_vec();
-    write_with(store, ACCOUNT, "t", keys, move |current: &[Option<&[u8]>]| {
-        let mutations = ids.iter().map(|&i| Mutation::Put(value(i, round, len))).collect();
-        (mutations, current.iter().map(Option::is_some).collect::<Vec<bool>>())
-    })
+    write_with(
+        store,
+        ACCOUNT,
+        "t",
+        keys,
+        Expect::Any,
+        move |current: &[Option<&[u8]>]| {
+            let mutations = ids.iter().map(|&i| Mutation::Put(value(i, round, len))).collect();
+            (mutations, current.iter().map(Option::is_some).collect::<Vec<bool>>())
+        },
+    )
     .await
     .expect("write")
 }

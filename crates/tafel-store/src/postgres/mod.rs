@@ -14,7 +14,8 @@
 //!   conflicting writes. A key seen absent is not locked; it is inserted with a
 //!   plain INSERT, and finding it taken (or a serialization failure) runs the
 //!   attempt again ([`txn`]). So the decision may run more than once; only the
-//!   committed attempt's outcome is returned.
+//!   committed attempt's outcome is returned. A write of keys expected absent
+//!   (inserts) first tries one round trip without the reads ([`write`]).
 //! - A write is acknowledged only after its COMMIT answered: it is in the
 //!   database. One whose COMMIT went unanswered is never run again: it fails.
 //! - A table delete marks the table row (waiting for the writes that hold it);
@@ -33,26 +34,22 @@ mod snapshot;
 mod stats;
 mod tls;
 mod txn;
+mod write;
 
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime, Timeouts};
-use futures_util::future::{join3, try_join, try_join3, try_join_all};
-use futures_util::TryFutureExt;
+use futures_util::future::join3;
 use tokio_postgres::error::SqlState;
-use tokio_postgres::types::ToSql;
-use tokio_postgres::Statement;
 
-use self::pipelined::OpenTxn;
 use self::stats::PgStats;
 use self::txn::{retry, DbError};
 
 use crate::error::{BackendError, FailureKind, StoreError};
 use crate::key::EntityKey;
 use crate::stats::StoreMetric;
-use crate::traits::{Decide, Mutation, RowSink, ScanEnd, ScanRequest, Store, TableRecord};
+use crate::traits::{Decide, RowSink, ScanEnd, ScanRequest, Store, TableRecord};
 
 pub use self::schema::SCHEMA_VERSION;
 pub use self::tls::{SslMode, SslOptions, TlsError};
@@ -92,23 +89,6 @@ const READY_DEADLINE: Duration = Duration::from_secs(2);
 /// Lookups ignore case: tables are keyed by the name's ASCII lowercase bytes.
 fn lower(name: &str) -> Vec<u8> {
     name.bytes().map(|b| b.to_ascii_lowercase()).collect()
-}
-
-/// Statement parameters, as tokio-postgres takes them.
-type Params<'a> = [&'a (dyn ToSql + Sync)];
-
-/// Keys and values of one kind of put, as the two arrays a statement takes.
-#[derive(Default)]
-struct Puts<'a> {
-    keys: Vec<&'a [u8]>,
-    values: Vec<&'a [u8]>,
-}
-
-impl<'a> Puts<'a> {
-    fn push(&mut self, key: &'a [u8], value: &'a [u8]) {
-        self.keys.push(key);
-        self.values.push(value);
-    }
 }
 
 fn record(row: &tokio_postgres::Row) -> Result<TableRecord, DbError> {
@@ -217,106 +197,6 @@ impl PostgresStore {
         let client = self.pool.get().await;
         self.stats.pool_wait.observe_duration(started.elapsed());
         Ok(client?)
-    }
-
-    /// One attempt of a write: the whole transaction, from BEGIN to COMMIT, in
-    /// two round trips ([`pipelined`]).
-    async fn write_once(&self, account: &str, lname: &[u8], keys: &[&[u8]], decide: &Decide) -> Result<(), DbError> {
-        let txn = OpenTxn::new(self.client().await?);
-        match self.write_in(&txn, account, lname, keys, decide).await {
-            Ok(true) => {
-                txn.finish();
-                Ok(())
-            }
-            Ok(false) => {
-                txn.abandon();
-                Ok(())
-            }
-            Err(e) => {
-                txn.abandon();
-                Err(e)
-            }
-        }
-    }
-
-    /// The write's statements; true when they ended with a COMMIT that answered,
-    /// false when the decision changed nothing and the transaction is left to roll back.
-    async fn write_in(
-        &self,
-        txn: &OpenTxn,
-        account: &str,
-        lname: &[u8],
-        keys: &[&[u8]],
-        decide: &Decide,
-    ) -> Result<bool, DbError> {
-        let client = txn.client()?;
-        let lock = client.prepare_cached(schema::LOCK_TABLE).await?;
-        let read = client.prepare_cached(schema::READ_FOR_WRITE).await?;
-        let (lock_params, read_params): (&Params, &Params) = (&[&account, &lname], &[&account, &lname, &keys]);
-        // Round trip 1: BEGIN, the table row, the keys' rows.
-        let ((), table, found) = try_join3(
-            client.batch_execute(pipelined::BEGIN).err_into(),
-            client.query_opt(&lock, lock_params).err_into::<DbError>(),
-            client.query(&read, read_params).err_into(),
-        )
-        .await?;
-        let Some(table) = table else {
-            return Err(StoreError::TableNotFound.into());
-        };
-        let id: i64 = table.try_get(0)?;
-        let mut current: Vec<Option<Vec<u8>>> = vec![None; keys.len()];
-        for row in &found {
-            let key: &[u8] = row.try_get(0)?;
-            if let Some(i) = keys.iter().position(|k| *k == key) {
-                current[i] = Some(row.try_get(1)?);
-            }
-        }
-        let views: Vec<Option<&[u8]>> = current.iter().map(|c| c.as_deref()).collect();
-        let mutations = catch_unwind(AssertUnwindSafe(|| decide(&views)))
-            .map_err(|_| StoreError::failure(FailureKind::Internal, "write decision panicked"))?;
-        if mutations.is_empty() {
-            return Ok(false);
-        }
-        if mutations.len() != keys.len() {
-            return Err(StoreError::failure(FailureKind::Internal, "decision does not cover every key").into());
-        }
-        let (mut puts, mut inserts, mut deletes) = (Puts::default(), Puts::default(), Vec::new());
-        for ((key, m), cur) in keys.iter().zip(&mutations).zip(&current) {
-            match (m, cur) {
-                (Mutation::Put(v), Some(_)) => puts.push(key, v),
-                (Mutation::Put(v), None) => inserts.push(key, v),
-                // An absent row has nothing to delete.
-                (Mutation::Delete, Some(_)) => deletes.push(*key),
-                (Mutation::Delete, None) | (Mutation::Keep, _) => {}
-            }
-        }
-        if inserts.keys.is_empty() && puts.keys.is_empty() && deletes.is_empty() {
-            return Ok(false);
-        }
-        let insert = client.prepare_cached(schema::INSERT_ENTITIES).await?;
-        let put = client.prepare_cached(schema::PUT_ENTITIES).await?;
-        let delete = client.prepare_cached(schema::DELETE_ENTITIES).await?;
-        let changes: [(&Statement, &Params, bool); 3] = [
-            (
-                &insert,
-                &[&id, &inserts.keys, &inserts.values],
-                !inserts.keys.is_empty(),
-            ),
-            (&put, &[&id, &puts.keys, &puts.values], !puts.keys.is_empty()),
-            (&delete, &[&id, &deletes], !deletes.is_empty()),
-        ];
-        let changes = changes
-            .iter()
-            .filter(|(_, _, any)| *any)
-            .map(|(stmt, params, _)| client.execute(*stmt, params));
-        // Round trip 2: the changes and COMMIT. A key seen absent and inserted since
-        // fails the insert (a unique violation: the write runs again), and the COMMIT
-        // behind it rolls back.
-        match try_join(try_join_all(changes), client.batch_execute(pipelined::COMMIT)).await {
-            Ok(_) => Ok(true),
-            Err(e) if e.code() == Some(&SqlState::UNIQUE_VIOLATION) => Err(DbError::Raced),
-            Err(e) => Err(e.into()),
-        }
     }
 
     async fn create_once(&self, account: &str, name: &str) -> Result<bool, DbError> {
@@ -470,6 +350,29 @@ impl Store for PostgresStore {
     ) -> Result<(), StoreError> {
         let lname = lower(table);
         let keys: Vec<&[u8]> = keys.iter().map(EntityKey::as_bytes).collect();
+        self.retry("write", || self.write_once(account, &lname, &keys, &decide))
+            .await
+    }
+
+    async fn insert_entities(
+        &self,
+        account: &str,
+        table: &str,
+        keys: Vec<EntityKey>,
+        decide: Decide,
+    ) -> Result<(), StoreError> {
+        let lname = lower(table);
+        let keys: Vec<&[u8]> = keys.iter().map(EntityKey::as_bytes).collect();
+        if let Some(values) = write::decided_for_absent(&decide, keys.len())? {
+            let values: Vec<&[u8]> = values.iter().map(Vec::as_slice).collect();
+            if self
+                .retry("insert", || self.insert_once(account, &lname, &keys, &values))
+                .await?
+            {
+                return Ok(());
+            }
+            // A key was there: decide again on the rows as they are.
+        }
         self.retry("write", || self.write_once(account, &lname, &keys, &decide))
             .await
     }

@@ -1,4 +1,4 @@
-//! A write's transaction in two round trips to the database.
+//! A write's transaction in two round trips to the database (an insert's in one).
 //!
 //! tokio-postgres writes a statement to the connection when the statement's
 //! future is first polled, and matches answers to statements in order, so

@@ -18,6 +18,7 @@ const HOT: &[&str] = &[
     schema::LOCK_TABLE,
     schema::READ_FOR_WRITE,
     schema::INSERT_ENTITIES,
+    schema::INSERT_NEW_ENTITIES,
     schema::PUT_ENTITIES,
     schema::DELETE_ENTITIES,
     schema::SCAN_FROM,

@@ -11,7 +11,9 @@ use std::time::{Duration, Instant};
 
 use tafel_store::embedded::{EmbeddedOptions, EmbeddedStore};
 use tafel_store::postgres::{PostgresOptions, PostgresStore};
-use tafel_store::{write_with, Decide, EntityKey, KeyRange, Mutation, RowFilter, ScanRequest, Store, StoreError};
+use tafel_store::{
+    write_with, Decide, EntityKey, Expect, KeyRange, Mutation, RowFilter, ScanRequest, Store, StoreError,
+};
 
 mod big_tables;
 mod concurrency;
@@ -151,6 +153,18 @@ fn increment() -> impl Decides<u64> {
         let n = current[0].map_or(0, |v| u64::from_le_bytes(v.try_into().unwrap_or([0; 8]))) + 1;
         (vec![Mutation::Put(n.to_le_bytes().to_vec())], n)
     }
+}
+
+/// The store's count of attempts run again after a conflict.
+fn retries(store: &dyn Store) -> u64 {
+    store
+        .metrics()
+        .iter()
+        .find_map(|m| match (m.name, &m.value) {
+            ("postgres_retries", tafel_store::MetricValue::Counter(n)) => Some(*n),
+            _ => None,
+        })
+        .expect("the postgres backend counts its retries")
 }
 
 fn names(records: &[tafel_store::TableRecord]) -> Vec<&str> {

@@ -94,7 +94,7 @@ async fn entity_operations_and_their_edge_cases() {
     let k2 = key("p", "s");
     let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
     let seen2 = seen.clone();
-    let out = write_with(&s, &a, "Ent", vec![k2.clone(), k.clone()], move |cur| {
+    let out = write_with(&s, &a, "Ent", vec![k2.clone(), k.clone()], Expect::Any, move |cur| {
         *seen2.lock().unwrap() = cur.iter().map(|c| c.map(<[u8]>::to_vec)).collect();
         (vec![Mutation::Put(b"new".to_vec()), Mutation::Delete], 7u32)
     })
@@ -161,4 +161,80 @@ async fn service_properties_per_account() {
     s.set_service_properties(&a, vec![2, 2]).await.unwrap();
     assert_eq!(s.get_service_properties(&a).await.unwrap(), Some(vec![2, 2]));
     assert_eq!(s.get_service_properties(&b).await.unwrap(), None);
+}
+
+/// An insert expecting its keys absent (what the service sends for inserts) that
+/// finds one there decides again on the rows as they are, and writes nothing of a
+/// batch that fails; into no table it is TableNotFound, as any write.
+#[tokio::test]
+async fn an_insert_finding_its_key_taken_decides_on_the_row_that_is_there() {
+    let Some(url) = url() else { return };
+    let s = pg(&url).await;
+    let a = account();
+    let (k, k2) = (key("p", "r"), key("p", "s"));
+    for table in ["none", "gone"] {
+        if table == "gone" {
+            s.create_table(&a, table).await.unwrap();
+            s.delete_table(&a, table).await.unwrap();
+        }
+        let into_nothing = write_with(
+            &s,
+            &a,
+            table,
+            vec![k.clone()],
+            Expect::Absent,
+            insert_if_absent(vec![1]),
+        )
+        .await;
+        assert!(matches!(into_nothing, Err(StoreError::TableNotFound)), "{table}");
+    }
+    s.create_table(&a, "Ins").await.unwrap();
+    assert!(write_with(
+        &s,
+        &a,
+        "ins",
+        vec![k.clone()],
+        Expect::Absent,
+        insert_if_absent(b"first".to_vec())
+    )
+    .await
+    .unwrap());
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen2 = seen.clone();
+    // A batch of two inserts, one of them of the key now there: refused whole.
+    let inserted = write_with(&s, &a, "Ins", vec![k2.clone(), k.clone()], Expect::Absent, move |cur| {
+        *seen2.lock().unwrap() = cur.iter().map(|c| c.map(<[u8]>::to_vec)).collect();
+        match cur {
+            [None, None] => (vec![Mutation::Put(b"a".to_vec()), Mutation::Put(b"b".to_vec())], true),
+            _ => (Vec::new(), false),
+        }
+    })
+    .await
+    .unwrap();
+    assert!(!inserted);
+    assert_eq!(
+        *seen.lock().unwrap(),
+        vec![None, Some(b"first".to_vec())],
+        "the last decision saw the row"
+    );
+    assert_eq!(
+        s.get_entity(&a, "Ins", &k).await.unwrap().as_deref(),
+        Some(&b"first"[..])
+    );
+    assert_eq!(
+        s.get_entity(&a, "Ins", &k2).await.unwrap(),
+        None,
+        "nothing of the batch written"
+    );
+    // A decision that panics fails the write, on this path too.
+    let panicked = write_with(
+        &s,
+        &a,
+        "Ins",
+        vec![k2.clone()],
+        Expect::Absent,
+        |_: &[Option<&[u8]>]| -> (Vec<Mutation>, ()) { panic!("decide panics") },
+    )
+    .await;
+    assert!(matches!(panicked, Err(StoreError::Backend(_))));
 }
