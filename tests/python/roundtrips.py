@@ -36,8 +36,8 @@ TARGETS = {
     "delete If-Match": 2,
     "batch of 100 inserts": 1,
     "batch of 100 mixed upserts": 2,
-    "create table": 2,
-    "delete table": 2,
+    "create table": 1,
+    "delete table": 1,
 }
 
 

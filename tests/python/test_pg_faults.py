@@ -1,5 +1,5 @@
 """Faults between Tafel nodes and PostgreSQL: the database restarting under a write load,
-a connection cut while a COMMIT is on its way, a node cut off from the database while
+a connection cut while a write's commit is on its way, a node cut off from the database while
 another keeps serving. Each time: clients get 503 ServerBusy promptly (never a hang,
 never a 500), nodes reconnect by themselves, and no acknowledged write is lost or
 half-applied."""
@@ -126,30 +126,43 @@ def write_through_a_database_crash(srv: TafelServer) -> None:
     assert not missing, f"{len(missing)} acknowledged writes lost: {missing[:5]}"
 
 
+# A value written only by the inserts under test: the proxy cuts the connection at the
+# message that carries it, the insert's single statement, which commits as it ends. Other
+# writes are cut at their COMMIT, which may travel in a message of its own.
+CUT_MARK = "cut-where-this-commits"
+
+
 @pytest.mark.parametrize("reaches_database", [True, False], ids=["commit-arrives", "commit-lost"])
 def test_connection_cut_during_commit_is_an_error_and_all_or_nothing(proxied, reaches_database):
     srv, proxy, _ = proxied
     table = unique_table_name("cut")
     assert srv.raw.create_table(table).status_code == 201
     base = f"http://127.0.0.1:{srv.port}/devstoreaccount1/{table}"
-    # A single insert, then a 100-entity batch, each with its COMMIT cut off.
-    proxy.cut_after(b"COMMIT", forward=reaches_database)
-    r = srv.raw.insert(table, {"PartitionKey": "p", "RowKey": "single", "V": 1}, timeout=PROMPT)
+    mark = CUT_MARK.encode()
+    # A single insert (one statement), then a 100-entity batch of inserts (one statement),
+    # then an upsert (a transaction of two round trips), each cut off as it commits.
+    proxy.cut_after(mark, forward=reaches_database)
+    r = srv.raw.insert(table, {"PartitionKey": "p", "RowKey": "single", "V": 1, "M": CUT_MARK}, timeout=PROMPT)
     assert not proxy.fault_pending(), "the fault never struck"
     assert_error(r, 503, "ServerBusy")
     entities = [{"PartitionKey": "b", "RowKey": f"{i:03d}", "V": i} for i in range(100)]
-    proxy.cut_after(b"COMMIT", forward=reaches_database)
+    entities[-1]["M"] = CUT_MARK
+    proxy.cut_after(mark, forward=reaches_database)
     body = batch_body(base, [("POST", e) for e in entities])
     r = srv.raw.post("/$batch", body=body, content_type="multipart/mixed; boundary=b", timeout=PROMPT)
     assert not proxy.fault_pending(), "the fault never struck"
     # A batch answers 202 with the failed operation's status inside.
     assert r.status_code == 202 and "HTTP/1.1 503" in r.text, (r.status_code, r.text[:800])
+    proxy.cut_after(b"COMMIT", forward=reaches_database)
+    r = srv.raw.put(f"/{table}(PartitionKey='u',RowKey='upsert')", json={"V": 2}, timeout=PROMPT)
+    assert not proxy.fault_pending(), "the fault never struck"
+    assert_error(r, 503, "ServerBusy")
     # The node reconnects by itself; the writes are wholly there or wholly absent,
     # each exactly once.
     stored = srv.raw.query_all(table)
     keys = sorted(e["RowKey"] for e in stored)
     if reaches_database:
-        assert keys == sorted([f"{i:03d}" for i in range(100)] + ["single"]), keys[:5]
+        assert keys == sorted([f"{i:03d}" for i in range(100)] + ["single", "upsert"]), keys[:5]
         assert all(e["V"] == int(e["RowKey"]) for e in stored if e["PartitionKey"] == "b")
     else:
         assert keys == []

@@ -107,13 +107,14 @@ pub(crate) const READ_FOR_WRITE: &str = "SELECT key, value FROM tafel_entities
 /// and runs the write again.
 pub(crate) const INSERT_ENTITIES: &str = "INSERT INTO tafel_entities (table_id, key, value)
      SELECT $1, u.k, u.v FROM UNNEST($2::BYTEA[], $3::BYTEA[]) AS u(k, v)";
-/// An insert of keys expected absent, without reading them first (`write.rs`),
-/// the table's id read in the same statement (its row is locked FOR SHARE just
-/// before); no table, no rows. In key order, as rows are locked everywhere else:
-/// two inserts of overlapping keys wait for each other instead of deadlocking.
+/// An insert of keys expected absent, without reading them first (`write.rs`), a
+/// transaction of its own: the table's row found and locked FOR SHARE in the same
+/// statement (as `LOCK_TABLE` does for other writes); no table, no rows. In key
+/// order, as rows are locked everywhere else: two inserts of overlapping keys wait
+/// for each other instead of deadlocking.
 pub(crate) const INSERT_NEW_ENTITIES: &str = "INSERT INTO tafel_entities (table_id, key, value)
      SELECT t.id, u.k, u.v FROM tafel_tables t, UNNEST($3::BYTEA[], $4::BYTEA[]) AS u(k, v)
-     WHERE t.account = $1 AND t.lname = $2 AND NOT t.deleting ORDER BY u.k";
+     WHERE t.account = $1 AND t.lname = $2 AND NOT t.deleting ORDER BY u.k FOR SHARE OF t";
 /// Puts of keys the write saw (and locked).
 pub(crate) const PUT_ENTITIES: &str = "INSERT INTO tafel_entities (table_id, key, value)
      SELECT $1, u.k, u.v FROM UNNEST($2::BYTEA[], $3::BYTEA[]) AS u(k, v)

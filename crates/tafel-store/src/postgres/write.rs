@@ -2,17 +2,17 @@
 //! one-round-trip path of a write that expects its keys absent (inserts).
 //!
 //! An insert expecting absent keys is decided first as if they were, and written
-//! with a plain INSERT pipelined with BEGIN, the table's lock and COMMIT. Its
-//! success proves the keys were absent, so that decision was the right one; a
-//! unique violation means one was there, and the write is done again the long
-//! way, reading first. Besides saving a round trip, this path reads none of the
+//! with one plain INSERT, its own transaction, that finds and locks the table's
+//! row as it goes. Its success proves the keys were absent, so that decision was
+//! the right one; a unique violation means one was there, and the write is done
+//! again the long way, reading first. Besides saving a round trip, this path reads none of the
 //! entity index: under SERIALIZABLE on PostgreSQL, whose predicate locks cover a
 //! whole index page, concurrent inserts of neighbouring keys (a new partition's
 //! rows, an import) no longer conflict with each other.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use futures_util::future::{try_join, try_join3, try_join4, try_join_all};
+use futures_util::future::{try_join, try_join3, try_join_all};
 use futures_util::TryFutureExt;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
@@ -73,36 +73,16 @@ impl PostgresStore {
         keys: &[&[u8]],
         values: &[&[u8]],
     ) -> Result<bool, DbError> {
-        let txn = OpenTxn::new(self.client().await?);
-        let client = txn.client()?;
-        let lock = client.prepare_cached(schema::LOCK_TABLE).await?;
+        let client = self.client().await?;
         let insert = client.prepare_cached(schema::INSERT_NEW_ENTITIES).await?;
-        let (lock_params, insert_params): (&Params, &Params) =
-            (&[&account, &lname], &[&account, &lname, &keys, &values]);
-        // The table's row is locked before the INSERT reads its id, as every write
-        // does: a table delete waits for this one. No row: the INSERT adds nothing.
-        let outcome = try_join4(
-            client.batch_execute(pipelined::BEGIN),
-            client.query_opt(&lock, lock_params),
-            client.execute(&insert, insert_params),
-            client.batch_execute(pipelined::COMMIT),
-        )
-        .await;
-        match outcome {
-            Ok(((), table, _, ())) => {
-                txn.finish();
-                match table {
-                    Some(_) => Ok(true),
-                    None => Err(StoreError::TableNotFound.into()),
-                }
-            }
-            Err(e) => {
-                txn.abandon();
-                match e.code() {
-                    Some(&SqlState::UNIQUE_VIOLATION) => Ok(false),
-                    _ => Err(e.into()),
-                }
-            }
+        // One statement, its own transaction: it reads the table's row and locks it
+        // in the same snapshot, so a table created or deleted meanwhile is seen
+        // whole or not at all, and a delete's mark waits for the rows.
+        match client.execute(&insert, &[&account, &lname, &keys, &values]).await {
+            Ok(0) => Err(StoreError::TableNotFound.into()),
+            Ok(_) => Ok(true),
+            Err(e) if e.code() == Some(&SqlState::UNIQUE_VIOLATION) => Ok(false),
+            Err(e) => Err(e.into()),
         }
     }
 

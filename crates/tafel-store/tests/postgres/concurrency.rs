@@ -157,14 +157,13 @@ async fn table_delete_racing_writes_leaves_no_orphans() {
         for i in 0..8 {
             let (s, a) = (s.clone(), a.clone());
             tasks.push(tokio::spawn(async move {
-                let r = s
-                    .write_entities(
-                        &a,
-                        "gone",
-                        vec![key("p", &format!("{round}-{i}"))],
-                        put_all(vec![vec![1]]),
-                    )
-                    .await;
+                let keys = vec![key("p", &format!("{round}-{i}"))];
+                // Inserts (written without reading first) and other writes alike.
+                let r = if i % 2 == 0 {
+                    s.insert_entities(&a, "gone", keys, put_all(vec![vec![1]])).await
+                } else {
+                    s.write_entities(&a, "gone", keys, put_all(vec![vec![1]])).await
+                };
                 assert!(matches!(
                     r,
                     Ok(_) | Err(StoreError::TableNotFound) | Err(StoreError::Busy(_))
