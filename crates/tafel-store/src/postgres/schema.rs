@@ -109,12 +109,15 @@ pub(crate) const INSERT_ENTITIES: &str = "INSERT INTO tafel_entities (table_id, 
      SELECT $1, u.k, u.v FROM UNNEST($2::BYTEA[], $3::BYTEA[]) AS u(k, v)";
 /// An insert of keys expected absent, without reading them first (`write.rs`), a
 /// transaction of its own: the table's row found and locked FOR SHARE in the same
-/// statement (as `LOCK_TABLE` does for other writes); no table, no rows. In key
-/// order, as rows are locked everywhere else: two inserts of overlapping keys wait
-/// for each other instead of deadlocking.
+/// statement (as `LOCK_TABLE` does for other writes), once, in a sub-select (a
+/// locking clause on the whole SELECT would lock it again for every row); no
+/// table, no rows. In key order, as rows are locked everywhere else: two inserts
+/// of overlapping keys wait for each other instead of deadlocking.
 pub(crate) const INSERT_NEW_ENTITIES: &str = "INSERT INTO tafel_entities (table_id, key, value)
-     SELECT t.id, u.k, u.v FROM tafel_tables t, UNNEST($3::BYTEA[], $4::BYTEA[]) AS u(k, v)
-     WHERE t.account = $1 AND t.lname = $2 AND NOT t.deleting ORDER BY u.k FOR SHARE OF t";
+     SELECT t.id, u.k, u.v FROM
+         (SELECT id FROM tafel_tables WHERE account = $1 AND lname = $2 AND NOT deleting FOR SHARE) t,
+         UNNEST($3::BYTEA[], $4::BYTEA[]) AS u(k, v)
+     ORDER BY u.k";
 /// Puts of keys the write saw (and locked).
 pub(crate) const PUT_ENTITIES: &str = "INSERT INTO tafel_entities (table_id, key, value)
      SELECT $1, u.k, u.v FROM UNNEST($2::BYTEA[], $3::BYTEA[]) AS u(k, v)
