@@ -361,20 +361,20 @@ impl Store for PostgresStore {
         keys: Vec<EntityKey>,
         decide: Decide,
     ) -> Result<(), StoreError> {
-        let lname = lower(table);
-        let keys: Vec<&[u8]> = keys.iter().map(EntityKey::as_bytes).collect();
         if let Some(values) = write::decided_for_absent(&decide, keys.len())? {
+            let lname = lower(table);
+            let key_bytes: Vec<&[u8]> = keys.iter().map(EntityKey::as_bytes).collect();
             let values: Vec<&[u8]> = values.iter().map(Vec::as_slice).collect();
             if self
-                .retry("insert", || self.insert_once(account, &lname, &keys, &values))
+                .retry("insert", || self.insert_once(account, &lname, &key_bytes, &values))
                 .await?
             {
                 return Ok(());
             }
-            // A key was there: decide again on the rows as they are.
         }
-        self.retry("write", || self.write_once(account, &lname, &keys, &decide))
-            .await
+        // A key was there (or the decision was not to insert): decide again on the
+        // rows as they are.
+        self.write_entities(account, table, keys, decide).await
     }
 
     async fn snapshot(&self) -> Result<Box<dyn crate::Snapshot>, StoreError> {

@@ -50,6 +50,10 @@ fn decided(decide: &Decide, current: &[Option<&[u8]>]) -> Result<Vec<Mutation>, 
 /// The values to insert if every key is absent: `Some` when the decision for
 /// absent rows puts every key (what an insert decides), else `None` (take the long way).
 pub(super) fn decided_for_absent(decide: &Decide, keys: usize) -> Result<Option<Vec<Vec<u8>>>, StoreError> {
+    // No keys, nothing to insert: an INSERT of no rows could not tell a missing table.
+    if keys == 0 {
+        return Ok(None);
+    }
     let mutations = decided(decide, &vec![None; keys]).map_err(DbError::into_store)?;
     if mutations.len() != keys {
         return Ok(None);

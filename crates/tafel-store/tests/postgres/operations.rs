@@ -189,6 +189,10 @@ async fn an_insert_finding_its_key_taken_decides_on_the_row_that_is_there() {
         assert!(matches!(into_nothing, Err(StoreError::TableNotFound)), "{table}");
     }
     s.create_table(&a, "Ins").await.unwrap();
+    // No keys: a write that changes nothing, as through write_entities, not a missing table.
+    s.insert_entities(&a, "ins", Vec::new(), put_all(Vec::new()))
+        .await
+        .unwrap();
     assert!(write_with(
         &s,
         &a,
