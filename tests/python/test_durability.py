@@ -70,7 +70,10 @@ def check_same(srv, table, before, names_before, prefix="dur"):
 
 def checkpoints(srv):
     """How many checkpoints the server has made, from its /metrics."""
-    return value(scrape(srv), "tafel_store_checkpoint_seconds_count")
+    samples = scrape(srv)
+    name = "tafel_store_checkpoint_seconds_count"
+    assert (name, ()) in samples, f"no {name} in /metrics"
+    return value(samples, name)
 
 
 def kill9_while_writing(srv, writer, threads, enough):
