@@ -26,6 +26,11 @@ const DRAIN_MAX: usize = 64 * 1024 * 1024;
 /// Time spent draining an oversized body, at most.
 const DRAIN_TIME: Duration = Duration::from_secs(10);
 
+/// Time spent reading and dropping the body of a request refused before it was
+/// read (its credentials failed), at most: enough for a client still sending
+/// to see the answer, not enough for a silent one to hold its connection long.
+const DISCARD_TIME: Duration = Duration::from_secs(2);
+
 /// Body memory taken at a time for a body of unknown length (chunked).
 const CHUNKED_STEP: usize = 64 * 1024;
 
@@ -78,16 +83,27 @@ where
     Ok((buf.freeze(), Some(held)))
 }
 
-async fn too_large<B>(body: B) -> Error
+/// `RequestBodyTooLarge`, once the body has been drained (bounded in bytes and time).
+pub(crate) async fn too_large<B>(body: B) -> Error
 where
     B: Body<Data = Bytes> + Unpin,
 {
     // Whatever stops the draining (the cap, the clock, an error), the answer is the same.
-    let _ = tokio::time::timeout(DRAIN_TIME, drain(body)).await;
+    let _ = tokio::time::timeout(DRAIN_TIME, drain(body, DRAIN_MAX)).await;
     Error::new(ErrorCode::RequestBodyTooLarge)
 }
 
-async fn drain<B>(mut body: B)
+/// Reads and drops the body of a request refused unread (bounded in bytes and
+/// time, holding no body memory), so that a client still sending it reads the
+/// answer instead of a reset connection.
+pub async fn discard<B>(body: B)
+where
+    B: Body<Data = Bytes> + Unpin,
+{
+    let _ = tokio::time::timeout(DISCARD_TIME, drain(body, MAX_BODY)).await;
+}
+
+async fn drain<B>(mut body: B, cap: usize)
 where
     B: Body<Data = Bytes> + Unpin,
 {
@@ -95,7 +111,7 @@ where
     while let Some(Ok(frame)) = body.frame().await {
         if let Ok(data) = frame.into_data() {
             seen += data.len();
-            if seen > DRAIN_MAX {
+            if seen > cap {
                 return;
             }
         }
@@ -226,7 +242,7 @@ mod tests {
     #[test]
     fn draining_stops_at_its_cap() {
         let mut body = Chunks { left: 1000, size: MIB };
-        rt().block_on(drain(&mut body));
+        rt().block_on(drain(&mut body, DRAIN_MAX));
         assert_eq!(
             body.left,
             1000 - DRAIN_MAX / MIB - 1,

@@ -275,13 +275,15 @@ async fn run(state: &AppState, req: hyper::Request<Incoming>, meta: &mut Meta) -
         .headers
         .get(http::header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
-    // The budget's share is held until the request is answered.
-    let (body, _room) = body::read(body, declared, &state.limits).await?;
-    meta.bytes_in = body.len() as u64;
-    check_content_md5(&parts.headers, &body)?;
-
+    // Known from the head to be too large, whoever sends it: answered as Azure
+    // answers it, after the body is drained (bounded; no memory held).
+    if declared.is_some_and(|n| n > body::MAX_BODY) {
+        return Err(body::too_large(body).await);
+    }
+    // Credentials are checked from the head alone, before any body memory is
+    // reserved or a byte of the body read: a peer without them holds nothing.
     let peer = parts.extensions.get::<PeerAddr>().map(|p| p.0.ip());
-    let access = auth::authenticate(
+    let authenticated = auth::authenticate(
         &state.accounts,
         &state.service,
         state.oauth.as_deref(),
@@ -295,7 +297,19 @@ async fn run(state: &AppState, req: hyper::Request<Incoming>, meta: &mut Meta) -
             https: parts.extensions.get::<Https>().is_some(),
         },
     )
-    .await?;
+    .await;
+    let access = match authenticated {
+        Ok(access) => access,
+        Err(e) => {
+            body::discard(body).await;
+            return Err(e);
+        }
+    };
+
+    // The budget's share is held until the request is answered.
+    let (body, _room) = body::read(body, declared, &state.limits).await?;
+    meta.bytes_in = body.len() as u64;
+    check_content_md5(&parts.headers, &body)?;
 
     let method = tafel_protocol::effective_method(&parts.method, &parts.headers)?;
     let request = Request {
