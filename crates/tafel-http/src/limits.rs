@@ -1,5 +1,5 @@
 //! Bounds on what clients can make the server hold: connections, request
-//! bodies in memory, and how long a request's head and body may take. Beyond
+//! heads and bodies in memory, and how long a request's head and body may take. Beyond
 //! them clients wait (a connection in the listen backlog, a body whose sends
 //! stall), or get an answer, never an unbounded share of the machine.
 
@@ -7,6 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use crate::head_budget::HeadBudget;
 
 /// Bytes of body memory one permit of [`Limits::body_memory`] stands for.
 pub(crate) const PERMIT_BYTES: usize = 1024;
@@ -18,6 +20,9 @@ pub struct Settings {
     pub max_connections: usize,
     /// Bytes of request bodies held in memory at once, over all requests.
     pub body_memory: usize,
+    /// Bytes of request heads held in memory at once, over all connections
+    /// (`head_budget.rs`).
+    pub head_memory: usize,
     /// How long a request's head may take to arrive (and a TLS client's first byte).
     pub header_timeout: Duration,
     /// How long a request's body may take to arrive once its head has.
@@ -29,6 +34,7 @@ impl Default for Settings {
         Settings {
             max_connections: 16_384,
             body_memory: 256 << 20,
+            head_memory: 64 << 20,
             header_timeout: Duration::from_secs(30),
             // Azure's longest `timeout` for a table operation.
             body_timeout: Duration::from_secs(30),
@@ -40,12 +46,14 @@ impl Default for Settings {
 pub struct Limits {
     pub settings: Settings,
     body_memory: Arc<Semaphore>,
+    pub(crate) heads: Arc<HeadBudget>,
 }
 
 impl Limits {
     pub fn new(settings: Settings) -> Self {
         Limits {
             body_memory: Arc::new(Semaphore::new(budget_permits(&settings))),
+            heads: HeadBudget::new(settings.head_memory),
             settings,
         }
     }

@@ -39,6 +39,7 @@ use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
 use tokio_rustls::server::TlsStream;
 
 use crate::explorer;
+use crate::head_budget::{Charge, Metered, MAX_HEAD};
 use crate::pipeline::{busy, handle, into_hyper, AppState, Https, PeerAddr};
 use crate::tls::{self, TlsAcceptor};
 use tafel_protocol::Response;
@@ -264,16 +265,30 @@ fn point_filter(query: &str) -> bool {
 /// Runs `req` on the serving thread, or on the runtime of its kind if it may run
 /// long.
 async fn respond(state: Arc<AppState>, long: Long, req: hyper::Request<hyper::body::Incoming>) -> Response {
-    let runtime = match lane(req.method(), req.uri()) {
+    let (runtime, cancellable) = match lane(req.method(), req.uri()) {
         Lane::Serving => return handle(state, req).await,
-        Lane::Query => long.query,
-        Lane::Batch => long.batch,
+        Lane::Query => (long.query, true),
+        Lane::Batch => (long.batch, false),
     };
-    match runtime.spawn(handle(state, req)).await {
+    let task = runtime.spawn(handle(state, req));
+    // hyper drops this future when the client goes away mid-request; a query
+    // (only reads) then stops at its scan's next slice instead of running on
+    // for nobody. A batch runs to its end: it may be committing.
+    let _cancel = cancellable.then(|| AbortOnDrop(task.abort_handle()));
+    match task.await {
         Ok(resp) => resp,
         // A panic stays the panic it was, on the connection's task.
         Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
         Err(_) => busy(),
+    }
+}
+
+/// Aborts a task when dropped (a no-op once it has finished).
+struct AbortOnDrop(tokio::task::AbortHandle);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
@@ -290,7 +305,7 @@ async fn serve_thread(
     let header_timeout = conn.state.limits.settings.header_timeout;
     http.timer(TokioTimer::new())
         .header_read_timeout(header_timeout)
-        .max_buf_size(1 << 20);
+        .max_buf_size(MAX_HEAD);
     loop {
         tokio::select! {
             next = conns.recv() => {
@@ -308,11 +323,16 @@ async fn serve_thread(
                 tokio::spawn(async move {
                     let ops = conn.state.ops.clone();
                     ops.metrics.connection_opened();
+                    let charge = Charge::new(conn.state.limits.heads.clone());
                     match conn.tls.clone() {
-                        None => conn.serve(TokioIo::new(stream), peer, false, &http, watcher).await,
+                        None => {
+                            let io = TokioIo::new(Metered::new(stream, charge.clone()));
+                            conn.serve(io, peer, false, &http, watcher, charge).await;
+                        }
                         Some(acceptor) => {
                             if let Some(tls) = handshake(&acceptor, stream, header_timeout).await {
-                                conn.serve(TokioIo::new(tls), peer, true, &http, watcher).await;
+                                let io = TokioIo::new(Metered::new(tls, charge.clone()));
+                                conn.serve(io, peer, true, &http, watcher, charge).await;
                             }
                         }
                     }
@@ -340,22 +360,34 @@ struct ConnState {
 
 impl ConnState {
     /// Serves HTTP/1.1 on one connection, plain or TLS, until it closes.
-    async fn serve<I>(&self, io: I, peer: SocketAddr, https: bool, http: &http1::Builder, watcher: Watcher)
-    where
+    async fn serve<I>(
+        &self,
+        io: I,
+        peer: SocketAddr,
+        https: bool,
+        http: &http1::Builder,
+        watcher: Watcher,
+        charge: Arc<Charge>,
+    ) where
         I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
     {
         let (state, long) = (self.state.clone(), self.long.clone());
         let svc = service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
+            // The head has arrived whole: it no longer counts against the head budget.
+            charge.serving();
             req.extensions_mut().insert(PeerAddr(peer));
             if https {
                 req.extensions_mut().insert(Https);
             }
-            let (state, long) = (state.clone(), long.clone());
+            let (state, long, charge) = (state.clone(), long.clone(), charge.clone());
             async move {
                 if let Some(r) = state.explorer.and_then(|at| explorer::redirect_to_explorer(at, &req)) {
+                    charge.answered();
                     return Ok::<_, Infallible>(r);
                 }
-                Ok(into_hyper(respond(state, long, req).await))
+                let resp = into_hyper(respond(state, long, req).await);
+                charge.answered();
+                Ok(resp)
             }
         });
         if let Err(e) = watcher.watch(http.serve_connection(io, svc)).await {

@@ -226,6 +226,7 @@ fn limit_settings(args: &ServeArgs) -> limits::Settings {
     limits::Settings {
         max_connections: usize::try_from(max_connections).unwrap_or(usize::MAX),
         body_memory: (args.max_body_memory_mb as usize) << 20,
+        head_memory: (args.max_header_memory_mb as usize) << 20,
         header_timeout: Duration::from_secs(args.header_timeout.into()),
         body_timeout: Duration::from_secs(args.body_timeout.into()),
     }
