@@ -8,6 +8,12 @@
 //! `not` is a complement. Anything else (other properties, `RowKey` outside a
 //! single partition) keeps its scope and makes the plan inexact, in which case the
 //! whole filter is the residual, which is always correct.
+//!
+//! A node's set never holds more than [`MAX_RANGES`] ranges: past that, neighbouring
+//! ranges are merged into a superset (inexact, so the residual decides), which
+//! keeps planning linear in the filter's size. Without it, `(PartitionKey eq …
+//! ×950) and RowKey ne … ×2400` split every partition's range at every `ne` and
+//! took minutes of CPU to plan.
 
 use std::cmp::Ordering;
 use std::ops::Bound;
@@ -38,6 +44,10 @@ pub fn plan_entities(filter: Option<&Expr>) -> Plan {
         residual: (!planned.exact).then(|| filter.clone()),
     }
 }
+
+/// The most ranges a plan keeps at any node; more are merged (see above).
+/// Real filters name a few partitions (Azure allows 15 comparisons).
+const MAX_RANGES: usize = 512;
 
 /// Sorted, disjoint, non-empty ranges.
 #[derive(Debug, Clone, PartialEq)]
@@ -98,8 +108,29 @@ impl Set {
         Set(out)
     }
 
-    fn union(sets: impl IntoIterator<Item = Set>) -> Set {
-        Set::from_ranges(sets.into_iter().flat_map(|s| s.0).collect())
+    /// A superset of at most [`MAX_RANGES`] ranges: each run of consecutive
+    /// ranges merged into one from its first start to its last end.
+    fn coarsened(self) -> Set {
+        if self.0.len() <= MAX_RANGES {
+            return self;
+        }
+        let per = self.0.len().div_ceil(MAX_RANGES);
+        let mut out = Vec::with_capacity(MAX_RANGES);
+        let mut ranges = self.0.into_iter().peekable();
+        while let Some(first) = ranges.next() {
+            let mut end = first.end;
+            for _ in 1..per {
+                match ranges.next() {
+                    Some(r) => end = r.end,
+                    None => break,
+                }
+            }
+            out.push(KeyRange {
+                start: first.start,
+                end,
+            });
+        }
+        Set(out)
     }
 
     fn intersect(&self, other: &Set) -> Set {
@@ -150,6 +181,17 @@ impl Set {
 }
 
 fn plan(expr: &Expr, scope: Set) -> Planned {
+    let planned = plan_node(expr, scope);
+    if planned.set.0.len() <= MAX_RANGES {
+        return planned;
+    }
+    Planned {
+        set: planned.set.coarsened(),
+        exact: false,
+    }
+}
+
+fn plan_node(expr: &Expr, scope: Set) -> Planned {
     match expr {
         Expr::Bool(true) => Planned::exact(scope),
         Expr::Bool(false) => Planned::exact(Set::empty()),
@@ -166,16 +208,21 @@ fn plan(expr: &Expr, scope: Set) -> Planned {
         }
         Expr::Or(items) => {
             let mut exact = true;
-            let sets: Vec<Set> = items
-                .iter()
-                .map(|item| {
-                    let planned = plan(item, scope.clone());
-                    exact &= planned.exact;
-                    planned.set
-                })
-                .collect();
+            let mut ranges = Vec::new();
+            for item in items {
+                let planned = plan(item, scope.clone());
+                exact &= planned.exact;
+                ranges.extend(planned.set.0);
+                // Merged as they come, so a long `or` never sorts more than a few
+                // times MAX_RANGES ranges at once.
+                if ranges.len() > 4 * MAX_RANGES {
+                    let merged = Set::from_ranges(ranges);
+                    exact &= merged.0.len() <= MAX_RANGES;
+                    ranges = merged.coarsened().0;
+                }
+            }
             Planned {
-                set: Set::union(sets),
+                set: Set::from_ranges(ranges),
                 exact,
             }
         }

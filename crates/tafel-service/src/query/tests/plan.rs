@@ -219,3 +219,24 @@ fn key_literals_with_nul_are_not_ranges() {
         assert_eq!(plan(&f).residual.as_ref(), Some(&f));
     }
 }
+
+#[test]
+fn a_filter_splitting_many_partitions_plans_within_the_range_cap() {
+    // (PartitionKey eq 'k0' or … ×950) and RowKey ne 'r0' and … ×2400: planning used to
+    // split every partition's range at every `ne` (minutes of CPU).
+    let partitions = Expr::Or((0..950).map(|i| pk(CompareOp::Eq, &format!("k{i}"))).collect());
+    let mut items = vec![partitions];
+    items.extend((0..2400).map(|i| rk(CompareOp::Ne, &format!("r{i}"))));
+    let filter = Expr::And(items);
+    let p = plan(&filter);
+    assert!(p.ranges.len() <= 512, "{} ranges", p.ranges.len());
+    assert_eq!(p.residual.as_ref(), Some(&filter), "merged ranges are not exact");
+    // Every row the filter can match is still inside the ranges.
+    for i in (0..950).step_by(7) {
+        let key = EntityKey::new(&format!("k{i}"), "zz");
+        assert!(
+            p.ranges.iter().any(|r| r.contains(key.as_bytes())),
+            "k{i} is outside the plan"
+        );
+    }
+}
