@@ -13,6 +13,12 @@
 //! `/ready` gives its reason only to a caller that sends it; `/health` and
 //! `/ready`'s status stay open, since load balancers' health checks seldom send
 //! credentials. A listener on a non-loopback address must have a token.
+//!
+//! Without a token, everything but `/health` and `/ready` answers only a `Host`
+//! that names this machine (`localhost`, a loopback address): a web page whose
+//! name an attacker rebinds to 127.0.0.1 (DNS rebinding) gets 403, not the
+//! metrics' account and table names. At most [`MAX_CONNECTIONS`] are served at
+//! once, apart from the Table API port's.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -139,7 +145,32 @@ pub(super) fn unauthorized() -> Resp {
     r
 }
 
+/// Connections the admin listener serves at once; more wait to be accepted.
+/// Within the files the Table API port leaves over (`tafel`'s `OTHER_FILES`).
+pub const MAX_CONNECTIONS: usize = 64;
+
+/// Whether `host` (a `Host` header) names this machine: `localhost` or a name
+/// under it, or a loopback address, with any port.
+fn local_host(host: &str) -> bool {
+    let name = match host.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or_default(),
+        None => host.rsplit_once(':').map_or(host, |(name, _)| name),
+    };
+    let name = name.trim_end_matches('.').to_ascii_lowercase();
+    name == "localhost"
+        || name.ends_with(".localhost")
+        || name.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
 async fn route(state: &AdminState, req: hyper::Request<hyper::body::Incoming>, peer: SocketAddr) -> Resp {
+    let path = req.uri().path();
+    let host = req.headers().get(header::HOST).and_then(|h| h.to_str().ok());
+    if state.token.is_none() && path != "/health" && path != "/ready" && !host.is_some_and(local_host) {
+        return text(
+            StatusCode::FORBIDDEN,
+            "the admin listener answers only requests addressed to localhost (or set --admin-token)\n",
+        );
+    }
     if let Some(app) = &state.explorer {
         let path = req.uri().path();
         if path.starts_with(explorer::API_PREFIX) {
@@ -223,7 +254,15 @@ pub async fn serve_admin(
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
     tokio::pin!(shutdown);
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     loop {
+        let slot = tokio::select! {
+            slot = slots.clone().acquire_owned() => match slot {
+                Ok(s) => s,
+                Err(_) => return Ok(()),
+            },
+            () = &mut shutdown => return Ok(()),
+        };
         let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(a) => a,
@@ -252,10 +291,12 @@ pub async fn serve_admin(
             let conn = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())
                 .header_read_timeout(Duration::from_secs(10))
+                .max_buf_size(crate::head_budget::MAX_HEAD)
                 .serve_connection(TokioIo::new(stream), svc);
             if let Err(e) = conn.await {
                 tracing::debug!(error = %e, "admin connection ended with an error");
             }
+            drop(slot);
         });
     }
 }
@@ -273,5 +314,31 @@ mod tests {
         assert!(check_exposure(&public, Some("s3cret")).is_ok());
         assert!(check_exposure(&local, None).is_ok());
         assert!(check_exposure(&"[::1]:1".parse().unwrap(), None).is_ok());
+    }
+
+    #[test]
+    fn only_names_of_this_machine_are_local_hosts() {
+        for h in [
+            "localhost",
+            "localhost:10012",
+            "LOCALHOST.",
+            "a.localhost:1",
+            "127.0.0.1:10012",
+            "127.9.9.9",
+            "[::1]:10012",
+            "[::1]",
+        ] {
+            assert!(local_host(h), "{h}");
+        }
+        for h in [
+            "evil.example:10012",
+            "localhost.evil.example",
+            "10.0.0.1:10012",
+            "0.0.0.0",
+            "[::]:1",
+            "",
+        ] {
+            assert!(!local_host(h), "{h}");
+        }
     }
 }
