@@ -118,6 +118,7 @@ def call(srv: TafelServer, path: str = "/Tables", token: str | None = None, meth
     headers = {"x-ms-version": version, "Accept": "application/json;odata=nometadata", "x-ms-date": time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime())}
     if token is not None:
         headers["Authorization"] = f"Bearer {token}"
+    headers.update(kw.pop("headers", {}))
     verify = str(srv.ca_file) if srv.ca_file else True
     return requests.request(method, f"{srv.url}{path}", headers=headers, verify=verify, timeout=30, **kw)
 
@@ -141,6 +142,8 @@ def test_each_bad_token_is_401_invalid_authentication_info_with_the_challenge(ba
         "Issuer validation failed": mint(iss="https://evil.example/"),
         "The token is expired": mint(exp=int(time.time()) - 3600),
         "not yet valid": mint(nbf=int(time.time()) + 3600),
+        # A string nbf is refused as a string exp is, not ignored.
+        "nbf is not a number": mint(nbf=str(int(time.time()) + 3600)),
         "not a valid JWT": "not-a-token",
     }
     for detail, token in cases.items():
@@ -156,6 +159,22 @@ def test_each_bad_token_is_401_invalid_authentication_info_with_the_challenge(ba
         assert call(basic, token=mint(aud=aud)).status_code == 200, aud
     v2 = mint(iss=f"https://login.microsoftonline.com/{TENANT}/v2.0")
     assert call(basic, token=v2).status_code == 200
+
+
+def test_azure_storages_application_id_is_an_accepted_audience(basic):
+    assert call(basic, token=mint(aud="e406a681-f3d4-42a8-90b6-c2b029497af1")).status_code == 200
+
+
+def test_a_token_for_another_service_is_not_accepted_because_the_host_header_names_it(basic):
+    """The accepted audiences come from configuration: a request whose Host says `other-api`
+    must not make a token for https://other-api valid here."""
+    for host in ("other-api", f"other-api:{basic.port}"):
+        token = mint(aud=f"https://{host}")
+        r = call(basic, token=token, headers={"Host": host})
+        assert r.status_code == 401, (host, r.status_code, r.text)
+        assert r.headers["x-ms-error-code"] == "InvalidAuthenticationInfo"
+        r = call(basic, token=mint(aud=f"https://{host}/{ACCOUNT}"), headers={"Host": host})
+        assert r.status_code == 401, (host, r.status_code)
 
 
 def test_no_credential_is_401_with_the_challenge_and_keys_and_sas_still_work(basic):
@@ -284,10 +303,24 @@ def test_strict_mode_with_an_openid_issuers_discovery_document(_workdir, tls_dir
     threading.Thread(target=issuer.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{issuer.server_port}"
     roles = _workdir / "discovery-roles.json"
-    roles.write_text(json.dumps({"grant": [{"principal": "oid:alice", "role": "contributor"}]}))
+    # alice is the loopback issuer's; admin is Entra's (no issuer named).
+    roles.write_text(
+        json.dumps(
+            {
+                "grant": [
+                    {"principal": "oid:alice", "role": "contributor", "issuer": url},
+                    {"principal": "oid:admin", "role": "owner"},
+                ]
+            }
+        )
+    )
     srv = start(_workdir, tls_dir, "--oauth", "strict", "--oauth-issuer", url, "--oauth-roles", str(roles))
     try:
         assert call(srv, token=mint(kid="d1", iss=url)).status_code == 200
+        # The second issuer cannot mint a token with an Entra principal's oid and get its
+        # roles: principals are keyed by (issuer, subject).
+        r = call(srv, token=mint(kid="d1", iss=url, oid="admin"))
+        assert r.status_code == 403 and r.headers["x-ms-error-code"] == "AuthorizationPermissionMismatch", r.text
         # An issuer's keys sign only its own tokens: not ones claiming Entra's issuer.
         r = call(srv, token=mint(kid="d1"))
         assert r.status_code == 401 and r.headers["WWW-Authenticate"] == CHALLENGE

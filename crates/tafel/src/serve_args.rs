@@ -62,6 +62,17 @@ pub(crate) struct ServeArgs {
     /// by strict mode; without one, basic mode lets every accepted token do everything.
     #[arg(long, env = "TAFEL_OAUTH_ROLES", requires = "oauth")]
     pub(crate) oauth_roles: Option<PathBuf>,
+    /// An audience (`aud`) to accept besides Azure Storage's, the account's Azure
+    /// endpoint and this server's own (`https://<host>:<port>`, and with
+    /// `/<account>`); repeatable, each also with `/<account>` after it. For the
+    /// names clients reach this server by, behind a proxy or DNS.
+    #[arg(
+        long = "oauth-audience",
+        env = "TAFEL_OAUTH_AUDIENCES",
+        value_delimiter = ';',
+        requires = "oauth"
+    )]
+    pub(crate) oauth_audiences: Vec<String>,
     /// The Entra ID tenant: the only one whose issuers are accepted (unless `common`
     /// or `organizations`: any), and the one named in the WWW-Authenticate challenge.
     #[arg(long, env = "TAFEL_OAUTH_TENANT", default_value = "common")]
@@ -125,6 +136,11 @@ pub(crate) struct ServeArgs {
     /// beyond it waits for room (its client's sends stall), up to the body timeout.
     #[arg(long, env = "TAFEL_MAX_BODY_MEMORY_MB", default_value_t = 256, value_parser = clap::value_parser!(u32).range(4..))]
     pub(crate) max_body_memory_mb: u32,
+    /// MiB of request heads (request lines and headers still arriving) held at
+    /// once, over all connections; a connection whose head finds it spent is closed.
+    /// One head is at most 64 KiB (larger ones are answered 431).
+    #[arg(long, env = "TAFEL_MAX_HEADER_MEMORY_MB", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..))]
+    pub(crate) max_header_memory_mb: u32,
     /// Seconds a client may take to send a request's head; then the connection is closed.
     #[arg(long, env = "TAFEL_HEADER_TIMEOUT", default_value_t = 30, value_parser = clap::value_parser!(u32).range(1..))]
     pub(crate) header_timeout: u32,
@@ -272,7 +288,25 @@ impl ServeArgs {
             self.oauth_issuers.clone(),
             roles,
             &self.oauth_tenant,
+            self.oauth_endpoints(),
         ))))
+    }
+
+    /// This server's endpoints as token audiences: `https://<host>:<port>` for the
+    /// listen address, or for every loopback name when it listens on loopback or
+    /// on every address; and `--oauth-audience`.
+    fn oauth_endpoints(&self) -> Vec<String> {
+        let ip = self.host.parse::<std::net::IpAddr>().ok();
+        let hosts: Vec<String> = match ip {
+            Some(ip) if ip.is_loopback() || ip.is_unspecified() => {
+                ["127.0.0.1", "localhost", "[::1]"].map(str::to_owned).to_vec()
+            }
+            Some(std::net::IpAddr::V6(v6)) => vec![format!("[{v6}]")],
+            _ => vec![self.host.clone()],
+        };
+        let mut out: Vec<String> = hosts.iter().map(|h| format!("https://{h}:{}", self.port)).collect();
+        out.extend(self.oauth_audiences.iter().cloned());
+        out
     }
 
     /// The TLS certificate to serve with, if any.

@@ -1,6 +1,10 @@
 //! Microsoft Entra ID bearer tokens (`Authorization: Bearer <JWT>`), as Azure
 //! accepts them for the Table service: over HTTPS, from x-ms-version 2019-02-02,
 //! for the storage audience or the account's own endpoint, from an Entra issuer.
+//! The audiences accepted come from configuration alone (Azure Storage's URI and
+//! application ID, the account's Azure endpoint, this server's endpoints and
+//! `--oauth-audience`), never from the request: a token for another service must
+//! not pass because the request's `Host` names that service.
 //!
 //! `--oauth basic` checks those claims and the token's lifetime but not its
 //! signature (Azurite's mode, for local development); `--oauth strict` also
@@ -34,6 +38,8 @@ const SKEW_SECONDS: i64 = 300;
 /// The first version whose requests may carry a bearer token (Table service).
 const FIRST_VERSION: &str = "2019-02-02";
 const STORAGE_AUDIENCE: &str = "https://storage.azure.com";
+/// Azure Storage's application ID, which Azure accepts as an audience beside its URI.
+const STORAGE_APP_ID: &str = "e406a681-f3d4-42a8-90b6-c2b029497af1";
 
 pub struct OAuth {
     mode: Mode,
@@ -46,6 +52,9 @@ pub struct OAuth {
     /// `--oauth-tenant` unless it is `common`/`organizations`: the only tenant whose
     /// Entra issuers are accepted.
     tenant: Option<String>,
+    /// This server's endpoints (`https://127.0.0.1:10002`) and `--oauth-audience`
+    /// values: accepted as audiences, each also with `/<account>` after it.
+    endpoints: Vec<String>,
     challenge: String,
 }
 
@@ -54,7 +63,14 @@ fn refused(detail: &str) -> Error {
 }
 
 impl OAuth {
-    pub fn new(mode: Mode, keys: Option<Arc<Keys>>, issuers: Vec<String>, roles: Option<Roles>, tenant: &str) -> Self {
+    pub fn new(
+        mode: Mode,
+        keys: Option<Arc<Keys>>,
+        issuers: Vec<String>,
+        roles: Option<Roles>,
+        tenant: &str,
+        endpoints: Vec<String>,
+    ) -> Self {
         let any_tenant = ["common", "organizations"]
             .iter()
             .any(|t| t.eq_ignore_ascii_case(tenant));
@@ -64,6 +80,10 @@ impl OAuth {
             issuers,
             roles,
             tenant: (!any_tenant).then(|| tenant.to_owned()),
+            endpoints: endpoints
+                .into_iter()
+                .map(|e| e.trim_end_matches('/').to_owned())
+                .collect(),
             challenge: format!(
                 "Bearer authorization_uri=https://login.microsoftonline.com/{tenant}/oauth2/authorize resource_id={STORAGE_AUDIENCE}"
             ),
@@ -97,7 +117,13 @@ impl OAuth {
             Mode::Basic => unverified_claims(token)?,
             Mode::Strict => self.verified_claims(token).await?,
         };
-        check_claims(&claims, &self.issuers, self.tenant.as_deref(), &audiences(req), now())?;
+        check_claims(
+            &claims,
+            &self.issuers,
+            self.tenant.as_deref(),
+            &self.audiences(req.account),
+            now(),
+        )?;
         let grant = match &self.roles {
             Some(roles) => roles.grant(req.account, &claims),
             None => TokenGrant::owner(),
@@ -162,19 +188,22 @@ fn unverified_claims(token: &str) -> Result<Value> {
     Ok(claims)
 }
 
-/// The audiences a token for this request may name: Azure Storage's, the account's
-/// Azure endpoint, and the endpoint the request came to.
-fn audiences(req: &Signed<'_>) -> Vec<String> {
-    let host = req.headers.get("host").and_then(|h| h.to_str().ok()).unwrap_or("");
-    let mut out = vec![
-        STORAGE_AUDIENCE.to_owned(),
-        format!("https://{}.table.core.windows.net", req.account),
-    ];
-    if !host.is_empty() {
-        out.push(format!("https://{host}"));
-        out.push(format!("https://{host}/{}", req.account));
+impl OAuth {
+    /// The audiences a token for `account` may name: Azure Storage's URI and
+    /// application ID, the account's Azure endpoint, and each configured endpoint
+    /// alone and with the account after it.
+    fn audiences(&self, account: &str) -> Vec<String> {
+        let mut out = vec![
+            STORAGE_AUDIENCE.to_owned(),
+            STORAGE_APP_ID.to_owned(),
+            format!("https://{account}.table.core.windows.net"),
+        ];
+        for e in &self.endpoints {
+            out.push(e.clone());
+            out.push(format!("{e}/{account}"));
+        }
+        out
     }
-    out
 }
 
 /// Azure's checks of a token's claims, each failure with Azure's detail.
@@ -209,7 +238,15 @@ fn check_claims(
     if exp + SKEW_SECONDS < now {
         return Err(refused("Lifetime validation failed. The token is expired."));
     }
-    if claims["nbf"].as_i64().is_some_and(|nbf| nbf - SKEW_SECONDS > now) {
+    // A `nbf` that is not a number is refused as an `exp` that is not one is.
+    let nbf = match &claims["nbf"] {
+        Value::Null => None,
+        v => Some(
+            v.as_i64()
+                .ok_or_else(|| refused("Lifetime validation failed. The token's nbf is not a number."))?,
+        ),
+    };
+    if nbf.is_some_and(|nbf| nbf - SKEW_SECONDS > now) {
         return Err(refused("Lifetime validation failed. The token is not yet valid."));
     }
     Ok(())
@@ -272,6 +309,8 @@ mod tests {
         assert!(with("iss", json!("https://sts.windows.net/")).starts_with("Issuer validation failed"));
         assert!(with("exp", json!(NOW - 3600)).contains("expired"));
         assert!(with("nbf", json!(NOW + 3600)).contains("not yet valid"));
+        assert!(with("nbf", json!("0")).contains("nbf is not a number"));
+        assert!(with("exp", json!("9999999999")).contains("no expiry"));
         let mut no_exp = good();
         no_exp.as_object_mut().unwrap().remove("exp");
         assert!(check(no_exp).unwrap_err().contains("no expiry"));
@@ -296,11 +335,34 @@ mod tests {
         ));
         assert!(pinned("https://issuer.test"), "--oauth-issuer values are not Entra's");
         for any in ["common", "Organizations"] {
-            let o = OAuth::new(Mode::Basic, None, vec![], None, any);
+            let o = OAuth::new(Mode::Basic, None, vec![], None, any, vec![]);
             assert_eq!(o.tenant, None, "{any}");
         }
-        let o = OAuth::new(Mode::Basic, None, vec![], None, "contoso.onmicrosoft.com");
+        let o = OAuth::new(Mode::Basic, None, vec![], None, "contoso.onmicrosoft.com", vec![]);
         assert_eq!(o.tenant.as_deref(), Some("contoso.onmicrosoft.com"));
+    }
+
+    #[test]
+    fn audiences_come_from_configuration_not_the_request() {
+        let o = OAuth::new(
+            Mode::Basic,
+            None,
+            vec![],
+            None,
+            "common",
+            vec!["https://127.0.0.1:10002/".to_owned()],
+        );
+        let auds = o.audiences("acct");
+        for want in [
+            "https://storage.azure.com",
+            STORAGE_APP_ID,
+            "https://acct.table.core.windows.net",
+            "https://127.0.0.1:10002",
+            "https://127.0.0.1:10002/acct",
+        ] {
+            assert!(auds.iter().any(|a| a == want), "{want}");
+        }
+        assert!(!auds.iter().any(|a| a.contains("other-api")));
     }
 
     #[test]

@@ -7,13 +7,20 @@
 //! role = "Storage Table Data Reader"      # or …Contributor, "owner" (reader, contributor too)
 //! account = "devstoreaccount1"            # optional: every account
 //! table = "orders"                        # optional: every table
+//! issuer = "https://issuer.example/"       # optional: Entra ID's
 //! ```
+//!
+//! A principal is an issuer's: a grant holds only for tokens of its `issuer`,
+//! and a grant naming none only for Entra ID's tokens, so a second trusted issuer
+//! cannot mint a token with an Entra principal's `oid` and get its roles.
 
 use std::path::Path;
 
 use serde::Deserialize;
 use serde_json::Value;
 use tafel_service::{TableRole, TokenGrant};
+
+use super::bearer::entra_tenant;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -29,6 +36,7 @@ struct GrantSpec {
     role: String,
     account: Option<String>,
     table: Option<String>,
+    issuer: Option<String>,
 }
 
 /// A principal a grant names: a claim and the value it must have (or contain).
@@ -46,6 +54,8 @@ struct Assignment {
     role: TableRole,
     account: Option<String>,
     table: Option<String>,
+    /// `None`: Entra ID (any of the tenants `--oauth-tenant` accepts).
+    issuer: Option<String>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -101,6 +111,7 @@ impl Roles {
                 role,
                 account: g.account,
                 table: g.table,
+                issuer: g.issuer,
             });
         }
         Ok(Roles { assignments })
@@ -115,8 +126,12 @@ impl Roles {
                 .and_then(Value::as_array)
                 .is_some_and(|a| a.iter().any(|x| x.as_str() == Some(v)))
         };
+        let iss = text("iss").unwrap_or_default();
         let mut grant = TokenGrant::default();
         for a in &self.assignments {
+            if !issued_by(a.issuer.as_deref(), iss) {
+                continue;
+            }
             let holds = match &a.principal {
                 Principal::Oid(v) => text("oid") == Some(v),
                 Principal::AppId(v) => text("appid") == Some(v) || text("azp") == Some(v),
@@ -135,10 +150,35 @@ impl Roles {
     }
 }
 
+/// Whether a token with issuer `iss` is one of `issuer`'s (`None`: Entra ID's).
+/// Entra's v1 and v2 issuer forms of one tenant are one issuer.
+fn issued_by(issuer: Option<&str>, iss: &str) -> bool {
+    let entra = entra_tenant(iss);
+    match issuer {
+        None => entra.is_some(),
+        Some(want) => {
+            let want = want.trim_end_matches('/');
+            want == iss.trim_end_matches('/')
+                || entra_tenant(&format!("{want}/"))
+                    .or_else(|| entra_tenant(want))
+                    .zip(entra)
+                    .is_some_and(|(a, b)| a.eq_ignore_ascii_case(b))
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    const ENTRA: &str = "https://sts.windows.net/72f988bf-86f1-41af-91ab-2d7cd011db47/";
+
+    /// What `roles` grant a token of Entra ID's with these claims.
+    fn entra_grant(roles: &Roles, account: &str, mut claims: Value) -> TokenGrant {
+        claims["iss"] = json!(ENTRA);
+        roles.grant(account, &claims)
+    }
 
     #[test]
     fn principals_map_to_roles_per_account_and_table() {
@@ -160,15 +200,21 @@ mod tests {
             false,
         )
         .unwrap();
-        let g = roles.grant("acct", &json!({"oid": "alice", "roles": ["Tables.Write"]}));
+        let g = entra_grant(&roles, "acct", json!({"oid": "alice", "roles": ["Tables.Write"]}));
         assert_eq!(g.account, Some(TableRole::Reader));
         assert_eq!(g.tables, vec![("orders".to_owned(), TableRole::Contributor)]);
-        assert_eq!(roles.grant("acct", &json!({"azp": "admin-app"})), TokenGrant::default());
         assert_eq!(
-            roles.grant("other", &json!({"appid": "admin-app"})).account,
+            entra_grant(&roles, "acct", json!({"azp": "admin-app"})),
+            TokenGrant::default()
+        );
+        assert_eq!(
+            entra_grant(&roles, "other", json!({"appid": "admin-app"})).account,
             Some(TableRole::Owner)
         );
-        assert_eq!(roles.grant("acct", &json!({"oid": "bob"})), TokenGrant::default());
+        assert_eq!(
+            entra_grant(&roles, "acct", json!({"oid": "bob"})),
+            TokenGrant::default()
+        );
     }
 
     #[test]
@@ -186,12 +232,41 @@ mod tests {
             true,
         )
         .unwrap();
-        let g = roles.grant("acct", &json!({"groups": ["g1"]}));
+        let g = entra_grant(&roles, "acct", json!({"groups": ["g1"]}));
         assert_eq!(g.tables, vec![("t".to_owned(), TableRole::Contributor)]);
         assert!(Roles::parse(
             r#"{"grant": [{"principal": "oid:a", "role": "reader", "scope": "x"}]}"#,
             true
         )
         .is_err());
+    }
+
+    #[test]
+    fn a_principal_is_its_issuers_only() {
+        let roles = Roles::parse(
+            r#"
+            [[grant]]
+            principal = "oid:alice"
+            role = "owner"
+            [[grant]]
+            principal = "oid:bob"
+            role = "reader"
+            issuer = "https://issuer.test/"
+            "#,
+            false,
+        )
+        .unwrap();
+        let as_of = |iss: &str, oid: &str| roles.grant("acct", &json!({"iss": iss, "oid": oid})).account;
+        assert_eq!(as_of(ENTRA, "alice"), Some(TableRole::Owner));
+        assert_eq!(
+            as_of(
+                "https://login.microsoftonline.com/72f988bf-86f1-41af-91ab-2d7cd011db47/v2.0",
+                "alice"
+            ),
+            Some(TableRole::Owner)
+        );
+        assert_eq!(as_of("https://issuer.test", "alice"), None, "another issuer's alice");
+        assert_eq!(as_of("https://issuer.test", "bob"), Some(TableRole::Reader));
+        assert_eq!(as_of(ENTRA, "bob"), None, "Entra's bob is not issuer.test's");
     }
 }
