@@ -84,8 +84,11 @@ def test_the_api_path_is_the_table_api_with_its_authentication(server):
     wrong = signed_get(server.admin_url, f"/{ACCOUNT}/Tables", key="d3Jvbmcta2V5")
     assert wrong.status_code == 403 and wrong.headers["x-ms-error-code"] == "AuthenticationFailed"
     # A host name with dots would be host-style addressing; the explorer's path is always path-style.
-    r = requests.get(f"{server.admin_url}/api/{ACCOUNT}/Tables", headers={"Host": f"explorer.example.com:{server.admin_port}"}, timeout=5)
+    r = requests.get(f"{server.admin_url}/api/{ACCOUNT}/Tables", headers={"Host": f"explorer.tafel.localhost:{server.admin_port}"}, timeout=5)
     assert r.status_code == 403 and r.headers["x-ms-error-code"] == "AuthenticationFailed"  # not InvalidUri/another account
+    # A name that is not this machine's is refused before the pipeline (DNS rebinding).
+    r = requests.get(f"{server.admin_url}/api/{ACCOUNT}/Tables", headers={"Host": f"explorer.example.com:{server.admin_port}"}, timeout=5)
+    assert r.status_code == 403 and "x-ms-error-code" not in r.headers
     assert requests.get(f"{server.admin_url}/explorer.json", timeout=5).json()["tableEndpoint"] == f"http://127.0.0.1:{server.port}"
 
 
