@@ -15,20 +15,27 @@ fn main() {
         .ok()
         .or_else(|| git(&["rev-parse", "--short=12", "HEAD"]))
         .unwrap_or_else(|| "unknown".into());
-    let dirty = git(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty());
+    // --no-optional-locks: a plain `git status` refreshes and rewrites the index,
+    // which is watched below, so every build would run this script again and relink.
+    let dirty = git(&["--no-optional-locks", "status", "--porcelain", "--untracked-files=no"])
+        .is_some_and(|s| !s.is_empty());
     println!(
         "cargo:rustc-env=TAFEL_COMMIT={commit}{}",
         if dirty { "-dirty" } else { "" }
     );
-    // A new commit moves HEAD (or the branch it names); rebuild then.
+    // A new commit moves HEAD or the branch it names; rebuild then. The branch's
+    // own file, not `refs/heads`, whose mtime any other branch's commit changes.
+    let branch = git(&["symbolic-ref", "-q", "HEAD"]).and_then(|r| git(&["rev-parse", "--git-path", &r]));
     for path in [
         git(&["rev-parse", "--git-path", "HEAD"]),
-        git(&["rev-parse", "--git-path", "refs/heads"]),
+        branch,
         git(&["rev-parse", "--git-path", "packed-refs"]),
         git(&["rev-parse", "--git-path", "index"]),
     ]
     .into_iter()
     .flatten()
+    // A watched path that is missing (no packed-refs yet) would rerun every build.
+    .filter(|p| std::path::Path::new(p).exists())
     {
         println!("cargo:rerun-if-changed={path}");
     }
