@@ -70,3 +70,22 @@ def test_acl_identifier_without_a_policy_comes_back_without_an_access_policy_ele
     assert got["real"].permission == "r"
     table.set_table_access_policy({"from-none": None, "from-blank": TableAccessPolicy()})
     assert table.get_table_access_policy() == {"from-none": None, "from-blank": None}
+
+
+# ---------------------------------------------------------------------------
+# 2. Edm.Boolean sent as a string
+# ---------------------------------------------------------------------------
+
+
+def test_edm_boolean_sent_as_a_string_is_stored_as_a_boolean(raw, table):
+    name = table.table_name
+    for rk, text, want in [("1", "False", False), ("2", "True", True), ("3", "false", False), ("4", "TRUE", True)]:
+        r = raw.insert(name, {"PartitionKey": "p", "RowKey": rk, "Data": text, "Data@odata.type": "Edm.Boolean"})
+        assert r.status_code == 201, (text, r.status_code, r.text)
+        got = raw.get_entity(name, "p", rk, accept=JSON_NONE).json()
+        assert got["Data"] is want, (text, got)
+    table.upsert_entity({"PartitionKey": "p", "RowKey": "5", "Data": EntityProperty("False", EdmType.BOOLEAN)})
+    assert table.get_entity("p", "5")["Data"] is False
+    # Not a boolean in any spelling: refused as before.
+    r = raw.insert(name, {"PartitionKey": "p", "RowKey": "6", "Data": "yes", "Data@odata.type": "Edm.Boolean"})
+    assert_error(r, 400, "InvalidInput")

@@ -284,9 +284,11 @@ fn typed_value(name: &str, raw: &Raw<'_>, declared: Option<EdmType>) -> Result<O
     let value = match (ty, raw) {
         (EdmType::String, Raw::Str(s)) => Value::String(s.clone().into_owned()),
         (EdmType::Boolean, Raw::Bool(b)) => Value::Boolean(*b),
-        (EdmType::Boolean, Raw::Str(s)) => match s.as_ref() {
-            "true" => Value::Boolean(true),
-            "false" => Value::Boolean(false),
+        // Azure parses a string as .NET's `bool.Parse` does: either word in any
+        // case, surrounding white space ignored (`"False"`, `" TRUE "`).
+        (EdmType::Boolean, Raw::Str(s)) => match s.trim_matches(|c: char| c.is_whitespace() || c == '\0') {
+            t if t.eq_ignore_ascii_case("true") => Value::Boolean(true),
+            t if t.eq_ignore_ascii_case("false") => Value::Boolean(false),
             _ => return Err(bad()),
         },
         (EdmType::Int32, Raw::Int(_) | Raw::UInt(_)) => {
@@ -444,6 +446,23 @@ mod tests {
             code(decode_entity(body, None)),
             Some(ErrorCode::DuplicatePropertiesSpecified)
         );
+    }
+
+    #[test]
+    fn booleans_as_strings_in_any_case() {
+        for (text, want) in [("False", false), ("TRUE", true), (" true ", true), ("false", false)] {
+            let body = format!(r#"{{"PartitionKey":"a","RowKey":"b","X":"{text}","X@odata.type":"Edm.Boolean"}}"#);
+            let e = decode_entity(body.as_bytes(), None).expect("valid");
+            assert_eq!(e.get("X"), Some(&Value::Boolean(want)), "{text}");
+        }
+        for text in ["1", "0", "yes", "", "truee"] {
+            let body = format!(r#"{{"PartitionKey":"a","RowKey":"b","X":"{text}","X@odata.type":"Edm.Boolean"}}"#);
+            assert_eq!(
+                code(decode_entity(body.as_bytes(), None)),
+                Some(ErrorCode::InvalidInput),
+                "{text}"
+            );
+        }
     }
 
     #[test]
