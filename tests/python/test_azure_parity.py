@@ -89,3 +89,40 @@ def test_edm_boolean_sent_as_a_string_is_stored_as_a_boolean(raw, table):
     # Not a boolean in any spelling: refused as before.
     r = raw.insert(name, {"PartitionKey": "p", "RowKey": "6", "Data": "yes", "Data@odata.type": "Edm.Boolean"})
     assert_error(r, 400, "InvalidInput")
+
+
+# ---------------------------------------------------------------------------
+# 3. Typed keys in the bodies of updates, merges and upserts
+# ---------------------------------------------------------------------------
+
+TYPED_KEYS = [
+    ("Edm.DateTime", "2024-05-06T07:08:09Z"),
+    ("Edm.Guid", "3f2504e0-4f89-11d3-9a0c-0305e82c3301"),
+    ("Edm.Binary", "AAECAw=="),
+]
+
+
+@pytest.mark.parametrize("edm,value", TYPED_KEYS, ids=[t for t, _ in TYPED_KEYS])
+def test_typed_keys_in_update_merge_and_upsert_bodies_yield_to_the_urls_keys(raw, raw_table, edm, value):
+    body = {
+        "PartitionKey": value,
+        "PartitionKey@odata.type": edm,
+        "RowKey": value,
+        "RowKey@odata.type": edm,
+    }
+    path = entity_path(raw_table, "p", "r")
+    steps = [
+        ("PUT", {}, 1),  # insert-or-replace
+        ("MERGE", {}, 2),  # insert-or-merge
+        ("PUT", {"If-Match": "*"}, 3),  # update
+        ("MERGE", {"If-Match": "*"}, 4),  # merge
+    ]
+    for method, headers, n in steps:
+        r = raw.request(method, path, json={**body, f"V{n}": n}, headers=headers)
+        assert r.status_code == 204, (method, headers, r.status_code, r.text)
+    got = raw.get_entity(raw_table, "p", "r", accept=JSON_NONE).json()
+    assert (got["PartitionKey"], got["RowKey"], got["V3"], got["V4"]) == ("p", "r", 3, 4), got
+    assert "V1" not in got  # the update replaced it
+    # Insert has no URL keys: typed keys stay refused.
+    r = raw.insert(raw_table, {**body, "V": 1})
+    assert_error(r, 400, "PrimaryKeyPropertyIsInvalidType")

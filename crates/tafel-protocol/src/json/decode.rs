@@ -211,6 +211,12 @@ pub(crate) fn decode_entity(body: &[u8], url_keys: Option<(&str, &str)>) -> Resu
             None => None,
         };
         match name.as_ref() {
+            // When the URL names the entity its keys decide, and the body's are only
+            // checked as values of their declared type (Azure takes an Edm.Guid or
+            // Edm.DateTime key there; an insert's keys must be strings).
+            "PartitionKey" | "RowKey" if url_keys.is_some() && declared.is_some_and(|t| t != EdmType::String) => {
+                typed_value(name, raw, declared)?;
+            }
             "PartitionKey" | "RowKey" => {
                 let s = match (raw, declared) {
                     (Raw::Str(s), None | Some(EdmType::String)) => s.clone().into_owned(),
@@ -463,6 +469,33 @@ mod tests {
                 "{text}"
             );
         }
+    }
+
+    #[test]
+    fn typed_body_keys_yield_to_url_keys_but_not_on_insert() {
+        let body = br#"{"PartitionKey":"2024-01-01T00:00:00Z","PartitionKey@odata.type":"Edm.DateTime",
+            "RowKey":"3f2504e0-4f89-11d3-9a0c-0305e82c3301","RowKey@odata.type":"Edm.Guid","A":1}"#;
+        let e = decode_entity(body, Some(("p", "r"))).expect("the URL's keys decide");
+        assert_eq!(
+            (e.partition_key.as_str(), e.row_key.as_str(), e.properties.len()),
+            ("p", "r", 1)
+        );
+        assert_eq!(
+            code(decode_entity(body, None)),
+            Some(ErrorCode::PrimaryKeyPropertyIsInvalidType)
+        );
+        // Still a value of its declared type.
+        let bad = br#"{"PartitionKey":"x","PartitionKey@odata.type":"Edm.Guid"}"#;
+        assert_eq!(
+            code(decode_entity(bad, Some(("p", "r")))),
+            Some(ErrorCode::InvalidInput)
+        );
+        // An untyped non-string key is refused as before.
+        let untyped = br#"{"PartitionKey":1}"#;
+        assert_eq!(
+            code(decode_entity(untyped, Some(("p", "r")))),
+            Some(ErrorCode::PrimaryKeyPropertyIsInvalidType)
+        );
     }
 
     #[test]
