@@ -126,3 +126,63 @@ def test_typed_keys_in_update_merge_and_upsert_bodies_yield_to_the_urls_keys(raw
     # Insert has no URL keys: typed keys stay refused.
     r = raw.insert(raw_table, {**body, "V": 1})
     assert_error(r, 400, "PrimaryKeyPropertyIsInvalidType")
+
+
+# ---------------------------------------------------------------------------
+# 4. An account URL that ends in a table name
+# ---------------------------------------------------------------------------
+
+
+def test_an_account_url_ending_in_a_table_name_gets_azures_answers_and_the_sdk_hint(server, service):
+    name = unique_table_name("misrooted")
+    bad_url = f"{server.url}/{name}"
+    tc = TableClient(bad_url, name, credential=CRED)
+    with pytest.raises(ResourceNotFoundError) as e:
+        tc.create_table()
+    assert "table specified does not exist" in str(e.value) and CHECK_URL in str(e.value)
+    tsc = TableServiceClient(bad_url, credential=CRED)
+    with pytest.raises(HttpResponseError) as e:
+        tsc.get_service_properties()
+    assert sdk_error_code(e.value) == "InvalidQueryParameterValue" and CHECK_URL in str(e.value)
+    with pytest.raises(HttpResponseError) as e:
+        tsc.set_service_properties(cors=[])
+    assert sdk_error_code(e.value) == "InvalidQueryParameterValue"
+
+    service.create_table(name)
+    try:
+        with pytest.raises(HttpResponseError) as e:
+            tc.create_table()
+        assert "values are not specified" in str(e.value) and CHECK_URL in str(e.value)
+        with pytest.raises(HttpResponseError) as e:
+            tc.delete_table()
+        assert "URI does not match number of key properties for the resource" in str(e.value)
+        assert CHECK_URL in str(e.value)
+        with pytest.raises(HttpResponseError) as e:
+            tc.submit_transaction([("upsert", {"PartitionKey": "a", "RowKey": "b"})])
+        assert e.value.status_code == 415
+        # Nothing was written through the wrong URL, and the table is still there.
+        assert list(service.get_table_client(name).list_entities()) == []
+    finally:
+        service.delete_table(name)
+
+
+@pytest.mark.parametrize("host_style", [False, True], ids=["path-style", "host-style"])
+def test_requests_below_a_table_name_get_azures_codes_not_invalid_uri(raw, raw_table, host_style):
+    t = raw_table
+
+    def req(method, path, **kw):
+        # Path-style puts /devstoreaccount1 before the path; host-style names the
+        # account in the Host header.
+        return raw.request(method, path, host_style=host_style, **kw)
+
+    assert_error(req("POST", f"/{t}/Tables", json={"TableName": t}), 400, "PropertiesNeedValue")
+    missing = unique_table_name("gone")
+    assert_error(req("POST", f"/{missing}/Tables", json={"TableName": missing}), 404, "TableNotFound")
+    r = req("DELETE", f"/{t}/Tables('{t}')")
+    assert_error(r, 400, "InvalidInput")
+    assert "does not match number of key properties" in r.json()["odata.error"]["message"]["value"]
+    assert_xml_error(req("GET", f"/{t}/", query=PROPS, accept=XML), 400, "InvalidQueryParameterValue")
+    r = req("POST", f"/{t}/$batch", body="--b\r\n--b--\r\n", content_type="multipart/mixed; boundary=b")
+    assert r.status_code == 415, (r.status_code, r.text)
+    # The table really is still there and empty.
+    assert raw.query_all(t) == []

@@ -7,7 +7,7 @@ mod service;
 mod tables;
 
 use http::{Method, StatusCode};
-use tafel_service::{Error, ErrorCode, Result, Service};
+use tafel_service::{validate, Error, ErrorCode, Result, Service};
 
 use crate::json::{negotiate, write_json_str, MetadataLevel};
 use crate::request::{Context, Request, Response};
@@ -55,6 +55,10 @@ pub async fn handle(svc: &Service, cx: &Context, req: &Request) -> Result<Respon
             Method::DELETE => tables::delete(svc, cx, &name).await,
             _ => Err(method_not_allowed()),
         },
+        // Service operations on a table (an account URL that ends in one).
+        Resource::EntitySet(_) | Resource::BelowTable(_) if req.param("restype").is_some() => {
+            Err(Error::new(ErrorCode::InvalidQueryParameterValue))
+        }
         Resource::EntitySet(table) if req.param("comp") == Some("acl") => match req.method {
             Method::GET | Method::HEAD => acl::get(svc, cx, &table).await,
             Method::PUT => acl::set(svc, cx, req, &table).await,
@@ -83,6 +87,16 @@ pub async fn handle(svc: &Service, cx: &Context, req: &Request) -> Result<Respon
                 )
                 .await
             }
+        },
+        // Azure takes the POST as an insert into the table: 404 when it does not
+        // exist, else the body's missing keys (or a batch's media type) refused.
+        Resource::BelowTable(table) => match req.method {
+            Method::POST => {
+                validate::table_name(&table)?;
+                svc.require_table(&cx.caller, &table).await?;
+                entities::write(svc, cx, req, Resource::EntitySet(table)).await
+            }
+            _ => Err(Error::new(ErrorCode::InvalidUri)),
         },
         Resource::Batch => match req.method {
             Method::POST => batch::batch(svc, cx, req).await,
