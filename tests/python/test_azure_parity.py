@@ -186,3 +186,34 @@ def test_requests_below_a_table_name_get_azures_codes_not_invalid_uri(raw, raw_t
     assert r.status_code == 415, (r.status_code, r.text)
     # The table really is still there and empty.
     assert raw.query_all(t) == []
+
+
+# ---------------------------------------------------------------------------
+# 5. ACL calls on invalid table names
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name,code",
+    [
+        ("1table", "InvalidResourceName"),
+        ("my_table", "InvalidResourceName"),
+        ("aa", "OutOfRangeInput"),
+        ("a" * 64, "OutOfRangeInput"),
+    ],
+    ids=["digit-first", "underscore", "too-short", "too-long"],
+)
+def test_acl_calls_on_invalid_table_names_are_refused_for_the_name(raw, server, name, code):
+    assert_xml_error(raw.get(f"/{name}", query=ACL, accept=XML), 400, code)
+    body = '<?xml version="1.0" encoding="utf-8"?><SignedIdentifiers />'
+    assert_xml_error(raw.put(f"/{name}", query=ACL, body=body, content_type=XML), 400, code)
+    # The SDK turns these answers into its table-name hint.
+    tc = TableClient(server.url, name, credential=CRED)
+    with pytest.raises(ValueError, match="Storage table names must be alphanumeric"):
+        tc.get_table_access_policy()
+    with pytest.raises(ValueError, match="Storage table names must be alphanumeric"):
+        tc.set_table_access_policy({})
+
+
+def test_acl_call_on_a_path_with_empty_segments_is_invalid_uri(raw):
+    assert_xml_error(raw.get("/a//", query=ACL, accept=XML), 400, "InvalidUri")

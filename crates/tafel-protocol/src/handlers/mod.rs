@@ -59,11 +59,14 @@ pub async fn handle(svc: &Service, cx: &Context, req: &Request) -> Result<Respon
         Resource::EntitySet(_) | Resource::BelowTable(_) if req.param("restype").is_some() => {
             Err(Error::new(ErrorCode::InvalidQueryParameterValue))
         }
-        Resource::EntitySet(table) if req.param("comp") == Some("acl") => match req.method {
-            Method::GET | Method::HEAD => acl::get(svc, cx, &table).await,
-            Method::PUT => acl::set(svc, cx, req, &table).await,
-            _ => Err(method_not_allowed()),
-        },
+        Resource::EntitySet(table) if req.param("comp") == Some("acl") => {
+            validate::table_name(&table)?;
+            match req.method {
+                Method::GET | Method::HEAD => acl::get(svc, cx, &table).await,
+                Method::PUT => acl::set(svc, cx, req, &table).await,
+                _ => Err(method_not_allowed()),
+            }
+        }
         Resource::EntitySet(table) => match req.method {
             Method::GET | Method::HEAD => entities::query(svc, cx, req, &table).await,
             _ => entities::write(svc, cx, req, Resource::EntitySet(table)).await,
