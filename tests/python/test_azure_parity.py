@@ -217,3 +217,63 @@ def test_acl_calls_on_invalid_table_names_are_refused_for_the_name(raw, server, 
 
 def test_acl_call_on_a_path_with_empty_segments_is_invalid_uri(raw):
     assert_xml_error(raw.get("/a//", query=ACL, accept=XML), 400, "InvalidUri")
+
+
+# ---------------------------------------------------------------------------
+# 6. Writes through the -secondary endpoint
+# ---------------------------------------------------------------------------
+
+
+def test_writes_through_the_secondary_endpoint_are_forbidden_and_reads_go_on(server, service, raw):
+    name = unique_table_name("second")
+    secondary = TableClient(server.url, name, credential=CRED, location_mode=LocationMode.SECONDARY)
+    with pytest.raises(HttpResponseError) as e:
+        secondary.create_table()
+    assert e.value.status_code == 403 and "Write operations are not allowed." in str(e.value)
+    assert sdk_error_code(e.value) == "InsufficientAccountPermissions"
+    primary = service.create_table(name)
+    try:
+        primary.create_entity({"PartitionKey": "p", "RowKey": "r", "V": 1})
+        entity = {"PartitionKey": "p", "RowKey": "new"}
+        with pytest.raises(HttpResponseError) as e:
+            secondary.create_entity(entity)
+        assert e.value.status_code == 403
+        writes = {
+            "upsert": lambda: secondary.upsert_entity(entity),
+            "delete": lambda: secondary.delete_entity("p", "r"),
+            "set acl": lambda: secondary.set_table_access_policy({}),
+            "delete table": lambda: secondary.delete_table(),
+        }
+        for what, write in writes.items():
+            with pytest.raises(HttpResponseError) as e:
+                write()
+            assert e.value.status_code == 403, what
+            assert "Write operations are not allowed." in str(e.value), what
+        # Reads are served.
+        assert secondary.get_entity("p", "r")["V"] == 1
+        assert [x["RowKey"] for x in secondary.list_entities()] == ["r"]
+        assert secondary.get_table_access_policy() == {}
+
+        # Host-style: acct-secondary.table.<domain>.
+        host = {"Host": f"{ACCOUNT}-secondary.table.localhost:{server.port}"}
+        r = raw.insert(name, entity, host_style=True, headers=host)
+        assert_error(r, 403, "InsufficientAccountPermissions")
+        assert r.json()["odata.error"]["message"]["value"].startswith("Write operations are not allowed.")
+        assert_error(raw.create_table(unique_table_name(), host_style=True, headers=host), 403, "InsufficientAccountPermissions")
+        assert_error(raw.delete_table(name, host_style=True, headers=host), 403, "InsufficientAccountPermissions")
+        r = raw.request("DELETE", entity_path(name, "p", "r"), host_style=True, headers={**host, "If-Match": "*"})
+        assert_error(r, 403, "InsufficientAccountPermissions")
+        # The SDK sends batches to the primary whatever its location mode.
+        batch = raw.post("/$batch", body="--b\r\n--b--\r\n", content_type="multipart/mixed; boundary=b", host_style=True, headers=host)
+        assert_error(batch, 403, "InsufficientAccountPermissions")
+        # X-HTTP-Method tunnelling is no way around it.
+        r = raw.request(
+            "POST", entity_path(name, "p", "r"), json={"V": 2}, host_style=True, headers={**host, "X-HTTP-Method": "MERGE"}
+        )
+        assert_error(r, 403, "InsufficientAccountPermissions")
+        r = raw.get_entity(name, "p", "r", host_style=True, headers=host)
+        assert r.status_code == 200 and r.json()["V"] == 1
+        # Nothing was written.
+        assert [(x["RowKey"], x["V"]) for x in primary.list_entities()] == [("r", 1)]
+    finally:
+        service.delete_table(name)

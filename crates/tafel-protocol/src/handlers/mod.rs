@@ -41,8 +41,21 @@ fn method_not_allowed() -> Error {
     Error::new(ErrorCode::MethodNotAllowed)
 }
 
+/// Whether `method` changes anything: every verb but the reads (a `$batch` is a
+/// POST, a write even when it holds only reads).
+fn is_write(method: &Method) -> bool {
+    !matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS)
+}
+
 /// Runs one operation.
 pub async fn handle(svc: &Service, cx: &Context, req: &Request) -> Result<Response> {
+    // The secondary endpoint is a read-only replica (an RA-GRS account's).
+    if cx.secondary && is_write(&req.method) {
+        return Err(Error::with_message(
+            ErrorCode::InsufficientAccountPermissions,
+            "Write operations are not allowed.",
+        ));
+    }
     let resource = resource::parse(&req.path)?;
     match resource {
         Resource::Tables => match req.method {
