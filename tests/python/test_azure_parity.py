@@ -277,3 +277,33 @@ def test_writes_through_the_secondary_endpoint_are_forbidden_and_reads_go_on(ser
         assert [(x["RowKey"], x["V"]) for x in primary.list_entities()] == [("r", 1)]
     finally:
         service.delete_table(name)
+
+
+# ---------------------------------------------------------------------------
+# A SAS giving a parameter twice (issue #43)
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("twice", ["sig", "sp", "se", "tn"])
+def test_a_sas_giving_a_parameter_twice_is_refused(server, table, twice):
+    table.create_entity({"PartitionKey": "p", "RowKey": "r"})
+    expiry = datetime.now(UTC) + timedelta(hours=1)
+    sas = generate_table_sas(CRED, table.table_name, permission="r", expiry=expiry)
+    pairs = parse_qsl(sas)
+    headers = {"Accept": JSON_NONE, "x-ms-version": "2019-02-02"}
+    base = f"{server.url}/{table.table_name}()"
+    ok = requests.get(f"{base}?{urlencode(pairs)}", headers=headers, timeout=30)
+    assert ok.status_code == 200, ok.text
+    value = dict(pairs)[twice]
+    other = {
+        "sig": "AAAA" + value[4:],
+        "sp": "raud",
+        "se": (expiry + timedelta(days=30)).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "tn": unique_table_name(),
+    }[twice]
+    # Either order: neither the first nor the last value is taken.
+    for extra in ([(twice, value)], [(twice, other)]):
+        r = requests.get(f"{base}?{urlencode(pairs + extra)}", headers=headers, timeout=30)
+        assert_error(r, 403, "AuthenticationFailed")
+        r = requests.get(f"{base}?{urlencode(extra + pairs)}", headers=headers, timeout=30)
+        assert_error(r, 403, "AuthenticationFailed")
