@@ -32,7 +32,7 @@ def test_table_acl_round_trip(table):
     assert got["read-only"].permission == "r"
     assert str(got["read-only"].start).startswith("2024-06-01"), got["read-only"].start
     assert str(got["read-only"].expiry).startswith("2024-07-01"), got["read-only"].expiry
-    assert got["bare"].permission is None and got["bare"].start is None
+    assert got["bare"] is None  # a policy of no fields comes back as none, as Azure answers
     assert got["all"].permission == "raud"
     # Clearing.
     table.set_table_access_policy(signed_identifiers={})

@@ -99,6 +99,31 @@ def test_the_sdk_quickstart_over_https_with_shared_key(https_server):
         svc.delete_table(name)
 
 
+def test_odata_urls_and_location_over_https_say_https(https_server):
+    raw = https_server.raw
+    name = unique_table_name("tlsurl")
+    full = "application/json;odata=fullmetadata"
+    r = raw.create_table(name, accept=full)
+    assert r.status_code == 201, r.text
+    base = f"https://127.0.0.1:{https_server.port}/{ACCOUNT}"
+    assert r.json()["odata.metadata"] == f"{base}/$metadata#Tables/@Element"
+    assert r.json()["odata.id"] == f"{base}/Tables('{name}')"
+    assert r.headers["Location"] == f"{base}/Tables('{name}')"
+    r = raw.insert(name, {"PartitionKey": "p", "RowKey": "r"}, accept=full)
+    assert r.status_code == 201, r.text
+    assert r.json()["odata.metadata"] == f"{base}/$metadata#{name}/@Element"
+    assert r.json()["odata.id"] == f"{base}/{name}(PartitionKey='p',RowKey='r')"
+    assert r.headers["Location"] == f"{base}/{name}(PartitionKey='p',RowKey='r')"
+    q = raw.get(f"/{name}()", accept=full).json()
+    assert q["odata.metadata"] == f"{base}/$metadata#{name}"
+    assert q["value"][0]["odata.id"] == f"{base}/{name}(PartitionKey='p',RowKey='r')"
+    assert raw.get("/Tables", accept=full).json()["odata.metadata"] == f"{base}/$metadata#Tables"
+    # Host-style too.
+    h = raw.get(f"/{name}()", accept=full, host_style=True).json()
+    assert h["odata.metadata"] == f"https://{ACCOUNT}.table.localhost:{https_server.port}/$metadata#{name}"
+    assert raw.delete_table(name).status_code == 204
+
+
 def test_a_sas_limited_to_https_works_over_https_and_is_refused_over_http(https_server, server):
     name = unique_table_name("spr")
     expiry = datetime.now(timezone.utc) + timedelta(hours=1)

@@ -41,8 +41,10 @@ pub(crate) fn is_path_style(host: &str) -> bool {
 }
 
 /// Splits a request into account and resource path. `None` if no account can be
-/// found (empty path in path-style).
-pub fn resolve(host: &str, raw_path: &str) -> Option<Address> {
+/// found (empty path in path-style). `https`: the request came over TLS, so the
+/// URLs in its response (`odata.metadata`, `odata.id`, `Location`) are `https://`.
+pub fn resolve(host: &str, raw_path: &str, https: bool) -> Option<Address> {
+    let scheme = if https { "https" } else { "http" };
     if is_path_style(host) {
         let trimmed = raw_path.strip_prefix('/').unwrap_or(raw_path);
         let (account, rest) = match trimmed.find('/') {
@@ -61,7 +63,7 @@ pub fn resolve(host: &str, raw_path: &str) -> Option<Address> {
         Some(Address {
             account: account.to_owned(),
             path: rest.to_owned(),
-            base_url: format!("http://{host}/{account}"),
+            base_url: format!("{scheme}://{host}/{account}"),
             secondary,
         })
     } else {
@@ -70,7 +72,7 @@ pub fn resolve(host: &str, raw_path: &str) -> Option<Address> {
         Some(Address {
             account: account.to_ascii_lowercase(),
             path: raw_path.to_owned(),
-            base_url: format!("http://{host}"),
+            base_url: format!("{scheme}://{host}"),
             secondary,
         })
     }
@@ -89,25 +91,29 @@ mod tests {
 
     #[test]
     fn path_style() {
-        let a = resolve("127.0.0.1:10002", "/devstoreaccount1/Tables").expect("resolves");
+        let a = resolve("127.0.0.1:10002", "/devstoreaccount1/Tables", false).expect("resolves");
         assert_eq!((a.account.as_str(), a.path.as_str()), ("devstoreaccount1", "/Tables"));
         assert_eq!(a.base_url, "http://127.0.0.1:10002/devstoreaccount1");
-        let a = resolve("localhost:10002", "/devstoreaccount1").expect("resolves");
+        let a = resolve("localhost:10002", "/devstoreaccount1", false).expect("resolves");
         assert_eq!(a.path, "");
-        assert!(resolve("127.0.0.1:10002", "/").is_none());
+        assert!(resolve("127.0.0.1:10002", "/", false).is_none());
+        let a = resolve("localhost:10002", "/devstoreaccount1/Tables", true).expect("resolves");
+        assert_eq!(a.base_url, "https://localhost:10002/devstoreaccount1");
+        let a = resolve("acct.table.localhost:10002", "/Tables", true).expect("resolves");
+        assert_eq!(a.base_url, "https://acct.table.localhost:10002");
     }
 
     #[test]
     fn host_style() {
-        let a = resolve("devstoreaccount1.table.localhost:10002", "/Tables").expect("resolves");
+        let a = resolve("devstoreaccount1.table.localhost:10002", "/Tables", false).expect("resolves");
         assert_eq!((a.account.as_str(), a.path.as_str()), ("devstoreaccount1", "/Tables"));
-        let a = resolve("127.0.0.1:10002", "/acct-secondary/acct/").expect("resolves");
+        let a = resolve("127.0.0.1:10002", "/acct-secondary/acct/", false).expect("resolves");
         assert_eq!((a.account.as_str(), a.path.as_str(), a.secondary), ("acct", "/", true));
-        let a = resolve("127.0.0.1:10002", "/acct-secondary/Tables").expect("resolves");
+        let a = resolve("127.0.0.1:10002", "/acct-secondary/Tables", false).expect("resolves");
         assert_eq!((a.account.as_str(), a.path.as_str()), ("acct", "/Tables"));
-        let a = resolve("127.0.0.1:10002", "/acct/acct").expect("resolves");
+        let a = resolve("127.0.0.1:10002", "/acct/acct", false).expect("resolves");
         assert_eq!(a.path, "/acct");
-        let a = resolve("acct-secondary.table.core.windows.net", "/t()").expect("resolves");
+        let a = resolve("acct-secondary.table.core.windows.net", "/t()", false).expect("resolves");
         assert_eq!(a.account, "acct");
         assert!(a.secondary);
     }

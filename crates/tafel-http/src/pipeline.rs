@@ -260,7 +260,8 @@ async fn run(state: &AppState, req: hyper::Request<Incoming>, meta: &mut Meta) -
         .map(str::to_owned)
         .or_else(|| parts.uri.authority().map(|a| a.to_string()))
         .unwrap_or_else(|| "127.0.0.1".to_owned());
-    let address = addressing::resolve(&host, &raw_path)
+    let https = parts.extensions.get::<Https>().is_some();
+    let address = addressing::resolve(&host, &raw_path, https)
         .ok_or_else(|| Error::with_message(ErrorCode::InvalidUri, "The request URI names no storage account."))?;
     meta.account = Some(address.account.clone());
     classify(state, &parts, &address.path, &query, meta);
@@ -294,7 +295,7 @@ async fn run(state: &AppState, req: hyper::Request<Incoming>, meta: &mut Meta) -
             query: &query,
             headers: &parts.headers,
             peer,
-            https: parts.extensions.get::<Https>().is_some(),
+            https,
         },
     )
     .await;

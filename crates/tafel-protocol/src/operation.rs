@@ -70,7 +70,7 @@ impl From<&Resource> for Shape {
             Resource::Service => Shape::Service,
             Resource::Tables => Shape::Tables,
             Resource::Table(_) => Shape::Table,
-            Resource::EntitySet(_) => Shape::EntitySet,
+            Resource::EntitySet(_) | Resource::BelowTable(_) => Shape::EntitySet,
             Resource::Entity { .. } => Shape::Entity,
             Resource::Batch => Shape::Batch,
         }

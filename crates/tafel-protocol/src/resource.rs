@@ -22,6 +22,10 @@ pub enum Resource {
     },
     /// `/$batch`.
     Batch,
+    /// `/name/Tables` or `/name/$batch`: an account URL that ends in a table name
+    /// (a common mistake) with the SDK's path after it. Azure reads `name` as the
+    /// table, so a POST there is an insert into it.
+    BelowTable(String),
 }
 
 fn invalid_uri() -> Error {
@@ -49,7 +53,10 @@ pub fn parse(raw_path: &str) -> Result<Resource> {
         }
         None => (path.strip_suffix('/').unwrap_or(path), None),
     };
-    if name.is_empty() || name.contains('/') {
+    if let Some((table, below)) = name.split_once('/') {
+        return below_table(table, below, args);
+    }
+    if name.is_empty() {
         return Err(invalid_uri());
     }
     if name == "Tables" {
@@ -68,6 +75,26 @@ pub fn parse(raw_path: &str) -> Result<Resource> {
                 row_key,
             })
         }
+    }
+}
+
+/// A path below a table name, as an SDK given an account URL that ends in one
+/// sends it: `/t/Tables`, `/t/$batch`, `/t/Tables('x')`. Answered as Azure does, so
+/// the SDKs' "check your account URL" hint, keyed to these answers, shows.
+fn below_table(table: &str, below: &str, args: Option<&str>) -> Result<Resource> {
+    if table.is_empty() || below.contains('/') {
+        return Err(invalid_uri());
+    }
+    match (below, args.map(str::trim)) {
+        ("Tables" | "$batch", None | Some("")) => Ok(Resource::BelowTable(table.to_owned())),
+        // `Tables('x')` is one key where a table's entities have two.
+        ("Tables", Some(_)) => Err(Error::with_message(
+            ErrorCode::InvalidInput,
+            format!(
+                "The number of keys specified in the URI does not match number of key properties for the resource '{table}'."
+            ),
+        )),
+        _ => Err(invalid_uri()),
     }
 }
 
@@ -219,6 +246,14 @@ mod tests {
             parse("/t(PartitionKey=%27a%20b%27,RowKey=%27(x,y)%27)").ok(),
             Some(entity("t", "a b", "(x,y)"))
         );
+        assert_eq!(parse("/t/Tables").ok(), Some(Resource::BelowTable("t".into())));
+        assert_eq!(parse("/t/$batch").ok(), Some(Resource::BelowTable("t".into())));
+        let code = |p: &str| parse(p).err().map(|e| e.code);
+        assert_eq!(code("/t/Tables('t')"), Some(ErrorCode::InvalidInput));
+        assert_eq!(code("/t/x"), Some(ErrorCode::InvalidUri));
+        assert_eq!(code("/t/x/Tables"), Some(ErrorCode::InvalidUri));
+        assert_eq!(code("/a//"), Some(ErrorCode::InvalidUri));
+        assert_eq!(code("//Tables"), Some(ErrorCode::InvalidUri));
         assert!(parse("/t(PartitionKey='a')").is_err());
         assert!(parse("/t(PartitionKey='a',RowKey='b'").is_err());
         assert!(parse("/t(PartitionKey='a',RowKey='b',X='c')").is_err());

@@ -78,6 +78,7 @@ codes! {
     // `WWW-Authenticate` challenge the message points to.
     InvalidBearerToken as "InvalidAuthenticationInfo" => 401, "Server failed to authenticate the request. Please refer to the information in the www-authenticate header.";
     NoAuthenticationInformation => 401, "Server failed to authenticate the request. Please refer to the information in the www-authenticate header.";
+    InsufficientAccountPermissions => 403, "The account being accessed does not have sufficient permissions to execute this operation.";
     AuthorizationPermissionMismatch => 403, "This request is not authorized to perform this operation using this permission.";
     AuthorizationServiceMismatch => 403, "This request is not authorized to perform this operation using this service.";
     AuthorizationResourceTypeMismatch => 403, "This request is not authorized to perform this operation using this resource type.";

@@ -179,9 +179,28 @@ fn check_protocol(query: &[(String, String)], https: bool) -> Result<()> {
     }
 }
 
+/// The query parameters a SAS is made of.
+const SAS_PARAMS: [&str; 16] = [
+    "sv", "ss", "srt", "sp", "st", "se", "sip", "spr", "ses", "tn", "si", "spk", "srk", "epk", "erk", "sig",
+];
+
+/// Refuses a SAS that gives one of its parameters twice: which value was signed,
+/// and which one the grant would be read from, is ambiguous.
+fn check_unique(query: &[(String, String)]) -> Result<()> {
+    for name in SAS_PARAMS {
+        if query.iter().filter(|(k, _)| k == name).nth(1).is_some() {
+            return Err(failed(format!(
+                "The shared access signature gives the parameter '{name}' more than once."
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// Verifies a SAS request and returns what it grants.
 pub async fn verify(keys: &[Vec<u8>], service: &Service, req: &Signed<'_>) -> Result<Access> {
     let q = req.query;
+    check_unique(q)?;
     let sig = param(q, "sig").ok_or_else(|| failed("The shared access signature has an empty sig."))?;
     if param(q, "sv").is_none() {
         return Err(failed("The shared access signature has no signed version (sv)."));
@@ -392,6 +411,28 @@ mod tests {
         }
         assert_eq!(code("https", false), Some(ErrorCode::AuthorizationProtocolMismatch));
         assert_eq!(code("https", true), None);
+    }
+
+    #[test]
+    fn a_parameter_given_twice_is_refused() {
+        let base = [
+            ("sv", "2019-02-02"),
+            ("tn", "t"),
+            ("sp", "r"),
+            ("se", "2030-01-01"),
+            ("sig", "x"),
+        ];
+        assert!(check_unique(&q(&base)).is_ok());
+        for twice in ["sig", "sp", "se", "tn", "sv"] {
+            let mut pairs = base.to_vec();
+            pairs.push((twice, "y"));
+            let err = check_unique(&q(&pairs)).err().map(|e| e.code);
+            assert_eq!(err, Some(ErrorCode::AuthenticationFailed), "{twice}");
+        }
+        // Other parameters may repeat; the handlers judge them.
+        let mut pairs = base.to_vec();
+        pairs.extend([("$select", "a"), ("$select", "b")]);
+        assert!(check_unique(&q(&pairs)).is_ok());
     }
 
     #[test]

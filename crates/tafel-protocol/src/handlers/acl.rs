@@ -56,9 +56,9 @@ pub(crate) fn write_acl(ids: &[SignedIdentifier]) -> String {
     for si in ids {
         w.open("SignedIdentifier").text("Id", &si.id);
         let p = &si.policy;
-        if p.start.is_none() && p.expiry.is_none() && p.permission.is_none() {
-            w.empty("AccessPolicy");
-        } else {
+        // A policy of no fields is no `AccessPolicy` element at all, as Azure
+        // answers (the SDKs read it as no policy, `None`).
+        if p.start.is_some() || p.expiry.is_some() || p.permission.is_some() {
             w.open("AccessPolicy");
             if let Some(s) = p.start {
                 w.text("Start", &s.to_iso());
@@ -102,10 +102,13 @@ mod tests {
         assert_eq!(ids[1].policy, AccessPolicy::default());
         let out = write_acl(&ids);
         assert!(out.contains("<Start>2024-06-01T00:00:00.0000000Z</Start><Expiry>2024-07-01T00:00:00.0000000Z</Expiry><Permission>r</Permission>"), "{out}");
-        assert!(
-            out.contains("<Id>bare</Id><AccessPolicy /></SignedIdentifier>"),
-            "{out}"
-        );
+        assert!(out.contains("<Id>bare</Id></SignedIdentifier>"), "{out}");
+        // An empty `<AccessPolicy />` sent is no policy too.
+        let empty = parse_acl(
+            b"<SignedIdentifiers><SignedIdentifier><Id>e</Id><AccessPolicy /></SignedIdentifier></SignedIdentifiers>",
+        )
+        .expect("parses");
+        assert!(write_acl(&empty).contains("<Id>e</Id></SignedIdentifier>"));
         assert_eq!(parse_acl(out.as_bytes()).ok(), Some(ids));
     }
 

@@ -7,7 +7,7 @@ mod service;
 mod tables;
 
 use http::{Method, StatusCode};
-use tafel_service::{Error, ErrorCode, Result, Service};
+use tafel_service::{validate, Error, ErrorCode, Result, Service};
 
 use crate::json::{negotiate, write_json_str, MetadataLevel};
 use crate::request::{Context, Request, Response};
@@ -41,8 +41,21 @@ fn method_not_allowed() -> Error {
     Error::new(ErrorCode::MethodNotAllowed)
 }
 
+/// Whether `method` changes anything: every verb but the reads (a `$batch` is a
+/// POST, a write even when it holds only reads).
+fn is_write(method: &Method) -> bool {
+    !matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS)
+}
+
 /// Runs one operation.
 pub async fn handle(svc: &Service, cx: &Context, req: &Request) -> Result<Response> {
+    // The secondary endpoint is a read-only replica (an RA-GRS account's).
+    if cx.secondary && is_write(&req.method) {
+        return Err(Error::with_message(
+            ErrorCode::InsufficientAccountPermissions,
+            "Write operations are not allowed.",
+        ));
+    }
     let resource = resource::parse(&req.path)?;
     match resource {
         Resource::Tables => match req.method {
@@ -55,11 +68,18 @@ pub async fn handle(svc: &Service, cx: &Context, req: &Request) -> Result<Respon
             Method::DELETE => tables::delete(svc, cx, &name).await,
             _ => Err(method_not_allowed()),
         },
-        Resource::EntitySet(table) if req.param("comp") == Some("acl") => match req.method {
-            Method::GET | Method::HEAD => acl::get(svc, cx, &table).await,
-            Method::PUT => acl::set(svc, cx, req, &table).await,
-            _ => Err(method_not_allowed()),
-        },
+        // Service operations on a table (an account URL that ends in one).
+        Resource::EntitySet(_) | Resource::BelowTable(_) if req.param("restype").is_some() => {
+            Err(Error::new(ErrorCode::InvalidQueryParameterValue))
+        }
+        Resource::EntitySet(table) if req.param("comp") == Some("acl") => {
+            validate::table_name(&table)?;
+            match req.method {
+                Method::GET | Method::HEAD => acl::get(svc, cx, &table).await,
+                Method::PUT => acl::set(svc, cx, req, &table).await,
+                _ => Err(method_not_allowed()),
+            }
+        }
         Resource::EntitySet(table) => match req.method {
             Method::GET | Method::HEAD => entities::query(svc, cx, req, &table).await,
             _ => entities::write(svc, cx, req, Resource::EntitySet(table)).await,
@@ -83,6 +103,16 @@ pub async fn handle(svc: &Service, cx: &Context, req: &Request) -> Result<Respon
                 )
                 .await
             }
+        },
+        // Azure takes the POST as an insert into the table: 404 when it does not
+        // exist, else the body's missing keys (or a batch's media type) refused.
+        Resource::BelowTable(table) => match req.method {
+            Method::POST => {
+                validate::table_name(&table)?;
+                svc.require_table(&cx.caller, &table).await?;
+                entities::write(svc, cx, req, Resource::EntitySet(table)).await
+            }
+            _ => Err(Error::new(ErrorCode::InvalidUri)),
         },
         Resource::Batch => match req.method {
             Method::POST => batch::batch(svc, cx, req).await,

@@ -211,6 +211,12 @@ pub(crate) fn decode_entity(body: &[u8], url_keys: Option<(&str, &str)>) -> Resu
             None => None,
         };
         match name.as_ref() {
+            // When the URL names the entity its keys decide, and the body's are only
+            // checked as values of their declared type (Azure takes an Edm.Guid or
+            // Edm.DateTime key there; an insert's keys must be strings).
+            "PartitionKey" | "RowKey" if url_keys.is_some() && declared.is_some_and(|t| t != EdmType::String) => {
+                typed_value(name, raw, declared)?;
+            }
             "PartitionKey" | "RowKey" => {
                 let s = match (raw, declared) {
                     (Raw::Str(s), None | Some(EdmType::String)) => s.clone().into_owned(),
@@ -284,9 +290,11 @@ fn typed_value(name: &str, raw: &Raw<'_>, declared: Option<EdmType>) -> Result<O
     let value = match (ty, raw) {
         (EdmType::String, Raw::Str(s)) => Value::String(s.clone().into_owned()),
         (EdmType::Boolean, Raw::Bool(b)) => Value::Boolean(*b),
-        (EdmType::Boolean, Raw::Str(s)) => match s.as_ref() {
-            "true" => Value::Boolean(true),
-            "false" => Value::Boolean(false),
+        // Azure parses a string as .NET's `bool.Parse` does: either word in any
+        // case, surrounding white space ignored (`"False"`, `" TRUE "`).
+        (EdmType::Boolean, Raw::Str(s)) => match s.trim_matches(|c: char| c.is_whitespace() || c == '\0') {
+            t if t.eq_ignore_ascii_case("true") => Value::Boolean(true),
+            t if t.eq_ignore_ascii_case("false") => Value::Boolean(false),
             _ => return Err(bad()),
         },
         (EdmType::Int32, Raw::Int(_) | Raw::UInt(_)) => {
@@ -443,6 +451,50 @@ mod tests {
         assert_eq!(
             code(decode_entity(body, None)),
             Some(ErrorCode::DuplicatePropertiesSpecified)
+        );
+    }
+
+    #[test]
+    fn booleans_as_strings_in_any_case() {
+        for (text, want) in [("False", false), ("TRUE", true), (" true ", true), ("false", false)] {
+            let body = format!(r#"{{"PartitionKey":"a","RowKey":"b","X":"{text}","X@odata.type":"Edm.Boolean"}}"#);
+            let e = decode_entity(body.as_bytes(), None).expect("valid");
+            assert_eq!(e.get("X"), Some(&Value::Boolean(want)), "{text}");
+        }
+        for text in ["1", "0", "yes", "", "truee"] {
+            let body = format!(r#"{{"PartitionKey":"a","RowKey":"b","X":"{text}","X@odata.type":"Edm.Boolean"}}"#);
+            assert_eq!(
+                code(decode_entity(body.as_bytes(), None)),
+                Some(ErrorCode::InvalidInput),
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn typed_body_keys_yield_to_url_keys_but_not_on_insert() {
+        let body = br#"{"PartitionKey":"2024-01-01T00:00:00Z","PartitionKey@odata.type":"Edm.DateTime",
+            "RowKey":"3f2504e0-4f89-11d3-9a0c-0305e82c3301","RowKey@odata.type":"Edm.Guid","A":1}"#;
+        let e = decode_entity(body, Some(("p", "r"))).expect("the URL's keys decide");
+        assert_eq!(
+            (e.partition_key.as_str(), e.row_key.as_str(), e.properties.len()),
+            ("p", "r", 1)
+        );
+        assert_eq!(
+            code(decode_entity(body, None)),
+            Some(ErrorCode::PrimaryKeyPropertyIsInvalidType)
+        );
+        // Still a value of its declared type.
+        let bad = br#"{"PartitionKey":"x","PartitionKey@odata.type":"Edm.Guid"}"#;
+        assert_eq!(
+            code(decode_entity(bad, Some(("p", "r")))),
+            Some(ErrorCode::InvalidInput)
+        );
+        // An untyped non-string key is refused as before.
+        let untyped = br#"{"PartitionKey":1}"#;
+        assert_eq!(
+            code(decode_entity(untyped, Some(("p", "r")))),
+            Some(ErrorCode::PrimaryKeyPropertyIsInvalidType)
         );
     }
 

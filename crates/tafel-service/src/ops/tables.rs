@@ -45,6 +45,17 @@ impl Service {
         }
     }
 
+    /// `TableNotFound` unless `table` exists: for an insert that must name its
+    /// table's absence before its body's faults (Azure's order for a POST below a
+    /// table name).
+    pub async fn require_table(&self, ctx: &Ctx, table: &str) -> Result<()> {
+        ctx.access.check(Action::InsertEntity, Some(table), None)?;
+        match self.store.get_table(&ctx.account, table).await? {
+            Some(_) => Ok(()),
+            None => Err(Error::new(ErrorCode::TableNotFound)),
+        }
+    }
+
     /// Query Tables addressed at one table (`GET /Tables('name')`, the legacy SDKs'
     /// `exists`): its stored name, or `ResourceNotFound` as Azure answers.
     pub async fn get_table(&self, ctx: &Ctx, name: &str) -> Result<String> {
