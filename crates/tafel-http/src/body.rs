@@ -26,11 +26,6 @@ const DRAIN_MAX: usize = 64 * 1024 * 1024;
 /// Time spent draining an oversized body, at most.
 const DRAIN_TIME: Duration = Duration::from_secs(10);
 
-/// Time spent reading and dropping the body of a request refused before it was
-/// read (its credentials failed), at most: enough for a client still sending
-/// to see the answer, not enough for a silent one to hold its connection long.
-const DISCARD_TIME: Duration = Duration::from_secs(2);
-
 /// Body memory taken at a time for a body of unknown length (chunked).
 const CHUNKED_STEP: usize = 64 * 1024;
 
@@ -93,14 +88,15 @@ where
     Error::new(ErrorCode::RequestBodyTooLarge)
 }
 
-/// Reads and drops the body of a request refused unread (bounded in bytes and
-/// time, holding no body memory), so that a client still sending it reads the
+/// Reads and drops the body of a request refused unread (at most [`MAX_BODY`],
+/// within the body timeout, holding no body memory: a silent peer holds only its
+/// connection, as an idle one does), so that a client still sending it reads the
 /// answer instead of a reset connection.
-pub async fn discard<B>(body: B)
+pub async fn discard<B>(body: B, limits: &Limits)
 where
     B: Body<Data = Bytes> + Unpin,
 {
-    let _ = tokio::time::timeout(DISCARD_TIME, drain(body, MAX_BODY)).await;
+    let _ = tokio::time::timeout(limits.settings.body_timeout, drain(body, MAX_BODY)).await;
 }
 
 async fn drain<B>(mut body: B, cap: usize)

@@ -302,7 +302,7 @@ async fn run(state: &AppState, req: hyper::Request<Incoming>, meta: &mut Meta) -
     let access = match authenticated {
         Ok(access) => access,
         Err(e) => {
-            body::discard(body).await;
+            body::discard(body, &state.limits).await;
             return Err(e);
         }
     };
