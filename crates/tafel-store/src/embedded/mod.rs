@@ -66,6 +66,7 @@ use self::scan::{scan, table_id};
 use self::schema::{
     be, decode_table, guarded, order_key, props_key, row_key, table_key, TableValue, META, TABLE_ORDER,
 };
+use self::scratch_disk::ScratchDisk;
 use self::stats::EmbeddedStats;
 use crate::error::{FailureKind, StoreError};
 use crate::key::EntityKey;
@@ -89,6 +90,10 @@ impl Default for EmbeddedOptions {
         }
     }
 }
+
+/// The log of an in-memory store: it holds no more than this, and checkpoints
+/// come often enough for a test suite's writes.
+const IN_MEMORY_LOG_SIZE: u64 = 16 << 20;
 
 /// The store's file redb keeps its B-trees in.
 const STORE_FILE: &str = "tafel.redb";
@@ -148,6 +153,18 @@ impl EmbeddedStore {
     /// Opens (or creates) the store in `dir`.
     pub fn open(dir: &Path, options: EmbeddedOptions) -> Result<Self, StoreError> {
         Self::open_on(Box::new(OsDisk::new(dir).map_err(be)?), options, None)
+    }
+
+    /// A store that lives in memory only (`serve --in-memory`): no file is
+    /// made and nothing is synced; it is gone when the process ends. Its store
+    /// file may hold `cap` bytes; a write past them fails as on a full disk.
+    /// The log keeps its protocol, in memory, at a size fit for a test suite.
+    pub fn open_in_memory(cap: u64, cache_size: usize) -> Result<Self, StoreError> {
+        let options = EmbeddedOptions {
+            cache_size,
+            log_size: IN_MEMORY_LOG_SIZE,
+        };
+        Self::open_on(Box::new(ScratchDisk::memory(cap)), options, None)
     }
 
     /// [`EmbeddedStore::open`] on `disk`, where no group becomes durable (nor
