@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
 import shutil
 import subprocess
 import threading
@@ -52,6 +54,7 @@ def podman(tmp_path_factory):
         return r
 
     run.tag = tag
+    run.wrapper = str(wrapper)
     yield run
     run("rm", "-a", "-f", check=False)
     run("volume", "prune", "-f", check=False)
@@ -159,3 +162,123 @@ def test_in_memory_leaves_nothing_in_the_volume_or_the_container(podman):
     mountpoint = Path(json.loads(podman("volume", "inspect", "empty").stdout)[0]["Mountpoint"])
     assert mountpoint.is_dir() and list(mountpoint.iterdir()) == []
     podman("rm", "-f", "mem")
+
+
+# --- the recipes of docs/containers.md ---------------------------------------------------
+
+DOC = REPO_ROOT / "docs" / "containers.md"
+
+
+def doc_block(heading: str, lang: str) -> str:
+    """The first ```lang block after `## heading` in docs/containers.md."""
+    text = DOC.read_text()
+    after = text[text.index(f"## {heading}\n"):]
+    start = after.index(f"```{lang}\n") + len(lang) + 4
+    return after[start:after.index("```", start)]
+
+
+def test_the_compose_files_service_runs_with_its_azurite_command_line(podman):
+    # No compose tool here: its service's command, port and volume, as compose passes them.
+    compose = (REPO_ROOT / "docs" / "examples" / "compose.yaml").read_text()
+    assert compose.split("image: ")[1].split()[0] == "tafel:dev"
+    command = json.loads(re.search(r"command: (\[.*\])", compose).group(1))
+    assert re.search(r'- "127\.0\.0\.1:10002:10002"', compose) and "tables-data:/data" in compose
+    assert doc_block("Compose", "yaml").strip() in re.sub(r"\n *#[^\n]*", "", compose).strip()
+    port = free_port()
+    start(podman, "composed", port, *command, volume="tables-data")
+    with TableServiceClient.from_connection_string(conn_str(port)) as svc:
+        svc.create_table("composed").create_entity({"PartitionKey": "p", "RowKey": "r"})
+    podman("stop", "composed")
+    mountpoint = Path(json.loads(podman("volume", "inspect", "tables-data").stdout)[0]["Mountpoint"])
+    assert (mountpoint / "tafel.redb").exists()
+    podman("rm", "-f", "composed")
+
+
+def test_the_github_actions_services_block_turns_healthy(podman):
+    block = doc_block("GitHub Actions", "yaml")
+    env = re.findall(r"^\s+(TAFEL_\w+): \"([^\"]*)\"", block, re.M)
+    options = shlex.split(" ".join(line.strip() for line in block.split("options: >-")[1].splitlines())) \
+        if "options:" in block else []
+    # A --health-cmd string runs under /bin/sh, which the image does not have.
+    assert env and "--health-cmd" not in options
+    port = free_port()
+    podman("run", "-d", "--name", "gha", "-p", f"127.0.0.1:{port}:10002",
+           *[a for k, v in env for a in ("-e", f"{k}={v}")], *options, podman.tag)
+    deadline = time.monotonic() + 30
+    while podman("healthcheck", "run", "gha", check=False).returncode != 0:
+        assert time.monotonic() < deadline, podman("logs", "gha", check=False).stderr
+        time.sleep(0.5)
+    assert json.loads(podman("inspect", "gha").stdout)[0]["State"]["Health"]["Status"] == "healthy"
+    podman("rm", "-f", "gha")
+
+
+def test_testcontainers_python_starts_the_image(podman, tmp_path, monkeypatch):
+    sock = tmp_path / "podman.sock"
+    service = subprocess.Popen([podman.wrapper, "system", "service", "--time=0", f"unix://{sock}"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 20
+        while not sock.exists():
+            assert time.monotonic() < deadline and service.poll() is None, "podman system service did not start"
+            time.sleep(0.1)
+        monkeypatch.setenv("DOCKER_HOST", f"unix://{sock}")
+        monkeypatch.setenv("TESTCONTAINERS_RYUK_DISABLED", "true")
+        monkeypatch.setenv("TESTCONTAINERS_CONNECTION_MODE", "docker_host")
+        # Read at import: imported only now, with the variables set.
+        from testcontainers.core.container import DockerContainer
+        from testcontainers.core.waiting_utils import wait_for_logs
+
+        snippet = doc_block("Testcontainers", "python").replace('"tafel:dev"', "IMAGE")
+        scope = {"IMAGE": podman.tag, "KEY": KEY}
+        exec(snippet + "\n    RESULT = conn\n    from azure.data.tables import TableServiceClient\n"
+             "    with TableServiceClient.from_connection_string(conn) as svc:\n"
+             "        svc.create_table('fixture').create_entity({'PartitionKey': 'p', 'RowKey': 'r'})\n"
+             "        ROWS = list(svc.get_table_client('fixture').list_entities())\n",
+             {"DockerContainer": DockerContainer, "wait_for_logs": wait_for_logs}, scope)
+        assert [(r["PartitionKey"], r["RowKey"]) for r in scope["ROWS"]] == [("p", "r")]
+    finally:
+        service.terminate()
+        service.wait(timeout=30)
+
+
+def test_moving_from_azurite_as_the_doc_says(tmp_path):
+    from test_transfer_azurite import AZURITE
+
+    if not AZURITE.exists():
+        pytest.fail(f"{AZURITE} is missing: run `npm ci` in tests/azurite (scripts/test does)", pytrace=False)
+    az_port, tf_port = free_port(), free_port()
+    azurite = subprocess.Popen([str(AZURITE), "--tablePort", str(az_port), "--inMemoryPersistence", "--silent",
+                                "--disableTelemetry"], cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    from launch import Launched
+
+    tafel = Launched(["--in-memory", "--port", str(tf_port), "--no-admin"], tf_port, tmp_path)
+    try:
+        tafel.wait_listening()
+        az_conn, tf_conn = conn_str(az_port), conn_str(tf_port)
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with TableServiceClient.from_connection_string(az_conn, retry_total=0) as svc:
+                    list(svc.list_tables())
+                break
+            except (ServiceRequestError, HttpResponseError):
+                assert time.monotonic() < deadline, "Azurite did not start"
+                time.sleep(0.2)
+        with TableServiceClient.from_connection_string(az_conn) as svc:
+            for name, n in (("orders", 250), ("customers", 30)):
+                t = svc.create_table(name)
+                for i in range(0, n, 50):
+                    t.submit_transaction([("create", {"PartitionKey": "p", "RowKey": f"{j:04d}", "n": j})
+                                          for j in range(i, min(n, i + 50))])
+        env = {**os.environ, "AZURITE_CONN": az_conn, "TAFEL_CONN": tf_conn,
+               "PATH": f"{tafel_binary().parent}:{os.environ['PATH']}"}
+        r = subprocess.run(["bash", "-euo", "pipefail", "-c", doc_block("Moving from Azurite", "sh")],
+                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr[-3000:]
+        with TableServiceClient.from_connection_string(tf_conn) as svc:
+            counts = {t: len(list(svc.get_table_client(t).list_entities())) for t in ("orders", "customers", "orders2")}
+        assert counts == {"orders": 250, "customers": 30, "orders2": 250}
+    finally:
+        tafel.stop()
+        azurite.terminate()
+        azurite.wait(timeout=30)
