@@ -18,8 +18,11 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.serialization import pkcs12
 
-from conftest import free_port, tafel_binary
+from conftest import BACKEND, free_port, tafel_binary
 from launch import Launched, run_tafel
+
+# The command line, not the store: once, in the embedded pass (these servers run in memory).
+pytestmark = pytest.mark.skipif(BACKEND != "embedded", reason="the command line; run once")
 
 
 def sdk_round_trip(conn_str: str, **kw) -> None:

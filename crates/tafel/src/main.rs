@@ -481,3 +481,15 @@ async fn shutdown_signal(ops: Arc<Ops>, drain: std::time::Duration) {
     }
     tracing::info!("shutdown requested");
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Clap's own checks of the whole command line (names, shorts and aliases that clash,
+    /// conflicts naming no argument), which it makes only in debug builds otherwise.
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+}
