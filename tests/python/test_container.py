@@ -56,9 +56,10 @@ def podman(tmp_path_factory):
     run.tag = tag
     run.wrapper = str(wrapper)
     yield run
+    # Only this storage: its containers, volumes and images, then the directory.
     run("rm", "-a", "-f", check=False)
     run("volume", "prune", "-f", check=False)
-    run("system", "reset", "-f", check=False)
+    run("rmi", "-a", "-f", check=False)
     shutil.rmtree(work / "root", ignore_errors=True)
 
 
