@@ -52,6 +52,20 @@ def test_azurite_readme_command_line_serves_the_sdk(tmp_path):
     assert "nothing is written to the data directory" in srv.output()
 
 
+def test_azurites_program_names_are_names_of_serve(tmp_path):
+    # As a compose `command:` written for Azurite's image passes them to Tafel's entrypoint.
+    for program in ("azurite-table", "azurite"):
+        port = free_port()
+        srv = Launched([program, "--tableHost", "0.0.0.0", "--tablePort", str(port), "--inMemoryPersistence",
+                        "--no-admin"], port, tmp_path)
+        srv.wait_listening()
+        try:
+            sdk_round_trip(srv.conn_str())
+        finally:
+            srv.stop()
+    assert "azurite" not in run_tafel("--help").stdout
+
+
 def test_location_is_the_data_directory_as_in_azurite(tmp_path):
     port = free_port()
     srv = Launched(["--tablePort", str(port), "-l", "./azurite-data", "--no-admin"], port, tmp_path)

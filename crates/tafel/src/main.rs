@@ -83,6 +83,9 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run the server (the default).
+    // Azurite's program names, hidden: a compose file or CI job that runs
+    // `azurite-table --tableHost 0.0.0.0 …` in the image runs Tafel unchanged.
+    #[command(alias = "azurite-table", alias = "azurite")]
     Serve(ServeArgs),
     /// Make a local development CA and a certificate it signs for localhost,
     /// 127.0.0.1 and ::1, for `serve --cert/--key`; print how to trust the CA.
