@@ -181,13 +181,19 @@ fn main() -> anyhow::Result<()> {
         ),
         None => None,
     };
+    let serve_matches = matches.subcommand_matches("serve").unwrap_or(&matches);
     let log_given = matches!(
-        matches
-            .subcommand_matches("serve")
-            .unwrap_or(&matches)
-            .value_source("log"),
+        serve_matches.value_source("log"),
         Some(clap::parser::ValueSource::CommandLine | clap::parser::ValueSource::EnvVariable)
     );
+    // Azurite's `--location` beside `--inMemoryPersistence` is said to be unused; the
+    // image's TAFEL_DATA_DIR is not.
+    if args.in_memory && serve_matches.value_source("data_dir") == Some(clap::parser::ValueSource::CommandLine) {
+        eprintln!(
+            "tafel: --in-memory: nothing is written to the data directory {} (--location/--data-dir)",
+            args.store.data_dir.display()
+        );
+    }
     let filter = match &debug_file {
         Some(_) if !log_given => "debug",
         _ => args.log.as_str(),
@@ -283,9 +289,6 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     } else {
         Accounts::from_specs(&specs).map_err(anyhow::Error::msg)?
     };
-    if args.in_memory && args.store.data_dir != std::path::Path::new("./tafel-data") {
-        tracing::warn!(data_dir = %args.store.data_dir.display(), "--in-memory: nothing is written to the data directory (--location/--data-dir)");
-    }
     let store = args.open_store().await?;
     if let Some(what) = tafel_backup::unfinished_restore(store.as_ref()).await? {
         anyhow::bail!(

@@ -32,7 +32,7 @@ pub(crate) struct ServeArgs {
     #[arg(long, env = "TAFEL_IN_MEMORY", alias = "inMemoryPersistence", value_parser = clap::builder::BoolishValueParser::new())]
     pub(crate) in_memory: bool,
     /// MiB the data of --in-memory may take; a write past it fails as on a full
-    /// disk (default: half the machine's memory).
+    /// disk (default: half the machine's memory, or of a container's memory limit).
     #[arg(long, env = "TAFEL_IN_MEMORY_MAX_MB", requires = "in_memory", value_parser = clap::value_parser!(u64).range(1..))]
     pub(crate) in_memory_max_mb: Option<u64>,
     #[command(flatten)]
@@ -420,16 +420,29 @@ impl Backend {
     }
 }
 
-/// Half the machine's memory (`MemTotal` of /proc/meminfo), or no cap where
-/// that cannot be read.
+/// Half the memory this process may have: the machine's (`MemTotal` of
+/// /proc/meminfo) or, in a container, its cgroup's limit if lower; no cap where
+/// neither can be read.
 #[cfg(feature = "embedded")]
 fn half_the_memory() -> u64 {
-    let total_kib = std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| {
+    let total = std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| {
         m.lines()
             .find_map(|l| l.strip_prefix("MemTotal:"))
             .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .map(|kib| kib * 1024)
     });
-    total_kib.map_or(u64::MAX, |k| k * 1024 / 2)
+    // cgroup v2, then v1; "max" (no limit) does not parse.
+    let limit = [
+        "/sys/fs/cgroup/memory.max",
+        "/sys/fs/cgroup/memory/memory.limit_in_bytes",
+    ]
+    .iter()
+    .find_map(|path| std::fs::read_to_string(path).ok()?.trim().parse::<u64>().ok());
+    match (total, limit) {
+        (Some(t), Some(l)) => t.min(l) / 2,
+        (Some(m), None) | (None, Some(m)) => m / 2,
+        (None, None) => u64::MAX,
+    }
 }
 
 /// Loads the OAuth signing keys again every hour (issuers rotate them).
