@@ -91,8 +91,8 @@ impl Default for EmbeddedOptions {
     }
 }
 
-/// The log of an in-memory store: it holds no more than this, and checkpoints
-/// come often enough for a test suite's writes.
+/// The log of an in-memory store, which holds nothing: the records between two
+/// checkpoints (the writer's group limit) count against half of it.
 const IN_MEMORY_LOG_SIZE: u64 = 16 << 20;
 
 /// The store's file redb keeps its B-trees in.
@@ -157,8 +157,9 @@ impl EmbeddedStore {
 
     /// A store that lives in memory only (`serve --in-memory`): no file is
     /// made and nothing is synced; it is gone when the process ends. Its store
-    /// file may hold `cap` bytes; a write past them fails as on a full disk.
-    /// The log keeps its protocol, in memory, at a size fit for a test suite.
+    /// file may hold `cap` bytes; a write past them fails as on a full disk, for
+    /// good (nothing frees room while writes fail). The log's records go
+    /// nowhere: with nothing to recover after, replay has nothing to read.
     pub fn open_in_memory(cap: u64, cache_size: usize) -> Result<Self, StoreError> {
         let options = EmbeddedOptions {
             cache_size,
@@ -215,7 +216,10 @@ impl EmbeddedStore {
     async fn submit<T>(&self, make: impl FnOnce(Reply<T>) -> Job) -> Result<T, StoreError> {
         let engine = self.engine()?;
         let result = engine.submit(make).await;
-        if result.is_err() && matches!(engine.broken(), Some((FailureKind::DiskFull, _))) {
+        if result.is_err()
+            && matches!(engine.broken(), Some((FailureKind::DiskFull, _)))
+            && self.inner.disk.regains_room()
+        {
             reopen::start(&self.inner);
         }
         result

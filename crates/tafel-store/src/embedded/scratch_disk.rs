@@ -4,6 +4,8 @@
 //! it is `serve --in-memory`'s disk: files that start empty, live in memory
 //! only (sparse: pages of zeros are not held) and go with the process; syncs
 //! do nothing, and a write past the cap fails as a full disk does (ENOSPC).
+//! There the log is a sink: its records are never read back (the store is
+//! never recovered nor, its disk regaining no room, reopened), so none is kept.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -26,6 +28,8 @@ pub(super) struct ScratchDisk {
     dir: Option<PathBuf>,
     files: Mutex<HashMap<String, Arc<ScratchFile>>>,
     room: Arc<Room>,
+    /// The log of a disk in memory only.
+    log: Arc<Sink>,
     /// A shared lock on the server's lock file, when there is one: a running
     /// server holds it exclusively, and its files change under a reader.
     _lock: Option<File>,
@@ -60,6 +64,7 @@ impl ScratchDisk {
                 held: AtomicU64::new(0),
                 cap: u64::MAX,
             }),
+            log: Arc::default(),
             _lock: lock,
         })
     }
@@ -73,6 +78,7 @@ impl ScratchDisk {
                 held: AtomicU64::new(0),
                 cap,
             }),
+            log: Arc::default(),
             _lock: None,
         }
     }
@@ -102,6 +108,9 @@ impl Room {
 
 impl Disk for ScratchDisk {
     fn open(&self, name: &str) -> io::Result<Arc<dyn DiskFile>> {
+        if self.dir.is_none() && name == wal::FILE_NAME {
+            return Ok(self.log.clone());
+        }
         let mut files = self.files.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(f) = files.get(name) {
             return Ok(f.clone());
@@ -121,6 +130,7 @@ impl Disk for ScratchDisk {
             // The log is as large as it was made (LOG_SIZE) on any disk: the
             // cap is on the store file, which grows with the data, so that
             // a full store fails as a full disk does (on the store file).
+            // (In memory, the log is the sink, not a file of these.)
             room: (name != wal::FILE_NAME).then(|| self.room.clone()),
             state: Mutex::new(State {
                 len,
@@ -143,6 +153,47 @@ impl Disk for ScratchDisk {
     fn locks(&self, _: &str) -> io::Result<Box<dyn StorageBackend>> {
         // One reader in this process: no redb locks to take (see `sim_disk.rs`).
         Ok(Box::new(InMemoryBackend::new()))
+    }
+
+    fn regains_room(&self) -> bool {
+        // In memory, only writes could free room, and they fail once it is full.
+        self.dir.is_some()
+    }
+}
+
+/// The in-memory store's log: as long as it was made, reading as zeros (no
+/// record), every write dropped.
+#[derive(Default)]
+struct Sink {
+    len: AtomicU64,
+}
+
+impl DiskFile for Sink {
+    fn len(&self) -> io::Result<u64> {
+        Ok(self.len.load(Ordering::Relaxed))
+    }
+
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        self.len.store(len, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn pread(&self, out: &mut [u8], offset: u64) -> io::Result<()> {
+        if offset + out.len() as u64 > self.len.load(Ordering::Relaxed) {
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        }
+        out.fill(0);
+        Ok(())
+    }
+
+    fn pwritev(&self, bufs: &mut [IoSlice<'_>], offset: u64) -> io::Result<()> {
+        let end = offset + bufs.iter().map(|b| b.len() as u64).sum::<u64>();
+        self.len.fetch_max(end, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn sync_data(&self) -> io::Result<()> {
+        Ok(())
     }
 }
 
@@ -322,10 +373,13 @@ mod tests {
         f.set_len(4096).expect("shrink");
         assert_eq!(disk.free_bytes().expect("free"), 3 * PAGE);
         f.pwrite(&[3; 4096], 4096).expect("room again");
-        // The log takes none of it.
-        disk.open(wal::FILE_NAME)
-            .expect("log")
-            .pwrite(&[4; 8 * 4096], 0)
-            .expect("the log is not capped");
+        // The log takes none of it, and keeps nothing.
+        let log = disk.open(wal::FILE_NAME).expect("log");
+        log.pwrite(&[4; 8 * 4096], 0).expect("the log is not capped");
+        let mut back = [9u8; 4096];
+        log.pread(&mut back, 4096).expect("read");
+        assert_eq!(back, [0u8; 4096]);
+        assert_eq!(log.len().expect("len"), 8 * 4096);
+        assert!(!disk.regains_room());
     }
 }
