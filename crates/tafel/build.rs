@@ -17,8 +17,8 @@ fn main() {
         .unwrap_or_else(|| "unknown".into());
     // --no-optional-locks: a plain `git status` refreshes and rewrites the index,
     // which is watched below, so every build would run this script again and relink.
-    let dirty = git(&["--no-optional-locks", "status", "--porcelain", "--untracked-files=no"])
-        .is_some_and(|s| !s.is_empty());
+    let dirty =
+        git(&["--no-optional-locks", "status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty());
     println!(
         "cargo:rustc-env=TAFEL_COMMIT={commit}{}",
         if dirty { "-dirty" } else { "" }

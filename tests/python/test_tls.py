@@ -241,3 +241,38 @@ def test_sighup_reloads_the_certificate_and_keeps_open_connections(_workdir, tmp
         assert "keeping the one in use" in srv.log_tail(20)
     finally:
         srv.stop()
+
+
+def openssl_v1_pair(out: Path, cn: str = "localhost") -> tuple[Path, Path]:
+    """A self-signed X.509 version 1 certificate, as `openssl x509 -req -signkey` makes one
+    (OpenSSL 3.0: no extensions, so version 1)."""
+    out.mkdir(parents=True, exist_ok=True)
+    key, csr, cert = out / "v1.key", out / "v1.csr", out / "v1.pem"
+    subprocess.run(["openssl", "req", "-new", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key),
+                    "-subj", f"/CN={cn}", "-out", str(csr)], check=True, capture_output=True)
+    subprocess.run(["openssl", "x509", "-req", "-in", str(csr), "-signkey", str(key), "-days", "30",
+                    "-out", str(cert)], check=True, capture_output=True)
+    assert x509.load_pem_x509_certificate(cert.read_bytes()).version == x509.Version.v1
+    return cert, key
+
+
+def test_a_self_signed_v1_certificate_is_served_and_a_wrong_key_is_named_as_such(tmp_path):
+    # Before: refused with "the key does not fit the certificate", which was not the cause
+    # (rustls's check reads v3 certificates only).
+    cert, key = openssl_v1_pair(tmp_path / "a")
+    srv = TafelServer(tmp_path / "data", tmp_path / "tafel.log", extra_args=["--cert", str(cert), "--key", str(key)])
+    srv.start()
+    try:
+        ctx = ssl.create_default_context(cafile=str(cert))
+        ctx.check_hostname = False
+        with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as raw_sock:
+            with ctx.wrap_socket(raw_sock, server_hostname="localhost") as tls:
+                assert tls.getpeercert(binary_form=True) == x509.load_pem_x509_certificate(cert.read_bytes()).public_bytes(serialization.Encoding.DER)
+    finally:
+        srv.stop()
+    assert "X.509 version 1" in srv.log_path.read_text()
+    # Another pair's key: now the message that says so is the true one.
+    _, other_key = openssl_v1_pair(tmp_path / "b")
+    r = tafel("serve", "--port", str(free_port()), "--no-admin", "--data-dir", str(tmp_path / "d2"),
+              "--cert", str(cert), "--key", str(other_key))
+    assert r.returncode != 0 and "the key does not fit the certificate" in r.stderr, r.stderr

@@ -301,3 +301,28 @@ def test_clear_failures(two, tmp_path):
     r = tafel("import", "--to", two[1].conn_str, "--table", "t", "--in", str(tmp_path / "missing.jsonl"))
     assert r.returncode != 0 and "missing.jsonl" in r.stderr
     assert tafel("export", "--help").returncode == 0
+
+
+def test_copy_or_import_into_a_missing_table_stops_at_once_naming_it_and_the_flag(two, tmp_path):
+    # Before: every row was read and came back rejected (1,500 rejects for 1,500 rows, exit 3).
+    src, dst = two
+    table = unique_table_name("many")
+    with TableServiceClient.from_connection_string(src.conn_str) as svc:
+        client = svc.create_table(table)
+        for start in range(0, 1500, 100):
+            client.submit_transaction([("create", {"PartitionKey": "p", "RowKey": f"{i:05d}"}) for i in range(start, start + 100)])
+    before = batches_served(dst)
+    r = tafel("copy", "--from", src.conn_str, "--to", dst.conn_str, "--table", table, "--to-table", "notthere",
+              cwd=str(tmp_path))
+    assert r.returncode == 1, r.stderr
+    assert "'notthere' does not exist" in r.stderr and "--create-table" in r.stderr, r.stderr
+    assert "rejected" not in r.stderr and "refused" not in r.stderr, r.stderr
+    assert list(tmp_path.iterdir()) == [], list(tmp_path.iterdir())
+    assert batches_served(dst) == before
+    path = tmp_path / "rows.jsonl"
+    path.write_text("".join(json.dumps({"PartitionKey": "p", "RowKey": str(i)}) + "\n" for i in range(1500)))
+    r = tafel("import", "--to", dst.conn_str, "--table", "notthere", "--in", str(path), cwd=str(tmp_path))
+    assert r.returncode == 1 and "'notthere' does not exist" in r.stderr and "--create-table" in r.stderr, r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rows.jsonl"]
+    # Key and signature stay out of the message.
+    assert "AccountKey" not in r.stderr and dst.conn_str.split("AccountKey=")[1].split(";")[0] not in r.stderr

@@ -3,6 +3,8 @@
 //! address, `localhost` or has no dot; otherwise host-style, the account being the
 //! first DNS label (`acct.table.localhost:10002/Tables`).
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Address {
     pub account: String,
@@ -29,7 +31,20 @@ pub(crate) fn hostname(host: &str) -> &str {
     })
 }
 
+/// Set by `--disableProductStyleUrl` (Azurite's flag): every request is
+/// path-style, whatever its host, as behind a proxy or compose service whose
+/// name has dots. Process-wide: it is set once, before serving.
+static PATH_STYLE_ONLY: AtomicBool = AtomicBool::new(false);
+
+/// Takes the account from the path only, never from the host name.
+pub fn set_path_style_only(on: bool) {
+    PATH_STYLE_ONLY.store(on, Ordering::Relaxed);
+}
+
 pub(crate) fn is_path_style(host: &str) -> bool {
+    if PATH_STYLE_ONLY.load(Ordering::Relaxed) {
+        return true;
+    }
     if let Some(rest) = host.strip_prefix('[') {
         // IPv6 literal.
         return rest.contains(']');

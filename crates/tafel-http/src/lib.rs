@@ -16,5 +16,6 @@ pub mod server;
 pub mod tls;
 
 pub use accounts::Accounts;
+pub use addressing::set_path_style_only;
 pub use pipeline::AppState;
 pub use server::serve;

@@ -14,6 +14,7 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
+use rustls::InconsistentKeys;
 use rustls::ServerConfig;
 
 pub use tokio_rustls::TlsAcceptor;
@@ -89,10 +90,70 @@ impl Source {
         if chain.is_empty() {
             return Err(err(path, "holds no certificate"));
         }
-        let certified = CertifiedKey::from_der(chain, key, &provider::default_provider())
-            .map_err(|e| err(path, format!("the key does not fit the certificate ({e})")))?;
-        Ok(Arc::new(certified))
+        let signing = provider::default_provider()
+            .key_provider
+            .load_private_key(key)
+            .map_err(|e| err(path, format!("the private key cannot sign ({e})")))?;
+        let certified = CertifiedKey::new(chain, signing);
+        match certified.keys_match() {
+            Ok(()) | Err(rustls::Error::InconsistentKeys(InconsistentKeys::Unknown)) => Ok(Arc::new(certified)),
+            Err(rustls::Error::InconsistentKeys(InconsistentKeys::KeyMismatch)) => {
+                Err(err(path, "the key does not fit the certificate (they are not a pair)"))
+            }
+            // rustls reads certificates as webpki does, which takes X.509 v3 only; an old
+            // self-signed v1 one (`openssl x509 -req` without extensions) is served, its key
+            // checked here, as Azurite and OpenSSL-based clients take it.
+            Err(e) => match v1_public_key(certified.end_entity_cert().map_err(|e| err(path, e))?) {
+                Some(spki) if certified.key.public_key().is_none_or(|k| k.as_ref() == spki) => {
+                    tracing::warn!(
+                        file = %path.display(),
+                        "the certificate is X.509 version 1: served, but clients that check certificates \
+                         as rustls does (Rust, some Go) refuse it; `tafel cert` makes a version 3 one"
+                    );
+                    Ok(Arc::new(certified))
+                }
+                Some(_) => Err(err(path, "the key does not fit the certificate (they are not a pair)")),
+                None => Err(err(path, format!("the certificate cannot be read ({e})"))),
+            },
+        }
     }
+}
+
+/// The subjectPublicKeyInfo (whole, as DER) of an X.509 version 1 certificate,
+/// whose TBSCertificate has no `[0] version` and reads: serialNumber, signature,
+/// issuer, validity, subject, subjectPublicKeyInfo. None for any other.
+fn v1_public_key(cert: &[u8]) -> Option<&[u8]> {
+    let (_, certificate, _) = der_element(cert)?;
+    let (_, tbs, _) = der_element(certificate)?;
+    let mut rest = tbs;
+    for i in 0..6 {
+        let (tag, _, after) = der_element(rest)?;
+        if i == 0 && tag != 0x02 {
+            return None; // `[0] version` (0xa0): v2 or v3
+        }
+        if i == 5 {
+            return (tag == 0x30).then(|| &rest[..rest.len() - after.len()]);
+        }
+        rest = after;
+    }
+    None
+}
+
+/// One DER element of `der`: its tag, its contents, and what follows it.
+fn der_element(der: &[u8]) -> Option<(u8, &[u8], &[u8])> {
+    let (&tag, rest) = der.split_first()?;
+    let (&first, rest) = rest.split_first()?;
+    let (len, rest) = if first < 0x80 {
+        (usize::from(first), rest)
+    } else {
+        let n = usize::from(first & 0x7f);
+        if n == 0 || n > 4 || rest.len() < n {
+            return None;
+        }
+        let len = rest[..n].iter().fold(0usize, |acc, &b| (acc << 8) | usize::from(b));
+        (len, &rest[n..])
+    };
+    (rest.len() >= len).then(|| (tag, &rest[..len], &rest[len..]))
 }
 
 /// The certificate every new handshake is given; replaced by [`Certificate::reload`].

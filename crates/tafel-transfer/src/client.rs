@@ -196,6 +196,21 @@ impl TableClient {
         }
     }
 
+    /// Whether the service says `table` does not exist (TableNotFound), asked by
+    /// reading one key of it: what a write-only SAS may not read is not called missing.
+    pub async fn table_missing(&self, table: &str) -> Result<bool, TransferError> {
+        let query = [("$top", "1"), ("$select", "PartitionKey")];
+        let accept = [("accept", NO_METADATA.to_owned())];
+        match self
+            .send(Method::GET, &format!("/{table}()"), &query, &accept, Bytes::new())
+            .await
+        {
+            Err(TransferError::Service { code, .. }) if code == "TableNotFound" => Ok(true),
+            Ok(_) | Err(TransferError::Service { .. }) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Creates `table`; `false` when it existed already.
     pub async fn create_table(&self, table: &str) -> Result<bool, TransferError> {
         let body = Bytes::from(serde_json::json!({ "TableName": table }).to_string());

@@ -118,7 +118,8 @@ pub fn print(cmd: &Command, argv: Vec<OsString>, from_file: &BTreeSet<String>) -
     let mut out = String::from("# tafel: effective configuration (flag > env > file > default)\n");
     for arg in serve.get_arguments() {
         let Some(key) = arg.get_long() else { continue };
-        if NOT_IN_FILE.contains(&key) {
+        // Azurite's flags (`azurite.rs`) are aliases for a command line, not settings.
+        if NOT_IN_FILE.contains(&key) || arg.is_hide_set() {
             continue;
         }
         let id = arg.get_id().as_str();

@@ -4,15 +4,17 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+mod azurite;
 mod backup;
 mod cert;
 #[cfg(feature = "embedded")]
 mod check;
 mod config;
+mod health;
 mod serve_args;
 mod transfer;
 
-use serve_args::{open_store, Backend, LogFormatArg, ServeArgs};
+use serve_args::{Backend, LogFormatArg, ServeArgs};
 
 use anyhow::Context as _;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
@@ -81,6 +83,9 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run the server (the default).
+    // Azurite's program names, hidden: a compose file or CI job that runs
+    // `azurite-table --tableHost 0.0.0.0 …` in the image runs Tafel unchanged.
+    #[command(alias = "azurite-table", alias = "azurite")]
     Serve(ServeArgs),
     /// Make a local development CA and a certificate it signs for localhost,
     /// 127.0.0.1 and ::1, for `serve --cert/--key`; print how to trust the CA.
@@ -104,6 +109,9 @@ enum Command {
     /// checksum, the log's records), changing nothing; list what is damaged.
     #[cfg(feature = "embedded")]
     Check(check::CheckArgs),
+    /// Probe a running server's readiness (`/ready` on its admin listener):
+    /// exit 0 if ready, 1 if not (a container HEALTHCHECK; the image has no shell).
+    Health(health::HealthArgs),
     /// The configuration.
     Config {
         #[command(subcommand)]
@@ -157,17 +165,51 @@ fn main() -> anyhow::Result<()> {
         Some(Command::Restore(a)) => return backup::restore(a),
         #[cfg(feature = "embedded")]
         Some(Command::Check(a)) => return check::run(a),
+        Some(Command::Health(a)) => return health::run(a),
         None => cli.serve,
     };
+    args.check_tls_flags()?;
+    args.azurite.refused()?;
+    // Azurite's `--debug FILE`: the log goes to FILE, at debug level unless --log was given.
+    let debug_file = match &args.azurite.debug {
+        Some(path) => Some(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .with_context(|| format!("opening the --debug log {}", path.display()))?,
+        ),
+        None => None,
+    };
+    let serve_matches = matches.subcommand_matches("serve").unwrap_or(&matches);
+    let log_given = matches!(
+        serve_matches.value_source("log"),
+        Some(clap::parser::ValueSource::CommandLine | clap::parser::ValueSource::EnvVariable)
+    );
+    // Azurite's `--location` beside `--inMemoryPersistence` is said to be unused; the
+    // image's TAFEL_DATA_DIR is not.
+    if args.in_memory && serve_matches.value_source("data_dir") == Some(clap::parser::ValueSource::CommandLine) {
+        eprintln!(
+            "tafel: --in-memory: nothing is written to the data directory {} (--location/--data-dir)",
+            args.store.data_dir.display()
+        );
+    }
+    let filter = match &debug_file {
+        Some(_) if !log_given => "debug",
+        _ => args.log.as_str(),
+    };
     let logs = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_new(&args.log).unwrap_or_else(|_| "info".into()))
-        .with_writer(std::io::stderr);
-    match args.log_format {
-        LogFormatArg::Json => logs.json().init(),
-        LogFormatArg::Text => logs
+        .with_env_filter(tracing_subscriber::EnvFilter::try_new(filter).unwrap_or_else(|_| "info".into()));
+    match (debug_file, args.log_format) {
+        (Some(file), LogFormatArg::Json) => logs.json().with_writer(std::sync::Mutex::new(file)).init(),
+        (Some(file), LogFormatArg::Text) => logs.with_ansi(false).with_writer(std::sync::Mutex::new(file)).init(),
+        (None, LogFormatArg::Json) => logs.json().with_writer(std::io::stderr).init(),
+        (None, LogFormatArg::Text) => logs
             .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .with_writer(std::io::stderr)
             .init(),
     }
+    tafel_http::set_path_style_only(args.azurite.disable_product_style_url);
     // This runtime only accepts connections and runs the store's background
     // work; serving threads and long requests run on their own (tafel_http::serve).
     tokio::runtime::Builder::new_current_thread()
@@ -237,12 +279,18 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     if let Some(path) = &args.accounts_file {
         specs.extend(Accounts::specs_from_file(path).map_err(anyhow::Error::msg)?);
     }
+    if specs.is_empty() {
+        specs = azurite::accounts_from_env();
+        if !specs.is_empty() {
+            tracing::info!("accounts from {}", azurite::ACCOUNTS_VAR);
+        }
+    }
     let accounts = if specs.is_empty() {
         Accounts::dev()
     } else {
         Accounts::from_specs(&specs).map_err(anyhow::Error::msg)?
     };
-    let store = open_store(&args.store).await?;
+    let store = args.open_store().await?;
     if let Some(what) = tafel_backup::unfinished_restore(store.as_ref()).await? {
         anyhow::bail!(
             "this store holds a restore that did not finish ({what}): it is not served as if it were whole. \
@@ -327,6 +375,9 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     };
     let names: Vec<&str> = state.accounts.names().collect();
     match args.store.backend {
+        Backend::Embedded if args.in_memory => {
+            tracing::info!(in_memory = true, accounts = ?names, scheme, "listening on {}", listener.local_addr()?)
+        }
         Backend::Embedded => {
             tracing::info!(data_dir = %args.store.data_dir.display(), accounts = ?names, scheme, "listening on {}", listener.local_addr()?)
         }
@@ -436,4 +487,16 @@ async fn shutdown_signal(ops: Arc<Ops>, drain: std::time::Duration) {
         }
     }
     tracing::info!("shutdown requested");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Clap's own checks of the whole command line (names, shorts and aliases that clash,
+    /// conflicts naming no argument), which it makes only in debug builds otherwise.
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
 }

@@ -20,16 +20,26 @@ pub(crate) struct ServeArgs {
     #[arg(long, env = "TAFEL_CONFIG")]
     pub(crate) config: Option<PathBuf>,
     /// Address to listen on.
-    #[arg(long, env = "TAFEL_HOST", default_value = "127.0.0.1")]
+    #[arg(long, env = "TAFEL_HOST", default_value = "127.0.0.1", alias = "tableHost")]
     pub(crate) host: String,
     /// Port to listen on (Azurite's table port by default).
-    #[arg(long, env = "TAFEL_PORT", default_value_t = 10002)]
+    #[arg(long, env = "TAFEL_PORT", default_value_t = 10002, alias = "tablePort")]
     pub(crate) port: u16,
     #[command(flatten)]
     pub(crate) store: StoreArgs,
+    /// Keep everything in memory: no file is made, nothing is synced, and the
+    /// data is gone when the process exits (for test suites). Embedded backend only.
+    #[arg(long, env = "TAFEL_IN_MEMORY", alias = "inMemoryPersistence", value_parser = clap::builder::BoolishValueParser::new())]
+    pub(crate) in_memory: bool,
+    /// MiB the data of --in-memory may take; a write past it fails as on a full
+    /// disk (default: half the machine's memory, or of a container's memory limit).
+    #[arg(long, env = "TAFEL_IN_MEMORY_MAX_MB", requires = "in_memory", value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) in_memory_max_mb: Option<u64>,
+    #[command(flatten)]
+    pub(crate) azurite: crate::azurite::AzuriteArgs,
     /// Serve HTTPS with this PEM certificate chain (leaf first), with --key.
     /// `tafel cert` makes one for local development. SIGHUP reloads it.
-    #[arg(long, env = "TAFEL_TLS_CERT", requires = "key", conflicts_with = "pfx")]
+    #[arg(long, env = "TAFEL_TLS_CERT", conflicts_with = "pfx")]
     pub(crate) cert: Option<PathBuf>,
     /// The PEM private key of --cert.
     #[arg(long, env = "TAFEL_TLS_KEY", requires = "cert")]
@@ -38,7 +48,7 @@ pub(crate) struct ServeArgs {
     #[arg(long, env = "TAFEL_TLS_PFX")]
     pub(crate) pfx: Option<PathBuf>,
     /// The password of --pfx.
-    #[arg(long, env = "TAFEL_TLS_PFX_PASSWORD", hide_env_values = true, requires = "pfx")]
+    #[arg(long, env = "TAFEL_TLS_PFX_PASSWORD", hide_env_values = true, conflicts_with = "key")]
     pub(crate) pwd: Option<String>,
     /// Accept Microsoft Entra ID bearer tokens (HTTPS only): `basic` checks audience,
     /// issuer and lifetime but not the signature (local development only); `strict`
@@ -142,7 +152,7 @@ pub(crate) struct ServeArgs {
     #[arg(long, env = "TAFEL_MAX_HEADER_MEMORY_MB", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..))]
     pub(crate) max_header_memory_mb: u32,
     /// Seconds a client may take to send a request's head; then the connection is closed.
-    #[arg(long, env = "TAFEL_HEADER_TIMEOUT", default_value_t = 30, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, env = "TAFEL_HEADER_TIMEOUT", default_value_t = 30, value_parser = clap::value_parser!(u32).range(1..), alias = "tableKeepAliveTimeout")]
     pub(crate) header_timeout: u32,
     /// Seconds a client may take to send a request's body once its head has come;
     /// then it is answered 500 OperationTimedOut, as Azure answers a request past its timeout.
@@ -154,7 +164,13 @@ pub(crate) struct ServeArgs {
 #[derive(Args, Clone)]
 pub(crate) struct StoreArgs {
     /// Directory holding the data.
-    #[arg(long, env = "TAFEL_DATA_DIR", default_value = "./tafel-data")]
+    #[arg(
+        long,
+        env = "TAFEL_DATA_DIR",
+        default_value = "./tafel-data",
+        alias = "location",
+        short_alias = 'l'
+    )]
     pub(crate) data_dir: PathBuf,
     /// Where data lives: the embedded store in --data-dir, or a PostgreSQL-wire
     /// database shared by any number of nodes.
@@ -309,19 +325,63 @@ impl ServeArgs {
         out
     }
 
-    /// The TLS certificate to serve with, if any.
+    /// The TLS certificate to serve with, if any. `--cert` with `--pwd` and no
+    /// `--key` is a PKCS#12 file, as Azurite takes it.
     pub(crate) fn tls_source(&self) -> Option<tls::Source> {
         match (&self.cert, &self.key, &self.pfx) {
             (Some(cert), Some(key), _) => Some(tls::Source::Pem {
                 cert: cert.clone(),
                 key: key.clone(),
             }),
-            (_, _, Some(path)) => Some(tls::Source::Pfx {
+            (_, _, Some(path)) | (Some(path), None, None) => Some(tls::Source::Pfx {
                 path: path.clone(),
                 password: self.pwd.clone().unwrap_or_default(),
             }),
             _ => None,
         }
+    }
+
+    /// Refuses TLS flags that do not make a whole source.
+    pub(crate) fn check_tls_flags(&self) -> anyhow::Result<()> {
+        match (&self.cert, &self.key, &self.pfx, &self.pwd) {
+            (Some(_), None, None, None) => anyhow::bail!(
+                "--cert needs --key (a PEM certificate and its key) or --pwd (a PKCS#12 .pfx file and its password)"
+            ),
+            (None, Some(_), _, _) => anyhow::bail!("--key needs --cert (the PEM certificate it belongs to)"),
+            (None, None, None, Some(_)) => anyhow::bail!("--pwd needs --pfx or --cert (the PKCS#12 file it opens)"),
+            _ => Ok(()),
+        }
+    }
+
+    /// The store to serve: the one `--backend` names, or one in memory.
+    pub(crate) async fn open_store(&self) -> anyhow::Result<Arc<dyn Store>> {
+        if !self.in_memory {
+            return open_store(&self.store).await;
+        }
+        if self.store.backend != Backend::Embedded {
+            anyhow::bail!("--in-memory keeps the embedded store in memory; it cannot be used with --backend postgres");
+        }
+        #[cfg(feature = "embedded")]
+        {
+            let cap = match self.in_memory_max_mb {
+                Some(mb) => mb.saturating_mul(1 << 20),
+                None => half_the_memory(),
+            };
+            // Its pages are in memory already: redb's cache need only hold what it is working on.
+            let cache = self.store.cache_mb.min(16) << 20;
+            tracing::info!(
+                max_mb = cap >> 20,
+                "in memory: no file is written; the data is gone at exit"
+            );
+            Ok(Arc::new(
+                tafel_store::embedded::EmbeddedStore::open_in_memory(cap, cache)
+                    .context("opening the in-memory store")?,
+            ))
+        }
+        #[cfg(not(feature = "embedded"))]
+        anyhow::bail!(
+            "this tafel was built without the embedded backend (cargo feature `embedded`), which --in-memory needs"
+        )
     }
 
     pub(crate) fn access_log(&self) -> anyhow::Result<Option<AccessLog>> {
@@ -391,6 +451,31 @@ impl Backend {
             Backend::Embedded => "embedded",
             Backend::Postgres => "postgres",
         }
+    }
+}
+
+/// Half the memory this process may have: the machine's (`MemTotal` of
+/// /proc/meminfo) or, in a container, its cgroup's limit if lower; no cap where
+/// neither can be read.
+#[cfg(feature = "embedded")]
+fn half_the_memory() -> u64 {
+    let total = std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| {
+        m.lines()
+            .find_map(|l| l.strip_prefix("MemTotal:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .map(|kib| kib * 1024)
+    });
+    // cgroup v2, then v1; "max" (no limit) does not parse.
+    let limit = [
+        "/sys/fs/cgroup/memory.max",
+        "/sys/fs/cgroup/memory/memory.limit_in_bytes",
+    ]
+    .iter()
+    .find_map(|path| std::fs::read_to_string(path).ok()?.trim().parse::<u64>().ok());
+    match (total, limit) {
+        (Some(t), Some(l)) => t.min(l) / 2,
+        (Some(m), None) | (None, Some(m)) => m / 2,
+        (None, None) => u64::MAX,
     }
 }
 

@@ -233,6 +233,25 @@ fn finish(
     }
 }
 
+/// Creates the target table with --create-table; without it, stops before a row is
+/// read if the table is missing (else every row would come back rejected).
+async fn target_table(target: &TableClient, table: &str, to: &str, create: bool) -> anyhow::Result<()> {
+    if create {
+        target.create_table(table).await?;
+    } else if target.table_missing(table).await? {
+        bail!(
+            "the table '{table}' does not exist at {}: create it first, or add --create-table",
+            redacted(to)
+        );
+    }
+    Ok(())
+}
+
+/// Where an endpoint is, without its key or signature.
+fn redacted(spec: &str) -> String {
+    Endpoint::parse(spec).map_or_else(|_| "the target".to_owned(), |e| e.base)
+}
+
 pub fn import(a: ImportArgs) -> anyhow::Result<()> {
     let target = client(&a.to)?;
     let format = Format::pick(a.format.as_deref(), &a.input)?;
@@ -248,9 +267,7 @@ pub fn import(a: ImportArgs) -> anyhow::Result<()> {
     let checkpoint = PathBuf::from(format!("{stem}.checkpoint"));
     let input = open_input(&a.input)?;
     runtime()?.block_on(async {
-        if a.write.create_table {
-            target.create_table(&a.table).await?;
-        }
+        target_table(&target, &a.table, &a.to, a.write.create_table).await?;
         let opts = options(&a.table, &a.write, rejects.clone(), Some(checkpoint));
         let progress = Progress::new(format!("import {}", a.table), None, a.write.quiet);
         let result = match format {
@@ -276,9 +293,7 @@ pub fn copy(a: CopyArgs) -> anyhow::Result<()> {
         bail!("--resume needs --parallel 1: a parallel copy reads in no fixed order");
     }
     runtime()?.block_on(async {
-        if a.write.create_table {
-            target.create_table(&to_table).await?;
-        }
+        target_table(&target, &to_table, &a.to, a.write.create_table).await?;
         // The source's rows in key order, numbered as lines: the checkpoint counts them.
         let (tx, rx) = std::sync::mpsc::sync_channel::<(u64, Result<format::Row, String>)>(4096);
         let reading = {

@@ -44,6 +44,11 @@ pub(super) trait Disk: Send + Sync {
     /// What takes redb's locks on the file `name`, so that no second process
     /// opens the store (the page file leaves every lock call to it).
     fn locks(&self, name: &str) -> io::Result<Box<dyn StorageBackend>>;
+    /// Whether room can come back once the disk is full (someone frees space),
+    /// so that the store opens itself again (`reopen.rs`) and replays its log.
+    fn regains_room(&self) -> bool {
+        true
+    }
 }
 
 /// The data directory, held by this process alone while the value lives.

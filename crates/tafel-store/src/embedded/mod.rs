@@ -66,6 +66,7 @@ use self::scan::{scan, table_id};
 use self::schema::{
     be, decode_table, guarded, order_key, props_key, row_key, table_key, TableValue, META, TABLE_ORDER,
 };
+use self::scratch_disk::ScratchDisk;
 use self::stats::EmbeddedStats;
 use crate::error::{FailureKind, StoreError};
 use crate::key::EntityKey;
@@ -89,6 +90,10 @@ impl Default for EmbeddedOptions {
         }
     }
 }
+
+/// The log of an in-memory store, which holds nothing: the records between two
+/// checkpoints (the writer's group limit) count against half of it.
+const IN_MEMORY_LOG_SIZE: u64 = 16 << 20;
 
 /// The store's file redb keeps its B-trees in.
 const STORE_FILE: &str = "tafel.redb";
@@ -150,6 +155,19 @@ impl EmbeddedStore {
         Self::open_on(Box::new(OsDisk::new(dir).map_err(be)?), options, None)
     }
 
+    /// A store that lives in memory only (`serve --in-memory`): no file is
+    /// made and nothing is synced; it is gone when the process ends. Its store
+    /// file may hold `cap` bytes; a write past them fails as on a full disk, for
+    /// good (nothing frees room while writes fail). The log's records go
+    /// nowhere: with nothing to recover after, replay has nothing to read.
+    pub fn open_in_memory(cap: u64, cache_size: usize) -> Result<Self, StoreError> {
+        let options = EmbeddedOptions {
+            cache_size,
+            log_size: IN_MEMORY_LOG_SIZE,
+        };
+        Self::open_on(Box::new(ScratchDisk::memory(cap)), options, None)
+    }
+
     /// [`EmbeddedStore::open`] on `disk`, where no group becomes durable (nor
     /// visible, nor answered) while `hold` is locked (for tests of the commit
     /// pipeline).
@@ -198,7 +216,10 @@ impl EmbeddedStore {
     async fn submit<T>(&self, make: impl FnOnce(Reply<T>) -> Job) -> Result<T, StoreError> {
         let engine = self.engine()?;
         let result = engine.submit(make).await;
-        if result.is_err() && matches!(engine.broken(), Some((FailureKind::DiskFull, _))) {
+        if result.is_err()
+            && matches!(engine.broken(), Some((FailureKind::DiskFull, _)))
+            && self.inner.disk.regains_room()
+        {
             reopen::start(&self.inner);
         }
         result

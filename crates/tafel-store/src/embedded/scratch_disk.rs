@@ -1,24 +1,35 @@
 //! A [`Disk`] that reads the data directory and keeps every write in memory,
 //! so `tafel check` can open a store the way the server does (mend a torn
-//! header, replay the log) without changing a byte of it.
+//! header, replay the log) without changing a byte of it. Without a directory
+//! it is `serve --in-memory`'s disk: files that start empty, live in memory
+//! only (sparse: pages of zeros are not held) and go with the process; syncs
+//! do nothing, and a write past the cap fails as a full disk does (ENOSPC).
+//! There the log is a sink: its records are never read back (the store is
+//! never recovered nor, its disk regaining no room, reopened), so none is kept.
 
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::{self, IoSlice};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use redb::backends::InMemoryBackend;
 use redb::StorageBackend;
 
 use super::disk::{Disk, DiskFile, LOCK_FILE};
+use super::wal;
 
 const PAGE: u64 = 4096;
 
 pub(super) struct ScratchDisk {
-    dir: PathBuf,
+    /// The directory read; none for a disk in memory only.
+    dir: Option<PathBuf>,
     files: Mutex<HashMap<String, Arc<ScratchFile>>>,
+    room: Arc<Room>,
+    /// The log of a disk in memory only.
+    log: Arc<Sink>,
     /// A shared lock on the server's lock file, when there is one: a running
     /// server holds it exclusively, and its files change under a reader.
     _lock: Option<File>,
@@ -47,23 +58,68 @@ impl ScratchDisk {
             }
         }
         Ok(ScratchDisk {
-            dir: dir.to_owned(),
+            dir: Some(dir.to_owned()),
             files: Mutex::default(),
+            room: Arc::new(Room {
+                held: AtomicU64::new(0),
+                cap: u64::MAX,
+            }),
+            log: Arc::default(),
             _lock: lock,
         })
+    }
+
+    /// A disk in memory only, whose files may hold `cap` bytes together.
+    pub(super) fn memory(cap: u64) -> Self {
+        ScratchDisk {
+            dir: None,
+            files: Mutex::default(),
+            room: Arc::new(Room {
+                held: AtomicU64::new(0),
+                cap,
+            }),
+            log: Arc::default(),
+            _lock: None,
+        }
+    }
+}
+
+/// The bytes all files' pages hold, and how many they may.
+struct Room {
+    held: AtomicU64,
+    cap: u64,
+}
+
+impl Room {
+    /// Takes room for one more page, or says the disk is full.
+    fn take(&self) -> io::Result<()> {
+        self.held
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |h| {
+                (h + PAGE <= self.cap).then_some(h + PAGE)
+            })
+            .map(|_| ())
+            .map_err(|_| io::Error::from_raw_os_error(libc::ENOSPC))
+    }
+
+    fn give_back(&self, pages: u64) {
+        self.held.fetch_sub(pages * PAGE, Ordering::Relaxed);
     }
 }
 
 impl Disk for ScratchDisk {
     fn open(&self, name: &str) -> io::Result<Arc<dyn DiskFile>> {
+        if self.dir.is_none() && name == wal::FILE_NAME {
+            return Ok(self.log.clone());
+        }
         let mut files = self.files.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(f) = files.get(name) {
             return Ok(f.clone());
         }
-        let base = match File::open(self.dir.join(name)) {
-            Ok(f) => Some(f),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
-            Err(e) => return Err(e),
+        let base = match self.dir.as_ref().map(|d| File::open(d.join(name))) {
+            None => None,
+            Some(Ok(f)) => Some(f),
+            Some(Err(e)) if e.kind() == io::ErrorKind::NotFound => None,
+            Some(Err(e)) => return Err(e),
         };
         let len = match &base {
             Some(f) => f.metadata()?.len(),
@@ -71,6 +127,11 @@ impl Disk for ScratchDisk {
         };
         let file = Arc::new(ScratchFile {
             base,
+            // The log is as large as it was made (LOG_SIZE) on any disk: the
+            // cap is on the store file, which grows with the data, so that
+            // a full store fails as a full disk does (on the store file).
+            // (In memory, the log is the sink, not a file of these.)
+            room: (name != wal::FILE_NAME).then(|| self.room.clone()),
             state: Mutex::new(State {
                 len,
                 base_visible: len,
@@ -86,18 +147,61 @@ impl Disk for ScratchDisk {
     }
 
     fn free_bytes(&self) -> io::Result<u64> {
-        Ok(u64::MAX)
+        Ok(self.room.cap.saturating_sub(self.room.held.load(Ordering::Relaxed)))
     }
 
     fn locks(&self, _: &str) -> io::Result<Box<dyn StorageBackend>> {
         // One reader in this process: no redb locks to take (see `sim_disk.rs`).
         Ok(Box::new(InMemoryBackend::new()))
     }
+
+    fn regains_room(&self) -> bool {
+        // In memory, only writes could free room, and they fail once it is full.
+        self.dir.is_some()
+    }
+}
+
+/// The in-memory store's log: as long as it was made, reading as zeros (no
+/// record), every write dropped.
+#[derive(Default)]
+struct Sink {
+    len: AtomicU64,
+}
+
+impl DiskFile for Sink {
+    fn len(&self) -> io::Result<u64> {
+        Ok(self.len.load(Ordering::Relaxed))
+    }
+
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        self.len.store(len, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn pread(&self, out: &mut [u8], offset: u64) -> io::Result<()> {
+        if offset + out.len() as u64 > self.len.load(Ordering::Relaxed) {
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        }
+        out.fill(0);
+        Ok(())
+    }
+
+    fn pwritev(&self, bufs: &mut [IoSlice<'_>], offset: u64) -> io::Result<()> {
+        let end = offset + bufs.iter().map(|b| b.len() as u64).sum::<u64>();
+        self.len.fetch_max(end, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn sync_data(&self) -> io::Result<()> {
+        Ok(())
+    }
 }
 
 /// A file as read, with the pages written since laid over it.
 struct ScratchFile {
     base: Option<File>,
+    /// The room it takes from; none for the log.
+    room: Option<Arc<Room>>,
     state: Mutex<State>,
 }
 
@@ -110,6 +214,16 @@ struct State {
 }
 
 impl ScratchFile {
+    fn take(&self) -> io::Result<()> {
+        self.room.as_ref().map_or(Ok(()), |r| r.take())
+    }
+
+    fn give_back(&self, pages: u64) {
+        if let Some(r) = &self.room {
+            r.give_back(pages);
+        }
+    }
+
     /// Page `n` as the file holds it now.
     fn page(&self, state: &State, n: u64) -> io::Result<Box<[u8]>> {
         if let Some(p) = state.pages.get(&n) {
@@ -139,9 +253,14 @@ impl DiskFile for ScratchFile {
             if cut > 0 {
                 let mut page = self.page(&state, last)?;
                 page[cut..].fill(0);
+                if !state.pages.contains_key(&last) {
+                    self.take()?;
+                }
                 state.pages.insert(last, page);
             }
+            let before = state.pages.len();
             state.pages.retain(|&n, _| n * PAGE < len);
+            self.give_back((before - state.pages.len()) as u64);
             state.base_visible = state.base_visible.min(len);
         }
         state.len = len;
@@ -184,8 +303,13 @@ impl DiskFile for ScratchFile {
                 // A zero page past the base file reads as zeros unstored: a
                 // new log, written with zeros up front, takes no memory.
                 if n * PAGE >= state.base_visible && page.iter().all(|&b| b == 0) {
-                    state.pages.remove(&n);
+                    if state.pages.remove(&n).is_some() {
+                        self.give_back(1);
+                    }
                 } else {
+                    if !state.pages.contains_key(&n) {
+                        self.take()?;
+                    }
                     state.pages.insert(n, page);
                 }
                 data = &data[take..];
@@ -233,5 +357,29 @@ mod tests {
         // Nothing reached the directory.
         assert_eq!(std::fs::read(dir.path().join("f")).expect("read"), vec![7u8; 10_000]);
         assert!(!dir.path().join("new").exists());
+    }
+
+    #[test]
+    fn a_memory_disk_fills_up_like_a_disk_and_frees_room() {
+        let disk = ScratchDisk::memory(3 * PAGE);
+        let f = disk.open("f").expect("open");
+        f.pwrite(&[1; 8192], 0).expect("two pages fit");
+        assert_eq!(disk.free_bytes().expect("free"), PAGE);
+        let full = f.pwrite(&[2; 8192], 8192).expect_err("a fourth page does not fit");
+        assert_eq!(full.raw_os_error(), Some(libc::ENOSPC));
+        assert_eq!(full.kind(), io::ErrorKind::StorageFull);
+        // Zeros and a shorter file give room back.
+        f.pwrite(&[0; 4096], 0).expect("zeros");
+        f.set_len(4096).expect("shrink");
+        assert_eq!(disk.free_bytes().expect("free"), 3 * PAGE);
+        f.pwrite(&[3; 4096], 4096).expect("room again");
+        // The log takes none of it, and keeps nothing.
+        let log = disk.open(wal::FILE_NAME).expect("log");
+        log.pwrite(&[4; 8 * 4096], 0).expect("the log is not capped");
+        let mut back = [9u8; 4096];
+        log.pread(&mut back, 4096).expect("read");
+        assert_eq!(back, [0u8; 4096]);
+        assert_eq!(log.len().expect("len"), 8 * 4096);
+        assert!(!disk.regains_room());
     }
 }
