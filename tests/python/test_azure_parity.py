@@ -4,7 +4,6 @@ named for what broke; through the SDK where it shows the difference, raw HTTP fo
 
 from __future__ import annotations
 
-import re
 from datetime import datetime, timedelta, timezone
 from urllib.parse import parse_qsl, urlencode
 
@@ -23,6 +22,7 @@ from azure.data.tables import (
 from azure.data.tables._models import LocationMode  # not exported, but what the SDK's tests use
 
 from conftest import ACCOUNT, JSON_NONE, KEY, assert_error, entity_path, sdk_error_code, unique_table_name
+from test_acl_service import assert_xml_error  # the helper only, not its tests
 
 UTC = timezone.utc
 CRED = AzureNamedKeyCredential(ACCOUNT, KEY)
@@ -30,18 +30,6 @@ XML = "application/xml"
 ACL = {"comp": "acl"}
 PROPS = {"restype": "service", "comp": "properties"}
 CHECK_URL = "Please check your account URL."
-
-
-def xml_code(r: requests.Response):
-    m = re.search(r"<Code>([^<]*)</Code>", r.text)
-    return m.group(1) if m else None
-
-
-def assert_xml_error(r: requests.Response, status: int, code: str):
-    detail = f"{r.request.method} {r.request.url} -> {r.status_code} {r.text[:300]!r}"
-    assert r.status_code == status, detail
-    assert r.headers.get("x-ms-error-code") == code, detail
-    assert xml_code(r) == code, detail
 
 
 # ---------------------------------------------------------------------------
