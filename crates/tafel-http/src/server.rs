@@ -220,7 +220,9 @@ fn lane(method: &Method, uri: &http::Uri) -> Lane {
         Method::POST if last == "$batch" => Lane::Batch,
         Method::GET => {
             let entity_set = last.ends_with("()") || !last.contains('(');
-            let tables = last.get(..6).is_some_and(|t| t.eq_ignore_ascii_case("tables"));
+            // The Tables collection is `Tables` or `Tables('name')`, exactly as
+            // `resource.rs` reads it: not any table whose name starts so.
+            let tables = last == "Tables" || last.starts_with("Tables(");
             let query = uri.query().unwrap_or_default();
             if entity_set && !tables && !query.contains("comp=") && !point_filter(query) {
                 Lane::Query
@@ -467,6 +469,19 @@ mod tests {
             (Method::PUT, "/devstoreaccount1/mytable(PartitionKey='a',RowKey='b')"),
         ] {
             assert_eq!(lane_of(method.clone(), uri), Lane::Serving, "{method} {uri}");
+        }
+    }
+
+    #[test]
+    fn a_table_named_tables_archive_is_scanned_on_the_query_runtime() {
+        // Its name starts with "Tables", which was taken for the Tables collection: its
+        // scans ran on a serving thread, holding up that thread's connections.
+        for uri in [
+            "/devstoreaccount1/TablesArchive()",
+            "/devstoreaccount1/tablesarchive",
+            "/devstoreaccount1/TablesArchive()?$filter=X%20eq%201",
+        ] {
+            assert_eq!(lane_of(Method::GET, uri), Lane::Query, "{uri}");
         }
     }
 }
