@@ -23,7 +23,7 @@
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -48,14 +48,52 @@ use tafel_protocol::Response;
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long shutdown waits for open requests to finish.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
-/// How long a connection accepted just before shutdown gets to send its first
-/// request: until it has, hyper's graceful shutdown takes it for idle and closes
-/// it, and its client sees the connection cut instead of an answer.
-const FIRST_REQUEST_GRACE: Duration = Duration::from_millis(250);
+/// How long shutdown waits, at most, for connections accepted before the listener
+/// closed to send their first request: until they have, hyper's graceful shutdown
+/// takes them for idle and closes them, and their clients see the connection cut
+/// instead of an answer. (A fixed 250 ms after the last accept was too short for a
+/// client starved of CPU on a loaded machine.)
+const FIRST_REQUEST_GRACE: Duration = Duration::from_secs(2);
 
-/// A connection handed to a serving thread: its socket, its peer, and its
-/// place among `--max-connections` (none for those accepted while stopping).
-type Handed = (std::net::TcpStream, SocketAddr, Option<OwnedSemaphorePermit>);
+/// A connection handed to a serving thread: its socket, its peer, its place among
+/// `--max-connections` (none for those accepted while stopping), and its count
+/// among those whose first request has not come.
+type Handed = (
+    std::net::TcpStream,
+    SocketAddr,
+    Option<OwnedSemaphorePermit>,
+    Arc<Fresh>,
+);
+
+/// Counts a connection among those yet to send their first request, until it does
+/// or ends; shutdown waits for that count to fall to zero (bounded).
+struct Fresh {
+    count: Arc<AtomicUsize>,
+    pending: AtomicBool,
+}
+
+impl Fresh {
+    fn new(count: &Arc<AtomicUsize>) -> Arc<Self> {
+        count.fetch_add(1, Ordering::Relaxed);
+        Arc::new(Fresh {
+            count: count.clone(),
+            pending: AtomicBool::new(true),
+        })
+    }
+
+    /// Its first request's head has come (or it ended).
+    fn arrived(&self) {
+        if self.pending.swap(false, Ordering::Relaxed) {
+            self.count.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
+impl Drop for Fresh {
+    fn drop(&mut self) {
+        self.arrived();
+    }
+}
 
 /// One serving thread as the acceptor sees it.
 struct Worker {
@@ -125,7 +163,7 @@ pub async fn serve(
         workers.push(Worker { conns: tx, open });
     }
     tokio::pin!(shutdown);
-    let mut last_accept = None;
+    let fresh = Arc::new(AtomicUsize::new(0));
     // At the limit, no more connections are accepted: they wait in the backlog.
     let slots = Arc::new(Semaphore::new(state.limits.settings.max_connections.max(1)));
     loop {
@@ -146,20 +184,19 @@ pub async fn serve(
                         continue;
                     }
                 };
-                last_accept = Some(tokio::time::Instant::now());
-                hand_over(&workers, stream, peer, Some(slot));
+                hand_over(&workers, stream, peer, Some(slot), &fresh);
             }
             () = &mut shutdown => break,
         }
     }
     // Connections the kernel has completed are served, not reset by the close.
     while let Ok(Ok((stream, peer))) = tokio::time::timeout(Duration::ZERO, listener.accept()).await {
-        last_accept = Some(tokio::time::Instant::now());
-        hand_over(&workers, stream, peer, slots.clone().try_acquire_owned().ok());
+        hand_over(&workers, stream, peer, slots.clone().try_acquire_owned().ok(), &fresh);
     }
     drop(listener);
-    if let Some(at) = last_accept {
-        tokio::time::sleep_until(at + FIRST_REQUEST_GRACE).await;
+    let grace = tokio::time::Instant::now() + FIRST_REQUEST_GRACE;
+    while fresh.load(Ordering::Relaxed) > 0 && tokio::time::Instant::now() < grace {
+        tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let _ = stop_tx.send(true);
     drop(workers);
@@ -177,7 +214,13 @@ pub async fn serve(
 }
 
 /// Gives a connection to the serving thread with the fewest open ones.
-fn hand_over(workers: &[Worker], stream: tokio::net::TcpStream, peer: SocketAddr, slot: Option<OwnedSemaphorePermit>) {
+fn hand_over(
+    workers: &[Worker],
+    stream: tokio::net::TcpStream,
+    peer: SocketAddr,
+    slot: Option<OwnedSemaphorePermit>,
+    fresh: &Arc<AtomicUsize>,
+) {
     let _ = stream.set_nodelay(true);
     let Some(worker) = workers.iter().min_by_key(|w| w.open.load(Ordering::Relaxed)) else {
         return;
@@ -187,7 +230,7 @@ fn hand_over(workers: &[Worker], stream: tokio::net::TcpStream, peer: SocketAddr
     match stream.into_std() {
         Ok(std) => {
             worker.open.fetch_add(1, Ordering::Relaxed);
-            if worker.conns.send((std, peer, slot)).is_err() {
+            if worker.conns.send((std, peer, slot, Fresh::new(fresh))).is_err() {
                 tracing::warn!("a serving thread has stopped");
             }
         }
@@ -311,7 +354,7 @@ async fn serve_thread(
     loop {
         tokio::select! {
             next = conns.recv() => {
-                let Some((stream, peer, slot)) = next else { break };
+                let Some((stream, peer, slot, fresh)) = next else { break };
                 let open = open.clone();
                 let stream = match stream.set_nonblocking(true).and_then(|()| tokio::net::TcpStream::from_std(stream)) {
                     Ok(s) => s,
@@ -329,12 +372,14 @@ async fn serve_thread(
                     match conn.tls.clone() {
                         None => {
                             let io = TokioIo::new(Metered::new(stream, charge.clone()));
-                            conn.serve(io, peer, false, &http, watcher, charge).await;
+                            let accepted = Accepted { peer, https: false, charge, fresh };
+                            conn.serve(io, &http, watcher, accepted).await;
                         }
                         Some(acceptor) => {
                             if let Some(tls) = handshake(&acceptor, stream, header_timeout).await {
                                 let io = TokioIo::new(Metered::new(tls, charge.clone()));
-                                conn.serve(io, peer, true, &http, watcher, charge).await;
+                                let accepted = Accepted { peer, https: true, charge, fresh };
+                                conn.serve(io, &http, watcher, accepted).await;
                             }
                         }
                     }
@@ -352,6 +397,15 @@ async fn serve_thread(
     }
 }
 
+/// One connection's own: its peer, whether it is TLS, its accounts with the head
+/// budget and with shutdown's wait for first requests.
+struct Accepted {
+    peer: SocketAddr,
+    https: bool,
+    charge: Arc<Charge>,
+    fresh: Arc<Fresh>,
+}
+
 /// What every connection of the server shares.
 #[derive(Clone)]
 struct ConnState {
@@ -362,21 +416,21 @@ struct ConnState {
 
 impl ConnState {
     /// Serves HTTP/1.1 on one connection, plain or TLS, until it closes.
-    async fn serve<I>(
-        &self,
-        io: I,
-        peer: SocketAddr,
-        https: bool,
-        http: &http1::Builder,
-        watcher: Watcher,
-        charge: Arc<Charge>,
-    ) where
+    async fn serve<I>(&self, io: I, http: &http1::Builder, watcher: Watcher, conn: Accepted)
+    where
         I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
     {
         let (state, long) = (self.state.clone(), self.long.clone());
+        let Accepted {
+            peer,
+            https,
+            charge,
+            fresh,
+        } = conn;
         let svc = service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
             // The head has arrived whole: it no longer counts against the head budget.
             charge.serving();
+            fresh.arrived();
             req.extensions_mut().insert(PeerAddr(peer));
             if https {
                 req.extensions_mut().insert(Https);
