@@ -119,41 +119,11 @@ impl Source {
     }
 }
 
-/// The subjectPublicKeyInfo (whole, as DER) of an X.509 version 1 certificate,
-/// whose TBSCertificate has no `[0] version` and reads: serialNumber, signature,
-/// issuer, validity, subject, subjectPublicKeyInfo. None for any other.
+/// The subjectPublicKeyInfo (whole, as DER) of an X.509 version 1 certificate;
+/// None for any other, or for bytes that are not a certificate.
 fn v1_public_key(cert: &[u8]) -> Option<&[u8]> {
-    let (_, certificate, _) = der_element(cert)?;
-    let (_, tbs, _) = der_element(certificate)?;
-    let mut rest = tbs;
-    for i in 0..6 {
-        let (tag, _, after) = der_element(rest)?;
-        if i == 0 && tag != 0x02 {
-            return None; // `[0] version` (0xa0): v2 or v3
-        }
-        if i == 5 {
-            return (tag == 0x30).then(|| &rest[..rest.len() - after.len()]);
-        }
-        rest = after;
-    }
-    None
-}
-
-/// One DER element of `der`: its tag, its contents, and what follows it.
-fn der_element(der: &[u8]) -> Option<(u8, &[u8], &[u8])> {
-    let (&tag, rest) = der.split_first()?;
-    let (&first, rest) = rest.split_first()?;
-    let (len, rest) = if first < 0x80 {
-        (usize::from(first), rest)
-    } else {
-        let n = usize::from(first & 0x7f);
-        if n == 0 || n > 4 || rest.len() < n {
-            return None;
-        }
-        let len = rest[..n].iter().fold(0usize, |acc, &b| (acc << 8) | usize::from(b));
-        (len, &rest[n..])
-    };
-    (rest.len() >= len).then(|| (tag, &rest[..len], &rest[len..]))
+    let (_, parsed) = x509_parser::parse_x509_certificate(cert).ok()?;
+    (parsed.version() == x509_parser::x509::X509Version::V1).then_some(parsed.tbs_certificate.subject_pki.raw)
 }
 
 /// The certificate every new handshake is given; replaced by [`Certificate::reload`].
