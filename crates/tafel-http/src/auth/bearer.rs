@@ -252,6 +252,14 @@ fn check_claims(
     Ok(())
 }
 
+/// The Entra tenant of an issuer as configuration writes it: the v1 form with or
+/// without its trailing `/`, or the v2 form.
+pub(super) fn issuer_tenant(issuer: &str) -> Option<String> {
+    entra_tenant(&format!("{issuer}/"))
+        .or_else(|| entra_tenant(issuer))
+        .map(str::to_owned)
+}
+
 /// The tenant of `https://sts.windows.net/<tenant>/` (v1 tokens) or
 /// `https://login.microsoftonline.com/<tenant>/v2.0` (v2 tokens).
 pub(super) fn entra_tenant(iss: &str) -> Option<&str> {

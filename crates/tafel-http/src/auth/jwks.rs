@@ -13,7 +13,7 @@ use hyper_util::rt::TokioExecutor;
 use jsonwebtoken::jwk::JwkSet;
 use jsonwebtoken::{Algorithm, DecodingKey};
 
-use super::bearer::entra_tenant;
+use super::bearer::issuer_tenant;
 
 /// Where the keys come from.
 #[derive(Debug, Clone)]
@@ -99,15 +99,12 @@ impl Keys {
 /// every tenant (`--oauth-tenant` narrows which are accepted).
 fn signs_for(issuer: &str, iss: &str) -> bool {
     let iss = iss.trim_end_matches('/');
-    match (
-        entra_tenant(&format!("{issuer}/")).or_else(|| entra_tenant(issuer)),
-        entra_tenant(&format!("{iss}/")).or_else(|| entra_tenant(iss)),
-    ) {
+    match (issuer_tenant(issuer), issuer_tenant(iss)) {
         (Some(bound), Some(claimed)) => {
-            bound.eq_ignore_ascii_case(claimed)
+            bound.eq_ignore_ascii_case(&claimed)
                 || ["common", "organizations"]
                     .iter()
-                    .any(|t| t.eq_ignore_ascii_case(bound))
+                    .any(|t| t.eq_ignore_ascii_case(&bound))
         }
         _ => issuer == iss,
     }

@@ -20,7 +20,7 @@ use serde::Deserialize;
 use serde_json::Value;
 use tafel_service::{TableRole, TokenGrant};
 
-use super::bearer::entra_tenant;
+use super::bearer::{entra_tenant, issuer_tenant};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -159,8 +159,7 @@ fn issued_by(issuer: Option<&str>, iss: &str) -> bool {
         Some(want) => {
             let want = want.trim_end_matches('/');
             want == iss.trim_end_matches('/')
-                || entra_tenant(&format!("{want}/"))
-                    .or_else(|| entra_tenant(want))
+                || issuer_tenant(want)
                     .zip(entra)
                     .is_some_and(|(a, b)| a.eq_ignore_ascii_case(b))
         }
