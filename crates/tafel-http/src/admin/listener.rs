@@ -152,10 +152,8 @@ pub const MAX_CONNECTIONS: usize = 64;
 /// Whether `host` (a `Host` header) names this machine: `localhost` or a name
 /// under it, or a loopback address, with any port.
 fn local_host(host: &str) -> bool {
-    let name = match host.strip_prefix('[') {
-        Some(v6) => v6.split(']').next().unwrap_or_default(),
-        None => host.rsplit_once(':').map_or(host, |(name, _)| name),
-    };
+    let name = crate::addressing::hostname(host);
+    let name = name.trim_start_matches('[').trim_end_matches(']');
     let name = name.trim_end_matches('.').to_ascii_lowercase();
     name == "localhost"
         || name.ends_with(".localhost")
