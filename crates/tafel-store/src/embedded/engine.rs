@@ -50,6 +50,11 @@ pub(super) fn open_db(disk: &dyn Disk, cache_size: usize) -> Result<(Database, D
         .set_cache_size(cache_size)
         .create_with_backend(file)
         .map_err(be)?;
+    // A new store's header (redb writes its magic number last) goes to disk
+    // before the log or the header copy is written: a file without the magic
+    // number is taken as never created only while they are untouched, and the
+    // flusher could otherwise lag behind the log's first write.
+    durable.wait(durable.last_requested()).map_err(be)?;
     Ok((db, durable))
 }
 

@@ -25,7 +25,7 @@ use super::disk::{Disk, DiskFile};
 
 const COPY_FILE: &str = "tafel.redb.header";
 /// redb's magic number, the first bytes of its file.
-const MAGIC: [u8; 9] = [b'r', b'e', b'd', b'b', 0x1A, 0x0A, 0xA9, 0x0D, 0x0A];
+pub(super) const MAGIC: [u8; 9] = [b'r', b'e', b'd', b'b', 0x1A, 0x0A, 0xA9, 0x0D, 0x0A];
 /// Bytes of the file read at open as the synced header: redb's header fits.
 const FIRST_PAGE: usize = 4096;
 

@@ -44,6 +44,9 @@ pub(super) struct Faults {
     pub(super) capacity: Option<u64>,
     /// Every sync of the file of this name fails with EIO.
     pub(super) failing_sync: Option<&'static str>,
+    /// Every write to the file of this name first takes this long (a slow
+    /// disk, or a thread the scheduler left waiting).
+    pub(super) slow_writes: Option<(&'static str, std::time::Duration)>,
 }
 
 #[derive(Default)]
@@ -146,9 +149,30 @@ impl SimDisk {
         out
     }
 
+    /// The index of the first write to the file `name`, if any.
+    pub(super) fn first_write_to(&self, name: &str) -> Option<usize> {
+        let sim = self.lock();
+        let id = sim.names.iter().position(|n| n == name)?;
+        sim.trace
+            .iter()
+            .position(|e| matches!(e, Event::Write { file, .. } if *file == id))
+    }
+
+    /// The files as a power loss right after the first `cut` events leaves
+    /// them if it loses every write not yet synced.
+    pub(super) fn synced(&self, cut: usize) -> Image {
+        self.power_loss_with(cut, |_, _| {})
+    }
+
     /// The files as a power loss right after the first `cut` events leaves
     /// them, the unsynced writes' fate drawn from `rng`.
     pub(super) fn power_loss(&self, cut: usize, rng: &mut fastrand::Rng) -> Image {
+        self.power_loss_with(cut, |file, ops| lose(file, ops, rng))
+    }
+
+    /// The files after the first `cut` events, `fate` applying to each what
+    /// of its writes since its last sync survives.
+    fn power_loss_with(&self, cut: usize, mut fate: impl FnMut(&mut Vec<u8>, &[&Event])) -> Image {
         let sim = self.lock();
         let mut durable = sim.base.clone();
         durable.resize(sim.names.len(), Vec::new());
@@ -165,7 +189,7 @@ impl SimDisk {
             }
         }
         for (file, ops) in pending.iter().enumerate() {
-            lose(&mut durable[file], ops, rng);
+            fate(&mut durable[file], ops);
         }
         sim.names.iter().cloned().zip(durable).collect()
     }
@@ -262,6 +286,13 @@ struct SimFile {
 
 impl SimFile {
     fn write(&self, offset: u64, data: Vec<u8>) -> io::Result<()> {
+        let slow = {
+            let sim = self.disk.lock();
+            sim.faults.slow_writes.filter(|(name, _)| sim.names[self.id] == *name)
+        };
+        if let Some((_, delay)) = slow {
+            std::thread::sleep(delay);
+        }
         let mut sim = self.disk.lock();
         let end = offset + data.len() as u64;
         let grows = end.saturating_sub(sim.written[self.id]);

@@ -226,10 +226,13 @@ async fn concurrent_inserts_of_neighbouring_keys_never_give_up() {
 /// at SERIALIZABLE neighbouring keys (a new partition's rows, an import) no longer
 /// conflict on the index page they share (they did, every few inserts, when each
 /// read its key first). Under READ COMMITTED nothing conflicts either way.
+/// A database of its own: other tests' read-write transactions on the shared
+/// entity index (predicate locks per page, or per index once they are many)
+/// made these inserts conflict now and then.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn inserts_of_neighbouring_keys_expecting_them_absent_do_not_conflict() {
     let Some(url) = url() else { return };
-    let s = Arc::new(pg(&url).await);
+    let s = Arc::new(pg(&fresh_database(&url).await).await);
     let a = account();
     s.create_table(&a, "seq").await.unwrap();
     let mut tasks = Vec::new();
