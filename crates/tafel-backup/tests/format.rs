@@ -1,6 +1,8 @@
 //! The backup file refuses every truncation of a small backup, and every
 //! flipped byte that changes what it holds, and reads back exactly what was written.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test crate: a failed step fails the test
+
 use tafel_backup::format::{Item, Writer};
 use tafel_backup::{info_now, BackupError, Reader};
 use tafel_store::{EntityKey, RowSink, TableRecord};

@@ -5,7 +5,7 @@ use serde_json::{json, Value};
 
 /// A latency histogram in microseconds (1 µs .. 10 min, 3 significant digits).
 pub fn new_hist() -> Histogram<u64> {
-    // Constant, valid bounds: this cannot fail.
+    #[allow(clippy::expect_used, reason = "constant, valid bounds: this cannot fail")]
     Histogram::new_with_bounds(1, 600_000_000, 3).expect("valid histogram bounds")
 }
 

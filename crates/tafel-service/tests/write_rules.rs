@@ -3,6 +3,8 @@
 //! after a merge, and all-or-nothing writes of several entities. The Python suite checks
 //! the same rules through the SDKs; these run in milliseconds and name the rule that broke.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test crate: a failed step fails the test
+
 use std::sync::Arc;
 
 use tafel_service::model::{codec, etag_for, DateTime, Entity, Value};

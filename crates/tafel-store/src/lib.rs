@@ -8,6 +8,12 @@
 //! merging and conditional checks are decided by the service layer through the
 //! closures it hands to [`Store::scan_into`] and [`Store::write_entities`].
 
+// A panic in a backend's engine or in the service's closures is caught and
+// answered as an error (`embedded/schema.rs` `guarded`, the writer's decisions,
+// the PostgreSQL write path): that needs unwinding.
+#[cfg(panic = "abort")]
+compile_error!("tafel-store catches panics to answer them as errors: build with panic = \"unwind\"");
+
 #[cfg(feature = "embedded")]
 pub mod embedded;
 pub mod error;

@@ -72,7 +72,7 @@ impl<'r, S: RowSink + ?Sized> PageBuilder<'r, S> {
         let request = self.request;
         self.examined = self.examined.wrapping_add(1);
         self.scanned += 1;
-        if self.examined % DEADLINE_EVERY == 0 && request.deadline.is_some_and(|d| Instant::now() >= d) {
+        if self.examined.is_multiple_of(DEADLINE_EVERY) && request.deadline.is_some_and(|d| Instant::now() >= d) {
             return Some(stop_at(key));
         }
         if !matched {

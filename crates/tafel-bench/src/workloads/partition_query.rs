@@ -39,7 +39,7 @@ impl Bench {
                 data::PARTITION_PREDICATE_MIN
             );
             let base = format!("/{}()?$filter={}", self.data_table, encode_query(&filter));
-            let full_check = self.cfg.verify && t.ops % 8 == 0;
+            let full_check = self.cfg.verify && t.ops.is_multiple_of(8);
             let mut matched = 0;
             let mut checks = Vec::new();
             let t0 = Instant::now();

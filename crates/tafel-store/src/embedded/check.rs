@@ -190,7 +190,7 @@ fn walk(db: &Database, report: &mut CheckReport, progress: &mut dyn FnMut(u64)) 
         let k = k.value();
         report.entities += 1;
         report.bytes += v.value().len() as u64;
-        if report.entities % 65_536 == 0 {
+        if report.entities.is_multiple_of(65_536) {
             progress(report.entities);
         }
         let intact = !sealed || checked(k, v.value()).is_some();

@@ -154,7 +154,7 @@ mod tests {
                     .expect("write");
             }
             // Rows with an even value: 3 of 5.
-            let filter: crate::traits::RowFilter = Arc::new(|_, v: &[u8]| v[0] % 2 == 0);
+            let filter: crate::traits::RowFilter = Arc::new(|_, v: &[u8]| v[0].is_multiple_of(2));
             let request = ScanRequest {
                 ranges: vec![KeyRange::all()],
                 limit: 100,

@@ -85,7 +85,7 @@ fn new_rows_between_existing_rows_all_land_and_replay() {
         let store = open(dir.path());
         store.create_table(ACCOUNT, "t").await.expect("create");
         // Every tenth row, and every even one from 100 on.
-        let existing = |i: usize| i % 10 == 0 || (i >= 100 && i % 2 == 0);
+        let existing = |i: usize| i.is_multiple_of(10) || (i >= 100 && i.is_multiple_of(2));
         let old: Vec<usize> = (0..200).filter(|&i| existing(i)).collect();
         put(&store, &old, 1, 300).await;
         // From here on the redb file stays as it is on disk: what the next write

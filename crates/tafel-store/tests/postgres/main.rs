@@ -5,6 +5,8 @@
 //! embedded store's. The tests are grouped by what they exercise, one module
 //! each; the helpers here serve them all.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test crate: a failed step fails the test
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
