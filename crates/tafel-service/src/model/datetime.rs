@@ -187,6 +187,9 @@ fn days_in_month(y: i64, m: i64) -> i64 {
 }
 
 /// Days since 0001-01-01 (proleptic Gregorian), after H. Hinnant's algorithm.
+/// Written here rather than taken from the `time` crate (which the access log
+/// and the bench use): this runs for every Timestamp encoded, and must map every
+/// i64 of ticks, where `time`'s dates stop at year 9999.
 fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
     let y = if m <= 2 { y - 1 } else { y };
     let era = y.div_euclid(400);
