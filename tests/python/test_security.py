@@ -120,7 +120,7 @@ def test_unauthenticated_clients_declaring_large_bodies_do_not_stall_writes(_wor
         started = time.monotonic()
         client.create_entity({"PartitionKey": "p", "RowKey": "r", "V": 1})
         took = time.monotonic() - started
-        assert took < 1.0, f"an authenticated write waited {took:.1f} s behind unauthenticated bodies"
+        assert took < 2.0, f"an authenticated write waited {took:.1f} s behind unauthenticated bodies"
         # The unauthenticated ones are answered 403 once their (absent) body stops coming.
         held[0].settimeout(10)
         head = held[0].recv(4096).decode(errors="replace")
