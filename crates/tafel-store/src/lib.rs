@@ -20,7 +20,7 @@ pub mod error;
 pub mod key;
 // The scans of both backends use it; a build with neither has no scan.
 #[cfg_attr(not(any(feature = "embedded", feature = "postgres")), allow(dead_code))]
-mod page;
+mod paging;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 mod snapshot;

@@ -10,7 +10,7 @@ use super::schema::{be, decode_table, guarded, row_key};
 use super::table_ids::TableIds;
 use crate::error::StoreError;
 use crate::key::KeyRef;
-use crate::page::PageBuilder;
+use crate::paging::PageBuilder;
 use crate::stats::RowCounts;
 use crate::traits::{RowSink, ScanEnd, ScanRequest};
 

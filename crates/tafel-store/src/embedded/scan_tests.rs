@@ -271,7 +271,7 @@ fn a_page_of_large_rows_ends_early_at_its_byte_limit() {
             .scan_entities(ACCOUNT, "big", request(1000, None))
             .await
             .expect("scan");
-        let per_page = crate::page::MAX_PAGE_BYTES >> 20;
+        let per_page = crate::paging::MAX_PAGE_BYTES >> 20;
         assert_eq!(
             page.rows.len(),
             per_page,

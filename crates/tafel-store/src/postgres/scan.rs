@@ -11,7 +11,7 @@ use super::schema;
 use super::txn::DbError;
 use crate::error::StoreError;
 use crate::key::KeyRef;
-use crate::page::PageBuilder;
+use crate::paging::PageBuilder;
 use crate::stats::RowCounts;
 use crate::traits::{ScanEnd, ScanRequest};
 
