@@ -1,12 +1,13 @@
 //! Scans: one page of rows from the published snapshot, pulled ahead and prefetched.
 
+use std::cell::Cell;
 use std::collections::VecDeque;
 use std::ops::Bound;
 use std::time::{Duration, Instant};
 
 use super::checksums::{payload, unseal};
 use super::commit::Snapshot;
-use super::schema::{be, decode_table, guarded, row_key};
+use super::schema::{be, decode_table, guarded, guarded_from, row_key};
 use super::table_ids::TableIds;
 use crate::error::StoreError;
 use crate::key::KeyRef;
@@ -108,9 +109,11 @@ pub(super) async fn scan(
         })?;
         // A slice at a time behind one guard (see `schema::guarded`): a guard
         // around each row kept redb's iterator from being inlined into the
-        // loop, and cost scans a quarter of their speed.
+        // loop, and cost scans a quarter of their speed. A panic while the
+        // service's filter or the encoder runs is a bug of ours, not damage.
+        let ours = Cell::new(false);
         loop {
-            match guarded(|| rows.run(&mut page, Instant::now() + SCAN_SLICE))? {
+            match guarded_from(&ours, || rows.run(&mut page, Instant::now() + SCAN_SLICE, &ours))? {
                 Slice::PageEnded(end) => return Ok(end),
                 Slice::RangeEnded => break,
                 Slice::TimeUp => tokio::task::yield_now().await,
@@ -154,7 +157,13 @@ impl<'a> RangeScan<'a> {
     /// lines prefetched, and filtered halfway (FILTER_AT) with the rest of a
     /// match prefetched: a scan of a table larger than the CPU cache otherwise
     /// waits on one miss per row, and on several per row it encodes.
-    fn run<S: RowSink + ?Sized>(&mut self, page: &mut PageBuilder<'_, S>, until: Instant) -> Result<Slice, StoreError> {
+    /// `ours` is set while the service's filter or the page's sink runs.
+    fn run<S: RowSink + ?Sized>(
+        &mut self,
+        page: &mut PageBuilder<'_, S>,
+        until: Instant,
+        ours: &Cell<bool>,
+    ) -> Result<Slice, StoreError> {
         let prefix = self.table_prefix;
         let in_table = |k: &[u8]| k.starts_with(&prefix);
         let mut since_check = 0u32;
@@ -175,7 +184,10 @@ impl<'a> RangeScan<'a> {
                 if in_table(k.value()) {
                     // Checked here, where the filter reads the row anyway; a
                     // damaged row fails the scan rather than match or show wrongly.
-                    let m = page.matches(entity_key(k.value()), unseal(k.value(), v.value())?);
+                    let value = unseal(k.value(), v.value())?;
+                    ours.set(true);
+                    let m = page.matches(entity_key(k.value()), value);
+                    ours.set(false);
                     *matched = Some(m);
                 }
             }
@@ -187,13 +199,14 @@ impl<'a> RangeScan<'a> {
             }
             let key = entity_key(k.value());
             let (value, matched) = match *matched {
-                Some(m) => (payload(v.value()), m),
-                None => {
-                    let value = unseal(k.value(), v.value())?;
-                    (value, page.matches(key, value))
-                }
+                Some(m) => (payload(v.value()), Some(m)),
+                None => (unseal(k.value(), v.value())?, None),
             };
-            if let Some(end) = page.offer_matched(key, value, matched) {
+            ours.set(true);
+            let matched = matched.unwrap_or_else(|| page.matches(key, value));
+            let ended = page.offer_matched(key, value, matched);
+            ours.set(false);
+            if let Some(end) = ended {
                 return Ok(Slice::PageEnded(end));
             }
             self.ahead.pop_front();

@@ -281,3 +281,31 @@ fn a_page_of_large_rows_ends_early_at_its_byte_limit() {
         assert_eq!(next.keys().1, format!("r{per_page:03}"));
     });
 }
+
+/// A panic in the service's filter ran inside the scan's guard against damaged
+/// pages and was reported as a corrupt store, sending operators to `tafel check`
+/// for a bug of ours.
+#[test]
+fn a_panicking_filter_is_reported_as_a_bug_not_as_damage() {
+    let dir = tempdir().expect("temp dir");
+    runtime().block_on(async {
+        let store = open(dir.path());
+        assert!(store.create_table(ACCOUNT, "t").await.expect("create"));
+        fill(&store, "t", "p", 30).await;
+        for at in [0u8, 20] {
+            let filter: RowFilter = Arc::new(move |_, v: &[u8]| if v[0] == at { panic!("filter bug") } else { true });
+            match store.scan_entities(ACCOUNT, "t", request(1000, Some(filter))).await {
+                Err(crate::StoreError::Backend(b)) => assert_eq!(b.kind, crate::error::FailureKind::Internal, "{b}"),
+                Err(other) => panic!("{other}"),
+                Ok(_) => panic!("a panicking filter failed no scan"),
+            }
+        }
+        // The store itself is fine: the same scan without the filter reads every row.
+        let page = store
+            .scan_entities(ACCOUNT, "t", request(1000, None))
+            .await
+            .expect("scan");
+        assert_eq!(page.rows.len(), 30);
+        store.shutdown().await.expect("shutdown");
+    });
+}

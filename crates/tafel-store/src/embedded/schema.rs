@@ -1,5 +1,7 @@
 //! The redb tables of the embedded store and how keys and table records are laid out in them.
 
+use std::cell::Cell;
+
 use redb::TableDefinition;
 
 use super::checksums::unseal;
@@ -105,6 +107,20 @@ pub(super) fn backend_error<E: std::error::Error + Send + Sync + 'static>(e: E) 
 /// of failing, and a panic must not take a request, or the writer, with it.
 pub(super) fn guarded<T>(read: impl FnOnce() -> Result<T, StoreError>) -> Result<T, StoreError> {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(read)).unwrap_or_else(|_| Err(garbage().into()))
+}
+
+/// [`guarded`], for a read that also runs our own code (the service's filter,
+/// the encoder): a panic while `ours` is set is a bug, reported as one.
+pub(super) fn guarded_from<T>(
+    ours: &Cell<bool>,
+    read: impl FnOnce() -> Result<T, StoreError>,
+) -> Result<T, StoreError> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(read)).unwrap_or_else(|_| {
+        Err(match ours.replace(false) {
+            true => StoreError::failure(FailureKind::Internal, "a scan's filter or encoder panicked (a bug)"),
+            false => garbage().into(),
+        })
+    })
 }
 
 pub(super) fn garbage() -> BackendError {

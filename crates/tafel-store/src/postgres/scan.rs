@@ -5,11 +5,13 @@
 //! instant either; a table deleted mid-page ends the page with TableNotFound.
 //! Its paging rules are every backend's ([`PageBuilder`]).
 
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
 use deadpool_postgres::Client;
 
 use super::schema;
 use super::txn::DbError;
-use crate::error::StoreError;
+use crate::error::{FailureKind, StoreError};
 use crate::key::KeyRef;
 use crate::paging::PageBuilder;
 use crate::stats::RowCounts;
@@ -67,18 +69,28 @@ pub async fn scan(
                 return Err(StoreError::TableNotFound.into());
             }
             looked_up = true;
-            let mut got = 0;
-            for row in &chunk {
-                // The table's row with nothing joined: no entity in the range.
-                let Some(key) = row.try_get::<_, Option<&[u8]>>(0)? else {
-                    break;
-                };
-                let value: &[u8] = row.try_get(1)?;
-                got += 1;
-                if let Some(end) = page.offer(KeyRef::new(key), value) {
-                    drop(page);
-                    return Ok((rows, end));
+            // The service's filter runs in `offer`: a panic there is a bug of
+            // ours, answered as one rather than taking the connection with it.
+            let offered = catch_unwind(AssertUnwindSafe(|| -> Result<_, DbError> {
+                let mut got = 0;
+                for row in &chunk {
+                    // The table's row with nothing joined: no entity in the range.
+                    let Some(key) = row.try_get::<_, Option<&[u8]>>(0)? else {
+                        break;
+                    };
+                    let value: &[u8] = row.try_get(1)?;
+                    got += 1;
+                    if let Some(end) = page.offer(KeyRef::new(key), value) {
+                        return Ok((got, Some(end)));
+                    }
                 }
+                Ok((got, None))
+            }))
+            .map_err(|_| StoreError::failure(FailureKind::Internal, "a scan's filter panicked (a bug)"))?;
+            let (got, ended) = offered?;
+            if let Some(end) = ended {
+                drop(page);
+                return Ok((rows, end));
             }
             if got < n {
                 break;

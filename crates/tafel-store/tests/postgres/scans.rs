@@ -121,3 +121,23 @@ async fn scans_page_exactly_like_the_embedded_store() {
     drop(e);
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// A panic in the service's filter during a scan went up through the backend
+/// and took the request's task with it; it is answered as a bug of ours.
+#[tokio::test]
+async fn a_panicking_filter_is_reported_as_a_bug() {
+    let Some(url) = url() else { return };
+    let s = pg(&url).await;
+    let a = account();
+    s.create_table(&a, "t").await.unwrap();
+    for r in ["a", "b", "c"] {
+        put(&s, &a, "t", "p", r, &[1]).await;
+    }
+    let filter: RowFilter = Arc::new(|k, _| if k.keys().1 == "b" { panic!("filter bug") } else { true });
+    match s.scan_entities(&a, "t", all(100, Some(filter))).await {
+        Err(StoreError::Backend(b)) => assert_eq!(b.kind, tafel_store::FailureKind::Internal, "{b}"),
+        Err(other) => panic!("{other}"),
+        Ok(_) => panic!("a panicking filter failed no scan"),
+    }
+    assert_eq!(s.scan_entities(&a, "t", all(100, None)).await.unwrap().rows.len(), 3);
+}
