@@ -6,7 +6,7 @@
 //! life. Requests are short and connections are many, so a work-stealing
 //! scheduler has little to balance; on 2 cores with many point reads in flight,
 //! tokio's left part of the machine idle and served fewer reads
-//! (BENCHMARKS.md, "Numbers formerly in code comments": Serving threads).
+//! (BENCHMARKS.md, "Serving threads against a work-stealing runtime").
 //!
 //! Requests that run long are handed to work-stealing runtimes with a worker per
 //! core, so they use every core however few serving threads there are, and never
@@ -17,8 +17,7 @@
 //! p99. Queries and `$batch` get a runtime each: a query's scan runs on its
 //! worker in 10 ms slices (the store's `SCAN_SLICE`), and a batch waiting for
 //! its turn behind every runnable scan took far longer than one the kernel
-//! schedules beside them (BENCHMARKS.md, "Numbers formerly in code comments":
-//! Runtimes for long requests).
+//! schedules beside them (BENCHMARKS.md, "Long requests on runtimes of their own").
 
 use std::convert::Infallible;
 use std::future::Future;

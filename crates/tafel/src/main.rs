@@ -27,7 +27,7 @@ use tafel_service::Service;
 
 // Request handling allocates many short-lived buffers from every runtime thread,
 // and glibc's malloc was a large share of the workers' time under load
-// (BENCHMARKS.md, "Numbers formerly in code comments": mimalloc).
+// (BENCHMARKS.md, "mimalloc against glibc malloc").
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -129,8 +129,8 @@ enum ConfigCommand {
 /// Turns transparent huge pages off for this process. The allocator hands the
 /// store's writer thread fresh memory as redb's dirty pages come and go, and the
 /// kernel zeroed it a huge page at a time on first touch, stalling group commits
-/// and with them the writes' p99 (BENCHMARKS.md, "Numbers formerly in code comments":
-/// Transparent huge pages). mimalloc's `MIMALLOC_ALLOW_THP=0` does the same.
+/// and with them the writes' p99 (BENCHMARKS.md, "Transparent huge pages on and
+/// off"). mimalloc's `MIMALLOC_ALLOW_THP=0` does the same.
 #[cfg(target_os = "linux")]
 fn disable_transparent_huge_pages() {
     // Called before any other thread starts: threads inherit the flag.

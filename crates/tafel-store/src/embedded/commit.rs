@@ -99,8 +99,7 @@ pub(super) struct Checkpoint {
     /// writes tens of megabytes, the log's syncs share the disk with it and take
     /// several times as long: under small writes that slows far more of them
     /// than the wait stalls (those in flight), under batches the other way round
-    /// (BENCHMARKS.md, "Numbers formerly in code comments": Checkpoints by the
-    /// writes' size).
+    /// (BENCHMARKS.md, "Checkpoints every 48 MiB against 16 under small writes and batches").
     pub(super) on_disk_first: bool,
 }
 
@@ -139,9 +138,9 @@ impl Committed {
 /// state left redb 4.5 with its oldest unprocessed non-durable commit pinned:
 /// every later non-durable commit rescanned the pages freed by all those since,
 /// until the next checkpoint, so each cost more than the last (BENCHMARKS.md,
-/// "Numbers formerly in code comments": Checkpoints wait until readers see every
-/// commit). A long checkpoint gave the log time to catch up; a short one right
-/// after a commit did not.
+/// "Merges with and without checkpoints waiting for readers"). A long
+/// checkpoint gave the log time to catch up; a short one right after a commit
+/// did not.
 pub(super) fn wait_published(to_log: &mpsc::Sender<Committed>) {
     let (tx, rx) = mpsc::sync_channel(1);
     let marker = Committed {

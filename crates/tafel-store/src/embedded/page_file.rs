@@ -6,7 +6,7 @@
 //! and then syncs; all of it on our single writer thread, which meanwhile
 //! applies no writes (under batch inserts, most of its time). A checkpoint's
 //! thousands of pages fall into about a hundred contiguous runs
-//! (BENCHMARKS.md, "Numbers formerly in code comments": Checkpoint pages in sorted runs).
+//! (BENCHMARKS.md, "Checkpoint pages in sorted runs against a write per page").
 //!
 //! So page writes are held in memory, and each `sync_data` closes an *epoch*:
 //! the pages written since the last one, then a sync. A flusher thread writes
@@ -290,7 +290,7 @@ const WRITEBACK_CHUNK: u64 = 1 << 20;
 /// epoch's `fdatasync`. But when the log waits for the sync, no log `fdatasync`
 /// competes, and waiting for each chunk made a checkpoint of small writes take
 /// markedly longer, so then the pages go to the disk all at once
-/// (BENCHMARKS.md, "Numbers formerly in code comments": Writeback in chunks).
+/// (BENCHMARKS.md, "Checkpoint writeback in chunks against all at once").
 struct Writeback<'a> {
     hurry: &'a dyn Fn() -> bool,
     /// The byte range written since the last chunk was sent, and how many

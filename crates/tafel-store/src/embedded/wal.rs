@@ -1,7 +1,7 @@
 //! The write-ahead log: how a group of writes becomes durable with one small
 //! sequential write and one `fdatasync`, instead of a durable redb commit, which
 //! writes every dirty B-tree page and costs far more CPU per group
-//! (BENCHMARKS.md, "Numbers formerly in code comments": Write-ahead log).
+//! (BENCHMARKS.md, "A log record against a durable commit per group").
 //!
 //! Protocol (see the writer in `mod.rs` and the log thread in `commit.rs`):
 //! - Each group's redb transaction records, besides its changes, `wal_seq = n`
