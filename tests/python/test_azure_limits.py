@@ -126,7 +126,7 @@ def test_a_query_counts_the_entities_it_returned(limited):
 
 
 def test_the_sdk_retry_policy_rides_out_server_busy(limited):
-    srv = limited("--partition-limit", "5")
+    srv = limited("--partition-limit", "2")
     table = new_table(srv)
     insert_until_busy(srv, table, lambda i: "p", 100)
     statuses = []
