@@ -125,6 +125,17 @@ def test_a_query_counts_the_entities_it_returned(limited):
     assert_busy(r, ACCOUNT_MESSAGE)
 
 
+def test_a_query_of_one_partition_counts_against_that_partition(limited):
+    srv = limited("--partition-limit", "50")
+    table = new_table(srv)
+    with sdk_table(srv, table, retry_total=0) as client:
+        client.submit_transaction([("create", {"PartitionKey": "q", "RowKey": f"{i:03}"}) for i in range(100)])
+        time.sleep(2.2)  # the batch's debt paid
+        assert len(list(client.query_entities("PartitionKey eq 'q' and RowKey ge '000'"))) == 100
+    assert_busy(insert(srv, table, "q"), PARTITION_MESSAGE)
+    assert insert(srv, table, "other").status_code in (201, 204)
+
+
 def test_the_sdk_retry_policy_rides_out_server_busy(limited):
     srv = limited("--partition-limit", "2")
     table = new_table(srv)

@@ -5,8 +5,8 @@
 //! batch insert that contains 100 entities would count as 100 entities"; a
 //! partition's target uses "the same counting". A query's entities are known only
 //! once it has run ([`Response::entities`](crate::Response)), so the caller
-//! charges them after the fact and the partition's or account's *next* requests
-//! are refused.
+//! charges them after the fact (to the account, and to the partition when its
+//! filter pins one) and the *next* requests are refused.
 //!
 //! Only called while the limits are on; it may parse an insert's or a batch's
 //! body a second time (the handler parses it again), which costs nothing when off.
@@ -14,7 +14,11 @@
 use http::Method;
 use serde::Deserialize;
 
+use tafel_service::model::Value;
+use tafel_service::query::{CompareOp, Expr};
+
 use crate::batch::{parse_batch, BatchKind};
+use crate::filter::parse_filter;
 use crate::request::Request;
 use crate::resource::{self, Resource};
 
@@ -57,7 +61,7 @@ pub fn of(account: &str, req: &Request) -> Charge {
         Resource::EntitySet(table) | Resource::BelowTable(table) => match req.method {
             Method::GET | Method::HEAD => Charge {
                 table: Some(table),
-                partition: None,
+                partition: req.param("$filter").and_then(queried_partition),
                 entities: 0,
                 query: true,
             },
@@ -105,6 +109,24 @@ fn batch(account: &str, req: &Request) -> Charge {
         }
     }
     charge
+}
+
+/// The one PartitionKey a query's filter pins (`PartitionKey eq 'p'`, alone or
+/// in a conjunction): the query then counts against that partition as well.
+fn queried_partition(filter: &str) -> Option<String> {
+    fn pinned(e: &Expr) -> Option<&str> {
+        match e {
+            Expr::Compare {
+                property,
+                op: CompareOp::Eq,
+                value: Value::String(pk),
+            } if property == "PartitionKey" => Some(pk),
+            Expr::And(all) => all.iter().find_map(pinned),
+            _ => None,
+        }
+    }
+    let expr = parse_filter(filter).ok()?;
+    pinned(&expr).map(str::to_owned)
 }
 
 /// The PartitionKey of an insert's JSON body, if it has a string one.
@@ -155,6 +177,15 @@ mod tests {
         let c = of("acct", &request(Method::GET, "/t()", ""));
         assert!(c.query);
         assert_eq!(c.entities, 0);
+    }
+
+    #[test]
+    fn a_query_of_one_partition_counts_against_it() {
+        let mut req = request(Method::GET, "/t()", "");
+        req.query = vec![("$filter".into(), "RowKey gt '1' and PartitionKey eq 'p'".into())];
+        assert_eq!(of("acct", &req).partition.as_deref(), Some("p"));
+        req.query = vec![("$filter".into(), "PartitionKey eq 'p' or PartitionKey eq 'q'".into())];
+        assert_eq!(of("acct", &req).partition, None);
     }
 
     #[test]
