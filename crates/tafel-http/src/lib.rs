@@ -13,6 +13,7 @@ mod head_budget;
 pub mod limits;
 mod pipeline;
 pub mod server;
+pub mod throttle;
 pub mod tls;
 
 pub use accounts::Accounts;

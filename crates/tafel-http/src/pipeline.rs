@@ -23,6 +23,7 @@ use crate::auth::{self, Signed};
 use crate::body;
 use crate::cors;
 use crate::limits::Limits;
+use crate::throttle::Throttle;
 
 /// The version we answer with when the client sent none.
 pub(crate) const DEFAULT_VERSION: &str = "2019-02-02";
@@ -39,6 +40,8 @@ pub struct AppState {
     pub explorer: Option<SocketAddr>,
     /// Connections, body memory, timeouts.
     pub limits: Limits,
+    /// Azure's scalability targets, when `--azure-limits` is on.
+    pub throttle: Option<Throttle>,
 }
 
 /// The client's address, put in each request's extensions by the server.
@@ -332,7 +335,17 @@ async fn run(state: &AppState, req: hyper::Request<Incoming>, meta: &mut Meta) -
         request_id: meta.request_id.clone(),
         secondary: address.secondary,
     };
-    tafel_protocol::handle(&state.service, &cx, &request).await
+    // Off by default: then this is the one check the request pays.
+    let Some(throttle) = &state.throttle else {
+        return tafel_protocol::handle(&state.service, &cx, &request).await;
+    };
+    let charge = tafel_protocol::charge::of(&cx.caller.account, &request);
+    throttle.admit(&cx.caller.account, &charge)?;
+    let resp = tafel_protocol::handle(&state.service, &cx, &request).await;
+    if let (true, Ok(r)) = (charge.query, &resp) {
+        throttle.settle(&cx.caller.account, &charge, r.entities);
+    }
+    resp
 }
 
 /// Names the operation (and, for the access log, the table) the request asks for.

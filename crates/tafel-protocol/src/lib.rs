@@ -4,6 +4,7 @@
 //! HTTP layer calls (for top-level requests and for batch sub-requests alike).
 
 pub mod batch;
+pub mod charge;
 mod continuation;
 pub mod error_body;
 pub mod filter;

@@ -44,6 +44,9 @@ pub struct Response {
     pub status: StatusCode,
     pub headers: HeaderMap,
     pub body: Bytes,
+    /// Entities a query returned, which count against Azure's scalability
+    /// targets once it has run (`charge.rs`); 0 for every other operation.
+    pub entities: u32,
 }
 
 impl Response {
@@ -52,6 +55,7 @@ impl Response {
             status,
             headers: HeaderMap::new(),
             body: Bytes::new(),
+            entities: 0,
         }
     }
 

@@ -88,6 +88,9 @@ codes! {
     OperationTimedOut => 500, "Operation could not be completed within the specified time.";
     InternalError => 500, "The server encountered an internal error. Please retry the request.";
     ServerBusy => 503, "The server is currently unable to receive requests. Please retry your request.";
+    // `--azure-limits`: an account past its entities per second. A partition past
+    // its own is plain `ServerBusy`, whose message is Azure's for that case too.
+    AccountOverLimit as "ServerBusy" => 503, "Operations per second is over the account limit.";
 }
 
 impl fmt::Display for ErrorCode {

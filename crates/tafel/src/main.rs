@@ -21,6 +21,7 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use tafel_http::admin::{self, AdminState, Ops};
 use tafel_http::limits::{self, Limits};
 use tafel_http::server::Threads;
+use tafel_http::throttle::Throttle;
 use tafel_http::tls;
 use tafel_http::{Accounts, AppState};
 use tafel_service::Service;
@@ -328,6 +329,9 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         oauth,
         explorer,
         limits: Limits::new(limit_settings(&args)),
+        throttle: args
+            .azure_limits
+            .then(|| Throttle::new(args.partition_limit, args.account_limit)),
     });
     let certificate = match args.tls_source() {
         Some(source) => Some(tls::Certificate::open(source).context("loading the TLS certificate")?),

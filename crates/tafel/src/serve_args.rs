@@ -158,6 +158,20 @@ pub(crate) struct ServeArgs {
     /// then it is answered 500 OperationTimedOut, as Azure answers a request past its timeout.
     #[arg(long, env = "TAFEL_BODY_TIMEOUT", default_value_t = 30, value_parser = clap::value_parser!(u32).range(1..))]
     pub(crate) body_timeout: u32,
+    /// Throttle as Azure does past its scalability targets: 503 ServerBusy for a
+    /// partition past --partition-limit entities per second, an account past
+    /// --account-limit (docs/testing.md). Off by default.
+    #[arg(long, env = "TAFEL_AZURE_LIMITS", value_parser = clap::builder::BoolishValueParser::new())]
+    pub(crate) azure_limits: bool,
+    /// Entities per second one partition (table and PartitionKey) serves under
+    /// --azure-limits (without it, no limit applies).
+    #[arg(long, env = "TAFEL_PARTITION_LIMIT", default_value_t = tafel_http::throttle::AZURE_PARTITION_LIMIT,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub(crate) partition_limit: u32,
+    /// Entities per second one account serves under --azure-limits.
+    #[arg(long, env = "TAFEL_ACCOUNT_LIMIT", default_value_t = tafel_http::throttle::AZURE_ACCOUNT_LIMIT,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub(crate) account_limit: u32,
 }
 
 /// Where the data lives: what `serve`, `backup` and `restore` open.

@@ -98,9 +98,11 @@ pub async fn query(svc: &Service, cx: &Context, req: &Request, table: &str) -> R
         page_limit: q.page_limit(),
     };
     let next = svc.query_entities(&cx.caller, table, &q, &mut rows).await?;
+    let written = rows.written;
     let mut out = rows.out;
     out.extend_from_slice(b"]}");
     let mut resp = Response::with_body(StatusCode::OK, content_type(level), out);
+    resp.entities = u32::try_from(written).unwrap_or(u32::MAX);
     if let Some((pk, rk)) = &next {
         resp.set("x-ms-continuation-nextpartitionkey", &continuation::encode(pk))?;
         resp.set("x-ms-continuation-nextrowkey", &continuation::encode(rk))?;

@@ -1,0 +1,210 @@
+//! What a request counts against Azure's scalability targets (`--azure-limits`),
+//! known before it runs: its table, its partition when it names one, and its
+//! entities. Azure's performance checklist for Table storage: "each entity that
+//! is inserted, updated, deleted, or scanned counts toward this target. So a
+//! batch insert that contains 100 entities would count as 100 entities"; a
+//! partition's target uses "the same counting". A query's entities are known only
+//! once it has run ([`Response::entities`](crate::Response)), so the caller
+//! charges them after the fact (to the account, and to the partition when its
+//! filter pins one) and the *next* requests are refused.
+//!
+//! Only called while the limits are on; it may parse an insert's or a batch's
+//! body a second time (the handler parses it again), which costs nothing when off.
+
+use http::Method;
+use serde::Deserialize;
+
+use tafel_service::model::Value;
+use tafel_service::query::{CompareOp, Expr};
+
+use crate::batch::{parse_batch, BatchKind};
+use crate::filter::parse_filter;
+use crate::request::Request;
+use crate::resource::{self, Resource};
+
+/// A request's count toward the targets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Charge {
+    /// The table, as addressed (the caller folds its case: table names are
+    /// case-insensitive), or `None` for an operation on no table.
+    pub table: Option<String>,
+    /// The PartitionKey, when the request addresses one partition.
+    pub partition: Option<String>,
+    /// Entities known before it runs; a query's are added after it ran.
+    pub entities: u32,
+    /// Whether it is a query, whose returned entities are charged after it ran.
+    pub query: bool,
+}
+
+impl Charge {
+    fn one(table: Option<String>, partition: Option<String>) -> Self {
+        Charge {
+            table,
+            partition,
+            entities: 1,
+            query: false,
+        }
+    }
+}
+
+/// What `req` (of `account`) counts. A request the handler will refuse as
+/// malformed still counts as one transaction on the account: Azure counts
+/// every request against the account's rate.
+pub fn of(account: &str, req: &Request) -> Charge {
+    let Ok(resource) = resource::parse(&req.path) else {
+        return Charge::one(None, None);
+    };
+    match resource {
+        Resource::Entity {
+            table, partition_key, ..
+        } => Charge::one(Some(table), Some(partition_key)),
+        Resource::EntitySet(table) | Resource::BelowTable(table) => match req.method {
+            Method::GET | Method::HEAD => Charge {
+                table: Some(table),
+                partition: req.param("$filter").and_then(queried_partition),
+                entities: 0,
+                query: true,
+            },
+            _ => Charge::one(Some(table), inserted_partition(&req.body)),
+        },
+        Resource::Batch => batch(account, req),
+        _ => Charge::one(None, None),
+    }
+}
+
+/// A batch counts each of its operations, all in one partition (Azure's rule
+/// for entity group transactions; the handler refuses a batch that breaks it).
+fn batch(account: &str, req: &Request) -> Charge {
+    let content_type = req.header("content-type").unwrap_or_default();
+    let Ok(parsed) = parse_batch(content_type, &req.body) else {
+        return Charge::one(None, None);
+    };
+    let account_prefix = format!("/{account}");
+    let mut charge = Charge {
+        table: None,
+        partition: None,
+        entities: u32::try_from(parsed.operations.len()).unwrap_or(u32::MAX).max(1),
+        query: false,
+    };
+    for sub in &parsed.operations {
+        let target = sub.path_and_query();
+        let path = target.split_once('?').map_or(target, |(p, _)| p);
+        let path = match path.strip_prefix(&account_prefix) {
+            Some(rest) if rest.is_empty() || rest.starts_with('/') => rest,
+            _ => path,
+        };
+        let (table, partition) = match resource::parse(path) {
+            Ok(Resource::Entity {
+                table, partition_key, ..
+            }) => (table, Some(partition_key)),
+            Ok(Resource::EntitySet(table)) if parsed.kind == BatchKind::Changeset => {
+                (table, inserted_partition(&sub.body))
+            }
+            _ => continue,
+        };
+        charge.table = Some(table);
+        charge.partition = partition;
+        if charge.partition.is_some() {
+            break;
+        }
+    }
+    charge
+}
+
+/// The one PartitionKey a query's filter pins (`PartitionKey eq 'p'`, alone or
+/// in a conjunction): the query then counts against that partition as well.
+fn queried_partition(filter: &str) -> Option<String> {
+    fn pinned(e: &Expr) -> Option<&str> {
+        match e {
+            Expr::Compare {
+                property,
+                op: CompareOp::Eq,
+                value: Value::String(pk),
+            } if property == "PartitionKey" => Some(pk),
+            Expr::And(all) => all.iter().find_map(pinned),
+            _ => None,
+        }
+    }
+    let expr = parse_filter(filter).ok()?;
+    pinned(&expr).map(str::to_owned)
+}
+
+/// The PartitionKey of an insert's JSON body, if it has a string one.
+fn inserted_partition(body: &[u8]) -> Option<String> {
+    #[derive(Deserialize)]
+    struct Keys {
+        #[serde(rename = "PartitionKey")]
+        partition_key: Option<String>,
+    }
+    serde_json::from_slice::<Keys>(body).ok()?.partition_key
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+    use http::HeaderMap;
+
+    fn request(method: Method, path: &str, body: &str) -> Request {
+        Request {
+            method,
+            path: path.to_owned(),
+            query: Vec::new(),
+            headers: HeaderMap::new(),
+            body: Bytes::from(body.to_owned()),
+        }
+    }
+
+    #[test]
+    fn a_point_operation_counts_one_entity_of_its_partition() {
+        let c = of("acct", &request(Method::DELETE, "/t(PartitionKey='p',RowKey='r')", ""));
+        assert_eq!(c, Charge::one(Some("t".into()), Some("p".into())));
+    }
+
+    #[test]
+    fn an_insert_counts_one_entity_of_the_partition_in_its_body() {
+        let c = of(
+            "acct",
+            &request(Method::POST, "/t", r#"{"RowKey":"r","PartitionKey":"p","n":1}"#),
+        );
+        assert_eq!(c, Charge::one(Some("t".into()), Some("p".into())));
+        let c = of("acct", &request(Method::POST, "/t", "not json"));
+        assert_eq!(c, Charge::one(Some("t".into()), None));
+    }
+
+    #[test]
+    fn a_query_is_charged_after_it_ran() {
+        let c = of("acct", &request(Method::GET, "/t()", ""));
+        assert!(c.query);
+        assert_eq!(c.entities, 0);
+    }
+
+    #[test]
+    fn a_query_of_one_partition_counts_against_it() {
+        let mut req = request(Method::GET, "/t()", "");
+        req.query = vec![("$filter".into(), "RowKey gt '1' and PartitionKey eq 'p'".into())];
+        assert_eq!(of("acct", &req).partition.as_deref(), Some("p"));
+        req.query = vec![("$filter".into(), "PartitionKey eq 'p' or PartitionKey eq 'q'".into())];
+        assert_eq!(of("acct", &req).partition, None);
+    }
+
+    #[test]
+    fn a_batch_counts_each_operation_in_its_partition() {
+        let mut body = String::from("--b\r\nContent-Type: multipart/mixed; boundary=c\r\n\r\n");
+        for i in 0..3 {
+            body.push_str(&format!(
+                "--c\r\nContent-Type: application/http\r\nContent-Transfer-Encoding: binary\r\n\r\n\
+                 POST http://h/acct/t HTTP/1.1\r\nContent-Type: application/json\r\n\r\n\
+                 {{\"PartitionKey\":\"p\",\"RowKey\":\"{i}\"}}\r\n"
+            ));
+        }
+        body.push_str("--c--\r\n--b--\r\n");
+        let mut req = request(Method::POST, "/$batch", &body);
+        req.headers
+            .insert("content-type", "multipart/mixed; boundary=b".parse().unwrap());
+        let c = of("acct", &req);
+        assert_eq!(c.entities, 3);
+        assert_eq!(c.partition.as_deref(), Some("p"));
+        assert_eq!(c.table.as_deref(), Some("t"));
+    }
+}
