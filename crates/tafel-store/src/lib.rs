@@ -17,6 +17,7 @@ pub mod key;
 mod page;
 #[cfg(feature = "postgres")]
 pub mod postgres;
+pub mod reset;
 mod snapshot;
 pub mod stats;
 #[cfg(test)]
@@ -25,6 +26,7 @@ mod traits;
 
 pub use error::{BackendError, FailureKind, StoreError};
 pub use key::{EntityKey, KeyRange, KeyRef};
+pub use reset::{ResetError, SavepointInfo};
 pub use snapshot::{Snapshot, SnapshotTable};
 pub use stats::{HistogramSnapshot, MetricValue, StoreMetric};
 pub use traits::{write_with, Decide, Expect, Mutation, RowFilter, RowSink, ScanEnd, ScanRequest, Store, TableRecord};
