@@ -20,7 +20,7 @@ import requests
 from azure.core.exceptions import ResourceExistsError
 from azure.data.tables import TableAccessPolicy, TableCorsRule, TableServiceClient, UpdateMode
 
-from conftest import ACCOUNT, BACKEND, KEY, TafelServer, embedded_only, free_port, postgres_only, tafel_binary
+from conftest import ACCOUNT, KEY, TafelServer, embedded_only, free_port, postgres_only, tafel_binary
 from edge_data import edge_entities, table_of
 from launch import Launched
 
