@@ -60,6 +60,7 @@ pub(super) type Published = ArcSwap<Snapshot>;
 pub(super) enum Pending {
     Bool(Reply<bool>, Result<bool, StoreError>),
     Unit(Reply<()>, Result<(), StoreError>),
+    Count(Reply<u64>, Result<u64, StoreError>),
     Savepoint(Reply<Outcome>, Result<Outcome, StoreError>),
 }
 
@@ -71,6 +72,8 @@ impl Pending {
             (Pending::Unit(tx, r), Ok(())) => drop(tx.send(r)),
             (Pending::Bool(tx, _), Err(e)) => drop(tx.send(Err(e.clone().into()))),
             (Pending::Unit(tx, _), Err(e)) => drop(tx.send(Err(e.clone().into()))),
+            (Pending::Count(tx, r), Ok(())) => drop(tx.send(r)),
+            (Pending::Count(tx, _), Err(e)) => drop(tx.send(Err(e.clone().into()))),
             (Pending::Savepoint(tx, r), Ok(())) => drop(tx.send(r)),
             (Pending::Savepoint(tx, _), Err(e)) => drop(tx.send(Err(e.clone().into()))),
         }

@@ -133,8 +133,8 @@ enum Job {
         decide: Decide,
         reply: Reply<()>,
     },
-    /// Removes an account's tables and properties; answers whether it had any.
-    ClearAccount { account: String, reply: Reply<bool> },
+    /// Removes an account's tables and properties; answers how many tables it had.
+    ClearAccount { account: String, reply: Reply<u64> },
     /// Saves, restores or deletes a named savepoint: a durable commit of its
     /// own, never in a group (`savepoints.rs`).
     Savepoint {
@@ -442,10 +442,8 @@ impl Store for EmbeddedStore {
     }
 
     async fn clear_account(&self, account: &str) -> Result<u64, ResetError> {
-        let before = self.count_tables(account).await?;
         let account = account.to_owned();
-        self.submit(|reply| Job::ClearAccount { account, reply }).await?;
-        Ok(before)
+        Ok(self.submit(|reply| Job::ClearAccount { account, reply }).await?)
     }
 
     async fn shutdown(&self) -> Result<(), StoreError> {

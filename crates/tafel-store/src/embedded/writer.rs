@@ -352,7 +352,7 @@ impl Writer<'_, '_> {
                 decide,
                 reply,
             } => Pending::Unit(reply, self.write(&account, &table, &keys, decide)),
-            Job::ClearAccount { account, reply } => Pending::Bool(reply, self.clear_account(&account)),
+            Job::ClearAccount { account, reply } => Pending::Count(reply, self.clear_account(&account)),
             // The writer loop runs these alone; one here is a bug.
             Job::Savepoint { reply, .. } => Pending::Savepoint(
                 reply,
@@ -414,8 +414,9 @@ impl Writer<'_, '_> {
         Ok(true)
     }
 
-    /// Deletes every table of `account` and its service properties.
-    fn clear_account(&mut self, account: &str) -> Result<bool, StoreError> {
+    /// Deletes every table of `account` and its service properties; returns
+    /// how many tables there were.
+    fn clear_account(&mut self, account: &str) -> Result<u64, StoreError> {
         let lo = order_key(account, "");
         let mut hi = account.as_bytes().to_vec();
         hi.push(1);
@@ -434,14 +435,13 @@ impl Writer<'_, '_> {
             self.delete_table(account, name)?;
         }
         let props = props_key(account);
-        let had_props = self.tables.meta.get(props.as_str()).map_err(be)?.is_some();
-        if had_props {
+        if self.tables.meta.get(props.as_str()).map_err(be)?.is_some() {
             self.change(Op::Remove {
                 table: T_META,
                 key: props.as_bytes(),
             })?;
         }
-        Ok(!names.is_empty() || had_props)
+        Ok(names.len() as u64)
     }
 
     fn set_acl(&mut self, account: &str, name: &str, acl: &[u8]) -> Result<bool, StoreError> {
