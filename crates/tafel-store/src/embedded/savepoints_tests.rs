@@ -242,3 +242,31 @@ async fn a_power_loss_around_a_restore_loses_no_acknowledged_write_and_revives_n
         len - from
     );
 }
+
+/// Clearing an account is logged like any write: replayed after a crash (its
+/// removal of the service properties too), not lost.
+#[tokio::test]
+async fn a_cleared_account_stays_cleared_after_a_crash() {
+    let disk = SimDisk::default();
+    let store = EmbeddedStore::open_on(Box::new(disk.clone()), options(), None).expect("open");
+    store.create_table(ACCOUNT, "t").await.expect("create");
+    put(&store, "t", "a", 1).await;
+    store
+        .set_service_properties(ACCOUNT, b"p".to_vec())
+        .await
+        .expect("props");
+    store
+        .set_service_properties("other", b"q".to_vec())
+        .await
+        .expect("props");
+    assert_eq!(store.clear_account(ACCOUNT).await.expect("clear"), 1);
+    // The files as a power loss now leaves them: the clear only in the log.
+    let image = disk.synced(disk.trace_len());
+    drop(store);
+    let store = EmbeddedStore::open_on(Box::new(SimDisk::with(image)), options(), None).expect("reopen");
+    assert!(state(&store).await.is_empty());
+    assert_eq!(store.get_service_properties(ACCOUNT).await.expect("props"), None);
+    let other = store.get_service_properties("other").await.expect("props");
+    assert_eq!(other.as_deref(), Some(&b"q"[..]));
+    store.shutdown().await.expect("shutdown");
+}
