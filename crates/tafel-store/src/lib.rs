@@ -23,6 +23,7 @@ pub mod key;
 mod paging;
 #[cfg(feature = "postgres")]
 pub mod postgres;
+pub mod reset;
 mod snapshot;
 pub mod stats;
 #[cfg(test)]
@@ -31,6 +32,7 @@ mod traits;
 
 pub use error::{BackendError, FailureKind, StoreError};
 pub use key::{EntityKey, KeyRange, KeyRef};
+pub use reset::{ResetError, SavepointInfo};
 pub use snapshot::{Snapshot, SnapshotTable};
 pub use stats::{HistogramSnapshot, MetricValue, StoreMetric};
 pub use traits::{write_with, Decide, Expect, Mutation, RowFilter, RowSink, ScanEnd, ScanRequest, Store, TableRecord};

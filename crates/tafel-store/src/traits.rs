@@ -9,6 +9,7 @@ use async_trait::async_trait;
 
 use crate::error::StoreError;
 use crate::key::{EntityKey, KeyRange, KeyRef};
+use crate::reset::{ResetError, SavepointInfo};
 use crate::stats::StoreMetric;
 
 /// A table as stored: its name with the case it was created with, and the opaque
@@ -170,6 +171,38 @@ pub trait Store: Send + Sync + 'static {
     /// A consistent view of everything stored, as of now, for a backup. It may
     /// hold resources (a database connection, old pages) until dropped.
     async fn snapshot(&self) -> Result<Box<dyn crate::Snapshot>, StoreError>;
+
+    /// Saves the whole store's state under `name` (a savepoint: copy-on-write,
+    /// costs nothing until the data changes). [`ResetError::Exists`] if taken.
+    async fn save_savepoint(&self, name: &str) -> Result<(), ResetError> {
+        let _ = name;
+        Err(self.resets_unsupported())
+    }
+    /// Brings the whole store back to the state saved under `name`; savepoints
+    /// saved after it are gone (their state is on another timeline).
+    async fn restore_savepoint(&self, name: &str) -> Result<(), ResetError> {
+        let _ = name;
+        Err(self.resets_unsupported())
+    }
+    /// Every savepoint, oldest first.
+    async fn list_savepoints(&self) -> Result<Vec<SavepointInfo>, ResetError> {
+        Err(self.resets_unsupported())
+    }
+    async fn delete_savepoint(&self, name: &str) -> Result<(), ResetError> {
+        let _ = name;
+        Err(self.resets_unsupported())
+    }
+    /// Removes every table (with its entities and ACL) and the service
+    /// properties of `account` at once; other accounts are untouched. Returns
+    /// how many tables there were.
+    async fn clear_account(&self, account: &str) -> Result<u64, ResetError> {
+        let _ = account;
+        Err(self.resets_unsupported())
+    }
+    /// What a backend without savepoints answers.
+    fn resets_unsupported(&self) -> ResetError {
+        ResetError::Unsupported("this storage backend has no snapshots".into())
+    }
 
     /// Makes everything acknowledged durable and stops accepting writes.
     async fn shutdown(&self) -> Result<(), StoreError>;

@@ -12,6 +12,7 @@ mod check;
 mod config;
 mod health;
 mod serve_args;
+mod snapshot;
 mod transfer;
 
 use serve_args::{Backend, LogFormatArg, ServeArgs};
@@ -113,6 +114,9 @@ enum Command {
     /// Probe a running server's readiness (`/ready` on its admin listener):
     /// exit 0 if ready, 1 if not (a container HEALTHCHECK; the image has no shell).
     Health(health::HealthArgs),
+    /// Save, restore, list or delete named snapshots of a running server's whole
+    /// store (its admin listener), to reset it between tests in milliseconds.
+    Snapshot(snapshot::SnapshotArgs),
     /// The configuration.
     Config {
         #[command(subcommand)]
@@ -167,6 +171,7 @@ fn main() -> anyhow::Result<()> {
         #[cfg(feature = "embedded")]
         Some(Command::Check(a)) => return check::run(a),
         Some(Command::Health(a)) => return health::run(a),
+        Some(Command::Snapshot(a)) => return snapshot::run(a),
         None => cli.serve,
     };
     args.check_tls_flags()?;

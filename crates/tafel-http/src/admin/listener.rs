@@ -6,6 +6,8 @@
 //! - `GET /metrics`: Prometheus text format.
 //! - `GET /backup`: a backup of the whole store, with the admin token only
 //!   ([`super::backup`]).
+//! - `/snapshots…` and `DELETE /accounts/NAME/data`: instant resets for test
+//!   suites ([`super::snapshots`]).
 //! - the web explorer (`GET /` and its assets) and `/api/…`, its way to the
 //!   Table API ([`crate::explorer`]), unless turned off.
 //!
@@ -190,6 +192,9 @@ async fn route(state: &AdminState, req: hyper::Request<hyper::body::Incoming>, p
                 return r;
             }
         }
+    }
+    if super::snapshots::owns(req.uri().path()) {
+        return super::snapshots::route(state, &req).await;
     }
     if req.method() != Method::GET && req.method() != Method::HEAD {
         let mut r = text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n");

@@ -11,6 +11,7 @@ pub mod access_log;
 pub mod backup;
 pub mod listener;
 pub mod metrics;
+mod snapshots;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -26,6 +26,7 @@ use arc_swap::ArcSwap;
 use redb::{Database, ReadOnlyTable, ReadTransaction, ReadableDatabase};
 
 use super::page_file::Durable;
+use super::savepoints::Outcome;
 use super::schema::{be, ENTITIES, TABLES};
 use super::stats::EmbeddedStats;
 use super::table_ids::TableIds;
@@ -59,6 +60,8 @@ pub(super) type Published = ArcSwap<Snapshot>;
 pub(super) enum Pending {
     Bool(Reply<bool>, Result<bool, StoreError>),
     Unit(Reply<()>, Result<(), StoreError>),
+    Count(Reply<u64>, Result<u64, StoreError>),
+    Savepoint(Reply<Outcome>, Result<Outcome, StoreError>),
 }
 
 impl Pending {
@@ -69,6 +72,10 @@ impl Pending {
             (Pending::Unit(tx, r), Ok(())) => drop(tx.send(r)),
             (Pending::Bool(tx, _), Err(e)) => drop(tx.send(Err(e.clone().into()))),
             (Pending::Unit(tx, _), Err(e)) => drop(tx.send(Err(e.clone().into()))),
+            (Pending::Count(tx, r), Ok(())) => drop(tx.send(r)),
+            (Pending::Count(tx, _), Err(e)) => drop(tx.send(Err(e.clone().into()))),
+            (Pending::Savepoint(tx, r), Ok(())) => drop(tx.send(r)),
+            (Pending::Savepoint(tx, _), Err(e)) => drop(tx.send(Err(e.clone().into()))),
         }
     }
 }

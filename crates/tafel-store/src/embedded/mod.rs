@@ -36,6 +36,9 @@ mod fault_tests;
 mod header_copy;
 mod page_file;
 mod reopen;
+mod savepoints;
+#[cfg(test)]
+mod savepoints_tests;
 mod scan;
 #[cfg(test)]
 mod scan_tests;
@@ -70,6 +73,7 @@ use self::scratch_disk::ScratchDisk;
 use self::stats::EmbeddedStats;
 use crate::error::{FailureKind, StoreError};
 use crate::key::EntityKey;
+use crate::reset::{ResetError, SavepointInfo};
 use crate::stats::StoreMetric;
 use crate::traits::{Decide, RowSink, ScanEnd, ScanRequest, Store, TableRecord};
 
@@ -128,6 +132,14 @@ enum Job {
         keys: Vec<EntityKey>,
         decide: Decide,
         reply: Reply<()>,
+    },
+    /// Removes an account's tables and properties; answers how many tables it had.
+    ClearAccount { account: String, reply: Reply<u64> },
+    /// Saves, restores or deletes a named savepoint: a durable commit of its
+    /// own, never in a group (`savepoints.rs`).
+    Savepoint {
+        op: savepoints::Op,
+        reply: Reply<savepoints::Outcome>,
     },
 }
 
@@ -223,6 +235,15 @@ impl EmbeddedStore {
             reopen::start(&self.inner);
         }
         result
+    }
+
+    async fn savepoint(&self, op: savepoints::Op) -> Result<(), ResetError> {
+        let name = op.name().to_owned();
+        match self.submit(|reply| Job::Savepoint { op, reply }).await? {
+            savepoints::Outcome::Done => Ok(()),
+            savepoints::Outcome::NotFound => Err(ResetError::NotFound(name)),
+            savepoints::Outcome::Exists => Err(ResetError::Exists(name)),
+        }
     }
 
     fn read_table(&self, account: &str, name: &str) -> Result<Option<TableValue>, StoreError> {
@@ -387,6 +408,42 @@ impl Store for EmbeddedStore {
             n += 1;
         }
         Ok(n)
+    }
+
+    async fn save_savepoint(&self, name: &str) -> Result<(), ResetError> {
+        self.savepoint(savepoints::Op::Save(name.to_owned())).await
+    }
+
+    async fn restore_savepoint(&self, name: &str) -> Result<(), ResetError> {
+        self.savepoint(savepoints::Op::Restore(name.to_owned())).await
+    }
+
+    async fn delete_savepoint(&self, name: &str) -> Result<(), ResetError> {
+        self.savepoint(savepoints::Op::Delete(name.to_owned())).await
+    }
+
+    async fn list_savepoints(&self) -> Result<Vec<SavepointInfo>, ResetError> {
+        let view = self.engine()?.view();
+        let names = guarded(|| savepoints::names(&view.txn))?;
+        let mut list: Vec<_> = names
+            .into_iter()
+            .map(|(name, s)| {
+                (
+                    s.id,
+                    SavepointInfo {
+                        name,
+                        created_ms: s.created_ms,
+                    },
+                )
+            })
+            .collect();
+        list.sort_by_key(|(id, _)| *id);
+        Ok(list.into_iter().map(|(_, info)| info).collect())
+    }
+
+    async fn clear_account(&self, account: &str) -> Result<u64, ResetError> {
+        let account = account.to_owned();
+        Ok(self.submit(|reply| Job::ClearAccount { account, reply }).await?)
     }
 
     async fn shutdown(&self) -> Result<(), StoreError> {

@@ -17,7 +17,7 @@ use super::page_file::Durable;
 use super::schema::*;
 use super::stats::EmbeddedStats;
 use super::wal::{self, decode_ops, LogBuf, Op, Spare};
-use super::Job;
+use super::{savepoints, Job};
 use crate::error::{kind_of_io, BackendError, FailureKind, StoreError};
 use crate::key::EntityKey;
 use crate::traits::{Decide, Mutation};
@@ -117,17 +117,28 @@ pub(super) fn writer_loop(
             }
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
         };
-        let mut group = vec![first];
-        while group.len() < MAX_GROUP {
-            match rx.try_recv() {
-                Ok(job) => group.push(job),
-                Err(_) => break,
+        // A savepoint job ends the group and runs alone, after it.
+        let mut group = Vec::new();
+        let mut alone = None;
+        let mut next = Some(first);
+        while let Some(job) = next.take() {
+            match job {
+                Job::Savepoint { op, reply } => alone = Some((op, reply)),
+                job => group.push(job),
+            }
+            if alone.is_none() && group.len() < MAX_GROUP {
+                next = rx.try_recv().ok();
             }
         }
-        run_group(db, &mut state, log, failed, group);
-        // Now make everything durable in redb if due.
-        if state.since.checkpoint_due(Instant::now()) {
-            run_group(db, &mut state, log, failed, Vec::new());
+        if !group.is_empty() {
+            run_group(db, &mut state, log, failed, group);
+            // Now make everything durable in redb if due.
+            if state.since.checkpoint_due(Instant::now()) {
+                run_group(db, &mut state, log, failed, Vec::new());
+            }
+        }
+        if let Some((op, reply)) = alone {
+            savepoints::run(db, &mut state, log, failed, op, reply);
         }
     }
     // Shutting down: leave nothing to replay.
@@ -147,7 +158,9 @@ fn run_group(
     group: Vec<Job>,
 ) {
     let mut committed = Committed {
-        deletes_table: group.iter().any(|j| matches!(j, Job::DeleteTable { .. })),
+        deletes_table: group
+            .iter()
+            .any(|j| matches!(j, Job::DeleteTable { .. } | Job::ClearAccount { .. })),
         pending: Vec::with_capacity(group.len()),
         ..Committed::default()
     };
@@ -281,6 +294,10 @@ impl<'t> Tables<'t> {
                 table: T_ORDER, key, ..
             } => self.order.insert(key, ()).map(drop).map_err(be),
             Op::Remove { table: T_ORDER, key } => self.order.remove(key).map(drop).map_err(be),
+            Op::Remove { table: T_META, key } => {
+                let key = std::str::from_utf8(key).map_err(be)?;
+                self.meta.remove(key).map(drop).map_err(be)
+            }
             Op::Insert {
                 table: T_META,
                 key,
@@ -335,6 +352,12 @@ impl Writer<'_, '_> {
                 decide,
                 reply,
             } => Pending::Unit(reply, self.write(&account, &table, &keys, decide)),
+            Job::ClearAccount { account, reply } => Pending::Count(reply, self.clear_account(&account)),
+            // The writer loop runs these alone; one here is a bug.
+            Job::Savepoint { reply, .. } => Pending::Savepoint(
+                reply,
+                Err(StoreError::failure(FailureKind::Internal, "a savepoint job in a group")),
+            ),
         }
     }
 
@@ -389,6 +412,36 @@ impl Writer<'_, '_> {
             hi: &(t.id + 1).to_be_bytes(),
         })?;
         Ok(true)
+    }
+
+    /// Deletes every table of `account` and its service properties; returns
+    /// how many tables there were.
+    fn clear_account(&mut self, account: &str) -> Result<u64, StoreError> {
+        let lo = order_key(account, "");
+        let mut hi = account.as_bytes().to_vec();
+        hi.push(1);
+        let mut names = Vec::new();
+        for item in self
+            .tables
+            .order
+            .range::<&[u8]>(lo.as_slice()..hi.as_slice())
+            .map_err(be)?
+        {
+            let (k, _) = item.map_err(be)?;
+            let name = k.value().get(lo.len()..).unwrap_or_default();
+            names.push(String::from_utf8(name.to_vec()).map_err(be)?);
+        }
+        for name in &names {
+            self.delete_table(account, name)?;
+        }
+        let props = props_key(account);
+        if self.tables.meta.get(props.as_str()).map_err(be)?.is_some() {
+            self.change(Op::Remove {
+                table: T_META,
+                key: props.as_bytes(),
+            })?;
+        }
+        Ok(names.len() as u64)
     }
 
     fn set_acl(&mut self, account: &str, name: &str, acl: &[u8]) -> Result<bool, StoreError> {

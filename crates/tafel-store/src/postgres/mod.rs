@@ -48,6 +48,7 @@ use self::txn::{retry, DbError};
 
 use crate::error::{BackendError, FailureKind, StoreError};
 use crate::key::EntityKey;
+use crate::reset::ResetError;
 use crate::stats::StoreMetric;
 use crate::traits::{Decide, RowSink, ScanEnd, ScanRequest, Store, TableRecord};
 
@@ -405,6 +406,38 @@ impl Store for PostgresStore {
             Ok(())
         })
         .await
+    }
+
+    /// One table at a time (each delete its own transaction; the reaper
+    /// removes their entities in the background), then the properties.
+    async fn clear_account(&self, account: &str) -> Result<u64, ResetError> {
+        let mut deleted = 0;
+        loop {
+            let page = self.list_tables(account, None, 1000).await?;
+            if page.is_empty() {
+                break;
+            }
+            for t in page {
+                deleted += u64::from(self.delete_table(account, &t.name).await?);
+            }
+        }
+        self.retry("clear service properties", || async {
+            let client = self.client().await?;
+            let stmt = client.prepare_cached(schema::DELETE_PROPS).await?;
+            client.execute(&stmt, &[&account]).await?;
+            Ok(())
+        })
+        .await?;
+        Ok(deleted)
+    }
+
+    fn resets_unsupported(&self) -> ResetError {
+        ResetError::Unsupported(
+            "snapshots need the embedded store (redb's copy-on-write savepoints); the PostgreSQL \
+             backend has none: give each test run a database of its own, or empty an account \
+             with DELETE /accounts/NAME/data"
+                .into(),
+        )
     }
 
     async fn ready(&self) -> Result<(), String> {

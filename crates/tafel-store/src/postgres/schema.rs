@@ -143,6 +143,7 @@ pub(crate) const ROWS_FIRST: &str = "SELECT key, value FROM tafel_entities WHERE
 pub(crate) const ROWS_AFTER: &str =
     "SELECT key, value FROM tafel_entities WHERE table_id = $1 AND key > $2 ORDER BY key LIMIT $3";
 
+pub(crate) const DELETE_PROPS: &str = "DELETE FROM tafel_service_properties WHERE account = $1";
 pub(crate) const GET_PROPS: &str = "SELECT value FROM tafel_service_properties WHERE account = $1";
 pub(crate) const SET_PROPS: &str = "INSERT INTO tafel_service_properties (account, value) VALUES ($1, $2)
      ON CONFLICT (account) DO UPDATE SET value = excluded.value";

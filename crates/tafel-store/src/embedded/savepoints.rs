@@ -1,0 +1,218 @@
+//! Named savepoints of the whole store (the admin listener's snapshots): redb's
+//! persistent savepoints, so saving copies nothing and a restore swaps the
+//! B-trees' root back, whatever the store's size.
+//!
+//! Each runs on the writer thread alone, as a durable commit (a checkpoint) that
+//! records `wal_seq` = the last record's number, and the log goes on past it only
+//! once that commit is on disk (`Checkpoint::on_disk_first`). So a crash before
+//! then replays the log onto the state before the restore (which was never
+//! answered), and one after replays only records written after the restore:
+//! none from before it comes back, none acknowledged after it is lost.
+//!
+//! Names live in META (`savepoint/<name>` → id, creation time). A restore
+//! brings META back too, so it writes the names again as they were before,
+//! less those redb dropped with it (saved after the restored one), and keeps
+//! the table-id counter from going back (ids are never reused).
+
+use std::collections::BTreeMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use redb::{Database, Durability, ReadableDatabase, ReadableTable};
+
+use super::checksums::{seal, unseal};
+use super::commit::{self, Checkpoint, Committed, Pending, Snapshot};
+use super::schema::{backend_error, be, decode_u64, garbage, META, NEXT_TABLE_ID, WAL_SEQ};
+use super::writer::LogState;
+use super::Reply;
+use crate::error::{BackendError, FailureKind, StoreError};
+
+const PREFIX: &str = "savepoint/";
+/// Just past every key under [`PREFIX`] (`'0'` follows `'/'`).
+const PREFIX_END: &str = "savepoint0";
+
+/// What a savepoint job does.
+pub(super) enum Op {
+    Save(String),
+    Restore(String),
+    Delete(String),
+}
+
+impl Op {
+    pub(super) fn name(&self) -> &str {
+        match self {
+            Op::Save(n) | Op::Restore(n) | Op::Delete(n) => n,
+        }
+    }
+}
+
+/// How a savepoint job ended, when the store did not fail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Outcome {
+    Done,
+    NotFound,
+    Exists,
+}
+
+/// A name's savepoint.
+#[derive(Clone, Copy)]
+pub(super) struct Saved {
+    pub(super) id: u64,
+    pub(super) created_ms: u64,
+}
+
+fn key(name: &str) -> String {
+    format!("{PREFIX}{name}")
+}
+
+fn encode(s: Saved) -> Vec<u8> {
+    let mut v = s.id.to_le_bytes().to_vec();
+    v.extend_from_slice(&s.created_ms.to_le_bytes());
+    v
+}
+
+/// The names in a META table and their savepoints.
+fn names_in(meta: &impl ReadableTable<&'static str, &'static [u8]>) -> Result<BTreeMap<String, Saved>, StoreError> {
+    let mut out = BTreeMap::new();
+    for item in meta.range::<&str>(PREFIX..PREFIX_END).map_err(be)? {
+        let (k, v) = item.map_err(be)?;
+        let v = unseal(k.value().as_bytes(), v.value())?;
+        let corrupt = || StoreError::failure(FailureKind::Corrupt, "corrupt savepoint record");
+        let id = u64::from_le_bytes(v.get(..8).ok_or_else(corrupt)?.try_into().map_err(be)?);
+        let created_ms = u64::from_le_bytes(v.get(8..16).ok_or_else(corrupt)?.try_into().map_err(be)?);
+        let name = k.value().get(PREFIX.len()..).unwrap_or_default().to_owned();
+        out.insert(name, Saved { id, created_ms });
+    }
+    Ok(out)
+}
+
+/// The savepoints named in a read transaction's state.
+pub(super) fn names(txn: &redb::ReadTransaction) -> Result<BTreeMap<String, Saved>, StoreError> {
+    names_in(&txn.open_table(META).map_err(be)?)
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// Runs one savepoint job on the writer thread (see the module comment) and
+/// hands its commit to the log thread, which answers once it is on disk.
+pub(super) fn run(
+    db: &Database,
+    state: &mut LogState,
+    to_log: &mpsc::Sender<Committed>,
+    failed: &AtomicBool,
+    op: Op,
+    reply: Reply<Outcome>,
+) {
+    let mut committed = Committed {
+        // A restore may take tables away: remembered ids go.
+        deletes_table: matches!(op, Op::Restore(_)),
+        ..Committed::default()
+    };
+    let run = AssertUnwindSafe(|| -> Result<Outcome, BackendError> {
+        if failed.load(Ordering::Acquire) {
+            return Err(BackendError::new(FailureKind::Stopped, "write-ahead log failed"));
+        }
+        let (before, next_id) = {
+            let txn = db.begin_read().map_err(backend_error)?;
+            let meta = txn.open_table(META).map_err(backend_error)?;
+            let next_id = match meta.get(NEXT_TABLE_ID).map_err(backend_error)? {
+                Some(v) => decode_u64(NEXT_TABLE_ID, v.value()).map_err(store_error)?,
+                None => 1,
+            };
+            (names_in(&meta).map_err(store_error)?, next_id)
+        };
+        let found = before.get(op.name()).copied();
+        match (&op, found) {
+            (Op::Save(_), Some(_)) => return Ok(Outcome::Exists),
+            (Op::Restore(_) | Op::Delete(_), None) => return Ok(Outcome::NotFound),
+            _ => {}
+        }
+        let mut txn = db.begin_write().map_err(backend_error)?;
+        txn.set_durability(Durability::Immediate).map_err(backend_error)?;
+        let mut names = before;
+        match (&op, found) {
+            (Op::Save(name), _) => {
+                // Before any table is opened: redb's rule.
+                let id = txn.persistent_savepoint().map_err(backend_error)?;
+                names.insert(
+                    name.clone(),
+                    Saved {
+                        id,
+                        created_ms: now_ms(),
+                    },
+                );
+            }
+            (Op::Restore(_), Some(saved)) => {
+                let savepoint = txn.get_persistent_savepoint(saved.id).map_err(backend_error)?;
+                txn.restore_savepoint(&savepoint).map_err(backend_error)?;
+                // redb deleted those saved after it.
+                names.retain(|_, s| s.id <= saved.id);
+            }
+            (Op::Delete(name), Some(saved)) => {
+                txn.delete_persistent_savepoint(saved.id).map_err(backend_error)?;
+                names.remove(name);
+            }
+            _ => {
+                return Err(BackendError::new(
+                    FailureKind::Internal,
+                    "savepoint job without its savepoint",
+                ))
+            }
+        }
+        {
+            let mut meta = txn.open_table(META).map_err(backend_error)?;
+            let stale: Vec<String> = names_in(&meta).map_err(store_error)?.into_keys().collect();
+            for name in stale {
+                meta.remove(key(&name).as_str()).map_err(backend_error)?;
+            }
+            for (name, saved) in &names {
+                let k = key(name);
+                meta.insert(k.as_str(), seal(k.as_bytes(), &encode(*saved)).as_slice())
+                    .map_err(backend_error)?;
+            }
+            let next = seal(NEXT_TABLE_ID.as_bytes(), &next_id.to_le_bytes());
+            meta.insert(NEXT_TABLE_ID, next.as_slice()).map_err(backend_error)?;
+            // Every record so far is in this state (or, after a restore, undone by it).
+            let seq = seal(WAL_SEQ.as_bytes(), &state.last_seq.to_le_bytes());
+            meta.insert(WAL_SEQ, seq.as_slice()).map_err(backend_error)?;
+        }
+        if state.since.any() {
+            commit::wait_published(to_log);
+        }
+        txn.commit().map_err(backend_error)?;
+        state.since = Default::default();
+        state.stats.log_fill.store(0, Ordering::Relaxed);
+        committed.checkpoint = Some(Checkpoint {
+            sync: state.durable.last_requested(),
+            // No record after it before it is on disk: see the module comment.
+            on_disk_first: true,
+        });
+        committed.snapshot = Some(Snapshot::take(db).map_err(store_error)?);
+        Ok(Outcome::Done)
+    });
+    let (result, commit) = match catch_unwind(run).unwrap_or_else(|_| Err(garbage())) {
+        Ok(outcome) => (Ok(outcome), Ok(())),
+        Err(e) => {
+            tracing::error!(error = %e, "savepoint job failed");
+            (Err(StoreError::Backend(e.clone())), Err(e))
+        }
+    };
+    committed.pending.push(Pending::Savepoint(reply, result));
+    committed.result = commit;
+    if let Err(mpsc::SendError(c)) = to_log.send(committed) {
+        c.answer(&Err(BackendError::new(FailureKind::Stopped, "the log thread stopped")));
+    }
+}
+
+fn store_error(e: StoreError) -> BackendError {
+    match e {
+        StoreError::Backend(b) => b,
+        other => BackendError::new(FailureKind::Internal, other.to_string()),
+    }
+}

@@ -1,0 +1,115 @@
+//! `tafel snapshot save|restore|list|delete`: named snapshots of a running
+//! server's whole store, through its admin listener (`/snapshots`, see
+//! docs/testing.md), for test suites that reset the store between tests.
+
+use std::time::Duration;
+
+use anyhow::Context as _;
+use bytes::Bytes;
+use clap::{Args, Subcommand};
+use http_body_util::{BodyExt as _, Empty};
+
+#[derive(Args)]
+pub(crate) struct SnapshotArgs {
+    #[command(subcommand)]
+    action: Action,
+    /// The running server's admin listener.
+    #[arg(
+        long,
+        env = "TAFEL_ADMIN_URL",
+        default_value = "http://127.0.0.1:10012",
+        global = true
+    )]
+    admin_url: String,
+    /// The admin token, if the listener asks for one.
+    #[arg(long, env = "TAFEL_ADMIN_TOKEN", hide_env_values = true, global = true)]
+    admin_token: Option<String>,
+    /// Seconds to wait for the answer.
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..), global = true)]
+    timeout: u64,
+}
+
+#[derive(Subcommand)]
+enum Action {
+    /// Save the whole store under NAME (copy-on-write: instant, whatever its size).
+    Save { name: String },
+    /// Bring the whole store back to the snapshot NAME; snapshots saved after it are gone.
+    Restore { name: String },
+    /// List the snapshots, oldest first.
+    List,
+    /// Delete the snapshot NAME (the room its data holds is freed by later writes).
+    Delete { name: String },
+    /// Empty one account at once: its tables, entities, ACLs and service properties.
+    EmptyAccount { account: String },
+}
+
+pub(crate) fn run(args: SnapshotArgs) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    if let Err(e) = runtime.block_on(call(&args)) {
+        eprintln!("tafel snapshot: {e:#}");
+        std::process::exit(1);
+    }
+    Ok(())
+}
+
+async fn call(args: &SnapshotArgs) -> anyhow::Result<()> {
+    let (method, path) = match &args.action {
+        Action::Save { name } => (http::Method::PUT, format!("/snapshots/{name}")),
+        Action::Restore { name } => (http::Method::POST, format!("/snapshots/{name}/restore")),
+        Action::List => (http::Method::GET, "/snapshots".to_owned()),
+        Action::Delete { name } => (http::Method::DELETE, format!("/snapshots/{name}")),
+        Action::EmptyAccount { account } => (http::Method::DELETE, format!("/accounts/{account}/data")),
+    };
+    let url = format!("{}{path}", args.admin_url.trim_end_matches('/'));
+    let uri: http::Uri = url.parse().with_context(|| format!("bad admin URL {url}"))?;
+    let client =
+        hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).build_http::<Empty<Bytes>>();
+    let mut req = http::Request::builder().method(method).uri(uri).body(Empty::new())?;
+    if let Some(token) = args.admin_token.as_deref().filter(|t| !t.is_empty()) {
+        req.headers_mut()
+            .insert(http::header::AUTHORIZATION, format!("Bearer {token}").parse()?);
+    }
+    let answer = async {
+        let resp = client.request(req).await?;
+        let status = resp.status();
+        let body = resp.into_body().collect().await?.to_bytes();
+        anyhow::Ok((status, body))
+    };
+    let (status, body) = tokio::time::timeout(Duration::from_secs(args.timeout), answer)
+        .await
+        .with_context(|| format!("{url} did not answer within {} s", args.timeout))?
+        .with_context(|| format!("reaching {url}"))?;
+    let json: Option<serde_json::Value> = serde_json::from_slice(&body).ok();
+    if !status.is_success() {
+        let message = json
+            .as_ref()
+            .and_then(|j| j.get("message"))
+            .and_then(|m| m.as_str())
+            .map_or_else(|| String::from_utf8_lossy(&body).trim().to_owned(), str::to_owned);
+        anyhow::bail!("{status}: {message}");
+    }
+    let ms = || {
+        json.as_ref()
+            .and_then(|j| j.get("ms"))
+            .and_then(|m| m.as_f64())
+            .unwrap_or(0.0)
+    };
+    match &args.action {
+        Action::Save { name } => println!("saved snapshot {name} ({:.1} ms)", ms()),
+        Action::Restore { name } => println!("restored snapshot {name} ({:.1} ms)", ms()),
+        Action::Delete { name } => println!("deleted snapshot {name}"),
+        Action::EmptyAccount { account } => println!("emptied account {account}"),
+        Action::List => {
+            let list = json
+                .as_ref()
+                .and_then(|j| j.get("snapshots"))
+                .and_then(|s| s.as_array())
+                .context("the server's answer has no snapshot list")?;
+            for s in list {
+                let field = |k: &str| s.get(k).and_then(|v| v.as_str()).unwrap_or_default().to_owned();
+                println!("{}\t{}", field("name"), field("created"));
+            }
+        }
+    }
+    Ok(())
+}
