@@ -22,6 +22,7 @@ use crate::auth::bearer::OAuth;
 use crate::auth::{self, Signed};
 use crate::body;
 use crate::cors;
+use crate::faults::{Effect, Fault, RuleSet, Target};
 use crate::limits::Limits;
 
 /// The version we answer with when the client sent none.
@@ -67,7 +68,29 @@ struct Meta {
     table: String,
     /// Bytes of the request body read.
     bytes_in: u64,
+    /// A fault rule's doing (`faults/`): its kind, the status its error is
+    /// answered with, and whether the answer is dropped with the connection.
+    fault: &'static str,
+    fault_status: Option<u16>,
+    lose_answer: bool,
 }
+
+/// Marks a response the server must not send: it closes the connection
+/// instead (a fault rule lost the answer). Only the pipeline sets it, and
+/// [`into_hyper`] takes it off.
+const LOSE_ANSWER: &str = "x-tafel-lose-answer";
+
+/// A response withheld by a fault rule: the connection is closed without it.
+#[derive(Debug)]
+pub(crate) struct LostAnswer;
+
+impl std::fmt::Display for LostAnswer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the answer was lost by a fault rule")
+    }
+}
+
+impl std::error::Error for LostAnswer {}
 
 pub async fn handle(state: Arc<AppState>, req: hyper::Request<Incoming>) -> Response {
     let started = Instant::now();
@@ -103,13 +126,20 @@ pub async fn handle(state: Arc<AppState>, req: hyper::Request<Incoming>) -> Resp
         error: None,
         table: String::new(),
         bytes_in: 0,
+        fault: "",
+        fault_status: None,
+        lose_answer: false,
     };
     let head_request = req.method() == Method::HEAD;
     let mut resp = match run(&state, req, &mut meta).await {
         Ok(r) => r,
         Err(e) => {
             meta.error = Some(e.code);
-            error_response(&e, &meta, state.oauth.as_deref())
+            let mut resp = error_response(&e, &meta, state.oauth.as_deref());
+            if let Some(s) = meta.fault_status.and_then(|s| StatusCode::from_u16(s).ok()) {
+                resp.status = s;
+            }
+            resp
         }
     };
     if let (Some(origin), Some(account)) = (&meta.origin, &meta.account) {
@@ -139,7 +169,11 @@ pub async fn handle(state: Arc<AppState>, req: hyper::Request<Incoming>) -> Resp
         credential,
         peer,
         user_agent: user_agent.as_ref().and_then(|v| v.to_str().ok()).unwrap_or_default(),
+        fault: meta.fault,
     });
+    if meta.lose_answer {
+        resp.set_static(LOSE_ANSWER, "1");
+    }
     resp
 }
 
@@ -323,6 +357,29 @@ async fn run(state: &AppState, req: hyper::Request<Incoming>, meta: &mut Meta) -
     if !handlers::wants_xml_errors(&request) {
         meta.error_level = Some(handlers::metadata_level(&request).unwrap_or(MetadataLevel::Minimal));
     }
+    // After authentication: a fault never lets a request through that would
+    // have been refused, nor hides its 403.
+    let fault = match state.ops.faults.active() {
+        Some(set) => fire(&set, &address.account, meta.operation, &request),
+        None => None,
+    };
+    let mut page_limit = None;
+    let mut lost = None;
+    if let Some(f) = fault {
+        meta.fault = f.effect.kind();
+        if let Some(d) = f.delay {
+            tokio::time::sleep(d).await;
+        }
+        match f.effect {
+            Effect::Delay => {}
+            Effect::Error(e) => {
+                meta.fault_status = Some(e.status);
+                return Err(e.error());
+            }
+            Effect::EndPageEarly(n) => page_limit = Some(n),
+            Effect::LoseAnswer(e) => lost = Some(e),
+        }
+    }
     let cx = Context {
         caller: Ctx {
             account: address.account,
@@ -331,8 +388,50 @@ async fn run(state: &AppState, req: hyper::Request<Incoming>, meta: &mut Meta) -
         base_url: address.base_url,
         request_id: meta.request_id.clone(),
         secondary: address.secondary,
+        page_limit,
     };
-    tafel_protocol::handle(&state.service, &cx, &request).await
+    let answer = tafel_protocol::handle(&state.service, &cx, &request).await;
+    match lost {
+        None => answer,
+        // The operation is applied; its answer, whatever it was, is replaced.
+        Some(Some(e)) => {
+            meta.fault_status = Some(e.status);
+            Err(e.error())
+        }
+        Some(None) => {
+            meta.lose_answer = true;
+            answer
+        }
+    }
+}
+
+/// The fault a rule injects into `request`, if one fires for it.
+fn fire(set: &RuleSet, account: &str, operation: Operation, request: &Request) -> Option<Fault> {
+    let table = operation::table(&request.path);
+    let partition = match set.wants_partition() {
+        false => None,
+        true => operation::partition(&request.path).or_else(|| inserted_partition(operation, &request.body)),
+    };
+    set.fire(&Target {
+        account,
+        table: table.as_deref(),
+        partition: partition.as_deref(),
+        operation,
+        method: request.method.as_str(),
+    })
+}
+
+/// The PartitionKey of an insert's body, which is not in its path.
+fn inserted_partition(operation: Operation, body: &[u8]) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Keys {
+        #[serde(rename = "PartitionKey")]
+        partition_key: String,
+    }
+    (operation == Operation::InsertEntity)
+        .then(|| serde_json::from_slice::<Keys>(body).ok())
+        .flatten()
+        .map(|k| k.partition_key)
 }
 
 /// Names the operation (and, for the access log, the table) the request asks for.
@@ -348,10 +447,14 @@ fn classify(state: &AppState, parts: &http::request::Parts, path: &str, query: &
     }
 }
 
-/// Converts a protocol response into hyper's.
-pub(crate) fn into_hyper(resp: Response) -> hyper::Response<Full<Bytes>> {
+/// Converts a protocol response into hyper's; [`LostAnswer`] when a fault rule
+/// withholds it (the server then closes the connection without an answer).
+pub(crate) fn into_hyper(mut resp: Response) -> Result<hyper::Response<Full<Bytes>>, LostAnswer> {
+    if resp.headers.remove(LOSE_ANSWER).is_some() {
+        return Err(LostAnswer);
+    }
     let mut out = hyper::Response::new(Full::new(resp.body));
     *out.status_mut() = resp.status;
     *out.headers_mut() = resp.headers;
-    out
+    Ok(out)
 }

@@ -20,7 +20,6 @@
 //! schedules beside them (BENCHMARKS.md, "Numbers formerly in code comments":
 //! Runtimes for long requests).
 
-use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -40,7 +39,7 @@ use tokio_rustls::server::TlsStream;
 
 use crate::explorer;
 use crate::head_budget::{Charge, Metered, MAX_HEAD};
-use crate::pipeline::{busy, handle, into_hyper, AppState, Https, PeerAddr};
+use crate::pipeline::{busy, handle, into_hyper, AppState, Https, LostAnswer, PeerAddr};
 use crate::tls::{self, TlsAcceptor};
 use tafel_protocol::Response;
 
@@ -439,11 +438,13 @@ impl ConnState {
             async move {
                 if let Some(r) = state.explorer.and_then(|at| explorer::redirect_to_explorer(at, &req)) {
                     charge.answered();
-                    return Ok::<_, Infallible>(r);
+                    return Ok::<_, LostAnswer>(r);
                 }
+                // A lost answer (a fault rule) is an error: hyper closes the
+                // connection without answering.
                 let resp = into_hyper(respond(state, long, req).await);
                 charge.answered();
-                Ok(resp)
+                resp
             }
         });
         if let Err(e) = watcher.watch(http.serve_connection(io, svc)).await {

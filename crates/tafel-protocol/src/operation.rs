@@ -130,6 +130,19 @@ pub fn table(path: &str) -> Option<String> {
     }
 }
 
+/// The PartitionKey an entity path names, if any (for fault rules; it copies the key).
+pub fn partition(path: &str) -> Option<String> {
+    match resource::parse(path).ok()? {
+        Resource::Entity { partition_key, .. } => Some(partition_key),
+        _ => None,
+    }
+}
+
+/// The operation named `name` (as [`Operation::as_str`] gives it).
+pub fn from_name(name: &str) -> Option<Operation> {
+    Operation::ALL.iter().copied().find(|o| o.as_str() == name)
+}
+
 /// The operation of `method` on a resource of shape `shape`.
 pub fn of(method: &Method, shape: Shape, query: &[(String, String)], headers: &HeaderMap) -> Operation {
     use Operation::*;

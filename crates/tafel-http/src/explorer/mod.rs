@@ -133,7 +133,11 @@ pub async fn forward(app: Arc<AppState>, mut req: hyper::Request<Incoming>, peer
     if peer.ip().is_loopback() {
         req.extensions_mut().insert(Https);
     }
-    into_hyper(handle(app, req).await)
+    into_hyper(handle(app, req).await).unwrap_or_else(|lost| {
+        let mut r = hyper::Response::new(Full::new(Bytes::from(format!("{lost}\n"))));
+        *r.status_mut() = StatusCode::BAD_GATEWAY;
+        r
+    })
 }
 
 /// On the Table API port, a browser that opens the bare root (no credential, no
