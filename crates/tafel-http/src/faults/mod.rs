@@ -228,7 +228,8 @@ mod tests {
     fn a_refused_set_leaves_the_old_one() {
         let f = Faults::default();
         assert!(f.active().is_none());
-        f.replace(rules::from_toml("[[rule]]\nerror = \"ServerBusy\"").unwrap()).unwrap();
+        f.replace(rules::from_toml("[[rule]]\nerror = \"ServerBusy\"").unwrap())
+            .unwrap();
         let bad = rules::from_toml("[[rule]]\ndelay-ms = 1\n[[rule]]\noperation = \"X\"\ndelay-ms = 1").unwrap();
         assert!(f.replace(bad).unwrap_err().starts_with("rule 2: operation:"));
         assert_eq!(f.active().map(|s| s.rules.len()), Some(1));

@@ -250,11 +250,13 @@ impl Rule {
             (false, false, Some(e)) => Effect::Error(e),
             (false, false, None) if spec.delay_ms.is_some() => Effect::Delay,
             (false, false, None) => {
-                return Err("the rule does nothing: give error (or status/code), lose-answer, delay-ms or end-page-early".into())
+                return Err(
+                    "the rule does nothing: give error (or status/code), lose-answer, delay-ms or end-page-early"
+                        .into(),
+                )
             }
         };
-        if matches!(effect, Effect::EndPageEarly(_))
-            && spec.operation.as_deref().is_some_and(|o| o != "QueryEntities")
+        if matches!(effect, Effect::EndPageEarly(_)) && spec.operation.as_deref().is_some_and(|o| o != "QueryEntities")
         {
             return Err("end-page-early: only a QueryEntities request has pages to end".into());
         }
@@ -299,7 +301,9 @@ mod tests {
     #[test]
     fn an_error_takes_its_status_from_azures_table() {
         let r = compile("[[rule]]\nerror = \"ServerBusy\"\ntable = \"ord*\"").unwrap();
-        let Effect::Error(e) = r.effect else { panic!("{:?}", r.effect) };
+        let Effect::Error(e) = r.effect else {
+            panic!("{:?}", r.effect)
+        };
         assert_eq!((e.code, e.status), (ErrorCode::ServerBusy, 503));
         assert!(r.table.unwrap().is_match("ORDERS"));
     }
@@ -326,6 +330,9 @@ mod tests {
         let r = compile("[[rule]]\nlose-answer = true").unwrap();
         assert!(matches!(r.effect, Effect::LoseAnswer(None)));
         let r = compile("[[rule]]\nlose-answer = true\nerror = \"OperationTimedOut\"").unwrap();
-        assert!(matches!(r.effect, Effect::LoseAnswer(Some(Injected { status: 500, .. }))));
+        assert!(matches!(
+            r.effect,
+            Effect::LoseAnswer(Some(Injected { status: 500, .. }))
+        ));
     }
 }
