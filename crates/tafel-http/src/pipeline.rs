@@ -75,12 +75,8 @@ struct Meta {
     lose_answer: bool,
 }
 
-/// Marks a response the server must not send: it closes the connection
-/// instead (a fault rule lost the answer). Only the pipeline sets it, and
-/// [`into_hyper`] takes it off.
-const LOSE_ANSWER: &str = "x-tafel-lose-answer";
-
-/// A response withheld by a fault rule: the connection is closed without it.
+/// A response withheld by a fault rule: the server closes the connection
+/// instead of sending it.
 #[derive(Debug)]
 pub(crate) struct LostAnswer;
 
@@ -92,7 +88,9 @@ impl std::fmt::Display for LostAnswer {
 
 impl std::error::Error for LostAnswer {}
 
-pub async fn handle(state: Arc<AppState>, req: hyper::Request<Incoming>) -> Response {
+/// The response to `req`, or [`LostAnswer`] when a fault rule withholds it
+/// (the request was served all the same).
+pub async fn handle(state: Arc<AppState>, req: hyper::Request<Incoming>) -> Result<Response, LostAnswer> {
     let started = Instant::now();
     let _in_flight = state.ops.in_flight();
     let request_id = uuid::Uuid::new_v4().to_string();
@@ -172,9 +170,9 @@ pub async fn handle(state: Arc<AppState>, req: hyper::Request<Incoming>) -> Resp
         fault: meta.fault,
     });
     if meta.lose_answer {
-        resp.set_static(LOSE_ANSWER, "1");
+        return Err(LostAnswer);
     }
-    resp
+    Ok(resp)
 }
 
 /// `ServerBusy` for a request the server could not run: it is shutting down.
@@ -447,14 +445,10 @@ fn classify(state: &AppState, parts: &http::request::Parts, path: &str, query: &
     }
 }
 
-/// Converts a protocol response into hyper's; [`LostAnswer`] when a fault rule
-/// withholds it (the server then closes the connection without an answer).
-pub(crate) fn into_hyper(mut resp: Response) -> Result<hyper::Response<Full<Bytes>>, LostAnswer> {
-    if resp.headers.remove(LOSE_ANSWER).is_some() {
-        return Err(LostAnswer);
-    }
+/// Converts a protocol response into hyper's.
+pub(crate) fn into_hyper(resp: Response) -> hyper::Response<Full<Bytes>> {
     let mut out = hyper::Response::new(Full::new(resp.body));
     *out.status_mut() = resp.status;
     *out.headers_mut() = resp.headers;
-    Ok(out)
+    out
 }

@@ -308,7 +308,11 @@ fn point_filter(query: &str) -> bool {
 
 /// Runs `req` on the serving thread, or on the runtime of its kind if it may run
 /// long.
-async fn respond(state: Arc<AppState>, long: Long, req: hyper::Request<hyper::body::Incoming>) -> Response {
+async fn respond(
+    state: Arc<AppState>,
+    long: Long,
+    req: hyper::Request<hyper::body::Incoming>,
+) -> Result<Response, LostAnswer> {
     let (runtime, cancellable) = match lane(req.method(), req.uri()) {
         Lane::Serving => return handle(state, req).await,
         Lane::Query => (long.query, true),
@@ -323,7 +327,7 @@ async fn respond(state: Arc<AppState>, long: Long, req: hyper::Request<hyper::bo
         Ok(resp) => resp,
         // A panic stays the panic it was, on the connection's task.
         Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-        Err(_) => busy(),
+        Err(_) => Ok(busy()),
     }
 }
 
@@ -442,7 +446,7 @@ impl ConnState {
                 }
                 // A lost answer (a fault rule) is an error: hyper closes the
                 // connection without answering.
-                let resp = into_hyper(respond(state, long, req).await);
+                let resp = respond(state, long, req).await.map(into_hyper);
                 charge.answered();
                 resp
             }
