@@ -254,6 +254,18 @@ def test_globs_on_table_and_partition(srv, faults, tbl):
     assert srv.raw.insert(tbl.table_name, {"PartitionKey": "cold-2", "RowKey": "r"}).status_code == 201
 
 
+def test_a_batch_is_matched_by_its_table_and_partition(srv, faults, tbl):
+    faults([{"table": tbl.table_name, "partition": "hot", "operation": "EntityGroupTransaction",
+             "error": "ServerBusy", "times": 1}])
+    tbl.submit_transaction([("create", {"PartitionKey": "cold", "RowKey": "1"})])
+    assert [(r["matched"], r["fired"]) for r in listed(srv)] == [(0, 0)]
+    # A 503 to a batch: azure-core resends the POST, and the batch is applied once.
+    tbl.submit_transaction([("create", {"PartitionKey": "hot", "RowKey": "1"}),
+                            ("upsert", {"PartitionKey": "hot", "RowKey": "2"})])
+    assert [(r["matched"], r["fired"]) for r in listed(srv)] == [(2, 1)]
+    assert sorted((e["PartitionKey"], e["RowKey"]) for e in stored(tbl)) == [("cold", "1"), ("hot", "1"), ("hot", "2")]
+
+
 def test_method_and_operation(srv, faults, tbl):
     tbl.create_entity({"PartitionKey": "p", "RowKey": "r"})
     faults([{"table": tbl.table_name, "method": "DELETE", "error": "ServerBusy"},

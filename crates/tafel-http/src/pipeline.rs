@@ -405,10 +405,22 @@ async fn run(state: &AppState, req: hyper::Request<Incoming>, meta: &mut Meta) -
 
 /// The fault a rule injects into `request`, if one fires for it.
 fn fire(set: &RuleSet, account: &str, operation: Operation, request: &Request) -> Option<Fault> {
-    let table = operation::table(&request.path);
-    let partition = match set.wants_partition() {
-        false => None,
-        true => operation::partition(&request.path).or_else(|| inserted_partition(operation, &request.body)),
+    let (table, partition) = match operation {
+        // A batch's table and partition are in its body.
+        Operation::EntityGroupTransaction => request
+            .header("content-type")
+            .and_then(|ct| operation::batch_target(account, ct, &request.body))
+            .map_or((None, None), |(t, p)| (Some(t), p)),
+        _ => (
+            operation::table(&request.path),
+            match set.wants_partition() {
+                false => None,
+                true => operation::partition(&request.path).or_else(|| match operation {
+                    Operation::InsertEntity => operation::body_partition(&request.body),
+                    _ => None,
+                }),
+            },
+        ),
     };
     set.fire(&Target {
         account,
@@ -417,19 +429,6 @@ fn fire(set: &RuleSet, account: &str, operation: Operation, request: &Request) -
         operation,
         method: request.method.as_str(),
     })
-}
-
-/// The PartitionKey of an insert's body, which is not in its path.
-fn inserted_partition(operation: Operation, body: &[u8]) -> Option<String> {
-    #[derive(serde::Deserialize)]
-    struct Keys {
-        #[serde(rename = "PartitionKey")]
-        partition_key: String,
-    }
-    (operation == Operation::InsertEntity)
-        .then(|| serde_json::from_slice::<Keys>(body).ok())
-        .flatten()
-        .map(|k| k.partition_key)
 }
 
 /// Names the operation (and, for the access log, the table) the request asks for.
