@@ -54,6 +54,6 @@ def test_add_see_fire_refuse_and_clear_fault_rules(browser, _workdir):
         b.click("#faults-clear")
         b.wait(lambda: "No fault rules" in b.text("#faults-list"), "cleared")
         assert faults(srv) == []
-        b.screenshot("10-faults")
+        b.screenshot("11-faults")
     finally:
         srv.stop()
