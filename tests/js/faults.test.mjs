@@ -32,6 +32,13 @@ lose-answer = true
 times = 1
 
 [[rule]]
+table = "jstimeout*"
+operation = "InsertEntity"
+lose-answer = true
+error = "OperationTimedOut"
+times = 1
+
+[[rule]]
 table = "jsbusy*"
 operation = "InsertEntity"
 error = "ServerBusy"
@@ -93,6 +100,20 @@ it("an insert whose connection closed after it was applied is retried and meets 
     [
       [204, "lose-answer-close"],
       [409, ""],
+    ],
+  );
+  assert.deepEqual((await collect(t.listEntities())).map((e) => e.v), [1]);
+});
+
+it("an insert answered OperationTimedOut after it was applied is retried and meets 409", async () => {
+  const t = await table("jstimeout");
+  await expectRestError(t.createEntity({ partitionKey: "p", rowKey: "r", v: 1 }), 409, "EntityAlreadyExists");
+  const lines = await attempts(t.tableName, "InsertEntity", 2);
+  assert.deepEqual(
+    lines.map((e) => [e.status, e.error_code, e.fault ?? ""]),
+    [
+      [500, "OperationTimedOut", "lose-answer"],
+      [409, "EntityAlreadyExists", ""],
     ],
   );
   assert.deepEqual((await collect(t.listEntities())).map((e) => e.v), [1]);
