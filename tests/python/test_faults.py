@@ -209,6 +209,16 @@ def test_a_delay_holds_the_request(srv, faults, tbl):
         srv.raw.get_entity(tbl.table_name, "p", "r", timeout=0.1)
 
 
+def test_a_delay_after_the_operation_outlasts_the_clients_timeout_though_it_was_applied(srv, faults, tbl):
+    faults([{"table": tbl.table_name, "operation": "InsertEntity", "delay-after-ms": 1000}])
+    with pytest.raises(requests.Timeout):
+        srv.raw.insert(tbl.table_name, {"PartitionKey": "p", "RowKey": "slow"}, timeout=0.3)
+    # The insert was applied before the answer waited.
+    assert srv.raw.get_entity(tbl.table_name, "p", "slow").status_code == 200
+    [rule] = listed(srv)
+    assert (rule["delay-after-ms"], rule["fired"]) == (1000, 1)
+
+
 # ---------------------------------------------------------------------------
 # When a rule fires, and what it matches
 # ---------------------------------------------------------------------------

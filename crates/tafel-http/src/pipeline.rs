@@ -363,7 +363,9 @@ async fn run(state: &AppState, req: hyper::Request<Incoming>, meta: &mut Meta) -
     };
     let mut page_limit = None;
     let mut lost = None;
+    let mut delay_after = None;
     if let Some(f) = fault {
+        delay_after = f.delay_after;
         meta.fault = f.effect.kind();
         if let Some(d) = f.delay {
             tokio::time::sleep(d).await;
@@ -389,6 +391,9 @@ async fn run(state: &AppState, req: hyper::Request<Incoming>, meta: &mut Meta) -
         page_limit,
     };
     let answer = tafel_protocol::handle(&state.service, &cx, &request).await;
+    if let Some(d) = delay_after {
+        tokio::time::sleep(d).await;
+    }
     match lost {
         None => answer,
         // The operation is applied; its answer, whatever it was, is replaced.

@@ -47,6 +47,7 @@ pub struct Target<'a> {
 /// A rule that fired for a request: what to do with it.
 pub struct Fault {
     pub delay: Option<Duration>,
+    pub delay_after: Option<Duration>,
     pub effect: Effect,
 }
 
@@ -107,6 +108,7 @@ impl RuleSet {
             };
             taken.then(|| Fault {
                 delay: a.rule.delay,
+                delay_after: a.rule.delay_after,
                 effect: a.rule.effect.clone(),
             })
         })

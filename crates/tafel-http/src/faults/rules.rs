@@ -39,6 +39,8 @@ pub struct RuleSpec {
     pub lose_answer: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub delay_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub delay_after_ms: Option<u64>,
     #[serde(default, skip_serializing_if = "is_false")]
     pub end_page_early: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -136,6 +138,9 @@ pub struct Rule {
     /// Upper case.
     pub method: Option<String>,
     pub delay: Option<Duration>,
+    /// After the operation, before its answer (the write is applied; a client
+    /// with a shorter timeout never learns it).
+    pub delay_after: Option<Duration>,
     pub effect: Effect,
 }
 
@@ -231,9 +236,9 @@ impl Rule {
             }
         };
         let error = injected(&spec)?;
-        if let Some(d) = spec.delay_ms {
-            if d > MAX_DELAY_MS {
-                return Err(format!("delay-ms: {d} is more than {MAX_DELAY_MS}"));
+        for (key, d) in [("delay-ms", spec.delay_ms), ("delay-after-ms", spec.delay_after_ms)] {
+            if d.is_some_and(|d| d > MAX_DELAY_MS) {
+                return Err(format!("{key}: more than {MAX_DELAY_MS}"));
             }
         }
         if spec.end_page_after.is_some() && !spec.end_page_early {
@@ -248,10 +253,10 @@ impl Rule {
                 n => return Err(format!("end-page-after: {n} is not in 1 to 999")),
             },
             (false, false, Some(e)) => Effect::Error(e),
-            (false, false, None) if spec.delay_ms.is_some() => Effect::Delay,
+            (false, false, None) if spec.delay_ms.is_some() || spec.delay_after_ms.is_some() => Effect::Delay,
             (false, false, None) => {
                 return Err(
-                    "the rule does nothing: give error (or status/code), lose-answer, delay-ms or end-page-early"
+                    "the rule does nothing: give error (or status/code), lose-answer, delay-ms, delay-after-ms or end-page-early"
                         .into(),
                 )
             }
@@ -283,6 +288,7 @@ impl Rule {
             operation,
             method,
             delay: spec.delay_ms.map(Duration::from_millis),
+            delay_after: spec.delay_after_ms.map(Duration::from_millis),
             effect,
             spec,
         })

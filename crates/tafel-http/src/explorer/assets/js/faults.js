@@ -37,6 +37,7 @@ function action(rule) {
   const error = rule.error || rule.code || (rule.status ? `status ${rule.status}` : "");
   const parts = [];
   if (rule["delay-ms"]) parts.push(`wait ${rule["delay-ms"]} ms`);
+  if (rule["delay-after-ms"]) parts.push(`apply, then wait ${rule["delay-after-ms"]} ms`);
   if (rule["lose-answer"]) parts.push(error ? `apply, then answer ${error}` : "apply, then close the connection");
   else if (error) parts.push(`answer ${error}`);
   if (rule["end-page-early"]) parts.push(`end the page after ${rule["end-page-after"] || 1}`);
@@ -111,7 +112,7 @@ export function renderFaults(main) {
     },
   },
   h("h2", {}, "Every rule, as JSON"), json,
-  h("p.hint", {}, "Keys: account, table, partition, operation, method; error or status/code/message, lose-answer, delay-ms, end-page-early, end-page-after; times, every, probability, seed, for-seconds. A set with a bad rule is refused whole."),
+  h("p.hint", {}, "Keys: account, table, partition, operation, method; error or status/code/message, lose-answer, delay-ms, delay-after-ms, end-page-early, end-page-after; times, every, probability, seed, for-seconds. A set with a bad rule is refused whole."),
   h("div.actions", {},
     h("button#faults-clear", { type: "button", onclick: async () => { await call("DELETE"); notify("Rules cleared"); await load(); } }, "Clear all"),
     h("button.primary#faults-apply", { type: "submit" }, "Apply")));
