@@ -9,6 +9,7 @@ pub mod auth;
 mod body;
 mod cors;
 pub mod explorer;
+pub mod faults;
 mod head_budget;
 pub mod limits;
 mod pipeline;

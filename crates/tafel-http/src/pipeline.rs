@@ -22,6 +22,7 @@ use crate::auth::bearer::OAuth;
 use crate::auth::{self, Signed};
 use crate::body;
 use crate::cors;
+use crate::faults::{Effect, Fault, RuleSet, Target};
 use crate::limits::Limits;
 use crate::throttle::Throttle;
 
@@ -70,9 +71,29 @@ struct Meta {
     table: String,
     /// Bytes of the request body read.
     bytes_in: u64,
+    /// A fault rule's doing (`faults/`): its kind, the status its error is
+    /// answered with, and whether the answer is dropped with the connection.
+    fault: &'static str,
+    fault_status: Option<u16>,
+    lose_answer: bool,
 }
 
-pub async fn handle(state: Arc<AppState>, req: hyper::Request<Incoming>) -> Response {
+/// A response withheld by a fault rule: the server closes the connection
+/// instead of sending it.
+#[derive(Debug)]
+pub(crate) struct LostAnswer;
+
+impl std::fmt::Display for LostAnswer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the answer was lost by a fault rule")
+    }
+}
+
+impl std::error::Error for LostAnswer {}
+
+/// The response to `req`, or [`LostAnswer`] when a fault rule withholds it
+/// (the request was served all the same).
+pub async fn handle(state: Arc<AppState>, req: hyper::Request<Incoming>) -> Result<Response, LostAnswer> {
     let started = Instant::now();
     let _in_flight = state.ops.in_flight();
     let request_id = uuid::Uuid::new_v4().to_string();
@@ -106,13 +127,20 @@ pub async fn handle(state: Arc<AppState>, req: hyper::Request<Incoming>) -> Resp
         error: None,
         table: String::new(),
         bytes_in: 0,
+        fault: "",
+        fault_status: None,
+        lose_answer: false,
     };
     let head_request = req.method() == Method::HEAD;
     let mut resp = match run(&state, req, &mut meta).await {
         Ok(r) => r,
         Err(e) => {
             meta.error = Some(e.code);
-            error_response(&e, &meta, state.oauth.as_deref())
+            let mut resp = error_response(&e, &meta, state.oauth.as_deref());
+            if let Some(s) = meta.fault_status.and_then(|s| StatusCode::from_u16(s).ok()) {
+                resp.status = s;
+            }
+            resp
         }
     };
     if let (Some(origin), Some(account)) = (&meta.origin, &meta.account) {
@@ -142,8 +170,12 @@ pub async fn handle(state: Arc<AppState>, req: hyper::Request<Incoming>) -> Resp
         credential,
         peer,
         user_agent: user_agent.as_ref().and_then(|v| v.to_str().ok()).unwrap_or_default(),
+        fault: meta.fault,
     });
-    resp
+    if meta.lose_answer {
+        return Err(LostAnswer);
+    }
+    Ok(resp)
 }
 
 /// `ServerBusy` for a request the server could not run: it is shutting down.
@@ -326,6 +358,31 @@ async fn run(state: &AppState, req: hyper::Request<Incoming>, meta: &mut Meta) -
     if !handlers::wants_xml_errors(&request) {
         meta.error_level = Some(handlers::metadata_level(&request).unwrap_or(MetadataLevel::Minimal));
     }
+    // After authentication: a fault never lets a request through that would
+    // have been refused, nor hides its 403.
+    let fault = match state.ops.faults.active() {
+        Some(set) => fire(&set, &address.account, meta.operation, &request),
+        None => None,
+    };
+    let mut page_limit = None;
+    let mut lost = None;
+    let mut delay_after = None;
+    if let Some(f) = fault {
+        delay_after = f.delay_after;
+        meta.fault = f.effect.kind();
+        if let Some(d) = f.delay {
+            tokio::time::sleep(d).await;
+        }
+        match f.effect {
+            Effect::Delay => {}
+            Effect::Error(e) => {
+                meta.fault_status = Some(e.status);
+                return Err(e.error());
+            }
+            Effect::EndPageEarly(n) => page_limit = Some(n),
+            Effect::LoseAnswer(e) => lost = Some(e),
+        }
+    }
     let cx = Context {
         caller: Ctx {
             account: address.account,
@@ -334,18 +391,64 @@ async fn run(state: &AppState, req: hyper::Request<Incoming>, meta: &mut Meta) -
         base_url: address.base_url,
         request_id: meta.request_id.clone(),
         secondary: address.secondary,
+        page_limit,
     };
     // Off by default: then this is the one check the request pays.
-    let Some(throttle) = &state.throttle else {
-        return tafel_protocol::handle(&state.service, &cx, &request).await;
+    let answer = match &state.throttle {
+        None => tafel_protocol::handle(&state.service, &cx, &request).await,
+        Some(throttle) => {
+            let charge = tafel_protocol::charge::of(&cx.caller.account, &request);
+            throttle.admit(&cx.caller.account, &charge)?;
+            let resp = tafel_protocol::handle(&state.service, &cx, &request).await;
+            if let (true, Ok(r)) = (charge.query, &resp) {
+                throttle.settle(&cx.caller.account, &charge, r.entities);
+            }
+            resp
+        }
     };
-    let charge = tafel_protocol::charge::of(&cx.caller.account, &request);
-    throttle.admit(&cx.caller.account, &charge)?;
-    let resp = tafel_protocol::handle(&state.service, &cx, &request).await;
-    if let (true, Ok(r)) = (charge.query, &resp) {
-        throttle.settle(&cx.caller.account, &charge, r.entities);
+    if let Some(d) = delay_after {
+        tokio::time::sleep(d).await;
     }
-    resp
+    match lost {
+        None => answer,
+        // The operation is applied; its answer, whatever it was, is replaced.
+        Some(Some(e)) => {
+            meta.fault_status = Some(e.status);
+            Err(e.error())
+        }
+        Some(None) => {
+            meta.lose_answer = true;
+            answer
+        }
+    }
+}
+
+/// The fault a rule injects into `request`, if one fires for it.
+fn fire(set: &RuleSet, account: &str, operation: Operation, request: &Request) -> Option<Fault> {
+    let (table, partition) = match operation {
+        // A batch's table and partition are in its body.
+        Operation::EntityGroupTransaction => request
+            .header("content-type")
+            .and_then(|ct| operation::batch_target(account, ct, &request.body))
+            .map_or((None, None), |(t, p)| (Some(t), p)),
+        _ => (
+            operation::table(&request.path),
+            match set.wants_partition() {
+                false => None,
+                true => operation::partition(&request.path).or_else(|| match operation {
+                    Operation::InsertEntity => operation::body_partition(&request.body),
+                    _ => None,
+                }),
+            },
+        ),
+    };
+    set.fire(&Target {
+        account,
+        table: table.as_deref(),
+        partition: partition.as_deref(),
+        operation,
+        method: request.method.as_str(),
+    })
 }
 
 /// Names the operation (and, for the access log, the table) the request asks for.

@@ -19,7 +19,6 @@
 //! its turn behind every runnable scan took far longer than one the kernel
 //! schedules beside them (BENCHMARKS.md, "Long requests on runtimes of their own").
 
-use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -39,7 +38,7 @@ use tokio_rustls::server::TlsStream;
 
 use crate::explorer;
 use crate::head_budget::{Charge, Metered, MAX_HEAD};
-use crate::pipeline::{busy, handle, into_hyper, AppState, Https, PeerAddr};
+use crate::pipeline::{busy, handle, into_hyper, AppState, Https, LostAnswer, PeerAddr};
 use crate::tls::{self, TlsAcceptor};
 use tafel_protocol::Response;
 
@@ -308,7 +307,11 @@ fn point_filter(query: &str) -> bool {
 
 /// Runs `req` on the serving thread, or on the runtime of its kind if it may run
 /// long.
-async fn respond(state: Arc<AppState>, long: Long, req: hyper::Request<hyper::body::Incoming>) -> Response {
+async fn respond(
+    state: Arc<AppState>,
+    long: Long,
+    req: hyper::Request<hyper::body::Incoming>,
+) -> Result<Response, LostAnswer> {
     let (runtime, cancellable) = match lane(req.method(), req.uri()) {
         Lane::Serving => return handle(state, req).await,
         Lane::Query => (long.query, true),
@@ -323,7 +326,7 @@ async fn respond(state: Arc<AppState>, long: Long, req: hyper::Request<hyper::bo
         Ok(resp) => resp,
         // A panic stays the panic it was, on the connection's task.
         Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-        Err(_) => busy(),
+        Err(_) => Ok(busy()),
     }
 }
 
@@ -438,11 +441,13 @@ impl ConnState {
             async move {
                 if let Some(r) = state.explorer.and_then(|at| explorer::redirect_to_explorer(at, &req)) {
                     charge.answered();
-                    return Ok::<_, Infallible>(r);
+                    return Ok::<_, LostAnswer>(r);
                 }
-                let resp = into_hyper(respond(state, long, req).await);
+                // A lost answer (a fault rule) is an error: hyper closes the
+                // connection without answering.
+                let resp = respond(state, long, req).await.map(into_hyper);
                 charge.answered();
-                Ok(resp)
+                resp
             }
         });
         if let Err(e) = watcher.watch(http.serve_connection(io, svc)).await {

@@ -130,6 +130,49 @@ pub fn table(path: &str) -> Option<String> {
     }
 }
 
+/// The PartitionKey an entity path names, if any (for fault rules; it copies the key).
+pub fn partition(path: &str) -> Option<String> {
+    match resource::parse(path).ok()? {
+        Resource::Entity { partition_key, .. } => Some(partition_key),
+        _ => None,
+    }
+}
+
+/// The PartitionKey of an insert's JSON body (an insert's path names none).
+pub fn body_partition(body: &[u8]) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Keys {
+        #[serde(rename = "PartitionKey")]
+        partition_key: String,
+    }
+    serde_json::from_slice::<Keys>(body).ok().map(|k| k.partition_key)
+}
+
+/// The table and PartitionKey a `$batch` acts on, from its first operation (a
+/// changeset names one of each), for fault rules; `None` when it does not parse.
+pub fn batch_target(account: &str, content_type: &str, body: &[u8]) -> Option<(String, Option<String>)> {
+    let batch = crate::batch::parse_batch(content_type, body).ok()?;
+    let sub = batch.operations.first()?;
+    let target = sub.path_and_query();
+    let path = target.split_once('?').map_or(target, |(p, _)| p);
+    let path = match path.strip_prefix('/').and_then(|p| p.strip_prefix(account)) {
+        Some(rest) if rest.starts_with('/') => rest,
+        _ => path,
+    };
+    match resource::parse(path).ok()? {
+        Resource::Entity {
+            table, partition_key, ..
+        } => Some((table, Some(partition_key))),
+        Resource::EntitySet(table) => Some((table, body_partition(&sub.body))),
+        _ => None,
+    }
+}
+
+/// The operation named `name` (as [`Operation::as_str`] gives it).
+pub fn from_name(name: &str) -> Option<Operation> {
+    Operation::ALL.iter().copied().find(|o| o.as_str() == name)
+}
+
 /// The operation of `method` on a resource of shape `shape`.
 pub fn of(method: &Method, shape: Shape, query: &[(String, String)], headers: &HeaderMap) -> Operation {
     use Operation::*;

@@ -15,6 +15,9 @@ pub struct Context {
     pub request_id: String,
     /// Addressed through the account's `-secondary` endpoint.
     pub secondary: bool,
+    /// Ends an entity query's page after this many entities, with a
+    /// continuation token, as Azure may (a fault rule's `end-page-early`).
+    pub page_limit: Option<usize>,
 }
 
 #[derive(Debug, Clone)]

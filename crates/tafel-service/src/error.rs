@@ -12,6 +12,9 @@ macro_rules! codes {
         pub enum ErrorCode { $($name),* }
 
         impl ErrorCode {
+            /// Every code, in declaration order.
+            pub const ALL: &'static [ErrorCode] = &[$(ErrorCode::$name),*];
+
             /// The code as it appears on the wire (`x-ms-error-code`, `odata.error.code`).
             pub fn as_str(self) -> &'static str {
                 match self { $(ErrorCode::$name => codes!(@wire $name $($wire)?)),* }
@@ -91,6 +94,19 @@ codes! {
     // `--azure-limits`: an account past its entities per second. A partition past
     // its own is plain `ServerBusy`, whose message is Azure's for that case too.
     AccountOverLimit as "ServerBusy" => 503, "Operations per second is over the account limit.";
+}
+
+impl ErrorCode {
+    /// The code whose wire name is `name` (the first, for a name two codes share),
+    /// for configuration that names Azure's codes (fault rules).
+    pub fn from_name(name: &str) -> Option<ErrorCode> {
+        ErrorCode::ALL.iter().copied().find(|c| c.as_str() == name)
+    }
+
+    /// A default message for a code named in configuration (fault rules).
+    pub fn message(self) -> &'static str {
+        self.default_message()
+    }
 }
 
 impl fmt::Display for ErrorCode {

@@ -304,6 +304,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         );
     }
     let ops = Arc::new(Ops::new(args.access_log()?));
+    args.install_faults(&ops)?;
     let account_names: Vec<String> = accounts.names().map(str::to_owned).collect();
     let oauth = args.oauth().await?;
     if oauth.is_some() && args.tls_source().is_none() {

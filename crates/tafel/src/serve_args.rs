@@ -127,6 +127,10 @@ pub(crate) struct ServeArgs {
     /// required when it listens on a non-loopback address, and for online backups.
     #[arg(long, env = "TAFEL_ADMIN_TOKEN", hide_env_values = true)]
     pub(crate) admin_token: Option<String>,
+    /// Fault rules to start with: a TOML file of `[[rule]]` tables
+    /// (docs/testing.md). The admin listener's `/faults` replaces them at run time.
+    #[arg(long, env = "TAFEL_FAULTS")]
+    pub(crate) faults: Option<PathBuf>,
     /// Where the access log goes: off, stdout, or a file to append to.
     #[arg(long, env = "TAFEL_ACCESS_LOG", default_value = "off")]
     pub(crate) access_log: String,
@@ -396,6 +400,17 @@ impl ServeArgs {
         anyhow::bail!(
             "this tafel was built without the embedded backend (cargo feature `embedded`), which --in-memory needs"
         )
+    }
+
+    /// Installs the rules of `--faults` in `ops`; a bad file stops the start.
+    pub(crate) fn install_faults(&self, ops: &tafel_http::admin::Ops) -> anyhow::Result<()> {
+        let Some(path) = &self.faults else { return Ok(()) };
+        let text = std::fs::read_to_string(path).with_context(|| format!("reading --faults {}", path.display()))?;
+        let rules = tafel_http::faults::rules::from_toml(&text)
+            .and_then(|r| ops.faults.replace(r))
+            .map_err(|e| anyhow::anyhow!("--faults {}: {e}", path.display()))?;
+        tracing::warn!(rules, file = %path.display(), "fault rules in force: chosen requests will fail");
+        Ok(())
     }
 
     pub(crate) fn access_log(&self) -> anyhow::Result<Option<AccessLog>> {

@@ -90,6 +90,9 @@ pub struct Entry<'a> {
     pub client: String,
     pub user_agent: &'a str,
     pub credential: &'static str,
+    /// The kind of fault a rule injected (docs/testing.md); left out when none.
+    #[serde(skip_serializing_if = "str::is_empty")]
+    pub fault: &'static str,
 }
 
 enum Msg {
@@ -211,6 +214,9 @@ fn text_line(e: &Entry<'_>) -> String {
     pair("client", &e.client);
     pair("user_agent", e.user_agent);
     pair("credential", e.credential);
+    if !e.fault.is_empty() {
+        pair("fault", e.fault);
+    }
     s
 }
 
@@ -274,6 +280,7 @@ mod tests {
             client: "127.0.0.1:5".into(),
             user_agent: "azsdk-python x=1",
             credential: "SharedKey",
+            fault: "",
         };
         let line = text_line(&e);
         assert!(line.contains(r#"error_code="""#), "{line}");

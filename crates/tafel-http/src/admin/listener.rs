@@ -4,6 +4,7 @@
 //! - `GET /ready`: 200 while the store is usable and the node is not draining;
 //!   503 with the reason otherwise (readiness).
 //! - `GET /metrics`: Prometheus text format.
+//! - `GET|PUT|DELETE /faults`: the fault rules in force ([`super::faults`]).
 //! - `GET /backup`: a backup of the whole store, with the admin token only
 //!   ([`super::backup`]).
 //! - `/snapshots…` and `DELETE /accounts/NAME/data`: instant resets for test
@@ -195,6 +196,9 @@ async fn route(state: &AdminState, req: hyper::Request<hyper::body::Incoming>, p
     }
     if super::snapshots::owns(req.uri().path()) {
         return super::snapshots::route(state, &req).await;
+    }
+    if req.uri().path() == "/faults" {
+        return super::faults::route(state, req).await;
     }
     if req.method() != Method::GET && req.method() != Method::HEAD {
         let mut r = text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n");

@@ -38,6 +38,11 @@ struct RequestLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct KindLabels {
+    kind: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct OpLabels {
     operation: &'static str,
 }
@@ -86,6 +91,7 @@ pub struct Metrics {
     connections: Gauge,
     in_flight: Gauge,
     access_log_dropped: Counter,
+    faults: Family<KindLabels, Counter>,
     ops: Box<[OnceLock<OpSeries>]>,
 }
 
@@ -115,6 +121,7 @@ impl Metrics {
         let connections = Gauge::default();
         let in_flight = Gauge::default();
         let access_log_dropped = Counter::default();
+        let faults = Family::<KindLabels, Counter>::default();
         registry.register(
             "requests",
             "Table API requests answered, by operation, status class and error code",
@@ -146,6 +153,11 @@ impl Metrics {
             "Access log lines dropped because the log writer fell behind",
             access_log_dropped.clone(),
         );
+        registry.register(
+            "faults_injected",
+            "Faults injected into Table API requests by fault rules, by kind",
+            faults.clone(),
+        );
         Metrics {
             registry,
             requests,
@@ -155,6 +167,7 @@ impl Metrics {
             connections,
             in_flight,
             access_log_dropped,
+            faults,
             ops: Operation::ALL.iter().map(|_| OnceLock::new()).collect(),
         }
     }
@@ -217,6 +230,11 @@ impl Metrics {
 
     pub fn request_finished(&self) {
         self.in_flight.dec();
+    }
+
+    /// Counts a fault a rule injected (only while rules are set).
+    pub fn fault_injected(&self, kind: &'static str) {
+        self.faults.get_or_create(&KindLabels { kind }).inc();
     }
 
     pub fn access_log_dropped(&self) {

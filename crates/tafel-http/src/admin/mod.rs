@@ -9,6 +9,7 @@
 
 pub mod access_log;
 pub mod backup;
+pub mod faults;
 pub mod listener;
 pub mod metrics;
 mod snapshots;
@@ -28,6 +29,8 @@ pub use metrics::Metrics;
 /// whether the node is draining.
 pub struct Ops {
     pub metrics: Metrics,
+    /// Fault rules in force (none by default).
+    pub faults: crate::faults::Faults,
     access_log: Option<AccessLog>,
     draining: AtomicBool,
 }
@@ -47,6 +50,8 @@ pub struct Request<'a> {
     pub credential: Credential,
     pub peer: Option<SocketAddr>,
     pub user_agent: &'a str,
+    /// The kind of fault injected into it (`""`: none).
+    pub fault: &'static str,
 }
 
 /// Counts a request in flight while it lives.
@@ -68,6 +73,7 @@ impl Ops {
     pub fn new(access_log: Option<AccessLog>) -> Self {
         Ops {
             metrics: Metrics::new(),
+            faults: Default::default(),
             access_log,
             draining: AtomicBool::new(false),
         }
@@ -104,6 +110,9 @@ impl Ops {
             bytes_in: r.bytes_in,
             bytes_out: r.bytes_out,
         });
+        if !r.fault.is_empty() {
+            self.metrics.fault_injected(r.fault);
+        }
         if let Some(log) = &self.access_log {
             let entry = access_log::Entry {
                 time: access_log::rfc3339(SystemTime::now()),
@@ -119,6 +128,7 @@ impl Ops {
                 client: access_log::client(r.peer),
                 user_agent: r.user_agent,
                 credential: r.credential.as_str(),
+                fault: r.fault,
             };
             if !log.log(&entry) {
                 self.metrics.access_log_dropped();

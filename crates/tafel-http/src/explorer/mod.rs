@@ -57,6 +57,7 @@ static ASSETS: &[Asset] = &[
     asset!("/js/editor.js", "js/editor.js", JS),
     asset!("/js/transfer.js", "js/transfer.js", JS),
     asset!("/js/status.js", "js/status.js", JS),
+    asset!("/js/faults.js", "js/faults.js", JS),
 ];
 
 /// Every embedded asset's bytes, for the size check in the tests.
@@ -133,7 +134,11 @@ pub async fn forward(app: Arc<AppState>, mut req: hyper::Request<Incoming>, peer
     if peer.ip().is_loopback() {
         req.extensions_mut().insert(Https);
     }
-    into_hyper(handle(app, req).await)
+    handle(app, req).await.map(into_hyper).unwrap_or_else(|lost| {
+        let mut r = hyper::Response::new(Full::new(Bytes::from(format!("{lost}\n"))));
+        *r.status_mut() = StatusCode::BAD_GATEWAY;
+        r
+    })
 }
 
 /// On the Table API port, a browser that opens the bare root (no credential, no

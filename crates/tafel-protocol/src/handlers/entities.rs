@@ -81,11 +81,11 @@ pub async fn query(svc: &Service, cx: &Context, req: &Request, table: &str) -> R
         }
         None => None,
     };
-    let q = EntityQuery {
-        filter,
-        top: top(req)?,
-        resume,
+    let top = match (top(req)?, cx.page_limit) {
+        (Some(t), Some(n)) => Some(t.min(n)),
+        (t, n) => t.or(n),
     };
+    let q = EntityQuery { filter, top, resume };
     let sel = select(req);
     let f = EntityFormat::new(level, &cx.base_url, &cx.caller.account, table, sel.as_deref());
     let mut out = Vec::with_capacity(QUERY_BODY_START);

@@ -2,13 +2,14 @@
 //
 // Routes (the hash, so a query can be shared as a link; no credential is ever
 // part of it): #/ tables · #/a/<account>/<table>?filter=&select=&top= a
-// table's entities · #/status the server's status.
+// table's entities · #/status the server's status · #/faults the fault rules.
 
 import { Api } from "./api.js";
 import { h, $, fill, showError } from "./ui.js";
 import { renderTables } from "./tables.js";
 import { renderEntities } from "./entities.js";
 import { renderStatus } from "./status.js";
+import { renderFaults } from "./faults.js";
 
 const DEV_ACCOUNT = "devstoreaccount1";
 const DEV_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==";
@@ -40,6 +41,7 @@ function route() {
   const parts = path.split("/").filter(Boolean).map(decodeURIComponent);
   const params = new URLSearchParams(qs || "");
   if (parts[0] === "status") return { view: "status" };
+  if (parts[0] === "faults") return { view: "faults" };
   if (parts[0] === "a" && parts[1]) return { view: "tables", account: parts[1], table: parts[2] || null, params };
   return { view: "tables", account: null, table: null, params };
 }
@@ -79,6 +81,10 @@ async function render() {
   if (r.view === "status") {
     header(current.account);
     return renderStatus(main);
+  }
+  if (r.view === "faults") {
+    header(current.account);
+    return renderFaults(main);
   }
   const api = apiFor(r.account);
   if (!api || r.account === "+") {
