@@ -14,7 +14,7 @@ use redb::{Database, ReadableDatabase, ReadableTable};
 use super::checksums::{checked, printable};
 use super::disk::Disk;
 use super::engine::{open_db, recover};
-use super::schema::{be, decode_table, parse_table, table_key, ENTITIES, META, TABLES, TABLE_ORDER};
+use super::schema::{decode_table, parse_table, table_key, to_store_error, ENTITIES, META, TABLES, TABLE_ORDER};
 use super::scratch_disk::ScratchDisk;
 use super::STORE_FILE;
 use crate::error::{FailureKind, StoreError};
@@ -72,7 +72,7 @@ pub fn check(dir: &Path, progress: &mut dyn FnMut(u64)) -> Result<CheckReport, S
             format!("no Tafel store in {} (no {STORE_FILE})", dir.display()),
         ));
     }
-    let disk = ScratchDisk::new(dir).map_err(be)?;
+    let disk = ScratchDisk::new(dir).map_err(to_store_error)?;
     Ok(check_on(&disk, progress))
 }
 
@@ -137,7 +137,7 @@ fn walk_store(disk: &dyn Disk, report: &mut CheckReport, progress: &mut dyn FnMu
 
 /// Reads every table record, listing entry, setting and entity.
 fn walk(db: &Database, report: &mut CheckReport, progress: &mut dyn FnMut(u64)) -> Result<(), StoreError> {
-    let txn = db.begin_read().map_err(be)?;
+    let txn = db.begin_read().map_err(to_store_error)?;
     let sealed = report.checksums;
     // A table record, checked if the store's values carry checksums.
     let record = |key: &[u8], stored: &[u8]| match sealed {
@@ -146,9 +146,9 @@ fn walk(db: &Database, report: &mut CheckReport, progress: &mut dyn FnMut(u64)) 
     };
     // Table id → "account/table".
     let mut names: HashMap<u64, String> = HashMap::new();
-    let tables = txn.open_table(TABLES).map_err(be)?;
-    for row in tables.iter().map_err(be)? {
-        let (k, v) = row.map_err(be)?;
+    let tables = txn.open_table(TABLES).map_err(to_store_error)?;
+    for row in tables.iter().map_err(to_store_error)? {
+        let (k, v) = row.map_err(to_store_error)?;
         let (account, _) = split_at_zero(k.value());
         match record(k.value(), v.value()) {
             Ok(t) => {
@@ -161,12 +161,12 @@ fn walk(db: &Database, report: &mut CheckReport, progress: &mut dyn FnMut(u64)) 
             ),
         }
     }
-    let order = txn.open_table(TABLE_ORDER).map_err(be)?;
-    for row in order.iter().map_err(be)? {
-        let (k, _) = row.map_err(be)?;
+    let order = txn.open_table(TABLE_ORDER).map_err(to_store_error)?;
+    for row in order.iter().map_err(to_store_error)? {
+        let (k, _) = row.map_err(to_store_error)?;
         let (account, name) = split_at_zero(k.value());
         let key = table_key(&account, &name);
-        let listed = tables.get(key.as_slice()).map_err(be)?;
+        let listed = tables.get(key.as_slice()).map_err(to_store_error)?;
         if !matches!(listed.map(|v| record(&key, v.value())), Some(Ok(t)) if t.record.name == name) {
             report.damaged(
                 format!("table listing entry {}", printable(k.value())),
@@ -174,9 +174,9 @@ fn walk(db: &Database, report: &mut CheckReport, progress: &mut dyn FnMut(u64)) 
             );
         }
     }
-    let meta = txn.open_table(META).map_err(be)?;
-    for row in meta.iter().map_err(be)? {
-        let (k, v) = row.map_err(be)?;
+    let meta = txn.open_table(META).map_err(to_store_error)?;
+    for row in meta.iter().map_err(to_store_error)? {
+        let (k, v) = row.map_err(to_store_error)?;
         if sealed && checked(k.value().as_bytes(), v.value()).is_none() {
             report.damaged(
                 format!("setting {}", printable(k.value().as_bytes())),
@@ -184,9 +184,9 @@ fn walk(db: &Database, report: &mut CheckReport, progress: &mut dyn FnMut(u64)) 
             );
         }
     }
-    let entities = txn.open_table(ENTITIES).map_err(be)?;
-    for row in entities.iter().map_err(be)? {
-        let (k, v) = row.map_err(be)?;
+    let entities = txn.open_table(ENTITIES).map_err(to_store_error)?;
+    for row in entities.iter().map_err(to_store_error)? {
+        let (k, v) = row.map_err(to_store_error)?;
         let k = k.value();
         report.entities += 1;
         report.bytes += v.value().len() as u64;

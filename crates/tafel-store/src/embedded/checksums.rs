@@ -11,7 +11,7 @@
 
 use redb::{Database, Durability, ReadableTable, TableDefinition};
 
-use super::schema::{be, ENTITIES, META, TABLES, WAL_SEQ};
+use super::schema::{to_store_error, ENTITIES, META, TABLES, WAL_SEQ};
 use crate::error::{FailureKind, StoreError};
 
 /// Bytes of the checksum after every stored value.
@@ -78,8 +78,8 @@ pub(super) fn printable(key: &[u8]) -> String {
 /// written to (no log position recorded yet) is marked as one that does.
 /// Called in the transaction that creates the tables.
 pub(super) fn prepare(txn: &redb::WriteTransaction) -> Result<bool, StoreError> {
-    let mut meta = txn.open_table(META).map_err(be)?;
-    if let Some(v) = meta.get(FORMAT_KEY).map_err(be)? {
+    let mut meta = txn.open_table(META).map_err(to_store_error)?;
+    if let Some(v) = meta.get(FORMAT_KEY).map_err(to_store_error)? {
         return match checked(FORMAT_KEY.as_bytes(), v.value()) {
             Some(FORMAT) => Ok(true),
             _ => Err(StoreError::failure(
@@ -89,10 +89,10 @@ pub(super) fn prepare(txn: &redb::WriteTransaction) -> Result<bool, StoreError> 
         };
     }
     // Every open records a log position, so only a new store has none.
-    let fresh = meta.get(WAL_SEQ).map_err(be)?.is_none();
+    let fresh = meta.get(WAL_SEQ).map_err(to_store_error)?.is_none();
     if fresh {
         meta.insert(FORMAT_KEY, seal(FORMAT_KEY.as_bytes(), FORMAT).as_slice())
-            .map_err(be)?;
+            .map_err(to_store_error)?;
     }
     Ok(fresh)
 }
@@ -100,26 +100,27 @@ pub(super) fn prepare(txn: &redb::WriteTransaction) -> Result<bool, StoreError> 
 /// Seals every value of a store from before checksums, and marks it, in one
 /// durable transaction: a crash leaves it as it was, to be sealed at the next open.
 pub(super) fn migrate(db: &Database) -> Result<(), StoreError> {
-    let mut txn = db.begin_write().map_err(be)?;
-    txn.set_durability(Durability::Immediate).map_err(be)?;
+    let mut txn = db.begin_write().map_err(to_store_error)?;
+    txn.set_durability(Durability::Immediate).map_err(to_store_error)?;
     let mut rows = 0u64;
     rows += seal_all(&txn, TABLES)?;
     rows += seal_all(&txn, ENTITIES)?;
     {
-        let mut meta = txn.open_table(META).map_err(be)?;
+        let mut meta = txn.open_table(META).map_err(to_store_error)?;
         let old: Vec<(String, Vec<u8>)> = meta
             .iter()
-            .map_err(be)?
+            .map_err(to_store_error)?
             .map(|r| r.map(|(k, v)| (k.value().to_owned(), v.value().to_vec())))
             .collect::<Result<_, _>>()
-            .map_err(be)?;
+            .map_err(to_store_error)?;
         for (k, v) in old {
-            meta.insert(k.as_str(), seal(k.as_bytes(), &v).as_slice()).map_err(be)?;
+            meta.insert(k.as_str(), seal(k.as_bytes(), &v).as_slice())
+                .map_err(to_store_error)?;
         }
         meta.insert(FORMAT_KEY, seal(FORMAT_KEY.as_bytes(), FORMAT).as_slice())
-            .map_err(be)?;
+            .map_err(to_store_error)?;
     }
-    txn.commit().map_err(be)?;
+    txn.commit().map_err(to_store_error)?;
     tracing::info!(rows, "added checksums to the values of a store from an older Tafel");
     Ok(())
 }
@@ -128,7 +129,7 @@ pub(super) fn migrate(db: &Database) -> Result<(), StoreError> {
 /// table cannot be written while it is iterated).
 fn seal_all(txn: &redb::WriteTransaction, def: TableDefinition<&[u8], &[u8]>) -> Result<u64, StoreError> {
     const SLICE: usize = 4096;
-    let mut table = txn.open_table(def).map_err(be)?;
+    let mut table = txn.open_table(def).map_err(to_store_error)?;
     let mut after: Option<Vec<u8>> = None;
     let mut n = 0;
     loop {
@@ -138,17 +139,19 @@ fn seal_all(txn: &redb::WriteTransaction, def: TableDefinition<&[u8], &[u8]>) ->
         };
         let slice: Vec<(Vec<u8>, Vec<u8>)> = table
             .range::<&[u8]>((lower, std::ops::Bound::Unbounded))
-            .map_err(be)?
+            .map_err(to_store_error)?
             .take(SLICE)
             .map(|r| r.map(|(k, v)| (k.value().to_vec(), v.value().to_vec())))
             .collect::<Result<_, _>>()
-            .map_err(be)?;
+            .map_err(to_store_error)?;
         let Some((last, _)) = slice.last() else {
             return Ok(n);
         };
         after = Some(last.clone());
         for (k, v) in &slice {
-            table.insert(k.as_slice(), seal(k, v).as_slice()).map_err(be)?;
+            table
+                .insert(k.as_slice(), seal(k, v).as_slice())
+                .map_err(to_store_error)?;
             n += 1;
         }
     }

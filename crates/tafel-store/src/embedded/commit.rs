@@ -27,7 +27,7 @@ use redb::{Database, ReadOnlyTable, ReadTransaction, ReadableDatabase};
 
 use super::page_file::Durable;
 use super::savepoints::Outcome;
-use super::schema::{be, ENTITIES, TABLES};
+use super::schema::{to_store_error, ENTITIES, TABLES};
 use super::stats::EmbeddedStats;
 use super::table_ids::TableIds;
 use super::wal::{LogBuf, Spare, Wal};
@@ -46,9 +46,9 @@ pub(super) struct Snapshot {
 impl Snapshot {
     /// The store as of its latest commit.
     pub(super) fn take(db: &Database) -> Result<Arc<Snapshot>, StoreError> {
-        let txn = db.begin_read().map_err(be)?;
-        let tables = txn.open_table(TABLES).map_err(be)?;
-        let entities = txn.open_table(ENTITIES).map_err(be)?;
+        let txn = db.begin_read().map_err(to_store_error)?;
+        let tables = txn.open_table(TABLES).map_err(to_store_error)?;
+        let entities = txn.open_table(ENTITIES).map_err(to_store_error)?;
         Ok(Arc::new(Snapshot { txn, tables, entities }))
     }
 }

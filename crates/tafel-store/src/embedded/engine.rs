@@ -17,8 +17,8 @@ use super::disk::Disk;
 use super::header_copy::HeaderCopy;
 use super::page_file::{Durable, PageFile};
 use super::schema::{
-    be, decode_table, decode_u64, guarded, poisoned, table_key, TableValue, ENTITIES, META, TABLES, TABLE_ORDER,
-    WAL_SEQ,
+    decode_table, decode_u64, guarded, poisoned, table_key, to_store_error, TableValue, ENTITIES, META, TABLES,
+    TABLE_ORDER, WAL_SEQ,
 };
 use super::stats::EmbeddedStats;
 use super::table_ids::TableIds;
@@ -41,20 +41,20 @@ pub(super) struct Engine {
 /// The store file's redb database, its torn header mended if need be (see
 /// `header_copy.rs`), and when its syncs are on disk.
 pub(super) fn open_db(disk: &dyn Disk, cache_size: usize) -> Result<(Database, Durable), StoreError> {
-    let locks = disk.locks(STORE_FILE).map_err(be)?;
-    let file = disk.open(STORE_FILE).map_err(be)?;
-    let header = HeaderCopy::open(disk, &*file).map_err(be)?;
-    let file = PageFile::new(file, locks, header).map_err(be)?;
+    let locks = disk.locks(STORE_FILE).map_err(to_store_error)?;
+    let file = disk.open(STORE_FILE).map_err(to_store_error)?;
+    let header = HeaderCopy::open(disk, &*file).map_err(to_store_error)?;
+    let file = PageFile::new(file, locks, header).map_err(to_store_error)?;
     let durable = file.durable();
     let db = Database::builder()
         .set_cache_size(cache_size)
         .create_with_backend(file)
-        .map_err(be)?;
+        .map_err(to_store_error)?;
     // A new store's header (redb writes its magic number last) goes to disk
     // before the log or the header copy is written: a file without the magic
     // number is taken as never created only while they are untouched, and the
     // flusher could otherwise lag behind the log's first write.
-    durable.wait(durable.last_requested()).map_err(be)?;
+    durable.wait(durable.last_requested()).map_err(to_store_error)?;
     Ok((db, durable))
 }
 
@@ -73,26 +73,26 @@ pub(super) struct Recovered {
 /// the log's records and commits them durably.
 pub(super) fn recover(db: &Database, disk: &dyn Disk, log_size: u64) -> Result<Recovered, StoreError> {
     // Create the tables up front so readers never see them missing.
-    let txn = db.begin_write().map_err(be)?;
+    let txn = db.begin_write().map_err(to_store_error)?;
     {
-        txn.open_table(TABLES).map_err(be)?;
-        txn.open_table(TABLE_ORDER).map_err(be)?;
-        txn.open_table(ENTITIES).map_err(be)?;
-        txn.open_table(META).map_err(be)?;
+        txn.open_table(TABLES).map_err(to_store_error)?;
+        txn.open_table(TABLE_ORDER).map_err(to_store_error)?;
+        txn.open_table(ENTITIES).map_err(to_store_error)?;
+        txn.open_table(META).map_err(to_store_error)?;
     }
     let sealed = checksums::prepare(&txn)?;
-    txn.commit().map_err(be)?;
+    txn.commit().map_err(to_store_error)?;
     let applied = {
-        let txn = db.begin_read().map_err(be)?;
-        let meta = txn.open_table(META).map_err(be)?;
-        let seq = meta.get(WAL_SEQ).map_err(be)?;
+        let txn = db.begin_read().map_err(to_store_error)?;
+        let meta = txn.open_table(META).map_err(to_store_error)?;
+        let seq = meta.get(WAL_SEQ).map_err(to_store_error)?;
         match seq {
             Some(v) if sealed => decode_u64(WAL_SEQ, v.value())?,
-            Some(v) => u64::from_le_bytes(v.value().try_into().map_err(be)?),
+            Some(v) => u64::from_le_bytes(v.value().try_into().map_err(to_store_error)?),
             None => 0,
         }
     };
-    let (wal, found) = Wal::open(disk, applied, log_size).map_err(be)?;
+    let (wal, found) = Wal::open(disk, applied, log_size).map_err(to_store_error)?;
     let Found {
         records,
         damaged,
@@ -151,7 +151,7 @@ impl Engine {
         let pages = durable.clone();
         // The log starts over in its first half: what replay (and the commits
         // above) made durable must be on disk before a record overwrites the old.
-        durable.wait(durable.last_requested()).map_err(be)?;
+        durable.wait(durable.last_requested()).map_err(to_store_error)?;
         let published = Arc::new(ArcSwap::new(Snapshot::take(&db)?));
         let ids = Arc::new(TableIds::default());
         let (tx, rx) = mpsc::channel();
@@ -178,7 +178,7 @@ impl Engine {
             thread::Builder::new()
                 .name("tafel-log".into())
                 .spawn(move || commit::log_loop(wal, log_rx, &shared, hold.as_deref()))
-                .map_err(be)?
+                .map_err(to_store_error)?
         };
         let writer_failed = failed.clone();
         let writer = thread::Builder::new()
@@ -191,7 +191,7 @@ impl Engine {
                     tracing::error!("the log thread panicked");
                 }
             })
-            .map_err(be)?;
+            .map_err(to_store_error)?;
         Ok(Engine {
             published,
             ids,
@@ -235,7 +235,7 @@ impl Engine {
     pub(super) fn read_table(&self, account: &str, name: &str) -> Result<Option<TableValue>, StoreError> {
         let snapshot = self.view();
         let key = table_key(account, name);
-        let found = snapshot.tables.get(key.as_slice()).map_err(be)?;
+        let found = snapshot.tables.get(key.as_slice()).map_err(to_store_error)?;
         found.map(|v| decode_table(&key, v.value())).transpose()
     }
 

@@ -67,7 +67,7 @@ use self::disk::{Disk, OsDisk};
 use self::engine::Engine;
 use self::scan::{scan, table_id};
 use self::schema::{
-    be, decode_table, guarded, order_key, props_key, row_key, table_key, TableValue, META, TABLE_ORDER,
+    decode_table, guarded, order_key, props_key, row_key, table_key, to_store_error, TableValue, META, TABLE_ORDER,
 };
 use self::scratch_disk::ScratchDisk;
 use self::stats::EmbeddedStats;
@@ -164,7 +164,7 @@ struct Inner {
 impl EmbeddedStore {
     /// Opens (or creates) the store in `dir`.
     pub fn open(dir: &Path, options: EmbeddedOptions) -> Result<Self, StoreError> {
-        Self::open_on(Box::new(OsDisk::new(dir).map_err(be)?), options, None)
+        Self::open_on(Box::new(OsDisk::new(dir).map_err(to_store_error)?), options, None)
     }
 
     /// A store that lives in memory only (`serve --in-memory`): no file is
@@ -287,21 +287,24 @@ impl Store for EmbeddedStore {
     ) -> Result<Vec<TableRecord>, StoreError> {
         let snapshot = self.engine()?.view();
         guarded(|| {
-            let order = snapshot.txn.open_table(TABLE_ORDER).map_err(be)?;
+            let order = snapshot.txn.open_table(TABLE_ORDER).map_err(to_store_error)?;
             let tables = &snapshot.tables;
             let lo = order_key(account, from.unwrap_or(""));
             let mut hi = account.as_bytes().to_vec();
             hi.push(1);
             let prefix = account.len() + 1;
             let mut out = Vec::new();
-            for item in order.range::<&[u8]>(lo.as_slice()..hi.as_slice()).map_err(be)? {
+            for item in order
+                .range::<&[u8]>(lo.as_slice()..hi.as_slice())
+                .map_err(to_store_error)?
+            {
                 if out.len() >= limit {
                     break;
                 }
-                let (k, _) = item.map_err(be)?;
-                let name = std::str::from_utf8(k.value().get(prefix..).unwrap_or_default()).map_err(be)?;
+                let (k, _) = item.map_err(to_store_error)?;
+                let name = std::str::from_utf8(k.value().get(prefix..).unwrap_or_default()).map_err(to_store_error)?;
                 let key = table_key(account, name);
-                if let Some(v) = tables.get(key.as_slice()).map_err(be)? {
+                if let Some(v) = tables.get(key.as_slice()).map_err(to_store_error)? {
                     let table = decode_table(&key, v.value())?;
                     // A damaged listing key would show a name no table has.
                     if table.record.name != name {
@@ -320,7 +323,7 @@ impl Store for EmbeddedStore {
         guarded(|| {
             let id = table_id(&snapshot, &engine.ids, &table_key(account, table), generation)?;
             let key = row_key(id, key.as_bytes());
-            let found = snapshot.entities.get(key.as_slice()).map_err(be)?;
+            let found = snapshot.entities.get(key.as_slice()).map_err(to_store_error)?;
             found.map(|v| unseal(&key, v.value()).map(<[u8]>::to_vec)).transpose()
         })
     }
@@ -372,9 +375,9 @@ impl Store for EmbeddedStore {
     async fn get_service_properties(&self, account: &str) -> Result<Option<Vec<u8>>, StoreError> {
         let view = self.engine()?.view();
         guarded(|| {
-            let meta = view.txn.open_table(META).map_err(be)?;
+            let meta = view.txn.open_table(META).map_err(to_store_error)?;
             let key = props_key(account);
-            let found = meta.get(key.as_str()).map_err(be)?;
+            let found = meta.get(key.as_str()).map_err(to_store_error)?;
             found
                 .map(|v| unseal(key.as_bytes(), v.value()).map(<[u8]>::to_vec))
                 .transpose()
@@ -398,13 +401,16 @@ impl Store for EmbeddedStore {
 
     async fn count_tables(&self, account: &str) -> Result<u64, StoreError> {
         let snapshot = self.engine()?.view();
-        let order = snapshot.txn.open_table(TABLE_ORDER).map_err(be)?;
+        let order = snapshot.txn.open_table(TABLE_ORDER).map_err(to_store_error)?;
         let lo = order_key(account, "");
         let mut hi = account.as_bytes().to_vec();
         hi.push(1);
         let mut n = 0;
-        for item in order.range::<&[u8]>(lo.as_slice()..hi.as_slice()).map_err(be)? {
-            item.map_err(be)?;
+        for item in order
+            .range::<&[u8]>(lo.as_slice()..hi.as_slice())
+            .map_err(to_store_error)?
+        {
+            item.map_err(to_store_error)?;
             n += 1;
         }
         Ok(n)
@@ -454,7 +460,7 @@ impl Store for EmbeddedStore {
         if let Some(h) = engine.stop()? {
             tokio::task::spawn_blocking(move || h.join())
                 .await
-                .map_err(be)?
+                .map_err(to_store_error)?
                 .map_err(|_| StoreError::failure(FailureKind::Internal, "writer panicked"))?;
         }
         Ok(())

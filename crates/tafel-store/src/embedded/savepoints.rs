@@ -24,7 +24,7 @@ use redb::{Database, Durability, ReadableDatabase, ReadableTable};
 
 use super::checksums::{seal, unseal};
 use super::commit::{self, Checkpoint, Committed, Pending, Snapshot};
-use super::schema::{backend_error, be, decode_u64, garbage, META, NEXT_TABLE_ID, WAL_SEQ};
+use super::schema::{backend_error, decode_u64, garbage, to_store_error, META, NEXT_TABLE_ID, WAL_SEQ};
 use super::writer::LogState;
 use super::Reply;
 use crate::error::{BackendError, FailureKind, StoreError};
@@ -76,12 +76,12 @@ fn encode(s: Saved) -> Vec<u8> {
 /// The names in a META table and their savepoints.
 fn names_in(meta: &impl ReadableTable<&'static str, &'static [u8]>) -> Result<BTreeMap<String, Saved>, StoreError> {
     let mut out = BTreeMap::new();
-    for item in meta.range::<&str>(PREFIX..PREFIX_END).map_err(be)? {
-        let (k, v) = item.map_err(be)?;
+    for item in meta.range::<&str>(PREFIX..PREFIX_END).map_err(to_store_error)? {
+        let (k, v) = item.map_err(to_store_error)?;
         let v = unseal(k.value().as_bytes(), v.value())?;
         let corrupt = || StoreError::failure(FailureKind::Corrupt, "corrupt savepoint record");
-        let id = u64::from_le_bytes(v.get(..8).ok_or_else(corrupt)?.try_into().map_err(be)?);
-        let created_ms = u64::from_le_bytes(v.get(8..16).ok_or_else(corrupt)?.try_into().map_err(be)?);
+        let id = u64::from_le_bytes(v.get(..8).ok_or_else(corrupt)?.try_into().map_err(to_store_error)?);
+        let created_ms = u64::from_le_bytes(v.get(8..16).ok_or_else(corrupt)?.try_into().map_err(to_store_error)?);
         let name = k.value().get(PREFIX.len()..).unwrap_or_default().to_owned();
         out.insert(name, Saved { id, created_ms });
     }
@@ -90,7 +90,7 @@ fn names_in(meta: &impl ReadableTable<&'static str, &'static [u8]>) -> Result<BT
 
 /// The savepoints named in a read transaction's state.
 pub(super) fn names(txn: &redb::ReadTransaction) -> Result<BTreeMap<String, Saved>, StoreError> {
-    names_in(&txn.open_table(META).map_err(be)?)
+    names_in(&txn.open_table(META).map_err(to_store_error)?)
 }
 
 fn now_ms() -> u64 {

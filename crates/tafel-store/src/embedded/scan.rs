@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use super::checksums::{payload, unseal};
 use super::commit::Snapshot;
-use super::schema::{be, decode_table, guarded, guarded_from, row_key};
+use super::schema::{decode_table, guarded, guarded_from, row_key, to_store_error};
 use super::table_ids::TableIds;
 use crate::error::StoreError;
 use crate::key::KeyRef;
@@ -61,7 +61,7 @@ pub(super) fn table_id(
     if let Some(id) = ids.get(table_key) {
         return Ok(id);
     }
-    let id = match snapshot.tables.get(table_key).map_err(be)? {
+    let id = match snapshot.tables.get(table_key).map_err(to_store_error)? {
         Some(v) => decode_table(table_key, v.value())?.id,
         None => return Err(StoreError::TableNotFound),
     };
@@ -104,7 +104,7 @@ pub(super) async fn scan(
             let iter = snapshot
                 .entities
                 .range::<&[u8]>((Bound::Included(lo.as_slice()), upper))
-                .map_err(be)?;
+                .map_err(to_store_error)?;
             Ok(RangeScan::new(iter, id))
         })?;
         // A slice at a time behind one guard (see `schema::guarded`): a guard
@@ -176,7 +176,7 @@ impl<'a> RangeScan<'a> {
                         prefetch_lines(v.value(), usize::MAX);
                         self.ahead.push_back((k, v, None));
                     }
-                    Some(Err(e)) => return Err(be(e)),
+                    Some(Err(e)) => return Err(to_store_error(e)),
                     None => self.exhausted = true,
                 }
             }

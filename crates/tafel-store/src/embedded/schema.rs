@@ -92,7 +92,7 @@ pub(super) fn row_key(id: u64, key: &[u8]) -> Vec<u8> {
 /// A redb (or other) error as a backend failure, kept as its cause. Its kind
 /// comes from the `io::Error` inside: redb's errors hold it without exposing
 /// it as their `source()`, so they are looked into here.
-pub(super) fn be<E: std::error::Error + Send + Sync + 'static>(e: E) -> StoreError {
+pub(super) fn to_store_error<E: std::error::Error + Send + Sync + 'static>(e: E) -> StoreError {
     StoreError::Backend(backend_error(e))
 }
 
@@ -168,5 +168,5 @@ fn redb_failure(e: &(dyn std::error::Error + 'static)) -> Option<FailureKind> {
 /// The counter stored under META `key`.
 pub(super) fn decode_u64(key: &str, stored: &[u8]) -> Result<u64, StoreError> {
     let v = unseal(key.as_bytes(), stored)?;
-    Ok(u64::from_le_bytes(v.try_into().map_err(be)?))
+    Ok(u64::from_le_bytes(v.try_into().map_err(to_store_error)?))
 }

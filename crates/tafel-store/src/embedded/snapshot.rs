@@ -11,7 +11,7 @@ use redb::ReadableTable;
 use super::checksums::{self, unseal};
 use super::commit::Snapshot as Published;
 use super::scan::entity_key;
-use super::schema::{be, decode_table, guarded, row_key, table_key, META, TABLE_ORDER};
+use super::schema::{decode_table, guarded, row_key, table_key, to_store_error, META, TABLE_ORDER};
 use crate::error::{FailureKind, StoreError};
 use crate::key::EntityKey;
 use crate::snapshot::{Snapshot, SnapshotTable};
@@ -38,10 +38,10 @@ fn corrupt(what: &str) -> StoreError {
 impl Snapshot for EmbeddedSnapshot {
     async fn service_properties(&mut self) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
         guarded(|| {
-            let meta = self.view.txn.open_table(META).map_err(be)?;
+            let meta = self.view.txn.open_table(META).map_err(to_store_error)?;
             let mut out = Vec::new();
-            for row in meta.range(PROPS_PREFIX..).map_err(be)? {
-                let (k, v) = row.map_err(be)?;
+            for row in meta.range(PROPS_PREFIX..).map_err(to_store_error)? {
+                let (k, v) = row.map_err(to_store_error)?;
                 let Some(account) = k.value().strip_prefix(PROPS_PREFIX) else {
                     break;
                 };
@@ -53,10 +53,10 @@ impl Snapshot for EmbeddedSnapshot {
 
     async fn tables(&mut self) -> Result<Vec<SnapshotTable>, StoreError> {
         guarded(|| {
-            let order = self.view.txn.open_table(TABLE_ORDER).map_err(be)?;
+            let order = self.view.txn.open_table(TABLE_ORDER).map_err(to_store_error)?;
             let mut out = Vec::new();
-            for row in order.iter().map_err(be)? {
-                let (k, _) = row.map_err(be)?;
+            for row in order.iter().map_err(to_store_error)? {
+                let (k, _) = row.map_err(to_store_error)?;
                 let k = k.value();
                 let split = k
                     .iter()
@@ -69,7 +69,7 @@ impl Snapshot for EmbeddedSnapshot {
                     .view
                     .tables
                     .get(key.as_slice())
-                    .map_err(be)?
+                    .map_err(to_store_error)?
                     .ok_or_else(|| corrupt("table listing: a listed table has no record"))?;
                 let value = decode_table(&key, stored.value())?;
                 if value.record.name != name {
@@ -101,9 +101,9 @@ impl Snapshot for EmbeddedSnapshot {
                 .view
                 .entities
                 .range::<&[u8]>((lower, Bound::Unbounded))
-                .map_err(be)?
+                .map_err(to_store_error)?
             {
-                let (k, v) = row.map_err(be)?;
+                let (k, v) = row.map_err(to_store_error)?;
                 if n == limit || !k.value().starts_with(&prefix) {
                     break;
                 }

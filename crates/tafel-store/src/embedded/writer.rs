@@ -33,10 +33,10 @@ pub(super) const IDLE_CHECKPOINT: Duration = Duration::from_secs(1);
 /// `sealed`: whether the store's values carry checksums (the records hold the
 /// values as stored, so they do too).
 pub(super) fn replay(db: &Database, records: &[wal::Record], next: u64, sealed: bool) -> Result<(), StoreError> {
-    let mut txn = db.begin_write().map_err(be)?;
-    txn.set_durability(Durability::Immediate).map_err(be)?;
+    let mut txn = db.begin_write().map_err(to_store_error)?;
+    txn.set_durability(Durability::Immediate).map_err(to_store_error)?;
     {
-        let mut tables = Tables::open(&txn).map_err(be)?;
+        let mut tables = Tables::open(&txn).map_err(to_store_error)?;
         for r in records {
             let ops = decode_ops(&r.payload)
                 .ok_or_else(|| StoreError::failure(FailureKind::Corrupt, format!("corrupt log record {}", r.seq)))?;
@@ -48,9 +48,9 @@ pub(super) fn replay(db: &Database, records: &[wal::Record], next: u64, sealed: 
             true => seal(WAL_SEQ.as_bytes(), &next.to_le_bytes()),
             false => next.to_le_bytes().to_vec(),
         };
-        tables.meta.insert(WAL_SEQ, next.as_slice()).map_err(be)?;
+        tables.meta.insert(WAL_SEQ, next.as_slice()).map_err(to_store_error)?;
     }
-    txn.commit().map_err(be)
+    txn.commit().map_err(to_store_error)
 }
 
 /// The writer's account of the log, and of when redb itself last made the state
@@ -292,23 +292,28 @@ impl<'t> Tables<'t> {
         match *op {
             Op::Insert {
                 table: T_ORDER, key, ..
-            } => self.order.insert(key, ()).map(drop).map_err(be),
-            Op::Remove { table: T_ORDER, key } => self.order.remove(key).map(drop).map_err(be),
+            } => self.order.insert(key, ()).map(drop).map_err(to_store_error),
+            Op::Remove { table: T_ORDER, key } => self.order.remove(key).map(drop).map_err(to_store_error),
             Op::Remove { table: T_META, key } => {
-                let key = std::str::from_utf8(key).map_err(be)?;
-                self.meta.remove(key).map(drop).map_err(be)
+                let key = std::str::from_utf8(key).map_err(to_store_error)?;
+                self.meta.remove(key).map(drop).map_err(to_store_error)
             }
             Op::Insert {
                 table: T_META,
                 key,
                 value,
             } => {
-                let key = std::str::from_utf8(key).map_err(be)?;
-                self.meta.insert(key, value).map(drop).map_err(be)
+                let key = std::str::from_utf8(key).map_err(to_store_error)?;
+                self.meta.insert(key, value).map(drop).map_err(to_store_error)
             }
-            Op::Insert { table, key, value } => self.by_tag(table)?.insert(key, value).map(drop).map_err(be),
-            Op::Remove { table, key } => self.by_tag(table)?.remove(key).map(drop).map_err(be),
-            Op::RemoveRange { table, lo, hi } => self.by_tag(table)?.retain_in(lo..hi, |_, _| false).map_err(be),
+            Op::Insert { table, key, value } => {
+                self.by_tag(table)?.insert(key, value).map(drop).map_err(to_store_error)
+            }
+            Op::Remove { table, key } => self.by_tag(table)?.remove(key).map(drop).map_err(to_store_error),
+            Op::RemoveRange { table, lo, hi } => self
+                .by_tag(table)?
+                .retain_in(lo..hi, |_, _| false)
+                .map_err(to_store_error),
         }
     }
 }
@@ -363,7 +368,7 @@ impl Writer<'_, '_> {
 
     fn table(&self, account: &str, name: &str) -> Result<Option<TableValue>, StoreError> {
         let key = table_key(account, name);
-        let found = self.tables.tables.get(key.as_slice()).map_err(be)?;
+        let found = self.tables.tables.get(key.as_slice()).map_err(to_store_error)?;
         found.map(|v| decode_table(&key, v.value())).transpose()
     }
 
@@ -371,7 +376,7 @@ impl Writer<'_, '_> {
         if self.table(account, name)?.is_some() {
             return Ok(false);
         }
-        let id = match self.tables.meta.get(NEXT_TABLE_ID).map_err(be)? {
+        let id = match self.tables.meta.get(NEXT_TABLE_ID).map_err(to_store_error)? {
             Some(v) => decode_u64(NEXT_TABLE_ID, v.value())?,
             None => 1,
         };
@@ -425,17 +430,17 @@ impl Writer<'_, '_> {
             .tables
             .order
             .range::<&[u8]>(lo.as_slice()..hi.as_slice())
-            .map_err(be)?
+            .map_err(to_store_error)?
         {
-            let (k, _) = item.map_err(be)?;
+            let (k, _) = item.map_err(to_store_error)?;
             let name = k.value().get(lo.len()..).unwrap_or_default();
-            names.push(String::from_utf8(name.to_vec()).map_err(be)?);
+            names.push(String::from_utf8(name.to_vec()).map_err(to_store_error)?);
         }
         for name in &names {
             self.delete_table(account, name)?;
         }
         let props = props_key(account);
-        if self.tables.meta.get(props.as_str()).map_err(be)?.is_some() {
+        if self.tables.meta.get(props.as_str()).map_err(to_store_error)?.is_some() {
             self.change(Op::Remove {
                 table: T_META,
                 key: props.as_bytes(),
@@ -465,7 +470,7 @@ impl Writer<'_, '_> {
         let mut current: Vec<Option<Vec<u8>>> = Vec::with_capacity(keys.len());
         for k in &full {
             // A damaged row fails the write: nothing is built on what it holds.
-            let found = self.tables.entities.get(k.as_slice()).map_err(be)?;
+            let found = self.tables.entities.get(k.as_slice()).map_err(to_store_error)?;
             current.push(found.map(|v| unseal(k, v.value()).map(<[u8]>::to_vec)).transpose()?);
         }
         let views: Vec<Option<&[u8]>> = current.iter().map(|c| c.as_deref()).collect();
@@ -548,7 +553,9 @@ fn insert_run(
     let Some((first, _)) = rows.first() else {
         return Ok(0);
     };
-    let mut cursor = entities.lower_bound_mut(Bound::Included(*first)).map_err(be)?;
+    let mut cursor = entities
+        .lower_bound_mut(Bound::Included(*first))
+        .map_err(to_store_error)?;
     let mut placed = 0;
     for (key, value) in rows {
         match cursor.insert_before(*key, value.as_slice()) {
@@ -556,7 +563,7 @@ fn insert_run(
             // An existing row sorts before this one: the run ends here. (The
             // first row, refused at its own gap, exists after all: an error.)
             Err(CursorError::UnorderedKey) if placed > 0 => break,
-            Err(e) => return Err(be(e)),
+            Err(e) => return Err(to_store_error(e)),
         }
         log.push(&Op::Insert {
             table: T_ENTITIES,
@@ -565,7 +572,7 @@ fn insert_run(
         });
         placed += 1;
     }
-    cursor.close().map_err(be)?;
+    cursor.close().map_err(to_store_error)?;
     Ok(placed)
 }
 
