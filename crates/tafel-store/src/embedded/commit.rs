@@ -37,24 +37,24 @@ use crate::error::{BackendError, FailureKind, StoreError};
 
 /// A read-only view of the store as of one commit, with the two tables every
 /// read needs already open, so a point read opens nothing.
-pub(super) struct Snapshot {
+pub(super) struct ReadView {
     pub(super) txn: ReadTransaction,
     pub(super) tables: ReadOnlyTable<&'static [u8], &'static [u8]>,
     pub(super) entities: ReadOnlyTable<&'static [u8], &'static [u8]>,
 }
 
-impl Snapshot {
+impl ReadView {
     /// The store as of its latest commit.
-    pub(super) fn take(db: &Database) -> Result<Arc<Snapshot>, StoreError> {
+    pub(super) fn take(db: &Database) -> Result<Arc<ReadView>, StoreError> {
         let txn = db.begin_read().map_err(to_store_error)?;
         let tables = txn.open_table(TABLES).map_err(to_store_error)?;
         let entities = txn.open_table(ENTITIES).map_err(to_store_error)?;
-        Ok(Arc::new(Snapshot { txn, tables, entities }))
+        Ok(Arc::new(ReadView { txn, tables, entities }))
     }
 }
 
 /// What readers read: the newest snapshot all of whose changes are durable.
-pub(super) type Published = ArcSwap<Snapshot>;
+pub(super) type Published = ArcSwap<ReadView>;
 
 /// A reply waiting for its group to be durable.
 pub(super) enum Pending {
@@ -87,7 +87,7 @@ pub(super) struct Committed {
     /// The group committed durably: a checkpoint.
     pub(super) checkpoint: Option<Checkpoint>,
     /// Taken right after the commit; `None` when nothing was committed.
-    pub(super) snapshot: Option<Arc<Snapshot>>,
+    pub(super) snapshot: Option<Arc<ReadView>>,
     /// Table ids read before this commit may be wrong after it.
     pub(super) deletes_table: bool,
     pub(super) pending: Vec<Pending>,

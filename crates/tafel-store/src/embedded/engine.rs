@@ -12,7 +12,7 @@ use tokio::sync::oneshot;
 
 use super::checkpoint::SinceCheckpoint;
 use super::checksums;
-use super::commit::{self, Published, Snapshot};
+use super::commit::{self, Published, ReadView};
 use super::disk::Disk;
 use super::header_copy::HeaderCopy;
 use super::page_file::{Durable, PageFile};
@@ -152,7 +152,7 @@ impl Engine {
         // The log starts over in its first half: what replay (and the commits
         // above) made durable must be on disk before a record overwrites the old.
         durable.wait(durable.last_requested()).map_err(to_store_error)?;
-        let published = Arc::new(ArcSwap::new(Snapshot::take(&db)?));
+        let published = Arc::new(ArcSwap::new(ReadView::take(&db)?));
         let ids = Arc::new(TableIds::default());
         let (tx, rx) = mpsc::channel();
         let (log_tx, log_rx) = mpsc::channel();
@@ -221,13 +221,13 @@ impl Engine {
     }
 
     /// The newest durable state.
-    pub(super) fn view(&self) -> Arc<Snapshot> {
+    pub(super) fn view(&self) -> Arc<ReadView> {
         self.published.load_full()
     }
 
     /// The table-id generation, then the snapshot, in that order (see
     /// `TableIds`), for reads that look a table's id up.
-    pub(super) fn id_view(&self) -> (u64, Arc<Snapshot>) {
+    pub(super) fn id_view(&self) -> (u64, Arc<ReadView>) {
         let generation = self.ids.generation();
         (generation, self.view())
     }

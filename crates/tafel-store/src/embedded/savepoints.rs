@@ -23,7 +23,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use redb::{Database, Durability, ReadableDatabase, ReadableTable};
 
 use super::checksums::{seal, unseal};
-use super::commit::{self, Checkpoint, Committed, Pending, Snapshot};
+use super::commit::{self, Checkpoint, Committed, Pending, ReadView};
 use super::schema::{backend_error, decode_u64, garbage, to_store_error, META, NEXT_TABLE_ID, WAL_SEQ};
 use super::writer::LogState;
 use super::Reply;
@@ -193,7 +193,7 @@ pub(super) fn run(
             // No record after it before it is on disk: see the module comment.
             on_disk_first: true,
         });
-        committed.snapshot = Some(Snapshot::take(db).map_err(store_error)?);
+        committed.snapshot = Some(ReadView::take(db).map_err(store_error)?);
         Ok(Outcome::Done)
     });
     let (result, commit) = match catch_unwind(run).unwrap_or_else(|_| Err(garbage())) {

@@ -6,7 +6,7 @@ use std::ops::Bound;
 use std::time::{Duration, Instant};
 
 use super::checksums::{payload, unseal};
-use super::commit::Snapshot;
+use super::commit::ReadView;
 use super::schema::{decode_table, guarded, guarded_from, row_key, to_store_error};
 use super::table_ids::TableIds;
 use crate::error::StoreError;
@@ -53,7 +53,7 @@ pub(super) fn entity_key(row_key: &[u8]) -> KeyRef<'_> {
 /// The id of the table under `table_key` in `snapshot`, or `TableNotFound`;
 /// `generation` was read from `ids` before the snapshot was loaded.
 pub(super) fn table_id(
-    snapshot: &Snapshot,
+    snapshot: &ReadView,
     ids: &TableIds,
     table_key: &[u8],
     generation: u64,
@@ -82,7 +82,7 @@ const SLICE_CHECK_EVERY: u32 = 256;
 /// from the caches).
 pub(super) async fn scan(
     rows: &RowCounts,
-    snapshot: &Snapshot,
+    snapshot: &ReadView,
     ids: &TableIds,
     generation: u64,
     table_key: &[u8],

@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use redb::ReadableTable;
 
 use super::checksums::{self, unseal};
-use super::commit::Snapshot as Published;
+use super::commit::ReadView;
 use super::scan::entity_key;
 use super::schema::{decode_table, guarded, row_key, table_key, to_store_error, META, TABLE_ORDER};
 use crate::error::{FailureKind, StoreError};
@@ -21,11 +21,11 @@ use crate::traits::RowSink;
 const PROPS_PREFIX: &str = "props/";
 
 pub(super) struct EmbeddedSnapshot {
-    view: Arc<Published>,
+    view: Arc<ReadView>,
 }
 
 impl EmbeddedSnapshot {
-    pub(super) fn new(view: Arc<Published>) -> Self {
+    pub(super) fn new(view: Arc<ReadView>) -> Self {
         EmbeddedSnapshot { view }
     }
 }

@@ -12,7 +12,7 @@ use redb::{CursorError, Database, Durability, ReadableTable};
 
 use super::checkpoint::SinceCheckpoint;
 use super::checksums::{seal, seal_in_place, unseal};
-use super::commit::{self, Checkpoint, Committed, Pending, Snapshot};
+use super::commit::{self, Checkpoint, Committed, Pending, ReadView};
 use super::page_file::Durable;
 use super::schema::*;
 use super::stats::EmbeddedStats;
@@ -235,7 +235,7 @@ fn run_group(
             committed.record = Some((log, seq));
         }
         state.stats.log_fill.store(state.since.bytes, Ordering::Relaxed);
-        committed.snapshot = Some(Snapshot::take(db).map_err(|e| match e {
+        committed.snapshot = Some(ReadView::take(db).map_err(|e| match e {
             StoreError::Backend(b) => b,
             other => BackendError::new(FailureKind::Internal, other.to_string()),
         })?);
