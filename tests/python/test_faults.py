@@ -6,6 +6,7 @@ Python SDK and raw HTTP, and counts the attempts from the access log."""
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 
@@ -360,9 +361,11 @@ def test_a_bad_rules_file_stops_the_start(_workdir):
 
     bad = _workdir / "bad-faults.toml"
     bad.write_text('[[rule]]\noperation = "Nope"\nerror = "ServerBusy"\n')
+    # Not the suite's TAFEL_* settings (a postgres run's backend would be refused first).
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TAFEL_")}
     p = subprocess.run(
         [str(tafel_binary()), "serve", "--in-memory", "--port", "0", "--no-admin", "--faults", str(bad)],
-        capture_output=True, text=True, timeout=60,
+        capture_output=True, text=True, timeout=60, env=env,
     )
     assert p.returncode != 0
     assert "rule 1: operation: unknown operation" in p.stderr, p.stderr
