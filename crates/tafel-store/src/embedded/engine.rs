@@ -16,6 +16,7 @@ use super::commit::{self, Published, ReadView};
 use super::disk::Disk;
 use super::header_copy::HeaderCopy;
 use super::page_file::{Durable, PageFile};
+use super::replay::replay;
 use super::schema::{
     decode_table, decode_u64, guarded, poisoned, table_key, to_store_error, TableValue, ENTITIES, META, TABLES,
     TABLE_ORDER, WAL_SEQ,
@@ -23,7 +24,7 @@ use super::schema::{
 use super::stats::EmbeddedStats;
 use super::table_ids::TableIds;
 use super::wal::{Found, Wal};
-use super::writer::{broken, replay, writer_loop, LogState};
+use super::writer::{broken, writer_loop, LogState};
 use super::{EmbeddedOptions, Job, Reply, STORE_FILE};
 use crate::error::{FailureKind, StoreError};
 

@@ -23,6 +23,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
+mod apply;
 mod check;
 mod checkpoint;
 mod checksums;
@@ -36,6 +37,7 @@ mod fault_tests;
 mod header_copy;
 mod page_file;
 mod reopen;
+mod replay;
 mod savepoints;
 #[cfg(test)]
 mod savepoints_tests;
