@@ -4,12 +4,8 @@
 //! in a container configured by `TAFEL_ADMIN_*` it finds the listener as is.
 
 use std::net::IpAddr;
-use std::time::Duration;
 
-use anyhow::Context as _;
-use bytes::Bytes;
 use clap::Args;
-use http_body_util::{BodyExt as _, Empty};
 
 #[derive(Args)]
 pub(crate) struct HealthArgs {
@@ -50,24 +46,8 @@ async fn probe(args: &HealthArgs) -> anyhow::Result<()> {
         _ => args.admin_host.clone(),
     };
     let url = format!("http://{host}:{}/ready", args.admin_port);
-    let uri: http::Uri = url.parse().with_context(|| format!("bad admin address {url}"))?;
-    let client =
-        hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).build_http::<Empty<Bytes>>();
-    let mut req = http::Request::get(uri).body(Empty::new())?;
-    if let Some(token) = args.admin_token.as_deref().filter(|t| !t.is_empty()) {
-        req.headers_mut()
-            .insert(http::header::AUTHORIZATION, format!("Bearer {token}").parse()?);
-    }
-    let answer = async {
-        let resp = client.request(req).await?;
-        let status = resp.status();
-        let body = resp.into_body().collect().await?.to_bytes();
-        anyhow::Ok((status, body))
-    };
-    let (status, body) = tokio::time::timeout(Duration::from_secs(args.timeout), answer)
-        .await
-        .with_context(|| format!("{url} did not answer within {} s", args.timeout))?
-        .with_context(|| format!("reaching {url}"))?;
+    let (status, body) =
+        crate::admin_call::call(http::Method::GET, &url, args.admin_token.as_deref(), args.timeout).await?;
     if !status.is_success() {
         anyhow::bail!("{url}: {status} {}", String::from_utf8_lossy(&body).trim());
     }

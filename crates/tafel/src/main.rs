@@ -4,6 +4,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+mod admin_call;
 mod azurite;
 mod backup;
 mod cert;

@@ -2,12 +2,8 @@
 //! server's whole store, through its admin listener (`/snapshots`, see
 //! docs/testing.md), for test suites that reset the store between tests.
 
-use std::time::Duration;
-
 use anyhow::Context as _;
-use bytes::Bytes;
 use clap::{Args, Subcommand};
-use http_body_util::{BodyExt as _, Empty};
 
 #[derive(Args)]
 pub(crate) struct SnapshotArgs {
@@ -61,24 +57,7 @@ async fn call(args: &SnapshotArgs) -> anyhow::Result<()> {
         Action::EmptyAccount { account } => (http::Method::DELETE, format!("/accounts/{account}/data")),
     };
     let url = format!("{}{path}", args.admin_url.trim_end_matches('/'));
-    let uri: http::Uri = url.parse().with_context(|| format!("bad admin URL {url}"))?;
-    let client =
-        hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).build_http::<Empty<Bytes>>();
-    let mut req = http::Request::builder().method(method).uri(uri).body(Empty::new())?;
-    if let Some(token) = args.admin_token.as_deref().filter(|t| !t.is_empty()) {
-        req.headers_mut()
-            .insert(http::header::AUTHORIZATION, format!("Bearer {token}").parse()?);
-    }
-    let answer = async {
-        let resp = client.request(req).await?;
-        let status = resp.status();
-        let body = resp.into_body().collect().await?.to_bytes();
-        anyhow::Ok((status, body))
-    };
-    let (status, body) = tokio::time::timeout(Duration::from_secs(args.timeout), answer)
-        .await
-        .with_context(|| format!("{url} did not answer within {} s", args.timeout))?
-        .with_context(|| format!("reaching {url}"))?;
+    let (status, body) = crate::admin_call::call(method, &url, args.admin_token.as_deref(), args.timeout).await?;
     let json: Option<serde_json::Value> = serde_json::from_slice(&body).ok();
     if !status.is_success() {
         let message = json
