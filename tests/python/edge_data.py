@@ -58,3 +58,34 @@ def typed(e) -> dict:
 
 def table_of(svc: TableServiceClient, table: str) -> dict:
     return {(e["PartitionKey"], e["RowKey"]): typed(e) for e in svc.get_table_client(table).list_entities()}
+
+
+def as_data(value):
+    """The SDK's service-property objects as plain data (their repr shows nothing, so
+    comparing reprs compares nothing)."""
+    if isinstance(value, (list, tuple)):
+        return [as_data(v) for v in value]
+    if isinstance(value, dict):
+        return {k: as_data(v) for k, v in value.items()}
+    if hasattr(value, "__dict__"):
+        return {k: as_data(v) for k, v in vars(value).items() if not k.startswith("_")}
+    return value
+
+
+def store_state(conn_strs: dict) -> dict:
+    """Everything a server holds, per account (``{account: connection string}``): its
+    service properties, and per table its access policies and entities type by type
+    with their Timestamps and ETags. What a backup or a snapshot must bring back."""
+    out = {}
+    for account, conn_str in conn_strs.items():
+        with TableServiceClient.from_connection_string(conn_str) as svc:
+            tables = {}
+            for t in svc.list_tables():
+                tc = svc.get_table_client(t.name)
+                policies = {k: (v.permission, v.start, v.expiry) if v else None
+                            for k, v in tc.get_table_access_policy().items()}
+                meta = {(e["PartitionKey"], e["RowKey"]): (e.metadata["timestamp"], e.metadata["etag"])
+                        for e in tc.list_entities()}
+                tables[t.name] = (policies, table_of(svc, t.name), meta)
+            out[account] = (as_data(svc.get_service_properties()), tables)
+    return out

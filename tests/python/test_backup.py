@@ -38,7 +38,7 @@ from conftest import (
     tafel_binary,
     unique_table_name,
 )
-from edge_data import edge_entities, table_of
+from edge_data import edge_entities, store_state
 
 TOKEN = "backup-test-token"
 SECOND = "secondaccount"
@@ -75,22 +75,8 @@ def restore_target(workdir: Path, backend: str = TARGET) -> tuple[list[str], Taf
 
 
 def everything(srv: TafelServer) -> dict:
-    """All a server holds, per account: service properties, tables with their policies,
-    and every entity type by type with its Timestamp and ETag."""
-    out = {}
-    for account, key in ((ACCOUNT, KEY), (SECOND, SECOND_KEY)):
-        with TableServiceClient.from_connection_string(conn(srv, account, key)) as svc:
-            tables = {}
-            for t in svc.list_tables():
-                tc = svc.get_table_client(t.name)
-                policies = {k: (v.permission, v.start, v.expiry) if v else None
-                            for k, v in tc.get_table_access_policy().items()}
-                meta = {(e["PartitionKey"], e["RowKey"]): (e.metadata["timestamp"], e.metadata["etag"])
-                        for e in tc.list_entities()}
-                tables[t.name] = (policies, table_of(svc, t.name), meta)
-            props = svc.get_service_properties()
-            out[account] = (repr(props), tables)
-    return out
+    """All a server holds, in both accounts (edge_data.store_state)."""
+    return store_state({ACCOUNT: conn(srv), SECOND: conn(srv, SECOND, SECOND_KEY)})
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,7 @@ from azure.core.exceptions import ResourceExistsError
 from azure.data.tables import TableAccessPolicy, TableCorsRule, TableServiceClient, UpdateMode
 
 from conftest import ACCOUNT, KEY, TafelServer, embedded_only, free_port, postgres_only, tafel_binary
-from edge_data import edge_entities, table_of
+from edge_data import as_data, edge_entities, store_state
 from launch import Launched
 
 TOKEN = "snapshot-test-token"
@@ -49,33 +49,9 @@ def admin(s: TafelServer, method: str, path: str, token: bool = True) -> request
     return requests.request(method, s.admin_url + path, headers=AUTH if token else {}, timeout=60)
 
 
-def as_data(value):
-    """The SDK's service-property objects as plain data (their repr shows nothing)."""
-    if isinstance(value, (list, tuple)):
-        return [as_data(v) for v in value]
-    if isinstance(value, dict):
-        return {k: as_data(v) for k, v in value.items()}
-    if hasattr(value, "__dict__"):
-        return {k: as_data(v) for k, v in vars(value).items() if not k.startswith("_")}
-    return value
-
-
 def state(s: TafelServer) -> dict:
-    """Everything a restore brings back, per account: service properties, and per table
-    its access policies and entities (typed values, Timestamps, ETags)."""
-    out = {}
-    for account, key in ((ACCOUNT, KEY), (SECOND, SECOND_KEY)):
-        with TableServiceClient.from_connection_string(conn(s, account, key)) as svc:
-            tables = {}
-            for t in svc.list_tables():
-                tc = svc.get_table_client(t.name)
-                policies = {k: (v.permission, v.start, v.expiry) if v else None
-                            for k, v in tc.get_table_access_policy().items()}
-                meta = {(e["PartitionKey"], e["RowKey"]): (e.metadata["timestamp"], e.metadata["etag"])
-                        for e in tc.list_entities()}
-                tables[t.name] = (policies, table_of(svc, t.name), meta)
-            out[account] = (as_data(svc.get_service_properties()), tables)
-    return out
+    """Everything a restore brings back, in both accounts."""
+    return store_state({ACCOUNT: conn(s), SECOND: conn(s, SECOND, SECOND_KEY)})
 
 
 def populate(s: TafelServer) -> None:
