@@ -12,13 +12,13 @@
 //! body a second time (the handler parses it again), which costs nothing when off.
 
 use http::Method;
-use serde::Deserialize;
 
 use tafel_service::model::Value;
 use tafel_service::query::{CompareOp, Expr};
 
 use crate::batch::{parse_batch, BatchKind};
 use crate::filter::parse_filter;
+use crate::operation;
 use crate::request::Request;
 use crate::resource::{self, Resource};
 
@@ -65,7 +65,7 @@ pub fn of(account: &str, req: &Request) -> Charge {
                 entities: 0,
                 query: true,
             },
-            _ => Charge::one(Some(table), inserted_partition(&req.body)),
+            _ => Charge::one(Some(table), operation::body_partition(&req.body)),
         },
         Resource::Batch => batch(account, req),
         _ => Charge::one(None, None),
@@ -79,7 +79,6 @@ fn batch(account: &str, req: &Request) -> Charge {
     let Ok(parsed) = parse_batch(content_type, &req.body) else {
         return Charge::one(None, None);
     };
-    let account_prefix = format!("/{account}");
     let mut charge = Charge {
         table: None,
         partition: None,
@@ -87,21 +86,13 @@ fn batch(account: &str, req: &Request) -> Charge {
         query: false,
     };
     for sub in &parsed.operations {
-        let target = sub.path_and_query();
-        let path = target.split_once('?').map_or(target, |(p, _)| p);
-        let path = match path.strip_prefix(&account_prefix) {
-            Some(rest) if rest.is_empty() || rest.starts_with('/') => rest,
-            _ => path,
+        // A query batch's table-wide reads name no partition to charge.
+        let Some((table, partition)) = operation::sub_request_target(account, sub) else {
+            continue;
         };
-        let (table, partition) = match resource::parse(path) {
-            Ok(Resource::Entity {
-                table, partition_key, ..
-            }) => (table, Some(partition_key)),
-            Ok(Resource::EntitySet(table)) if parsed.kind == BatchKind::Changeset => {
-                (table, inserted_partition(&sub.body))
-            }
-            _ => continue,
-        };
+        if partition.is_none() && parsed.kind != BatchKind::Changeset {
+            continue;
+        }
         charge.table = Some(table);
         charge.partition = partition;
         if charge.partition.is_some() {
@@ -127,16 +118,6 @@ fn queried_partition(filter: &str) -> Option<String> {
     }
     let expr = parse_filter(filter).ok()?;
     pinned(&expr).map(str::to_owned)
-}
-
-/// The PartitionKey of an insert's JSON body, if it has a string one.
-fn inserted_partition(body: &[u8]) -> Option<String> {
-    #[derive(Deserialize)]
-    struct Keys {
-        #[serde(rename = "PartitionKey")]
-        partition_key: Option<String>,
-    }
-    serde_json::from_slice::<Keys>(body).ok()?.partition_key
 }
 
 #[cfg(test)]

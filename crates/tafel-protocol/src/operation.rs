@@ -152,7 +152,12 @@ pub fn body_partition(body: &[u8]) -> Option<String> {
 /// changeset names one of each), for fault rules; `None` when it does not parse.
 pub fn batch_target(account: &str, content_type: &str, body: &[u8]) -> Option<(String, Option<String>)> {
     let batch = crate::batch::parse_batch(content_type, body).ok()?;
-    let sub = batch.operations.first()?;
+    sub_request_target(account, batch.operations.first()?)
+}
+
+/// The table and PartitionKey one `$batch` sub-request acts on: an entity's from
+/// its path, an insert's from its body; `None` for any other resource.
+pub fn sub_request_target(account: &str, sub: &crate::batch::SubRequest) -> Option<(String, Option<String>)> {
     let target = sub.path_and_query();
     let path = target.split_once('?').map_or(target, |(p, _)| p);
     let path = match path.strip_prefix('/').and_then(|p| p.strip_prefix(account)) {
