@@ -13,21 +13,14 @@ use bytes::Bytes;
 use http::{header, Method, StatusCode};
 use http_body_util::{BodyExt, Limited};
 
-use super::listener::{text, unauthorized, AdminState, Resp};
+use super::listener::{json_response, text, unauthorized, AdminState, Resp};
 use crate::faults::SetBody;
 
 /// A rule set's JSON is small; this bounds what a caller can make us hold.
 const MAX_BODY: usize = 1 << 20;
 
-fn json(status: StatusCode, v: &serde_json::Value) -> Resp {
-    let mut r = text(status, v.to_string());
-    r.headers_mut()
-        .insert(header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
-    r
-}
-
 fn refused(message: impl Into<String>) -> Resp {
-    json(StatusCode::BAD_REQUEST, &serde_json::json!({ "error": message.into() }))
+    json_response(StatusCode::BAD_REQUEST, &serde_json::json!({ "error": message.into() }))
 }
 
 pub(super) async fn route(state: &AdminState, req: hyper::Request<hyper::body::Incoming>) -> Resp {
@@ -36,11 +29,11 @@ pub(super) async fn route(state: &AdminState, req: hyper::Request<hyper::body::I
     }
     let faults = &state.ops.faults;
     match *req.method() {
-        Method::GET | Method::HEAD => json(StatusCode::OK, &faults.describe()),
+        Method::GET | Method::HEAD => json_response(StatusCode::OK, &faults.describe()),
         Method::DELETE => {
             faults.clear();
             tracing::info!("fault rules cleared");
-            json(StatusCode::OK, &faults.describe())
+            json_response(StatusCode::OK, &faults.describe())
         }
         Method::PUT => {
             let body: Bytes = match Limited::new(req.into_body(), MAX_BODY).collect().await {
@@ -54,7 +47,7 @@ pub(super) async fn route(state: &AdminState, req: hyper::Request<hyper::body::I
             match faults.replace(set.rules) {
                 Ok(n) => {
                     tracing::info!(rules = n, "fault rules replaced");
-                    json(StatusCode::OK, &faults.describe())
+                    json_response(StatusCode::OK, &faults.describe())
                 }
                 Err(e) => refused(e),
             }

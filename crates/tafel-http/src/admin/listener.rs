@@ -140,6 +140,14 @@ pub(super) fn text(status: StatusCode, body: impl Into<Bytes>) -> Resp {
     r
 }
 
+/// A JSON answer (the faults' and snapshots' routes, the explorer's config).
+pub(super) fn json_response(status: StatusCode, value: &serde_json::Value) -> Resp {
+    let mut r = text(status, value.to_string());
+    r.headers_mut()
+        .insert(header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
+    r
+}
+
 /// The answer to a request that needed the admin token and did not carry it.
 pub(super) fn unauthorized() -> Resp {
     let mut r = text(StatusCode::UNAUTHORIZED, "a bearer token is required\n");
@@ -187,10 +195,7 @@ async fn route(state: &AdminState, req: hyper::Request<hyper::body::Incoming>, p
                     "version": env!("CARGO_PKG_VERSION"),
                     "backend": state.backend,
                 });
-                let mut r = text(StatusCode::OK, config.to_string());
-                r.headers_mut()
-                    .insert(header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
-                return r;
+                return json_response(StatusCode::OK, &config);
             }
         }
     }

@@ -17,7 +17,7 @@ use http::{header, Method, StatusCode};
 use serde_json::{json, Value};
 use tafel_store::{FailureKind, ResetError, StoreError};
 
-use super::listener::{text, unauthorized, AdminState, Resp};
+use super::listener::{json_response, text, unauthorized, AdminState, Resp};
 
 /// Longest snapshot name.
 const MAX_NAME: usize = 64;
@@ -74,7 +74,7 @@ async fn list(state: &AdminState) -> Resp {
                     json!({"name": s.name, "created": httpdate::fmt_http_date(at), "created_ms": s.created_ms})
                 })
                 .collect();
-            body(StatusCode::OK, &json!({ "snapshots": snapshots }))
+            json_response(StatusCode::OK, &json!({ "snapshots": snapshots }))
         }
         Err(e) => failed(e),
     }
@@ -85,7 +85,7 @@ async fn save(state: &AdminState, name: &str) -> Resp {
     match state.store.save_savepoint(name).await {
         Ok(()) => {
             tracing::info!(name, "snapshot saved");
-            body(StatusCode::CREATED, &json!({"name": name, "ms": ms(started)}))
+            json_response(StatusCode::CREATED, &json!({"name": name, "ms": ms(started)}))
         }
         Err(e) => failed(e),
     }
@@ -96,7 +96,7 @@ async fn restore(state: &AdminState, name: &str) -> Resp {
     match state.store.restore_savepoint(name).await {
         Ok(()) => {
             tracing::info!(name, ms = ms(started), "snapshot restored");
-            body(
+            json_response(
                 StatusCode::OK,
                 &json!({"name": name, "restored": true, "ms": ms(started)}),
             )
@@ -123,7 +123,7 @@ async fn clear(state: &AdminState, account: &str) -> Resp {
     match state.store.clear_account(account).await {
         Ok(tables) => {
             tracing::info!(account, tables, "account emptied");
-            body(StatusCode::OK, &json!({"account": account, "tables_deleted": tables}))
+            json_response(StatusCode::OK, &json!({"account": account, "tables_deleted": tables}))
         }
         Err(e) => failed(e),
     }
@@ -171,14 +171,7 @@ fn failed(e: ResetError) -> Resp {
 }
 
 fn error(status: StatusCode, code: &str, message: String) -> Resp {
-    body(status, &json!({"error": code, "message": message}))
-}
-
-fn body(status: StatusCode, value: &Value) -> Resp {
-    let mut r = text(status, value.to_string());
-    r.headers_mut()
-        .insert(header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
-    r
+    json_response(status, &json!({"error": code, "message": message}))
 }
 
 fn not_allowed(allow: &'static str) -> Resp {
