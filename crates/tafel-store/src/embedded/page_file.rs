@@ -142,6 +142,13 @@ struct Shared {
     /// Tests hold this to keep the flusher from writing.
     #[cfg(test)]
     pause: Mutex<()>,
+    /// Test events: the flusher has reached `pause` with an epoch to write; a
+    /// `drain` (a shortening `set_len`) is waiting. Tests wait on these instead
+    /// of sleeping before they check that nothing went ahead.
+    #[cfg(test)]
+    at_pause: std::sync::atomic::AtomicBool,
+    #[cfg(test)]
+    draining: std::sync::atomic::AtomicBool,
 }
 
 impl Shared {
@@ -174,6 +181,8 @@ impl Shared {
     fn drain(&self) -> io::Result<()> {
         let mut state = self.lock();
         self.close_epoch(&mut state, false);
+        #[cfg(test)]
+        self.draining.store(true, Ordering::Release);
         while !state.queue.is_empty() && state.failed.is_none() {
             state = self.wait(state);
         }
@@ -200,6 +209,8 @@ fn flush_loop(shared: &Shared, mut header: HeaderCopy) {
                 state = shared.wait(state);
             }
         };
+        #[cfg(test)]
+        shared.at_pause.store(true, Ordering::Release);
         #[cfg(test)]
         let _paused = shared.pause.lock().unwrap_or_else(|e| e.into_inner());
         let hurry = || shared.awaited.load(Ordering::Acquire) > durable;
@@ -421,6 +432,10 @@ impl PageFile {
             written: AtomicU64::new(0),
             #[cfg(test)]
             pause: Mutex::new(()),
+            #[cfg(test)]
+            at_pause: Default::default(),
+            #[cfg(test)]
+            draining: Default::default(),
         });
         let flusher = {
             let shared = shared.clone();

@@ -23,6 +23,16 @@ fn sync(f: &PageFile) {
     durable.wait(durable.last_requested()).expect("synced");
 }
 
+/// Waits (up to 30 s) until `event` holds: the point where a wrong
+/// implementation would already have gone ahead.
+fn until(what: &str, event: impl Fn() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !event() {
+        assert!(std::time::Instant::now() < deadline, "never happened: {what}");
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
 fn page(byte: u8, len: usize) -> Vec<u8> {
     vec![byte; len]
 }
@@ -75,14 +85,16 @@ fn a_sync_is_durable_only_once_the_flusher_has_written_and_synced_it() {
     f.sync_data().expect("sync returns without waiting for the disk");
     let durable = f.durable();
     let n = durable.last_requested();
-    std::thread::sleep(std::time::Duration::from_millis(50));
+    until("the flusher reached the pause", || {
+        f.shared.at_pause.load(Ordering::Acquire)
+    });
     assert!(f.shared.lock().durable < n, "durable while the flusher was held");
     assert_eq!(file_bytes(&peek, 0, 4096), page(0, 4096));
     let mut out = vec![0; 4096];
     f.read(0, &mut out).expect("read");
     assert_eq!(out, page(5, 4096), "reads see the queued page");
     let waiter = std::thread::spawn(move || durable.wait(n));
-    std::thread::sleep(std::time::Duration::from_millis(50));
+    until("the waiter waits", || f.shared.awaited.load(Ordering::Acquire) >= n);
     assert!(!waiter.is_finished(), "wait returned before the sync");
     drop(paused);
     waiter.join().expect("waiter").expect("synced");
@@ -99,11 +111,14 @@ fn a_shorter_length_waits_for_the_syncs_asked_for_before_it() {
     f.write(0, &page(7, 4096)).expect("write");
     f.sync_data().expect("sync");
     let n = durable.last_requested();
+    let shared = f.shared.clone();
     let cut = std::thread::spawn(move || {
         f.set_len(2 * 4096).expect("set_len");
         f
     });
-    std::thread::sleep(std::time::Duration::from_millis(50));
+    until("the cut waits for the flusher", || {
+        shared.draining.load(Ordering::Acquire)
+    });
     assert!(
         !cut.is_finished(),
         "the file was cut before the sync before it was on disk"
