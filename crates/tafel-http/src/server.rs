@@ -36,7 +36,7 @@ use tokio::runtime::Handle;
 use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
 use tokio_rustls::server::TlsStream;
 
-use crate::explorer;
+use crate::explorer_api;
 use crate::head_budget::{Charge, Metered, MAX_HEAD};
 use crate::pipeline::{busy, handle, into_hyper, AppState, Https, LostAnswer, PeerAddr};
 use crate::tls::{self, TlsAcceptor};
@@ -439,7 +439,10 @@ impl ConnState {
             }
             let (state, long, charge) = (state.clone(), long.clone(), charge.clone());
             async move {
-                if let Some(r) = state.explorer.and_then(|at| explorer::redirect_to_explorer(at, &req)) {
+                if let Some(r) = state
+                    .explorer
+                    .and_then(|at| explorer_api::redirect_to_explorer(at, &req))
+                {
                     charge.answered();
                     return Ok::<_, LostAnswer>(r);
                 }
