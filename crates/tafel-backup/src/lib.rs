@@ -15,7 +15,7 @@ mod take;
 
 pub use format::{Counts, Info, Reader};
 pub use restore::{check, restore, unfinished_restore, verify, RestoreProgress, UNFINISHED_MARKER};
-pub use take::{info_now, take, Chunks};
+pub use take::{info_now, take, ChunkError, Chunks};
 
 #[derive(Debug, thiserror::Error)]
 pub enum BackupError {

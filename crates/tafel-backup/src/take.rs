@@ -1,6 +1,8 @@
 //! Taking a backup: the snapshot's contents, in order, through a [`Writer`],
 //! handed on as compressed chunks while the snapshot is still being read.
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 use tafel_store::Snapshot;
 use tokio::sync::mpsc;
@@ -15,7 +17,25 @@ const CHUNK: usize = 256 << 10;
 
 /// Where the compressed bytes go, in order. An `Err` is sent once, last, when
 /// the backup failed midway: the receiver must not keep what it got as a backup.
-pub type Chunks = mpsc::Sender<Result<Bytes, String>>;
+pub type Chunks = mpsc::Sender<Result<Bytes, ChunkError>>;
+
+/// Why a backup's chunks ended before the backup was whole. Cheap to clone:
+/// [`take`] both sends its failure and returns it.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ChunkError {
+    /// Taking the backup failed.
+    #[error(transparent)]
+    Backup(Arc<BackupError>),
+    /// The chunks came over a connection (`tafel backup --from`) that broke off.
+    #[error("the connection broke off: {0}")]
+    Connection(Arc<dyn std::error::Error + Send + Sync>),
+}
+
+impl From<BackupError> for ChunkError {
+    fn from(e: BackupError) -> Self {
+        ChunkError::Backup(Arc::new(e))
+    }
+}
 
 /// The header of a backup taken now from `source` (the backend's name).
 pub fn info_now(source: &str) -> Info {
@@ -31,12 +51,13 @@ pub fn info_now(source: &str) -> Info {
 
 /// Writes everything in `snapshot` to `out`. Stops early (with `Ok`) if the
 /// receiver went away. On failure the error is also sent to `out`.
-pub async fn take(snapshot: &mut dyn Snapshot, source: &str, out: &Chunks) -> Result<Counts, BackupError> {
+pub async fn take(snapshot: &mut dyn Snapshot, source: &str, out: &Chunks) -> Result<Counts, Arc<BackupError>> {
     match write_all(snapshot, source, out).await {
         Ok(counts) => Ok(counts),
         Err(e) => {
+            let e = Arc::new(e);
             // The receiver may be gone already; then nobody needs to know.
-            let _ = out.send(Err(e.to_string())).await;
+            let _ = out.send(Err(ChunkError::Backup(e.clone()))).await;
             Err(e)
         }
     }

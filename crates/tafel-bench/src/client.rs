@@ -11,14 +11,13 @@ use std::time::{Duration, SystemTime};
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 use bytes::Bytes;
-use hmac::{Hmac, KeyInit, Mac};
 use http::{HeaderMap, HeaderValue, Method, Request, StatusCode};
 use http_body_util::{BodyExt, Full};
 use hyper::client::conn::http1::SendRequest;
 use hyper_util::rt::TokioIo;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
-use sha2::Sha256;
+use tafel_transfer::shared_key;
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 
@@ -144,18 +143,6 @@ impl Endpoint {
         )
     }
 
-    /// Signs `string_to_sign` with the account key (HMAC-SHA256, base64).
-    fn sign(&self, string_to_sign: &str) -> String {
-        match Hmac::<Sha256>::new_from_slice(&self.key) {
-            Ok(mut mac) => {
-                mac.update(string_to_sign.as_bytes());
-                STANDARD.encode(mac.finalize().into_bytes())
-            }
-            // HMAC accepts keys of any length; keep the bench alive regardless.
-            Err(_) => String::new(),
-        }
-    }
-
     /// Builds a signed request. `path` is below the account (`/Tables`, `/t(PartitionKey='a',RowKey='b')`),
     /// optionally with a query string (already percent-encoded).
     pub fn request(
@@ -170,14 +157,10 @@ impl Endpoint {
         let resource_path = full_path.split('?').next().unwrap_or(&full_path);
         let date = httpdate::fmt_http_date(SystemTime::now());
         let ct = content_type.unwrap_or("");
-        // Table Shared Key: VERB, Content-MD5 (empty), Content-Type, Date (x-ms-date), resource.
         // Path-style: /account + /account/path, so the account appears twice.
-        let to_sign = format!(
-            "{}\n\n{ct}\n{date}\n{}{resource_path}",
-            method.as_str(),
-            self.canon_prefix
-        );
-        let auth = format!("SharedKey {}:{}", self.account, self.sign(&to_sign));
+        let resource = format!("{}{resource_path}", self.canon_prefix);
+        let auth = shared_key::authorization(&self.account, &self.key, method.as_str(), ct, &date, &resource)
+            .map_err(|e| e.to_string())?;
         let mut b = Request::builder()
             .method(method.clone())
             .uri(&full_path)
@@ -361,11 +344,16 @@ mod tests {
             .request(&Method::GET, "/Tables", None, Bytes::new(), &[])
             .expect("request");
         let date = req.headers()["x-ms-date"].to_str().expect("date");
-        let expected = ep.sign(&format!("GET\n\n\n{date}\n/devstoreaccount1/devstoreaccount1/Tables"));
-        assert_eq!(
-            req.headers()["authorization"].to_str().expect("auth"),
-            format!("SharedKey devstoreaccount1:{expected}")
-        );
+        let expected = shared_key::authorization(
+            "devstoreaccount1",
+            &ep.key,
+            "GET",
+            "",
+            date,
+            "/devstoreaccount1/devstoreaccount1/Tables",
+        )
+        .expect("sign");
+        assert_eq!(req.headers()["authorization"].to_str().expect("auth"), expected);
         assert_eq!(req.uri().path(), "/devstoreaccount1/Tables");
     }
 

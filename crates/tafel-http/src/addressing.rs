@@ -18,7 +18,7 @@ pub struct Address {
 
 /// The host name of a `Host` header, without its port (an IPv6 literal keeps
 /// its brackets).
-pub(crate) fn hostname(host: &str) -> &str {
+pub fn hostname(host: &str) -> &str {
     if host.starts_with('[') {
         return host.split_inclusive(']').next().unwrap_or(host);
     }

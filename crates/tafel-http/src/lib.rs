@@ -1,23 +1,26 @@
 //! HTTP layer of Tafel: the server (plain or TLS), account addressing, authentication (Shared
 //! Key, Shared Key Lite, shared access signatures), CORS and the common response
-//! headers. Everything below it is the protocol layer.
+//! headers, and what the pipeline reports each request to (metrics, access log,
+//! fault rules: [`ops`]). Everything below it is the protocol layer; the admin
+//! listener and the explorer that read and reach it are tafel-admin's.
 
 mod accounts;
 mod addressing;
-pub mod admin;
 pub mod auth;
 mod body;
 mod cors;
-pub mod explorer;
+pub mod explorer_api;
 pub mod faults;
 mod head_budget;
 pub mod limits;
+pub mod ops;
 mod pipeline;
 pub mod server;
 pub mod throttle;
 pub mod tls;
 
 pub use accounts::Accounts;
-pub use addressing::set_path_style_only;
+pub use addressing::{hostname, set_path_style_only};
+pub use head_budget::MAX_HEAD;
 pub use pipeline::AppState;
 pub use server::serve;

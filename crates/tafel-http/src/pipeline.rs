@@ -17,13 +17,13 @@ use tafel_service::{Ctx, Error, ErrorCode, Service};
 
 use crate::accounts::Accounts;
 use crate::addressing;
-use crate::admin::{self, Credential, Ops};
 use crate::auth::bearer::OAuth;
 use crate::auth::{self, Signed};
 use crate::body;
 use crate::cors;
 use crate::faults::{Effect, Fault, RuleSet, Target};
 use crate::limits::Limits;
+use crate::ops::{self, Credential, Ops};
 use crate::throttle::Throttle;
 
 /// The version we answer with when the client sent none.
@@ -32,7 +32,7 @@ pub(crate) const DEFAULT_VERSION: &str = "2019-02-02";
 pub struct AppState {
     pub service: Service,
     pub accounts: Accounts,
-    /// Metrics, access log and drain state (`admin/`).
+    /// Metrics, access log and drain state (`ops/`).
     pub ops: Arc<Ops>,
     /// Bearer tokens, when `--oauth` accepts them.
     pub oauth: Option<Arc<OAuth>>,
@@ -157,7 +157,7 @@ pub async fn handle(state: Arc<AppState>, req: hyper::Request<Incoming>) -> Resu
         // idle here to be cut when the drain ends.
         resp.set_static("connection", "close");
     }
-    state.ops.finish(&admin::Request {
+    state.ops.finish(&ops::Request {
         started,
         operation: meta.operation,
         error: meta.error,

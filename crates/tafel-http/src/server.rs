@@ -36,7 +36,7 @@ use tokio::runtime::Handle;
 use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
 use tokio_rustls::server::TlsStream;
 
-use crate::explorer;
+use crate::explorer_api;
 use crate::head_budget::{Charge, Metered, MAX_HEAD};
 use crate::pipeline::{busy, handle, into_hyper, AppState, Https, LostAnswer, PeerAddr};
 use crate::tls::{self, TlsAcceptor};
@@ -146,7 +146,7 @@ pub async fn serve(
         let (open2, stop) = (open.clone(), stop_rx.clone());
         let conn = ConnState {
             state: state.clone(),
-            long: Long {
+            long: LongRuntimes {
                 query: query_runtime.handle().clone(),
                 batch: batch_runtime.handle().clone(),
             },
@@ -236,9 +236,10 @@ fn hand_over(
     }
 }
 
-/// The runtimes for requests that may run long.
+/// The handles of the runtimes for requests that may run long: entity queries
+/// and `$batch`.
 #[derive(Clone)]
-struct Long {
+struct LongRuntimes {
     query: Handle,
     batch: Handle,
 }
@@ -309,7 +310,7 @@ fn point_filter(query: &str) -> bool {
 /// long.
 async fn respond(
     state: Arc<AppState>,
-    long: Long,
+    long: LongRuntimes,
     req: hyper::Request<hyper::body::Incoming>,
 ) -> Result<Response, LostAnswer> {
     let (runtime, cancellable) = match lane(req.method(), req.uri()) {
@@ -412,7 +413,7 @@ struct Accepted {
 #[derive(Clone)]
 struct ConnState {
     state: Arc<AppState>,
-    long: Long,
+    long: LongRuntimes,
     tls: Option<TlsAcceptor>,
 }
 
@@ -439,7 +440,10 @@ impl ConnState {
             }
             let (state, long, charge) = (state.clone(), long.clone(), charge.clone());
             async move {
-                if let Some(r) = state.explorer.and_then(|at| explorer::redirect_to_explorer(at, &req)) {
+                if let Some(r) = state
+                    .explorer
+                    .and_then(|at| explorer_api::redirect_to_explorer(at, &req))
+                {
                     charge.answered();
                     return Ok::<_, LostAnswer>(r);
                 }

@@ -24,6 +24,31 @@ pub enum StoreError {
     Busy(String),
 }
 
+/// Why a store cannot serve now ([`Store::ready`](crate::Store::ready)); its
+/// text is what the admin listener's `/ready` answers with.
+#[derive(Debug, thiserror::Error)]
+pub enum NotReady {
+    #[error("the store is shut down")]
+    ShutDown,
+    #[error("the writer thread stopped")]
+    WriterStopped,
+    /// Writes fail until a restart or until space is freed (a failed log write
+    /// or sync, a full disk): the reason the store gives them.
+    #[error("{reason}")]
+    Failing { kind: FailureKind, reason: String },
+    /// A health check must not wait longer than this for the database.
+    #[error("the database did not answer within {0:?}")]
+    NoAnswer(std::time::Duration),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl From<BackendError> for NotReady {
+    fn from(e: BackendError) -> Self {
+        NotReady::Store(e.into())
+    }
+}
+
 /// What kind of failure a backend failure is: what an operator does about it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FailureKind {

@@ -30,9 +30,10 @@ pub mod stats;
 mod test_support;
 mod traits;
 
-pub use error::{BackendError, FailureKind, StoreError};
+pub use error::{BackendError, FailureKind, NotReady, StoreError};
 pub use key::{EntityKey, KeyRange, KeyRef};
 pub use reset::{ResetError, SavepointInfo};
 pub use snapshot::{Snapshot, SnapshotTable};
-pub use stats::{HistogramSnapshot, MetricValue, StoreMetric};
+pub use stats::{MetricValue, StoreMetric};
+pub use tafel_stats::HistogramSnapshot;
 pub use traits::{write_with, Decide, Expect, Mutation, RowFilter, RowSink, ScanEnd, ScanRequest, Store, TableRecord};

@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use async_trait::async_trait;
 
-use crate::error::StoreError;
+use crate::error::{NotReady, StoreError};
 use crate::key::{EntityKey, KeyRange, KeyRef};
 use crate::reset::{ResetError, SavepointInfo};
 use crate::stats::StoreMetric;
@@ -209,7 +209,7 @@ pub trait Store: Send + Sync + 'static {
 
     /// Whether the store can serve now; the reason when it cannot. Bounded in
     /// time: a load balancer's health check waits for it.
-    async fn ready(&self) -> Result<(), String> {
+    async fn ready(&self) -> Result<(), NotReady> {
         Ok(())
     }
 

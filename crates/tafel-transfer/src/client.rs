@@ -4,9 +4,7 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use base64::Engine as _;
 use bytes::Bytes;
-use hmac::{KeyInit, Mac};
 use http::{HeaderMap, HeaderValue, Method, Request, StatusCode};
 use http_body_util::{BodyExt, Full};
 use hyper_rustls::HttpsConnector;
@@ -114,12 +112,16 @@ impl TableClient {
                 resource.push_str("?comp=");
                 resource.push_str(comp);
             }
-            let to_sign = format!("{method}\n\n{}\n{date}\n{resource}", content_type.unwrap_or(""));
-            let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(key)
-                .map_err(|_| TransferError::Usage("the account key cannot key HMAC".into()))?;
-            mac.update(to_sign.as_bytes());
-            let sig = base64::engine::general_purpose::STANDARD.encode(mac.finalize().into_bytes());
-            req = req.header("authorization", format!("SharedKey {}:{sig}", self.endpoint.account));
+            let auth = crate::shared_key::authorization(
+                &self.endpoint.account,
+                key,
+                method.as_str(),
+                content_type.unwrap_or(""),
+                &date,
+                &resource,
+            )
+            .map_err(|e| TransferError::Usage(e.to_string()))?;
+            req = req.header("authorization", auth);
         }
         let req = req
             .body(Full::new(body))

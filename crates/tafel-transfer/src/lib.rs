@@ -4,7 +4,8 @@
 //! `tafel copy` (the two joined without a file). [`client`] is the REST client,
 //! [`endpoint`] reads connection strings and SAS URLs, [`read`] reads a query's
 //! pages (by key ranges in parallel), [`format`] the JSONL and CSV files,
-//! [`progress`] what a long run shows.
+//! [`progress`] what a long run shows, [`shared_key`] the Shared Key signature
+//! (tafel-bench's too).
 
 pub mod client;
 pub mod endpoint;
@@ -13,6 +14,7 @@ pub mod format;
 pub mod import;
 pub mod progress;
 pub mod read;
+pub mod shared_key;
 
 pub use client::TableClient;
 pub use endpoint::Endpoint;

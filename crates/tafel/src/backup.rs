@@ -11,7 +11,7 @@ use std::sync::Arc;
 use anyhow::{bail, Context as _};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty};
-use tafel_backup::{Counts, Info};
+use tafel_backup::{ChunkError, Counts, Info};
 use tafel_transfer::progress::Progress;
 use tokio::sync::mpsc;
 
@@ -53,7 +53,7 @@ pub struct RestoreArgs {
     quiet: bool,
 }
 
-type Chunks = mpsc::Receiver<Result<Bytes, String>>;
+type Chunks = mpsc::Receiver<Result<Bytes, ChunkError>>;
 
 pub fn backup(a: BackupArgs) -> anyhow::Result<()> {
     runtime()?.block_on(async {
@@ -117,7 +117,7 @@ async fn download(url: &str, token: Option<&str>) -> anyhow::Result<Chunks> {
                     Ok(data) => Ok(data),
                     Err(_) => continue,
                 },
-                Err(e) => Err(format!("the connection broke off: {e}")),
+                Err(e) => Err(ChunkError::Connection(Arc::new(e))),
             };
             let failed = chunk.is_err();
             if tx.send(chunk).await.is_err() || failed {

@@ -20,8 +20,9 @@ use serve_args::{Backend, LogFormatArg, ServeArgs};
 
 use anyhow::Context as _;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
-use tafel_http::admin::{self, AdminState, Ops};
+use tafel_admin::{self as admin, AdminState};
 use tafel_http::limits::{self, Limits};
+use tafel_http::ops::Ops;
 use tafel_http::server::Threads;
 use tafel_http::throttle::Throttle;
 use tafel_http::tls;
@@ -319,7 +320,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         let admin_addr: SocketAddr = format!("{}:{}", args.admin_host, args.admin_port)
             .parse()
             .context("bad --admin-host/--admin-port")?;
-        admin::listener::check_exposure(&admin_addr, args.admin_token.as_deref()).map_err(anyhow::Error::msg)?;
+        admin::check_exposure(&admin_addr, args.admin_token.as_deref()).map_err(anyhow::Error::msg)?;
         let bound = tokio::net::TcpListener::bind(admin_addr)
             .await
             .with_context(|| format!("binding the admin listener {admin_addr}"))?;

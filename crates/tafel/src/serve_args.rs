@@ -6,10 +6,10 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use clap::Args;
-use tafel_http::admin::{AccessLog, Destination, LogFormat};
 use tafel_http::auth::bearer::{self, OAuth};
 use tafel_http::auth::jwks::{KeySource, Keys, REFRESH};
 use tafel_http::auth::roles::Roles;
+use tafel_http::ops::{AccessLog, Destination, LogFormat};
 use tafel_http::tls;
 use tafel_store::Store;
 
@@ -403,7 +403,7 @@ impl ServeArgs {
     }
 
     /// Installs the rules of `--faults` in `ops`; a bad file stops the start.
-    pub(crate) fn install_faults(&self, ops: &tafel_http::admin::Ops) -> anyhow::Result<()> {
+    pub(crate) fn install_faults(&self, ops: &tafel_http::ops::Ops) -> anyhow::Result<()> {
         let Some(path) = &self.faults else { return Ok(()) };
         let text = std::fs::read_to_string(path).with_context(|| format!("reading --faults {}", path.display()))?;
         let rules = tafel_http::faults::rules::from_toml(&text)

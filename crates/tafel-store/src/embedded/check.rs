@@ -13,7 +13,7 @@ use redb::{Database, ReadableDatabase, ReadableTable};
 
 use super::checksums::{checked, printable};
 use super::disk::Disk;
-use super::engine::{open_db, recover};
+use super::opening::{open_db, recover};
 use super::schema::{decode_table, parse_table, table_key, to_store_error, ENTITIES, META, TABLES, TABLE_ORDER};
 use super::scratch_disk::ScratchDisk;
 use super::STORE_FILE;

@@ -462,7 +462,7 @@ mod tests {
         let (x, y) = (EntityKey::new("p", "x"), EntityKey::new("p", "y"));
         put(&store, &x, vec![1], false).await;
 
-        let pages = store.engine_now().pages.clone();
+        let pages = store.opening_now().pages.clone();
         let paused = pages.pause();
         next_checkpoint(&store, checkpoints(&store)).await;
         let writing = spawn_applied(&store, &y, vec![2], false).await;
@@ -487,7 +487,7 @@ mod tests {
         );
         put(&store, &x, large(1), false).await;
 
-        let pages = store.engine_now().pages.clone();
+        let pages = store.opening_now().pages.clone();
         let paused = pages.pause();
         let first = next_checkpoint(&store, checkpoints(&store)).await;
         // After a large write, `y`'s record goes on in the other half at once.
@@ -518,7 +518,7 @@ mod tests {
         let (dir, crashed) = (tempdir().expect("temp dir"), tempdir().expect("temp dir"));
         let (store, _hold) = open(dir.path()).await;
         let (x, y) = (EntityKey::new("p", "x"), EntityKey::new("p", "y"));
-        let pages = store.engine_now().pages.clone();
+        let pages = store.opening_now().pages.clone();
         let paused = pages.pause();
         put(&store, &x, large(1), false).await;
         next_checkpoint(&store, checkpoints(&store)).await;

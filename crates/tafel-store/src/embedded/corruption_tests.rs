@@ -318,7 +318,7 @@ fn without_checksums(image: Image) -> Image {
     }
     let disk = SimDisk::with(image);
     {
-        let (db, _) = super::engine::open_db(&disk, 1 << 20).expect("open");
+        let (db, _) = super::opening::open_db(&disk, 1 << 20).expect("open");
         let txn = db.begin_write().expect("txn");
         strip(&txn, TABLES);
         strip(&txn, ENTITIES);

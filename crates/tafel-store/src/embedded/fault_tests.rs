@@ -93,7 +93,7 @@ fn a_failed_log_sync_stops_every_write_until_a_restart() {
             "{failed}"
         );
         let why = store.ready().await.expect_err("not ready after a failed sync");
-        assert!(why.contains("write-ahead log"), "{why}");
+        assert!(why.to_string().contains("write-ahead log"), "{why}");
         // The disk is well again; the store still refuses: fail-stop.
         disk.set_faults(Faults::default());
         assert!(put(&store, "later", b"3").await.is_err(), "a write after a failed sync");

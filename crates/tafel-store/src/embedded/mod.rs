@@ -31,10 +31,10 @@ mod commit;
 #[cfg(test)]
 mod corruption_tests;
 mod disk;
-mod engine;
 #[cfg(test)]
 mod fault_tests;
 mod header_copy;
+mod opening;
 mod page_file;
 mod reopen;
 mod replay;
@@ -66,14 +66,14 @@ use tokio::sync::oneshot;
 
 use self::checksums::unseal;
 use self::disk::{Disk, OsDisk};
-use self::engine::Engine;
+use self::opening::Opening;
 use self::scan::{scan, table_id};
 use self::schema::{
     decode_table, guarded, order_key, props_key, row_key, table_key, to_store_error, TableValue, META, TABLE_ORDER,
 };
 use self::scratch_disk::ScratchDisk;
 use self::stats::EmbeddedStats;
-use crate::error::{FailureKind, StoreError};
+use crate::error::{FailureKind, NotReady, StoreError};
 use crate::key::EntityKey;
 use crate::reset::{ResetError, SavepointInfo};
 use crate::stats::StoreMetric;
@@ -153,7 +153,7 @@ struct Inner {
     disk: Box<dyn Disk>,
     options: EmbeddedOptions,
     /// The open store; none while it is being opened again (`reopen.rs`).
-    engine: ArcSwapOption<Engine>,
+    opening: ArcSwapOption<Opening>,
     stats: Arc<EmbeddedStats>,
     /// Bytes of pages earlier openings wrote: the counter goes on across a reopen.
     written_before: AtomicU64,
@@ -191,12 +191,12 @@ impl EmbeddedStore {
         hold: Option<Arc<std::sync::Mutex<()>>>,
     ) -> Result<Self, StoreError> {
         let stats = Arc::new(EmbeddedStats::default());
-        let engine = Engine::open(&*disk, &options, stats.clone(), hold)?;
+        let opening = Opening::open(&*disk, &options, stats.clone(), hold)?;
         Ok(EmbeddedStore {
             inner: Arc::new(Inner {
                 disk,
                 options,
-                engine: ArcSwapOption::from_pointee(engine),
+                opening: ArcSwapOption::from_pointee(opening),
                 stats,
                 written_before: AtomicU64::new(0),
                 reopening: AtomicBool::new(false),
@@ -206,32 +206,32 @@ impl EmbeddedStore {
     }
 
     /// The open store, or ServerBusy while it is opened again.
-    fn engine(&self) -> Result<Arc<Engine>, StoreError> {
+    fn opening(&self) -> Result<Arc<Opening>, StoreError> {
         self.inner
-            .engine
+            .opening
             .load_full()
             .ok_or_else(|| StoreError::Busy("the store is reopening after its disk was full; retry in a moment".into()))
     }
 
     #[cfg(test)]
-    fn engine_now(&self) -> Arc<Engine> {
-        self.engine().expect("an open store")
+    fn opening_now(&self) -> Arc<Opening> {
+        self.opening().expect("an open store")
     }
 
     /// Leaf pages of the entity rows as of the published snapshot.
     #[cfg(test)]
     fn entity_leaf_pages(&self) -> u64 {
         use redb::ReadableTableMetadata;
-        self.engine_now().view().entities.stats().expect("stats").leaf_pages()
+        self.opening_now().view().entities.stats().expect("stats").leaf_pages()
     }
 
     /// Hands a write to the writer; once a full disk has broken the store,
     /// starts opening it again as soon as there is room.
     async fn submit<T>(&self, make: impl FnOnce(Reply<T>) -> Job) -> Result<T, StoreError> {
-        let engine = self.engine()?;
-        let result = engine.submit(make).await;
+        let opening = self.opening()?;
+        let result = opening.submit(make).await;
         if result.is_err()
-            && matches!(engine.broken(), Some((FailureKind::DiskFull, _)))
+            && matches!(opening.broken(), Some((FailureKind::DiskFull, _)))
             && self.inner.disk.regains_room()
         {
             reopen::start(&self.inner);
@@ -249,8 +249,8 @@ impl EmbeddedStore {
     }
 
     fn read_table(&self, account: &str, name: &str) -> Result<Option<TableValue>, StoreError> {
-        let engine = self.engine()?;
-        guarded(|| engine.read_table(account, name))
+        let opening = self.opening()?;
+        guarded(|| opening.read_table(account, name))
     }
 }
 
@@ -287,7 +287,7 @@ impl Store for EmbeddedStore {
         from: Option<&str>,
         limit: usize,
     ) -> Result<Vec<TableRecord>, StoreError> {
-        let snapshot = self.engine()?.view();
+        let snapshot = self.opening()?.view();
         guarded(|| {
             let order = snapshot.txn.open_table(TABLE_ORDER).map_err(to_store_error)?;
             let tables = &snapshot.tables;
@@ -320,10 +320,10 @@ impl Store for EmbeddedStore {
     }
 
     async fn get_entity(&self, account: &str, table: &str, key: &EntityKey) -> Result<Option<Vec<u8>>, StoreError> {
-        let engine = self.engine()?;
-        let (generation, snapshot) = engine.id_view();
+        let opening = self.opening()?;
+        let (generation, snapshot) = opening.id_view();
         guarded(|| {
-            let id = table_id(&snapshot, &engine.ids, &table_key(account, table), generation)?;
+            let id = table_id(&snapshot, &opening.ids, &table_key(account, table), generation)?;
             let key = row_key(id, key.as_bytes());
             let found = snapshot.entities.get(key.as_slice()).map_err(to_store_error)?;
             found.map(|v| unseal(&key, v.value()).map(<[u8]>::to_vec)).transpose()
@@ -338,12 +338,12 @@ impl Store for EmbeddedStore {
         sink: &mut (dyn RowSink + '_),
     ) -> Result<ScanEnd, StoreError> {
         let key = table_key(account, table);
-        let engine = self.engine()?;
-        let (generation, snapshot) = engine.id_view();
+        let opening = self.opening()?;
+        let (generation, snapshot) = opening.id_view();
         scan(
             &self.inner.stats.rows,
             &snapshot,
-            &engine.ids,
+            &opening.ids,
             generation,
             &key,
             &request,
@@ -371,11 +371,11 @@ impl Store for EmbeddedStore {
     }
 
     async fn snapshot(&self) -> Result<Box<dyn crate::Snapshot>, StoreError> {
-        Ok(Box::new(snapshot::EmbeddedSnapshot::new(self.engine()?.view())))
+        Ok(Box::new(snapshot::EmbeddedSnapshot::new(self.opening()?.view())))
     }
 
     async fn get_service_properties(&self, account: &str) -> Result<Option<Vec<u8>>, StoreError> {
-        let view = self.engine()?.view();
+        let view = self.opening()?.view();
         guarded(|| {
             let meta = view.txn.open_table(META).map_err(to_store_error)?;
             let key = props_key(account);
@@ -391,18 +391,23 @@ impl Store for EmbeddedStore {
         self.submit(|reply| Job::SetProps { account, value, reply }).await
     }
 
-    async fn ready(&self) -> Result<(), String> {
-        self.engine().map_err(|e| e.to_string())?.ready()
+    async fn ready(&self) -> Result<(), NotReady> {
+        self.opening()?.ready()
     }
 
     fn metrics(&self) -> Vec<StoreMetric> {
-        let now = self.inner.engine.load().as_ref().map_or(0, |e| e.pages.bytes_written());
+        let now = self
+            .inner
+            .opening
+            .load()
+            .as_ref()
+            .map_or(0, |e| e.pages.bytes_written());
         let before = self.inner.written_before.load(Ordering::Relaxed);
         self.inner.stats.metrics(before + now)
     }
 
     async fn count_tables(&self, account: &str) -> Result<u64, StoreError> {
-        let snapshot = self.engine()?.view();
+        let snapshot = self.opening()?.view();
         let order = snapshot.txn.open_table(TABLE_ORDER).map_err(to_store_error)?;
         let lo = order_key(account, "");
         let mut hi = account.as_bytes().to_vec();
@@ -431,7 +436,7 @@ impl Store for EmbeddedStore {
     }
 
     async fn list_savepoints(&self) -> Result<Vec<SavepointInfo>, ResetError> {
-        let view = self.engine()?.view();
+        let view = self.opening()?.view();
         let names = guarded(|| savepoints::names(&view.txn))?;
         let mut list: Vec<_> = names
             .into_iter()
@@ -456,10 +461,10 @@ impl Store for EmbeddedStore {
 
     async fn shutdown(&self) -> Result<(), StoreError> {
         self.inner.stopped.store(true, Ordering::Release);
-        let Some(engine) = self.inner.engine.load_full() else {
+        let Some(opening) = self.inner.opening.load_full() else {
             return Ok(());
         };
-        if let Some(h) = engine.stop()? {
+        if let Some(h) = opening.stop()? {
             tokio::task::spawn_blocking(move || h.join())
                 .await
                 .map_err(to_store_error)?

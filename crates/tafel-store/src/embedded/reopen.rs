@@ -10,7 +10,7 @@ use std::sync::{Arc, Weak};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use super::engine::Engine;
+use super::opening::Opening;
 use super::Inner;
 
 /// Free bytes the disk must have before the store is opened again: room for
@@ -63,21 +63,21 @@ fn reopen_when_room(weak: &Weak<Inner>) {
                 continue;
             }
         }
-        if let Some(old) = inner.engine.swap(None) {
+        if let Some(old) = inner.opening.swap(None) {
             // Its page flusher failed: it writes nothing more.
             let written = old.pages.bytes_written();
             inner.written_before.fetch_add(written, Ordering::Relaxed);
             close(old);
         }
-        match Engine::open(&*inner.disk, &inner.options, inner.stats.clone(), None) {
-            Ok(engine) => {
-                let engine = Arc::new(engine);
+        match Opening::open(&*inner.disk, &inner.options, inner.stats.clone(), None) {
+            Ok(opening) => {
+                let opening = Arc::new(opening);
                 if inner.stopped.load(Ordering::Acquire) {
                     // Shut down meanwhile: leave nothing running.
-                    close(engine);
+                    close(opening);
                     return;
                 }
-                inner.engine.store(Some(engine));
+                inner.opening.store(Some(opening));
                 tracing::info!("the store was opened again; writes resume");
                 return;
             }
@@ -90,10 +90,10 @@ fn reopen_when_room(weak: &Weak<Inner>) {
     }
 }
 
-/// Stops `engine`'s writer and waits, for a while, for the requests still
+/// Stops `opening`'s writer and waits, for a while, for the requests still
 /// holding it: its redb file is closed, and its lock let go, with the last.
-fn close(engine: Arc<Engine>) {
-    match engine.stop() {
+fn close(opening: Arc<Opening>) {
+    match opening.stop() {
         Ok(Some(writer)) => {
             if writer.join().is_err() {
                 tracing::error!("the writer thread panicked");
@@ -103,7 +103,7 @@ fn close(engine: Arc<Engine>) {
         Err(e) => tracing::error!(error = %e, "stopping the writer failed"),
     }
     let deadline = Instant::now() + DRAIN;
-    while Arc::strong_count(&engine) > 1 && Instant::now() < deadline {
+    while Arc::strong_count(&opening) > 1 && Instant::now() < deadline {
         thread::sleep(Duration::from_millis(5));
     }
 }

@@ -4,18 +4,20 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::stats::{Histo, RowCounts, StoreMetric, BYTES, COUNTS, SECONDS};
+use tafel_stats::{Histogram, BYTES, COUNTS, SECONDS};
+
+use crate::stats::{RowCounts, StoreMetric};
 
 pub(super) struct EmbeddedStats {
     /// Jobs per group the writer committed (one observation per group).
-    pub(super) group_jobs: Histo,
+    pub(super) group_jobs: Histogram,
     /// How long each log `fdatasync` took.
-    pub(super) log_sync: Histo,
+    pub(super) log_sync: Histogram,
     pub(super) log_bytes: AtomicU64,
     /// How long the writer stood still for each checkpoint's durable commit.
-    pub(super) checkpoint_seconds: Histo,
+    pub(super) checkpoint_seconds: Histogram,
     /// Bytes of log records each checkpoint covered.
-    pub(super) checkpoint_log_bytes: Histo,
+    pub(super) checkpoint_log_bytes: Histogram,
     /// Bytes of records in the log half now being written, and its size.
     pub(super) log_fill: AtomicU64,
     pub(super) log_capacity: AtomicU64,
@@ -32,11 +34,11 @@ pub(super) struct EmbeddedStats {
 impl Default for EmbeddedStats {
     fn default() -> Self {
         EmbeddedStats {
-            group_jobs: Histo::new(COUNTS),
-            log_sync: Histo::new(SECONDS),
+            group_jobs: Histogram::new(COUNTS),
+            log_sync: Histogram::new(SECONDS),
             log_bytes: AtomicU64::new(0),
-            checkpoint_seconds: Histo::new(SECONDS),
-            checkpoint_log_bytes: Histo::new(BYTES),
+            checkpoint_seconds: Histogram::new(SECONDS),
+            checkpoint_log_bytes: Histogram::new(BYTES),
             log_fill: AtomicU64::new(0),
             log_capacity: AtomicU64::new(0),
             rows: RowCounts::default(),
@@ -104,6 +106,7 @@ mod tests {
     use std::sync::Arc;
 
     use crate::embedded::scan_tests::{open, runtime, tempdir, ACCOUNT};
+    use crate::error::NotReady;
     use crate::key::{EntityKey, KeyRange};
     use crate::stats::{MetricValue, StoreMetric};
     use crate::test_support::ScanEntities;
@@ -122,14 +125,15 @@ mod tests {
         let dir = tempdir().expect("temp dir");
         runtime().block_on(async {
             let store = open(dir.path());
-            assert_eq!(store.ready().await, Ok(()));
-            store.engine_now().failed.store(true, Ordering::Release);
+            store.ready().await.expect("a fresh store is ready");
+            store.opening_now().failed.store(true, Ordering::Release);
             let reason = store.ready().await.expect_err("a failed log is not ready");
-            assert!(reason.contains("write-ahead log"), "{reason}");
-            store.engine_now().failed.store(false, Ordering::Release);
+            assert!(matches!(reason, NotReady::Failing { .. }), "{reason:?}");
+            assert!(reason.to_string().contains("write-ahead log"), "{reason}");
+            store.opening_now().failed.store(false, Ordering::Release);
             store.shutdown().await.expect("shutdown");
             let reason = store.ready().await.expect_err("a shut down store is not ready");
-            assert!(reason.contains("shut down"), "{reason}");
+            assert!(reason.to_string().contains("shut down"), "{reason}");
         });
     }
 

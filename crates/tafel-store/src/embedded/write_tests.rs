@@ -91,11 +91,11 @@ fn new_rows_between_existing_rows_all_land_and_replay() {
         // From here on the redb file stays as it is on disk: what the next write
         // changed lives only in the log, as after a crash before a checkpoint.
         store
-            .engine_now()
+            .opening_now()
             .pages
-            .wait(store.engine_now().pages.last_requested())
+            .wait(store.opening_now().pages.last_requested())
             .expect("durable");
-        let pages = store.engine_now().pages.clone();
+        let pages = store.opening_now().pages.clone();
         let paused = pages.pause();
         // The new rows, sent in descending order: below 100 they go in as runs of
         // nine between existing rows, from 100 on they alternate with existing

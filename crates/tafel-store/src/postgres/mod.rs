@@ -46,7 +46,7 @@ use tokio_postgres::error::SqlState;
 use self::stats::PgStats;
 use self::txn::{retry, DbError};
 
-use crate::error::{BackendError, FailureKind, StoreError};
+use crate::error::{BackendError, FailureKind, NotReady, StoreError};
 use crate::key::EntityKey;
 use crate::reset::ResetError;
 use crate::stats::StoreMetric;
@@ -440,18 +440,18 @@ impl Store for PostgresStore {
         )
     }
 
-    async fn ready(&self) -> Result<(), String> {
+    async fn ready(&self) -> Result<(), NotReady> {
         let ping = async {
-            let client = self.client().await.map_err(|e| e.into_store().to_string())?;
+            let client = self.client().await.map_err(|e| e.into_store())?;
             client
                 .simple_query("SELECT 1")
                 .await
-                .map_err(|e| format!("postgres: {e}"))?;
+                .map_err(|e| BackendError::caused_by(FailureKind::Unavailable, "postgres", e))?;
             Ok(())
         };
         tokio::time::timeout(READY_DEADLINE, ping)
             .await
-            .unwrap_or_else(|_| Err(format!("the database did not answer within {READY_DEADLINE:?}")))
+            .unwrap_or(Err(NotReady::NoAnswer(READY_DEADLINE)))
     }
 
     fn metrics(&self) -> Vec<StoreMetric> {

@@ -5,7 +5,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use deadpool_postgres::Pool;
 
-use crate::stats::{Histo, MetricValue, RowCounts, StoreMetric, SECONDS};
+use tafel_stats::{Histogram, SECONDS};
+
+use crate::stats::{MetricValue, RowCounts, StoreMetric};
 
 pub(super) struct PgStats {
     /// Attempts run again after a conflict (serialization failure, deadlock, a
@@ -14,7 +16,7 @@ pub(super) struct PgStats {
     /// Operations that still conflicted after every attempt: answered `ServerBusy`.
     pub(super) busy: AtomicU64,
     /// How long each request waited for a pooled connection.
-    pub(super) pool_wait: Histo,
+    pub(super) pool_wait: Histogram,
     pub(super) rows: RowCounts,
 }
 
@@ -23,7 +25,7 @@ impl Default for PgStats {
         PgStats {
             retries: AtomicU64::new(0),
             busy: AtomicU64::new(0),
-            pool_wait: Histo::new(SECONDS),
+            pool_wait: Histogram::new(SECONDS),
             rows: RowCounts::default(),
         }
     }

@@ -4,11 +4,11 @@
 //! - `GET /ready`: 200 while the store is usable and the node is not draining;
 //!   503 with the reason otherwise (readiness).
 //! - `GET /metrics`: Prometheus text format.
-//! - `GET|PUT|DELETE /faults`: the fault rules in force ([`super::faults`]).
+//! - `GET|PUT|DELETE /faults`: the fault rules in force ([`crate::faults`]).
 //! - `GET /backup`: a backup of the whole store, with the admin token only
-//!   ([`super::backup`]).
+//!   ([`crate::backup`]).
 //! - `/snapshots…` and `DELETE /accounts/NAME/data`: instant resets for test
-//!   suites ([`super::snapshots`]).
+//!   suites ([`crate::snapshots`]).
 //! - the web explorer (`GET /` and its assets) and `/api/…`, its way to the
 //!   Table API ([`crate::explorer`]), unless turned off.
 //!
@@ -36,13 +36,13 @@ use http_body_util::{Either, Full};
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use subtle::ConstantTimeEq;
-use tafel_store::Store;
+use tafel_http::ops::Ops;
+use tafel_http::AppState;
+use tafel_store::{NotReady, Store};
 use tokio::net::TcpListener;
 
-use super::metrics::Scrape;
-use super::Ops;
 use crate::explorer;
-use crate::pipeline::AppState;
+use crate::scrape::Scrape;
 
 pub struct AdminState {
     pub ops: Arc<Ops>,
@@ -90,11 +90,11 @@ impl AdminState {
     }
 
     /// Readiness now: not draining, and the store answers.
-    async fn readiness(&self) -> Result<(), String> {
+    async fn readiness(&self) -> Result<(), Unready> {
         let now = if self.ops.draining() {
-            Err("draining: the node is shutting down".to_owned())
+            Err(Unready::Draining)
         } else {
-            self.store.ready().await
+            self.store.ready().await.map_err(Unready::Store)
         };
         let ready = now.is_ok();
         if self.was_ready.swap(ready, Ordering::Relaxed) != ready {
@@ -106,7 +106,7 @@ impl AdminState {
         now
     }
 
-    pub(super) fn authorized(&self, req: &hyper::Request<hyper::body::Incoming>) -> bool {
+    pub(crate) fn authorized(&self, req: &hyper::Request<hyper::body::Incoming>) -> bool {
         let Some(token) = &self.token else { return true };
         let sent = req
             .headers()
@@ -114,6 +114,15 @@ impl AdminState {
             .and_then(|v| v.as_bytes().strip_prefix(b"Bearer "));
         sent.is_some_and(|s| bool::from(s.ct_eq(token.as_bytes())))
     }
+}
+
+/// Why `/ready` answers 503; its text is the answer's reason.
+#[derive(Debug, thiserror::Error)]
+enum Unready {
+    #[error("draining: the node is shutting down")]
+    Draining,
+    #[error(transparent)]
+    Store(NotReady),
 }
 
 /// Refuses an admin listener open to the network without a token.
@@ -126,9 +135,9 @@ pub fn check_exposure(addr: &SocketAddr, token: Option<&str>) -> Result<(), Stri
     Ok(())
 }
 
-pub(super) type Resp = hyper::Response<Full<Bytes>>;
+pub(crate) type Resp = hyper::Response<Full<Bytes>>;
 
-pub(super) fn text(status: StatusCode, body: impl Into<Bytes>) -> Resp {
+pub(crate) fn text(status: StatusCode, body: impl Into<Bytes>) -> Resp {
     let mut r = hyper::Response::new(Full::new(body.into()));
     *r.status_mut() = status;
     r.headers_mut().insert(
@@ -141,7 +150,7 @@ pub(super) fn text(status: StatusCode, body: impl Into<Bytes>) -> Resp {
 }
 
 /// A JSON answer (the faults' and snapshots' routes, the explorer's config).
-pub(super) fn json_response(status: StatusCode, value: &serde_json::Value) -> Resp {
+pub(crate) fn json_response(status: StatusCode, value: &serde_json::Value) -> Resp {
     let mut r = text(status, value.to_string());
     r.headers_mut()
         .insert(header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
@@ -149,7 +158,7 @@ pub(super) fn json_response(status: StatusCode, value: &serde_json::Value) -> Re
 }
 
 /// The answer to a request that needed the admin token and did not carry it.
-pub(super) fn unauthorized() -> Resp {
+pub(crate) fn unauthorized() -> Resp {
     let mut r = text(StatusCode::UNAUTHORIZED, "a bearer token is required\n");
     r.headers_mut()
         .insert(header::WWW_AUTHENTICATE, http::HeaderValue::from_static("Bearer"));
@@ -163,7 +172,7 @@ pub const MAX_CONNECTIONS: usize = 64;
 /// Whether `host` (a `Host` header) names this machine: `localhost` or a name
 /// under it, or a loopback address, with any port.
 fn local_host(host: &str) -> bool {
-    let name = crate::addressing::hostname(host);
+    let name = tafel_http::hostname(host);
     let name = name.trim_start_matches('[').trim_end_matches(']');
     let name = name.trim_end_matches('.').to_ascii_lowercase();
     name == "localhost"
@@ -199,11 +208,11 @@ async fn route(state: &AdminState, req: hyper::Request<hyper::body::Incoming>, p
             }
         }
     }
-    if super::snapshots::owns(req.uri().path()) {
-        return super::snapshots::route(state, &req).await;
+    if crate::snapshots::owns(req.uri().path()) {
+        return crate::snapshots::route(state, &req).await;
     }
     if req.uri().path() == "/faults" {
-        return super::faults::route(state, req).await;
+        return crate::faults::route(state, req).await;
     }
     if req.method() != Method::GET && req.method() != Method::HEAD {
         let mut r = text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n");
@@ -246,7 +255,7 @@ async fn metrics(state: &AdminState) -> Resp {
         store: state.store.metrics(),
         tables,
     };
-    match state.ops.metrics.render(scrape) {
+    match state.ops.metrics.render(Box::new(scrape)) {
         Ok(body) => {
             let mut r = text(StatusCode::OK, body);
             r.headers_mut().insert(
@@ -292,7 +301,7 @@ pub async fn serve_admin(
                 let state = state.clone();
                 async move {
                     if req.uri().path() == "/backup" && req.method() == Method::GET {
-                        return Ok::<_, Infallible>(match super::backup::backup(&state, &req).await {
+                        return Ok::<_, Infallible>(match crate::backup::backup(&state, &req).await {
                             Ok(r) => r.map(Either::Right),
                             Err(r) => r.map(Either::Left),
                         });
@@ -303,7 +312,7 @@ pub async fn serve_admin(
             let conn = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())
                 .header_read_timeout(Duration::from_secs(10))
-                .max_buf_size(crate::head_budget::MAX_HEAD)
+                .max_buf_size(tafel_http::MAX_HEAD)
                 .serve_connection(TokioIo::new(stream), svc);
             if let Err(e) = conn.await {
                 tracing::debug!(error = %e, "admin connection ended with an error");

@@ -12,9 +12,10 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use http::{header, HeaderValue, StatusCode};
 use hyper::body::{Body, Frame};
+use tafel_backup::{BackupError, ChunkError};
 use tokio::sync::mpsc;
 
-use super::listener::{text, unauthorized, AdminState, Resp};
+use crate::listener::{text, unauthorized, AdminState, Resp};
 
 /// Compressed chunks in flight between the backup thread and the connection.
 const CHUNKS_IN_FLIGHT: usize = 8;
@@ -23,7 +24,7 @@ const CHUNKS_IN_FLIGHT: usize = 8;
 /// midway ends the body with an error, so the connection is cut and the client
 /// never takes what it got for a whole backup (nor could it: no end record).
 pub struct BackupBody {
-    rx: mpsc::Receiver<Result<Bytes, String>>,
+    rx: mpsc::Receiver<Result<Bytes, ChunkError>>,
 }
 
 impl Body for BackupBody {
@@ -37,7 +38,7 @@ impl Body for BackupBody {
     }
 }
 
-pub(super) async fn backup(
+pub(crate) async fn backup(
     state: &AdminState,
     req: &hyper::Request<hyper::body::Incoming>,
 ) -> Result<hyper::Response<BackupBody>, Resp> {
@@ -64,7 +65,7 @@ pub(super) async fn backup(
     let spawned = std::thread::Builder::new().name("tafel-backup".into()).spawn(move || {
         let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
             Ok(r) => r,
-            Err(e) => return drop(tx.blocking_send(Err(e.to_string()))),
+            Err(e) => return drop(tx.blocking_send(Err(BackupError::Io(e).into()))),
         };
         runtime.block_on(async move {
             let started = std::time::Instant::now();

@@ -1,18 +1,13 @@
-//! Everything for operators, beside the Table API and never reachable from it:
-//! the admin listener (`/health`, `/ready`, `/metrics`, [`listener`]), online
-//! backups ([`backup`]), the Prometheus metrics ([`metrics`]), the access log
-//! ([`access_log`]), and the drain state shutdown sets ([`Ops`]).
+//! What the Table API pipeline reports to operators while it serves: the
+//! request metrics ([`metrics`]), the access log ([`access_log`]), the fault
+//! rules in force, and the drain state shutdown sets ([`Ops`]).
 //!
-//! The Table API pipeline reports each request here once it is answered
-//! ([`Ops::finish`]); the admin listener runs on a port of its own, so no path
-//! an account name could take leads to it.
+//! The pipeline reports each request here once it is answered
+//! ([`Ops::finish`]). The admin listener (the tafel-admin crate, on a port of
+//! its own) reads and renders it; this layer serves no operator endpoint.
 
 pub mod access_log;
-pub mod backup;
-pub mod faults;
-pub mod listener;
 pub mod metrics;
-mod snapshots;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -22,7 +17,6 @@ use tafel_protocol::Operation;
 use tafel_service::ErrorCode;
 
 pub use access_log::{AccessLog, Credential, Destination, LogFormat};
-pub use listener::{serve_admin, AdminState};
 pub use metrics::Metrics;
 
 /// What operations needs of the serving path: metrics, the access log, and

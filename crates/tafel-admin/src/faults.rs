@@ -13,8 +13,8 @@ use bytes::Bytes;
 use http::{header, Method, StatusCode};
 use http_body_util::{BodyExt, Limited};
 
-use super::listener::{json_response, text, unauthorized, AdminState, Resp};
-use crate::faults::SetBody;
+use crate::listener::{json_response, text, unauthorized, AdminState, Resp};
+use tafel_http::faults::SetBody;
 
 /// A rule set's JSON is small; this bounds what a caller can make us hold.
 const MAX_BODY: usize = 1 << 20;
@@ -23,7 +23,7 @@ fn refused(message: impl Into<String>) -> Resp {
     json_response(StatusCode::BAD_REQUEST, &serde_json::json!({ "error": message.into() }))
 }
 
-pub(super) async fn route(state: &AdminState, req: hyper::Request<hyper::body::Incoming>) -> Resp {
+pub(crate) async fn route(state: &AdminState, req: hyper::Request<hyper::body::Incoming>) -> Resp {
     if !state.authorized(&req) {
         return unauthorized();
     }

@@ -5,9 +5,9 @@
 //! answers without an error code) are looked up once and kept, and latency
 //! goes to a lock-free fixed-bucket histogram per operation (prometheus-client's
 //! own takes a mutex per observation) that a collector encodes at scrape time.
-//! So the common case neither hashes, formats, allocates nor locks. Store
-//! metrics and per-account table counts are read at scrape time
-//! ([`Metrics::render`]).
+//! So the common case neither hashes, formats, allocates nor locks. What is
+//! read at scrape time (the store's metrics, per-account table counts) the
+//! admin listener (tafel-admin) adds to [`Metrics::render`].
 
 use std::sync::{Arc, OnceLock};
 
@@ -20,8 +20,7 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 use tafel_protocol::Operation;
 use tafel_service::ErrorCode;
-use tafel_store::stats::Histo;
-use tafel_store::{MetricValue, StoreMetric};
+use tafel_stats::Histogram;
 
 /// Request latency buckets, seconds: 100 µs to 10 s.
 const LATENCY: &[f64] = &[
@@ -50,7 +49,7 @@ struct OpLabels {
 /// Request latency by operation (indexed by [`Operation::index`]), encoded
 /// under `tafel_request_duration_seconds` for the operations seen so far.
 #[derive(Debug)]
-struct Latency(Arc<[Histo]>);
+struct Latency(Arc<[Histogram]>);
 
 impl Collector for Latency {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
@@ -85,7 +84,7 @@ struct OpSeries {
 pub struct Metrics {
     registry: Registry,
     requests: Family<RequestLabels, Counter>,
-    latency: Arc<[Histo]>,
+    latency: Arc<[Histogram]>,
     bytes_in: Family<OpLabels, Counter>,
     bytes_out: Family<OpLabels, Counter>,
     connections: Gauge,
@@ -115,7 +114,7 @@ impl Metrics {
     pub fn new() -> Self {
         let mut registry = Registry::with_prefix("tafel");
         let requests = Family::<RequestLabels, Counter>::default();
-        let latency: Arc<[Histo]> = Operation::ALL.iter().map(|_| Histo::new(LATENCY)).collect();
+        let latency: Arc<[Histogram]> = Operation::ALL.iter().map(|_| Histogram::new(LATENCY)).collect();
         let bytes_in = Family::<OpLabels, Counter>::default();
         let bytes_out = Family::<OpLabels, Counter>::default();
         let connections = Gauge::default();
@@ -242,174 +241,14 @@ impl Metrics {
     }
 
     /// The exposition in Prometheus text format (0.0.4): the request metrics,
-    /// then what was read at scrape time.
-    pub fn render(&self, scrape: Scrape) -> Result<String, std::fmt::Error> {
+    /// then what the admin listener read at scrape time (the store's metrics,
+    /// readiness, table counts), which this layer does not know.
+    pub fn render(&self, scrape: Box<dyn Collector>) -> Result<String, std::fmt::Error> {
         let mut out = String::with_capacity(16 << 10);
         prometheus_client::encoding::prometheus_text::encode(&mut out, &self.registry)?;
         let mut at_scrape = Registry::default();
-        at_scrape.register_collector(Box::new(scrape));
+        at_scrape.register_collector(scrape);
         prometheus_client::encoding::prometheus_text::encode(&mut out, &at_scrape)?;
         Ok(out)
-    }
-}
-
-/// What a scrape reads from the store and the process.
-#[derive(Debug)]
-pub struct Scrape {
-    pub ready: bool,
-    pub draining: bool,
-    pub backend: &'static str,
-    /// When the process started, in seconds since the Unix epoch.
-    pub start_time: f64,
-    pub store: Vec<StoreMetric>,
-    /// Tables per account (accounts whose count could not be read are left out).
-    pub tables: Vec<(String, u64)>,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct AccountLabels {
-    account: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct InfoLabels {
-    version: &'static str,
-    backend: &'static str,
-}
-
-/// Help text without a final period: the encoder adds one.
-fn help(h: &str) -> &str {
-    h.trim_end_matches('.')
-}
-
-impl Collector for Scrape {
-    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let gauge = |encoder: &mut DescriptorEncoder, name: &str, text: &str, v: i64| {
-            encoder
-                .encode_descriptor(name, text, None, MetricType::Gauge)?
-                .encode_gauge(&v)
-        };
-        gauge(
-            &mut encoder,
-            "tafel_ready",
-            "1 while the node is ready to serve (GET /ready answers 200)",
-            i64::from(self.ready),
-        )?;
-        gauge(
-            &mut encoder,
-            "tafel_draining",
-            "1 once shutdown began: the node answers /ready with 503 while in-flight requests finish",
-            i64::from(self.draining),
-        )?;
-        encoder
-            .encode_descriptor(
-                "process_start_time_seconds",
-                "Start time of the process since unix epoch in seconds",
-                None,
-                MetricType::Gauge,
-            )?
-            .encode_gauge(&self.start_time)?;
-        let info = InfoLabels {
-            version: env!("CARGO_PKG_VERSION"),
-            backend: self.backend,
-        };
-        encoder
-            .encode_descriptor(
-                "tafel_build_info",
-                "The server's version and backend",
-                None,
-                MetricType::Gauge,
-            )?
-            .encode_family(&info)?
-            .encode_gauge(&1i64)?;
-        {
-            let mut tables = encoder.encode_descriptor(
-                "tafel_account_tables",
-                "Tables each account has",
-                None,
-                MetricType::Gauge,
-            )?;
-            for (account, n) in &self.tables {
-                let labels = AccountLabels {
-                    account: account.clone(),
-                };
-                tables
-                    .encode_family(&labels)?
-                    .encode_gauge(&i64::try_from(*n).unwrap_or(i64::MAX))?;
-            }
-        }
-        for m in &self.store {
-            let name = format!("tafel_store_{}", m.name);
-            match &m.value {
-                MetricValue::Counter(v) => encoder
-                    .encode_descriptor(&name, help(m.help), None, MetricType::Counter)?
-                    .encode_counter::<NoLabelSet, _, u64>(v, None)?,
-                MetricValue::Gauge(v) => encoder
-                    .encode_descriptor(&name, help(m.help), None, MetricType::Gauge)?
-                    .encode_gauge(v)?,
-                MetricValue::Histogram(h) => encoder
-                    .encode_descriptor(&name, help(m.help), None, MetricType::Histogram)?
-                    .encode_histogram::<NoLabelSet>(h.sum, h.count, &h.buckets, None)?,
-            }
-        }
-        Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn scrape() -> Scrape {
-        Scrape {
-            ready: true,
-            draining: false,
-            backend: "embedded",
-            start_time: 1_700_000_000.5,
-            store: vec![StoreMetric {
-                name: "log_sync_seconds",
-                help: "Syncs.",
-                value: MetricValue::Histogram(tafel_store::HistogramSnapshot {
-                    buckets: vec![(0.001, 2), (f64::INFINITY, 1)],
-                    sum: 0.5,
-                    count: 3,
-                }),
-            }],
-            tables: vec![("acct".into(), 4)],
-        }
-    }
-
-    #[test]
-    fn requests_are_counted_by_operation_class_and_code() {
-        let m = Metrics::new();
-        let ok = Outcome {
-            operation: Operation::InsertEntity,
-            status: 201,
-            error: None,
-            seconds: 0.002,
-            bytes_in: 100,
-            bytes_out: 300,
-        };
-        m.observe(&ok);
-        m.observe(&ok);
-        m.observe(&Outcome {
-            status: 409,
-            error: Some(ErrorCode::EntityAlreadyExists),
-            ..ok
-        });
-        let text = m.render(scrape()).unwrap();
-        for line in [
-            r#"tafel_requests_total{operation="InsertEntity",status_class="2xx",error_code=""} 2"#,
-            r#"tafel_requests_total{operation="InsertEntity",status_class="4xx",error_code="EntityAlreadyExists"} 1"#,
-            r#"tafel_request_duration_seconds_count{operation="InsertEntity"} 3"#,
-            r#"tafel_request_duration_seconds_bucket{operation="InsertEntity",le="0.0025"} 3"#,
-            r#"tafel_request_body_bytes_total{operation="InsertEntity"} 300"#,
-            r#"tafel_account_tables{account="acct"} 4"#,
-            r#"tafel_store_log_sync_seconds_bucket{le="+Inf"} 3"#,
-            "tafel_ready 1",
-            "process_start_time_seconds 1700000000.5",
-        ] {
-            assert!(text.lines().any(|l| l == line), "{line} missing from\n{text}");
-        }
     }
 }

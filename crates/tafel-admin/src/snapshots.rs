@@ -17,17 +17,17 @@ use http::{header, Method, StatusCode};
 use serde_json::{json, Value};
 use tafel_store::{FailureKind, ResetError, StoreError};
 
-use super::listener::{json_response, text, unauthorized, AdminState, Resp};
+use crate::listener::{json_response, text, unauthorized, AdminState, Resp};
 
 /// Longest snapshot name.
 const MAX_NAME: usize = 64;
 
 /// Whether `path` is one of this module's.
-pub(super) fn owns(path: &str) -> bool {
+pub(crate) fn owns(path: &str) -> bool {
     path == "/snapshots" || path.starts_with("/snapshots/") || path.starts_with("/accounts/")
 }
 
-pub(super) async fn route(state: &AdminState, req: &hyper::Request<hyper::body::Incoming>) -> Resp {
+pub(crate) async fn route(state: &AdminState, req: &hyper::Request<hyper::body::Incoming>) -> Resp {
     if !state.authorized(req) {
         return unauthorized();
     }

@@ -26,9 +26,9 @@ use super::table_ids::TableIds;
 use super::wal::{Found, Wal};
 use super::writer::{broken, writer_loop, LogState};
 use super::{EmbeddedOptions, Job, Reply, STORE_FILE};
-use crate::error::{FailureKind, StoreError};
+use crate::error::{FailureKind, NotReady, StoreError};
 
-pub(super) struct Engine {
+pub(super) struct Opening {
     pub(super) published: Arc<Published>,
     pub(super) ids: Arc<TableIds>,
     jobs: Mutex<Option<mpsc::Sender<Job>>>,
@@ -131,7 +131,7 @@ pub(super) fn recover(db: &Database, disk: &dyn Disk, log_size: u64) -> Result<R
     })
 }
 
-impl Engine {
+impl Opening {
     /// Opens (or creates) the store on `disk`; no group becomes durable (nor
     /// visible, nor answered) while `hold` is locked (for tests of the commit
     /// pipeline).
@@ -193,7 +193,7 @@ impl Engine {
                 }
             })
             .map_err(to_store_error)?;
-        Ok(Engine {
+        Ok(Opening {
             published,
             ids,
             jobs: Mutex::new(Some(tx)),
@@ -245,21 +245,21 @@ impl Engine {
         broken(&self.pages, &self.failed)
     }
 
-    pub(super) fn ready(&self) -> Result<(), String> {
-        if self.jobs.lock().map_err(|e| e.to_string())?.is_none() {
-            return Err("the store is shut down".into());
+    pub(super) fn ready(&self) -> Result<(), NotReady> {
+        if self.jobs.lock().map_err(poisoned)?.is_none() {
+            return Err(NotReady::ShutDown);
         }
-        if let Some((_, why)) = self.broken() {
-            return Err(why);
+        if let Some((kind, reason)) = self.broken() {
+            return Err(NotReady::Failing { kind, reason });
         }
         let writer_gone = self
             .writer
             .lock()
-            .map_err(|e| e.to_string())?
+            .map_err(poisoned)?
             .as_ref()
             .is_none_or(|w| w.is_finished());
         if writer_gone {
-            return Err("the writer thread stopped".into());
+            return Err(NotReady::WriterStopped);
         }
         Ok(())
     }

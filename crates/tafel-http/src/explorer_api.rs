@@ -1,0 +1,109 @@
+//! The Table API's side of the web explorer (tafel-admin serves its page):
+//! `/api/…` on the admin listener comes in here to the same pipeline the Table
+//! API port runs, and a browser opening the Table API's bare root is sent to the
+//! explorer.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{header, HeaderValue, Method, StatusCode};
+use http_body_util::Full;
+use hyper::body::Incoming;
+
+use crate::addressing;
+use crate::pipeline::{handle, into_hyper, AppState, Https, PeerAddr};
+
+/// Where the explorer's calls to the Table API go on the admin listener.
+pub const API_PREFIX: &str = "/api/";
+
+type Resp = hyper::Response<Full<Bytes>>;
+
+/// Serves `/api/<account>/…` as the Table API would serve `/<account>/…`.
+///
+/// A call from the admin listener's own machine counts as HTTPS for the
+/// transport rules (bearer tokens, SAS `spr=https`): it never crosses a network,
+/// which is what those rules guard against, as browsers treat loopback as a
+/// secure context.
+pub async fn forward(app: Arc<AppState>, mut req: hyper::Request<Incoming>, peer: SocketAddr) -> Resp {
+    let rest = req
+        .uri()
+        .path()
+        .strip_prefix(API_PREFIX.trim_end_matches('/'))
+        .unwrap_or("/");
+    let path_and_query = match req.uri().query() {
+        Some(q) => format!("{rest}?{q}"),
+        None => rest.to_owned(),
+    };
+    match path_and_query.parse::<http::Uri>() {
+        Ok(uri) => *req.uri_mut() = uri,
+        // Cannot happen: a tail of a URI that parsed is one.
+        Err(_) => {
+            let mut r = hyper::Response::new(Full::new(Bytes::from_static(b"bad request URI\n")));
+            *r.status_mut() = StatusCode::BAD_REQUEST;
+            return r;
+        }
+    }
+    // Always path-style: the explorer's own host name says nothing of the account.
+    let host = req
+        .headers()
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or("");
+    if !addressing::is_path_style(host) {
+        let port = host
+            .rsplit_once(':')
+            .map(|(_, p)| p)
+            .filter(|p| p.bytes().all(|b| b.is_ascii_digit()));
+        let local = match port {
+            Some(p) => format!("localhost:{p}"),
+            None => "localhost".to_owned(),
+        };
+        if let Ok(v) = HeaderValue::from_str(&local) {
+            req.headers_mut().insert(header::HOST, v);
+        }
+    }
+    req.extensions_mut().insert(PeerAddr(peer));
+    if peer.ip().is_loopback() {
+        req.extensions_mut().insert(Https);
+    }
+    handle(app, req).await.map(into_hyper).unwrap_or_else(|lost| {
+        let mut r = hyper::Response::new(Full::new(Bytes::from(format!("{lost}\n"))));
+        *r.status_mut() = StatusCode::BAD_GATEWAY;
+        r
+    })
+}
+
+/// On the Table API port, a browser that opens the bare root (no credential, no
+/// query) is sent to the explorer; every other request is the Table API's.
+pub fn redirect_to_explorer(explorer: SocketAddr, req: &hyper::Request<Incoming>) -> Option<Resp> {
+    if req.method() != Method::GET
+        || req.uri().path() != "/"
+        || req.uri().query().is_some()
+        || req.headers().contains_key(header::AUTHORIZATION)
+    {
+        return None;
+    }
+    let accept = req.headers().get(header::ACCEPT)?.to_str().ok()?;
+    if !accept.split(',').any(|t| t.trim().starts_with("text/html")) {
+        return None;
+    }
+    // An admin listener on every address is reached by the name the browser used.
+    let host = if explorer.ip().is_unspecified() {
+        let sent = req.headers().get(header::HOST).and_then(|h| h.to_str().ok())?;
+        addressing::hostname(sent).to_owned()
+    } else {
+        match explorer {
+            SocketAddr::V4(a) => a.ip().to_string(),
+            SocketAddr::V6(a) => format!("[{}]", a.ip()),
+        }
+    };
+    let location = format!("http://{host}:{}/", explorer.port());
+    let mut r = hyper::Response::new(Full::new(Bytes::new()));
+    *r.status_mut() = StatusCode::FOUND;
+    r.headers_mut()
+        .insert(header::LOCATION, HeaderValue::from_str(&location).ok()?);
+    r.headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    Some(r)
+}
