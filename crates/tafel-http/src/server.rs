@@ -8,9 +8,10 @@
 //! tokio's left part of the machine idle and served fewer reads
 //! (BENCHMARKS.md, "Serving threads against a work-stealing runtime").
 //!
-//! Requests that run long are handed to work-stealing runtimes with a worker per
-//! core, so they use every core however few serving threads there are, and never
-//! hold up the short requests of the connections that share their serving thread.
+//! Requests that run long (as the request's route, `tafel_protocol::route`, tells
+//! from its head) are handed to work-stealing runtimes with a worker per core, so
+//! they use every core however few serving threads there are, and never hold up
+//! the short requests of the connections that share their serving thread.
 //! That lets the default leave a core to the clients that so often share the
 //! machine with an emulator: a preempted serving thread holds its connections'
 //! requests until the kernel's next tick, which was the whole of the point reads'
