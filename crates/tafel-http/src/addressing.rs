@@ -55,11 +55,28 @@ pub(crate) fn is_path_style(host: &str) -> bool {
         || hostname.parse::<std::net::Ipv4Addr>().is_ok()
 }
 
+/// The host a request names: its `Host` header, else its URI's authority.
+pub(crate) fn host<'a>(headers: &'a http::HeaderMap, uri: &'a http::Uri) -> &'a str {
+    headers
+        .get(http::header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .or_else(|| uri.authority().map(http::uri::Authority::as_str))
+        .unwrap_or("127.0.0.1")
+}
+
+/// A request's account (as addressed: a host-style one is not yet lowercased),
+/// its resource path below the account root, and whether it came through the
+/// `-secondary` endpoint, borrowed from `host` and `raw_path`.
+pub(crate) struct Split<'a> {
+    pub account: &'a str,
+    pub path: &'a str,
+    pub secondary: bool,
+    path_style: bool,
+}
+
 /// Splits a request into account and resource path. `None` if no account can be
-/// found (empty path in path-style). `https`: the request came over TLS, so the
-/// URLs in its response (`odata.metadata`, `odata.id`, `Location`) are `https://`.
-pub fn resolve(host: &str, raw_path: &str, https: bool) -> Option<Address> {
-    let scheme = if https { "https" } else { "http" };
+/// found (empty path in path-style).
+pub(crate) fn split<'a>(host: &'a str, raw_path: &'a str) -> Option<Split<'a>> {
     if is_path_style(host) {
         let trimmed = raw_path.strip_prefix('/').unwrap_or(raw_path);
         let (account, rest) = match trimmed.find('/') {
@@ -75,22 +92,44 @@ pub fn resolve(host: &str, raw_path: &str, https: bool) -> Option<Address> {
             Some(after) if secondary && (after.is_empty() || after.starts_with('/')) => after,
             _ => rest,
         };
-        Some(Address {
-            account: account.to_owned(),
-            path: rest.to_owned(),
-            base_url: format!("{scheme}://{host}/{account}"),
+        Some(Split {
+            account,
+            path: rest,
             secondary,
+            path_style: true,
         })
     } else {
         let label = host.split('.').next()?;
         let (account, secondary) = split_secondary(label);
-        Some(Address {
-            account: account.to_ascii_lowercase(),
-            path: raw_path.to_owned(),
-            base_url: format!("{scheme}://{host}"),
+        Some(Split {
+            account,
+            path: raw_path,
             secondary,
+            path_style: false,
         })
     }
+}
+
+/// Splits a request into account and resource path. `None` if no account can be
+/// found (empty path in path-style). `https`: the request came over TLS, so the
+/// URLs in its response (`odata.metadata`, `odata.id`, `Location`) are `https://`.
+pub fn resolve(host: &str, raw_path: &str, https: bool) -> Option<Address> {
+    let scheme = if https { "https" } else { "http" };
+    let s = split(host, raw_path)?;
+    Some(match s.path_style {
+        true => Address {
+            account: s.account.to_owned(),
+            path: s.path.to_owned(),
+            base_url: format!("{scheme}://{host}/{}", s.account),
+            secondary: s.secondary,
+        },
+        false => Address {
+            account: s.account.to_ascii_lowercase(),
+            path: s.path.to_owned(),
+            base_url: format!("{scheme}://{host}"),
+            secondary: s.secondary,
+        },
+    })
 }
 
 fn split_secondary(account: &str) -> (&str, bool) {

@@ -12,7 +12,7 @@ use http_body_util::Full;
 use hyper::body::Incoming;
 use tafel_protocol::json::MetadataLevel;
 use tafel_protocol::operation::{self, Operation};
-use tafel_protocol::{error_body, handlers, parse_query, Context, Request, Response};
+use tafel_protocol::{error_body, handlers, parse_query, Context, Request, Response, Route};
 use tafel_service::{Ctx, Error, ErrorCode, Service};
 
 use crate::accounts::Accounts;
@@ -91,9 +91,39 @@ impl std::fmt::Display for LostAnswer {
 
 impl std::error::Error for LostAnswer {}
 
+/// A request's query parameters and route, classified once from its head
+/// before it runs (`server.rs` runs it where the route's lane says).
+pub(crate) struct Routed {
+    query: Vec<(String, String)>,
+    pub route: Route<'static>,
+}
+
+impl Routed {
+    pub(crate) fn of(req: &hyper::Request<Incoming>) -> Self {
+        let query = parse_query(req.uri().query());
+        let host = addressing::host(req.headers(), req.uri());
+        // Without an account the request is refused before its route counts.
+        let path = addressing::split(host, req.uri().path()).map_or("", |s| s.path);
+        // Owned, as it goes with the request, perhaps to another runtime: it copies
+        // the names and keys the handler's own parse of the path copied before.
+        let route = Route::of(req.method(), path, &query, req.headers()).into_owned();
+        Routed { query, route }
+    }
+}
+
 /// The response to `req`, or [`LostAnswer`] when a fault rule withholds it
 /// (the request was served all the same).
 pub async fn handle(state: Arc<AppState>, req: hyper::Request<Incoming>) -> Result<Response, LostAnswer> {
+    let routed = Routed::of(&req);
+    handle_routed(state, req, routed).await
+}
+
+/// [`handle`] for a request already classified.
+pub(crate) async fn handle_routed(
+    state: Arc<AppState>,
+    req: hyper::Request<Incoming>,
+    routed: Routed,
+) -> Result<Response, LostAnswer> {
     let started = Instant::now();
     let _in_flight = state.ops.in_flight();
     let request_id = uuid::Uuid::new_v4().to_string();
@@ -132,7 +162,7 @@ pub async fn handle(state: Arc<AppState>, req: hyper::Request<Incoming>) -> Resu
         lose_answer: false,
     };
     let head_request = req.method() == Method::HEAD;
-    let mut resp = match run(&state, req, &mut meta).await {
+    let mut resp = match run(&state, req, routed, &mut meta).await {
         Ok(r) => r,
         Err(e) => {
             meta.error = Some(e.code);
@@ -272,10 +302,15 @@ fn check_version(headers: &HeaderMap) -> Result<(), Error> {
     Ok(())
 }
 
-async fn run(state: &AppState, req: hyper::Request<Incoming>, meta: &mut Meta) -> Result<Response, Error> {
+async fn run(
+    state: &AppState,
+    req: hyper::Request<Incoming>,
+    routed: Routed,
+    meta: &mut Meta,
+) -> Result<Response, Error> {
     let (parts, body) = req.into_parts();
     let raw_path = parts.uri.path().to_owned();
-    let query = parse_query(parts.uri.query());
+    let Routed { query, route } = routed;
     if query.iter().any(|(k, _)| k == "comp" || k == "restype") {
         meta.error_level = None;
     }
@@ -288,18 +323,15 @@ async fn run(state: &AppState, req: hyper::Request<Incoming>, meta: &mut Meta) -
             ));
         }
     }
-    let host = parts
-        .headers
-        .get(http::header::HOST)
-        .and_then(|h| h.to_str().ok())
-        .map(str::to_owned)
-        .or_else(|| parts.uri.authority().map(|a| a.to_string()))
-        .unwrap_or_else(|| "127.0.0.1".to_owned());
+    let host = addressing::host(&parts.headers, &parts.uri);
     let https = parts.extensions.get::<Https>().is_some();
-    let address = addressing::resolve(&host, &raw_path, https)
+    let address = addressing::resolve(host, &raw_path, https)
         .ok_or_else(|| Error::with_message(ErrorCode::InvalidUri, "The request URI names no storage account."))?;
     meta.account = Some(address.account.clone());
-    classify(state, &parts, &address.path, &query, meta);
+    meta.operation = route.operation();
+    if state.ops.logs_access() {
+        meta.table = route.table().unwrap_or_default().to_owned();
+    }
     if parts.method == Method::OPTIONS {
         // CORS preflight: unauthenticated, answered from the stored rules.
         meta.error_level = None;
@@ -361,7 +393,7 @@ async fn run(state: &AppState, req: hyper::Request<Incoming>, meta: &mut Meta) -
     // After authentication: a fault never lets a request through that would
     // have been refused, nor hides its 403.
     let fault = match state.ops.faults.active() {
-        Some(set) => fire(&set, &address.account, meta.operation, &request),
+        Some(set) => fire(&set, &address.account, &route, &request),
         None => None,
     };
     let mut page_limit = None;
@@ -395,11 +427,11 @@ async fn run(state: &AppState, req: hyper::Request<Incoming>, meta: &mut Meta) -
     };
     // Off by default: then this is the one check the request pays.
     let answer = match &state.throttle {
-        None => tafel_protocol::handle(&state.service, &cx, &request).await,
+        None => tafel_protocol::handle(&state.service, &cx, &request, route).await,
         Some(throttle) => {
-            let charge = tafel_protocol::charge::of(&cx.caller.account, &request);
+            let charge = tafel_protocol::charge::of(&cx.caller.account, &request, &route);
             throttle.admit(&cx.caller.account, &charge)?;
-            let resp = tafel_protocol::handle(&state.service, &cx, &request).await;
+            let resp = tafel_protocol::handle(&state.service, &cx, &request, route).await;
             if let (true, Ok(r)) = (charge.query, &resp) {
                 throttle.settle(&cx.caller.account, &charge, r.entities);
             }
@@ -424,44 +456,38 @@ async fn run(state: &AppState, req: hyper::Request<Incoming>, meta: &mut Meta) -
 }
 
 /// The fault a rule injects into `request`, if one fires for it.
-fn fire(set: &RuleSet, account: &str, operation: Operation, request: &Request) -> Option<Fault> {
+fn fire(set: &RuleSet, account: &str, route: &Route<'_>, request: &Request) -> Option<Fault> {
+    let operation = route.operation();
+    let (batch, body_partition);
     let (table, partition) = match operation {
         // A batch's table and partition are in its body.
-        Operation::EntityGroupTransaction => request
-            .header("content-type")
-            .and_then(|ct| operation::batch_target(account, ct, &request.body))
-            .map_or((None, None), |(t, p)| (Some(t), p)),
-        _ => (
-            operation::table(&request.path),
-            match set.wants_partition() {
+        Operation::EntityGroupTransaction => {
+            batch = request
+                .header("content-type")
+                .and_then(|ct| operation::batch_target(account, ct, &request.body));
+            batch
+                .as_ref()
+                .map_or((None, None), |(t, p)| (Some(t.as_str()), p.as_deref()))
+        }
+        _ => {
+            body_partition = match (set.wants_partition(), operation) {
+                (true, Operation::InsertEntity) => operation::body_partition(&request.body),
+                _ => None,
+            };
+            let partition = match set.wants_partition() {
                 false => None,
-                true => operation::partition(&request.path).or_else(|| match operation {
-                    Operation::InsertEntity => operation::body_partition(&request.body),
-                    _ => None,
-                }),
-            },
-        ),
+                true => route.partition().or(body_partition.as_deref()),
+            };
+            (route.table(), partition)
+        }
     };
     set.fire(&Target {
         account,
-        table: table.as_deref(),
-        partition: partition.as_deref(),
+        table,
+        partition,
         operation,
         method: request.method.as_str(),
     })
-}
-
-/// Names the operation (and, for the access log, the table) the request asks for.
-fn classify(state: &AppState, parts: &http::request::Parts, path: &str, query: &[(String, String)], meta: &mut Meta) {
-    // Only a POST tunnels another verb (X-HTTP-Method); a bad tunnel is refused later.
-    let method = match parts.method {
-        Method::POST => tafel_protocol::effective_method(&parts.method, &parts.headers).unwrap_or(Method::POST),
-        _ => parts.method.clone(),
-    };
-    meta.operation = operation::classify(&method, path, query, &parts.headers);
-    if state.ops.logs_access() {
-        meta.table = operation::table(path).unwrap_or_default();
-    }
 }
 
 /// Converts a protocol response into hyper's.

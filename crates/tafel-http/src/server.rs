@@ -8,9 +8,10 @@
 //! tokio's left part of the machine idle and served fewer reads
 //! (BENCHMARKS.md, "Serving threads against a work-stealing runtime").
 //!
-//! Requests that run long are handed to work-stealing runtimes with a worker per
-//! core, so they use every core however few serving threads there are, and never
-//! hold up the short requests of the connections that share their serving thread.
+//! Requests that run long (as the request's route, `tafel_protocol::route`, tells
+//! from its head) are handed to work-stealing runtimes with a worker per core, so
+//! they use every core however few serving threads there are, and never hold up
+//! the short requests of the connections that share their serving thread.
 //! That lets the default leave a core to the clients that so often share the
 //! machine with an emulator: a preempted serving thread holds its connections'
 //! requests until the kernel's next tick, which was the whole of the point reads'
@@ -25,7 +26,6 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use http::Method;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -38,9 +38,9 @@ use tokio_rustls::server::TlsStream;
 
 use crate::explorer_api;
 use crate::head_budget::{Charge, Metered, MAX_HEAD};
-use crate::pipeline::{busy, handle, into_hyper, AppState, Https, LostAnswer, PeerAddr};
+use crate::pipeline::{busy, handle_routed, into_hyper, AppState, Https, LostAnswer, PeerAddr, Routed};
 use crate::tls::{self, TlsAcceptor};
-use tafel_protocol::Response;
+use tafel_protocol::{Lane, Response};
 
 /// How long a TLS handshake may take once its first byte has come.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -244,81 +244,20 @@ struct LongRuntimes {
     batch: Handle,
 }
 
-/// Where a request runs.
-#[derive(Debug, PartialEq)]
-enum Lane {
-    /// On its connection's serving thread.
-    Serving,
-    /// A query of a table's entities.
-    Query,
-    Batch,
-}
-
-/// Guessed from the method and path alone; a wrong guess only moves a request to
-/// another runtime.
-fn lane(method: &Method, uri: &http::Uri) -> Lane {
-    let last = uri.path().rsplit('/').next().unwrap_or_default();
-    match *method {
-        Method::POST if last == "$batch" => Lane::Batch,
-        Method::GET => {
-            let entity_set = last.ends_with("()") || !last.contains('(');
-            // The Tables collection is `Tables` or `Tables('name')`, exactly as
-            // `resource.rs` reads it: not any table whose name starts so.
-            let tables = last == "Tables" || last.starts_with("Tables(");
-            let query = uri.query().unwrap_or_default();
-            if entity_set && !tables && !query.contains("comp=") && !point_filter(query) {
-                Lane::Query
-            } else {
-                Lane::Serving
-            }
-        }
-        _ => Lane::Serving,
-    }
-}
-
-/// Whether the query's `$filter` names one entity (`PartitionKey eq … and RowKey eq …`,
-/// perhaps with more `and` terms): at most one row is read, as in a point read, so it
-/// is not worth a hop to the query runtime. Looks only outside string literals, and
-/// any `or` or `not` makes it a query.
-fn point_filter(query: &str) -> bool {
-    let Some(raw) = query.split('&').find_map(|kv| {
-        let (k, v) = kv.split_once('=')?;
-        (k == "$filter" || k.eq_ignore_ascii_case("%24filter")).then_some(v)
-    }) else {
-        return false;
-    };
-    if raw.len() > 1024 {
-        return false;
-    }
-    let plus = raw.replace('+', " ");
-    let decoded = percent_encoding::percent_decode_str(&plus).decode_utf8_lossy();
-    let mut outside = String::with_capacity(decoded.len());
-    for (i, part) in decoded.split('\'').enumerate() {
-        // Even parts are outside literals ('' inside one splits into an empty odd part).
-        outside.push_str(if i % 2 == 0 { part } else { " '' " });
-    }
-    let words: Vec<String> = outside
-        .split(|c: char| c.is_whitespace() || c == '(' || c == ')')
-        .filter(|w| !w.is_empty())
-        .map(str::to_ascii_lowercase)
-        .collect();
-    let eq_on = |key: &str| words.windows(2).any(|w| w[0] == key && w[1] == "eq");
-    !words.iter().any(|w| w == "or" || w == "not") && eq_on("partitionkey") && eq_on("rowkey")
-}
-
 /// Runs `req` on the serving thread, or on the runtime of its kind if it may run
-/// long.
+/// long, as its route (classified once, here) says.
 async fn respond(
     state: Arc<AppState>,
     long: LongRuntimes,
     req: hyper::Request<hyper::body::Incoming>,
 ) -> Result<Response, LostAnswer> {
-    let (runtime, cancellable) = match lane(req.method(), req.uri()) {
-        Lane::Serving => return handle(state, req).await,
+    let routed = Routed::of(&req);
+    let (runtime, cancellable) = match routed.route.lane() {
+        Lane::Serving => return handle_routed(state, req, routed).await,
         Lane::Query => (long.query, true),
         Lane::Batch => (long.batch, false),
     };
-    let task = runtime.spawn(handle(state, req));
+    let task = runtime.spawn(handle_routed(state, req, routed));
     // hyper drops this future when the client goes away mid-request; a query
     // (only reads) then stops at its scan's next slice instead of running on
     // for nobody. A batch runs to its end: it may be committing.
@@ -485,65 +424,5 @@ async fn handshake(
             None
         }
         Err(_) => None,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn lane_of(method: Method, uri: &str) -> Lane {
-        lane(&method, &uri.parse().unwrap())
-    }
-
-    #[test]
-    fn queries_and_batches_run_long_and_point_operations_do_not() {
-        for uri in [
-            "/devstoreaccount1/mytable()?$filter=X%20eq%201",
-            "/devstoreaccount1/mytable",
-            "/mytable()",
-            // Not one entity: an `or`, a key compared otherwise, keys only inside literals.
-            "/t()?$filter=PartitionKey%20eq%20'a'%20or%20RowKey%20eq%20'b'",
-            "/t()?$filter=PartitionKey%20eq%20'a'%20and%20not%20(RowKey%20eq%20'b')",
-            "/t()?$filter=PartitionKey%20eq%20'a'%20and%20RowKey%20ge%20'b'",
-            "/t()?$filter=Name%20eq%20'PartitionKey%20eq%20RowKey%20eq'",
-            "/t()?$filter=Name%20eq%20'x''%20and%20PartitionKey%20eq%20''%20RowKey%20eq%20'",
-        ] {
-            assert_eq!(lane_of(Method::GET, uri), Lane::Query, "{uri}");
-        }
-        assert_eq!(lane_of(Method::POST, "/devstoreaccount1/$batch"), Lane::Batch);
-        for (method, uri) in [
-            (Method::GET, "/devstoreaccount1/mytable(PartitionKey='a',RowKey='b')"),
-            // A query for one entity is a point read too.
-            (
-                Method::GET,
-                "/devstoreaccount1/t()?$filter=PartitionKey%20eq%20'p1'%20and%20RowKey%20eq%20'r%20or%20x'",
-            ),
-            (
-                Method::GET,
-                "/t()?%24filter=(RowKey+eq+'b')+and+(PartitionKey+eq+'a')&$top=1",
-            ),
-            (Method::GET, "/devstoreaccount1/Tables"),
-            (Method::GET, "/devstoreaccount1/Tables('mytable')"),
-            (Method::GET, "/devstoreaccount1/mytable?comp=acl"),
-            (Method::GET, "/devstoreaccount1/?restype=service&comp=properties"),
-            (Method::POST, "/devstoreaccount1/mytable"),
-            (Method::PUT, "/devstoreaccount1/mytable(PartitionKey='a',RowKey='b')"),
-        ] {
-            assert_eq!(lane_of(method.clone(), uri), Lane::Serving, "{method} {uri}");
-        }
-    }
-
-    #[test]
-    fn a_table_named_tables_archive_is_scanned_on_the_query_runtime() {
-        // Its name starts with "Tables", which was taken for the Tables collection: its
-        // scans ran on a serving thread, holding up that thread's connections.
-        for uri in [
-            "/devstoreaccount1/TablesArchive()",
-            "/devstoreaccount1/tablesarchive",
-            "/devstoreaccount1/TablesArchive()?$filter=X%20eq%201",
-        ] {
-            assert_eq!(lane_of(Method::GET, uri), Lane::Query, "{uri}");
-        }
     }
 }

@@ -17,10 +17,10 @@ use tafel_service::model::Value;
 use tafel_service::query::{CompareOp, Expr};
 
 use crate::batch::{parse_batch, BatchKind};
-use crate::filter::parse_filter;
 use crate::operation;
 use crate::request::Request;
-use crate::resource::{self, Resource};
+use crate::resource::Resource;
+use crate::route::Route;
 
 /// A request's count toward the targets.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,25 +47,25 @@ impl Charge {
     }
 }
 
-/// What `req` (of `account`) counts. A request the handler will refuse as
-/// malformed still counts as one transaction on the account: Azure counts
-/// every request against the account's rate.
-pub fn of(account: &str, req: &Request) -> Charge {
-    let Ok(resource) = resource::parse(&req.path) else {
+/// What `req` (of `account`, classified as `route`) counts. A request the
+/// handler will refuse as malformed still counts as one transaction on the
+/// account: Azure counts every request against the account's rate.
+pub fn of(account: &str, req: &Request, route: &Route<'_>) -> Charge {
+    let Some(resource) = route.resource() else {
         return Charge::one(None, None);
     };
     match resource {
         Resource::Entity {
             table, partition_key, ..
-        } => Charge::one(Some(table), Some(partition_key)),
+        } => Charge::one(Some(table.to_string()), Some(partition_key.to_string())),
         Resource::EntitySet(table) | Resource::BelowTable(table) => match req.method {
             Method::GET | Method::HEAD => Charge {
-                table: Some(table),
-                partition: req.param("$filter").and_then(queried_partition),
+                table: Some(table.to_string()),
+                partition: route.filter().and_then(queried_partition),
                 entities: 0,
                 query: true,
             },
-            _ => Charge::one(Some(table), operation::body_partition(&req.body)),
+            _ => Charge::one(Some(table.to_string()), operation::body_partition(&req.body)),
         },
         Resource::Batch => batch(account, req),
         _ => Charge::one(None, None),
@@ -104,7 +104,7 @@ fn batch(account: &str, req: &Request) -> Charge {
 
 /// The one PartitionKey a query's filter pins (`PartitionKey eq 'p'`, alone or
 /// in a conjunction): the query then counts against that partition as well.
-fn queried_partition(filter: &str) -> Option<String> {
+fn queried_partition(filter: &Expr) -> Option<String> {
     fn pinned(e: &Expr) -> Option<&str> {
         match e {
             Expr::Compare {
@@ -116,8 +116,7 @@ fn queried_partition(filter: &str) -> Option<String> {
             _ => None,
         }
     }
-    let expr = parse_filter(filter).ok()?;
-    pinned(&expr).map(str::to_owned)
+    pinned(filter).map(str::to_owned)
 }
 
 #[cfg(test)]
@@ -136,26 +135,36 @@ mod tests {
         }
     }
 
+    /// What `req` counts, classified as the pipeline classifies it.
+    fn charge(req: &Request) -> Charge {
+        of(
+            "acct",
+            req,
+            &Route::of(&req.method, &req.path, &req.query, &req.headers),
+        )
+    }
+
     #[test]
     fn a_point_operation_counts_one_entity_of_its_partition() {
-        let c = of("acct", &request(Method::DELETE, "/t(PartitionKey='p',RowKey='r')", ""));
+        let c = charge(&request(Method::DELETE, "/t(PartitionKey='p',RowKey='r')", ""));
         assert_eq!(c, Charge::one(Some("t".into()), Some("p".into())));
     }
 
     #[test]
     fn an_insert_counts_one_entity_of_the_partition_in_its_body() {
-        let c = of(
-            "acct",
-            &request(Method::POST, "/t", r#"{"RowKey":"r","PartitionKey":"p","n":1}"#),
-        );
+        let c = charge(&request(
+            Method::POST,
+            "/t",
+            r#"{"RowKey":"r","PartitionKey":"p","n":1}"#,
+        ));
         assert_eq!(c, Charge::one(Some("t".into()), Some("p".into())));
-        let c = of("acct", &request(Method::POST, "/t", "not json"));
+        let c = charge(&request(Method::POST, "/t", "not json"));
         assert_eq!(c, Charge::one(Some("t".into()), None));
     }
 
     #[test]
     fn a_query_is_charged_after_it_ran() {
-        let c = of("acct", &request(Method::GET, "/t()", ""));
+        let c = charge(&request(Method::GET, "/t()", ""));
         assert!(c.query);
         assert_eq!(c.entities, 0);
     }
@@ -164,9 +173,9 @@ mod tests {
     fn a_query_of_one_partition_counts_against_it() {
         let mut req = request(Method::GET, "/t()", "");
         req.query = vec![("$filter".into(), "RowKey gt '1' and PartitionKey eq 'p'".into())];
-        assert_eq!(of("acct", &req).partition.as_deref(), Some("p"));
+        assert_eq!(charge(&req).partition.as_deref(), Some("p"));
         req.query = vec![("$filter".into(), "PartitionKey eq 'p' or PartitionKey eq 'q'".into())];
-        assert_eq!(of("acct", &req).partition, None);
+        assert_eq!(charge(&req).partition, None);
     }
 
     #[test]
@@ -183,7 +192,7 @@ mod tests {
         let mut req = request(Method::POST, "/$batch", &body);
         req.headers
             .insert("content-type", "multipart/mixed; boundary=b".parse().unwrap());
-        let c = of("acct", &req);
+        let c = charge(&req);
         assert_eq!(c.entities, 3);
         assert_eq!(c.partition.as_deref(), Some("p"));
         assert_eq!(c.table.as_deref(), Some("t"));

@@ -13,8 +13,10 @@ pub mod json;
 pub mod operation;
 pub mod request;
 mod resource;
+pub mod route;
 mod xml;
 
 pub use handlers::handle;
 pub use operation::Operation;
 pub use request::{effective_method, parse_query, Context, Request, Response};
+pub use route::{Lane, Route};

@@ -1,31 +1,95 @@
 //! Resource paths below the account root (README §1): the table collection, one
 //! table, an entity set, one entity, `$batch` and the service root.
 
+use std::borrow::Cow;
+
 use percent_encoding::{percent_decode_str, utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 use tafel_service::{Error, ErrorCode, Result};
 
+/// A resource, its names and keys borrowed from the path when it had nothing to
+/// unescape (no `%XX`, no doubled quote in a key), so a request's path is parsed
+/// once and copies nothing on the common paths.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Resource {
+pub enum Resource<'a> {
     /// `/` (service properties and stats).
     Service,
     /// `/Tables` or `/Tables()`.
     Tables,
     /// `/Tables('name')`.
-    Table(String),
+    Table(Cow<'a, str>),
     /// `/name` or `/name()`.
-    EntitySet(String),
+    EntitySet(Cow<'a, str>),
     /// `/name(PartitionKey='p',RowKey='r')`.
     Entity {
-        table: String,
-        partition_key: String,
-        row_key: String,
+        table: Cow<'a, str>,
+        partition_key: Cow<'a, str>,
+        row_key: Cow<'a, str>,
     },
     /// `/$batch`.
     Batch,
     /// `/name/Tables` or `/name/$batch`: an account URL that ends in a table name
     /// (a common mistake) with the SDK's path after it. Azure reads `name` as the
     /// table, so a POST there is an insert into it.
-    BelowTable(String),
+    BelowTable(Cow<'a, str>),
+}
+
+impl Resource<'_> {
+    /// The same resource owning its names and keys.
+    pub fn into_owned(self) -> Resource<'static> {
+        let own = |c: Cow<'_, str>| Cow::Owned(c.into_owned());
+        match self {
+            Resource::Service => Resource::Service,
+            Resource::Tables => Resource::Tables,
+            Resource::Table(t) => Resource::Table(own(t)),
+            Resource::EntitySet(t) => Resource::EntitySet(own(t)),
+            Resource::Entity {
+                table,
+                partition_key,
+                row_key,
+            } => Resource::Entity {
+                table: own(table),
+                partition_key: own(partition_key),
+                row_key: own(row_key),
+            },
+            Resource::Batch => Resource::Batch,
+            Resource::BelowTable(t) => Resource::BelowTable(own(t)),
+        }
+    }
+}
+
+/// The kind of resource a path names, without its names and keys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shape {
+    Service,
+    Tables,
+    Table,
+    EntitySet,
+    Entity,
+    Batch,
+    /// `/name/Tables`, `/name/$batch`.
+    BelowTable,
+}
+
+impl From<&Resource<'_>> for Shape {
+    fn from(r: &Resource<'_>) -> Self {
+        match r {
+            Resource::Service => Shape::Service,
+            Resource::Tables => Shape::Tables,
+            Resource::Table(_) => Shape::Table,
+            Resource::EntitySet(_) => Shape::EntitySet,
+            Resource::Entity { .. } => Shape::Entity,
+            Resource::Batch => Shape::Batch,
+            Resource::BelowTable(_) => Shape::BelowTable,
+        }
+    }
+}
+
+/// A path that names no resource, with the shape it has if it has one: a
+/// malformed entity path (bad keys) is still an entity operation for metrics.
+#[derive(Debug, Clone)]
+pub struct Invalid {
+    pub shape: Option<Shape>,
+    pub error: Error,
 }
 
 fn invalid_uri() -> Error {
@@ -35,10 +99,30 @@ fn invalid_uri() -> Error {
     )
 }
 
+fn shapeless(error: Error) -> Invalid {
+    Invalid { shape: None, error }
+}
+
 /// Parses a path relative to the account root, still percent-encoded as sent.
-pub fn parse(raw_path: &str) -> Result<Resource> {
-    let decoded = percent_decode_str(raw_path).decode_utf8().map_err(|_| invalid_uri())?;
-    let path = decoded.strip_prefix('/').unwrap_or(&decoded);
+pub fn parse(raw_path: &str) -> Result<Resource<'_>> {
+    parse_shaped(raw_path).map_err(|i| i.error)
+}
+
+/// [`parse`], telling the shape of a path whose names or keys are invalid.
+pub fn parse_shaped(raw_path: &str) -> std::result::Result<Resource<'_>, Invalid> {
+    // Most paths have no escape at all: a memchr is cheaper than the decoder's scan.
+    if memchr::memchr(b'%', raw_path.as_bytes()).is_none() {
+        return parse_decoded(raw_path);
+    }
+    match percent_decode_str(raw_path).decode_utf8() {
+        Ok(Cow::Borrowed(path)) => parse_decoded(path),
+        Ok(Cow::Owned(path)) => parse_decoded(&path).map(Resource::into_owned),
+        Err(_) => Err(shapeless(invalid_uri())),
+    }
+}
+
+fn parse_decoded(decoded: &str) -> std::result::Result<Resource<'_>, Invalid> {
+    let path = decoded.strip_prefix('/').unwrap_or(decoded);
     if path.is_empty() {
         return Ok(Resource::Service);
     }
@@ -48,29 +132,37 @@ pub fn parse(raw_path: &str) -> Result<Resource> {
     }
     let (name, args) = match path.find('(') {
         Some(i) => {
-            let rest = path[i + 1..].strip_suffix(')').ok_or_else(invalid_uri)?;
+            let rest = path[i + 1..]
+                .strip_suffix(')')
+                .ok_or_else(|| shapeless(invalid_uri()))?;
             (&path[..i], Some(rest))
         }
         None => (path.strip_suffix('/').unwrap_or(path), None),
     };
     if let Some((table, below)) = name.split_once('/') {
-        return below_table(table, below, args);
+        return below_table(table, below, args).map_err(shapeless);
     }
     if name.is_empty() {
-        return Err(invalid_uri());
+        return Err(shapeless(invalid_uri()));
     }
+    let shaped = |shape| {
+        move |error| Invalid {
+            shape: Some(shape),
+            error,
+        }
+    };
     if name == "Tables" {
         return match args.map(str::trim) {
             None | Some("") => Ok(Resource::Tables),
-            Some(a) => Ok(Resource::Table(parse_string_literal(a)?)),
+            Some(a) => Ok(Resource::Table(parse_string_literal(a).map_err(shaped(Shape::Table))?)),
         };
     }
     match args.map(str::trim) {
-        None | Some("") => Ok(Resource::EntitySet(name.to_owned())),
+        None | Some("") => Ok(Resource::EntitySet(Cow::Borrowed(name))),
         Some(a) => {
-            let (partition_key, row_key) = parse_keys(a)?;
+            let (partition_key, row_key) = parse_keys(a).map_err(shaped(Shape::Entity))?;
             Ok(Resource::Entity {
-                table: name.to_owned(),
+                table: Cow::Borrowed(name),
                 partition_key,
                 row_key,
             })
@@ -81,12 +173,12 @@ pub fn parse(raw_path: &str) -> Result<Resource> {
 /// A path below a table name, as an SDK given an account URL that ends in one
 /// sends it: `/t/Tables`, `/t/$batch`, `/t/Tables('x')`. Answered as Azure does, so
 /// the SDKs' "check your account URL" hint, keyed to these answers, shows.
-fn below_table(table: &str, below: &str, args: Option<&str>) -> Result<Resource> {
+fn below_table<'a>(table: &'a str, below: &str, args: Option<&str>) -> Result<Resource<'a>> {
     if table.is_empty() || below.contains('/') {
         return Err(invalid_uri());
     }
     match (below, args.map(str::trim)) {
-        ("Tables" | "$batch", None | Some("")) => Ok(Resource::BelowTable(table.to_owned())),
+        ("Tables" | "$batch", None | Some("")) => Ok(Resource::BelowTable(Cow::Borrowed(table))),
         // `Tables('x')` is one key where a table's entities have two.
         ("Tables", Some(_)) => Err(Error::with_message(
             ErrorCode::InvalidInput,
@@ -99,7 +191,7 @@ fn below_table(table: &str, below: &str, args: Option<&str>) -> Result<Resource>
 }
 
 /// `'text'` with `''` standing for one quote.
-fn parse_string_literal(s: &str) -> Result<String> {
+fn parse_string_literal(s: &str) -> Result<Cow<'_, str>> {
     let (value, rest) = take_literal(s)?;
     if !rest.trim().is_empty() {
         return Err(invalid_uri());
@@ -107,29 +199,31 @@ fn parse_string_literal(s: &str) -> Result<String> {
     Ok(value)
 }
 
-/// Reads a quoted literal at the start of `s`; returns it and what follows.
-fn take_literal(s: &str) -> Result<(String, &str)> {
+/// Reads a quoted literal at the start of `s`; returns it (borrowed unless it
+/// holds a doubled quote) and what follows.
+fn take_literal(s: &str) -> Result<(Cow<'_, str>, &str)> {
     let s = s.trim_start();
     let body = s.strip_prefix('\'').ok_or_else(invalid_uri)?;
-    let mut out = String::with_capacity(body.len());
-    let mut chars = body.char_indices().peekable();
-    while let Some((i, c)) = chars.next() {
-        if c == '\'' {
-            if matches!(chars.peek(), Some((_, '\''))) {
-                chars.next();
-                out.push('\'');
-            } else {
-                return Ok((out, &body[i + 1..]));
-            }
-        } else {
-            out.push(c);
+    let mut doubled = false;
+    let mut quotes = memchr::memchr_iter(b'\'', body.as_bytes()).peekable();
+    while let Some(i) = quotes.next() {
+        if quotes.peek() == Some(&(i + 1)) {
+            quotes.next();
+            doubled = true;
+            continue;
         }
+        let text = &body[..i];
+        let value = match doubled {
+            true => Cow::Owned(text.replace("''", "'")),
+            false => Cow::Borrowed(text),
+        };
+        return Ok((value, &body[i + 1..]));
     }
     Err(invalid_uri())
 }
 
 /// `PartitionKey='p',RowKey='r'` (either order, whitespace tolerated).
-fn parse_keys(s: &str) -> Result<(String, String)> {
+fn parse_keys(s: &str) -> Result<(Cow<'_, str>, Cow<'_, str>)> {
     let mut pk = None;
     let mut rk = None;
     let mut rest = s;
@@ -206,7 +300,7 @@ fn push_key_literal(out: &mut Vec<u8>, k: &str) {
 mod tests {
     use super::*;
 
-    fn entity(t: &str, p: &str, r: &str) -> Resource {
+    fn entity<'a>(t: &'a str, p: &'a str, r: &'a str) -> Resource<'a> {
         Resource::Entity {
             table: t.into(),
             partition_key: p.into(),
@@ -257,6 +351,29 @@ mod tests {
         assert!(parse("/t(PartitionKey='a')").is_err());
         assert!(parse("/t(PartitionKey='a',RowKey='b'").is_err());
         assert!(parse("/t(PartitionKey='a',RowKey='b',X='c')").is_err());
+    }
+
+    #[test]
+    fn names_and_keys_are_borrowed_unless_they_had_to_be_unescaped() {
+        let borrowed = |c: &Cow<'_, str>| matches!(c, Cow::Borrowed(_));
+        let Ok(Resource::Entity {
+            table,
+            partition_key,
+            row_key,
+        }) = parse("/t(PartitionKey='a',RowKey='O''B')")
+        else {
+            panic!("not an entity");
+        };
+        assert!(borrowed(&table) && borrowed(&partition_key));
+        assert_eq!((row_key.as_ref(), borrowed(&row_key)), ("O'B", false));
+        assert_eq!(
+            parse("/t(PartitionKey='''''',RowKey='')").ok(),
+            Some(entity("t", "''", ""))
+        );
+        assert!(parse("/t(PartitionKey=''',RowKey='')").is_err());
+        // A malformed entity path keeps its shape, for the operation it names.
+        let invalid = parse_shaped("/t(PartitionKey='a')").err().map(|i| i.shape);
+        assert_eq!(invalid, Some(Some(Shape::Entity)));
     }
 
     #[test]

@@ -2,13 +2,13 @@
 
 use http::StatusCode;
 use tafel_service::model::{etag_for, Entity, StoredRef};
+use tafel_service::query::Expr;
 use tafel_service::{
     validate, EntityQuery, EntitySink, Error, ErrorCode, IfMatch, Result, Service, WriteKind, WriteOp,
 };
 
 use super::{apply_prefer, metadata_level, open_query_body, prefer, require_json_body, top, unsupported_options};
 use crate::continuation;
-use crate::filter::parse_filter;
 use crate::json::{content_type, decode_entity, EntityFormat, MetadataLevel};
 use crate::request::{Context, Request, Response};
 use crate::resource::{entity_path, Resource};
@@ -62,14 +62,18 @@ pub(crate) async fn get(
     Ok(resp)
 }
 
-pub async fn query(svc: &Service, cx: &Context, req: &Request, table: &str) -> Result<Response> {
+/// An entity query; `filter` is its `$filter` as the request's route parsed it.
+pub async fn query(
+    svc: &Service,
+    cx: &Context,
+    req: &Request,
+    table: &str,
+    filter: Option<Result<Expr>>,
+) -> Result<Response> {
     let level = metadata_level(req)?;
     validate::table_name(table)?;
     unsupported_options(req)?;
-    let filter = match req.param("$filter").filter(|f| !f.trim().is_empty()) {
-        Some(f) => Some(parse_filter(f)?),
-        None => None,
-    };
+    let filter = filter.transpose()?;
     let resume = match req.param("NextPartitionKey") {
         Some(pk) => {
             let rk = req
@@ -153,7 +157,7 @@ impl EntitySink for JsonRows<'_> {
 /// Decodes an entity write — insert, update, merge, delete and the two upserts — the
 /// same way for top-level requests and `$batch` sub-requests. `None` when the verb
 /// names no write on this resource.
-pub(crate) fn decode_write(req: &Request, resource: Resource) -> Result<Option<(String, WriteOp)>> {
+pub(crate) fn decode_write(req: &Request, resource: Resource<'_>) -> Result<Option<(String, WriteOp)>> {
     let (table, kind, keys) = match (resource, req.method.as_str()) {
         (Resource::EntitySet(table), "POST") => (table, WriteKind::Insert, None),
         (
@@ -179,7 +183,7 @@ pub(crate) fn decode_write(req: &Request, resource: Resource) -> Result<Option<(
         (WriteKind::Delete, Some((pk, rk))) => Entity::new(pk, rk),
         (_, keys) => {
             require_json_body(req)?;
-            decode_entity(&req.body, keys.as_ref().map(|(p, r)| (p.as_str(), r.as_str())))?
+            decode_entity(&req.body, keys.as_ref().map(|(p, r)| (p.as_ref(), r.as_ref())))?
         }
     };
     // Insert takes no If-Match (whatever a client sends with one is ignored); Delete needs one.
@@ -195,13 +199,13 @@ pub(crate) fn decode_write(req: &Request, resource: Resource) -> Result<Option<(
             m => m,
         },
     };
-    Ok(Some((table, WriteOp { kind, entity, if_match })))
+    Ok(Some((table.into_owned(), WriteOp { kind, entity, if_match })))
 }
 
 /// Runs an entity write and answers as Azure does: 201 with the entity (or 204
 /// under `Prefer: return-no-content`) for inserts, 204 with the new ETag for
 /// updates and merges, 204 for deletes.
-pub async fn write(svc: &Service, cx: &Context, req: &Request, resource: Resource) -> Result<Response> {
+pub async fn write(svc: &Service, cx: &Context, req: &Request, resource: Resource<'_>) -> Result<Response> {
     let level = metadata_level(req)?;
     let Some((table, op)) = decode_write(req, resource)? else {
         return Err(Error::new(ErrorCode::MethodNotAllowed));

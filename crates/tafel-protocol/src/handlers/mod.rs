@@ -11,7 +11,8 @@ use tafel_service::{validate, Error, ErrorCode, Result, Service};
 
 use crate::json::{negotiate, write_json_str, MetadataLevel};
 use crate::request::{Context, Request, Response};
-use crate::resource::{self, Resource};
+use crate::resource::Resource;
+use crate::route::Route;
 
 /// The response's JSON metadata level (`$format` over `Accept`).
 pub fn metadata_level(req: &Request) -> Result<MetadataLevel> {
@@ -47,8 +48,8 @@ fn is_write(method: &Method) -> bool {
     !matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS)
 }
 
-/// Runs one operation.
-pub async fn handle(svc: &Service, cx: &Context, req: &Request) -> Result<Response> {
+/// Runs one operation: `req`, as `route` (classified from it) tells.
+pub async fn handle(svc: &Service, cx: &Context, req: &Request, route: Route<'_>) -> Result<Response> {
     // The secondary endpoint is a read-only replica (an RA-GRS account's).
     if cx.secondary && is_write(&req.method) {
         return Err(Error::with_message(
@@ -56,8 +57,8 @@ pub async fn handle(svc: &Service, cx: &Context, req: &Request) -> Result<Respon
             "Write operations are not allowed.",
         ));
     }
-    let resource = resource::parse(&req.path)?;
-    match resource {
+    let (resource, filter) = route.into_parts();
+    match resource? {
         Resource::Tables => match req.method {
             Method::GET | Method::HEAD => tables::query(svc, cx, req).await,
             Method::POST => tables::create(svc, cx, req).await,
@@ -81,7 +82,7 @@ pub async fn handle(svc: &Service, cx: &Context, req: &Request) -> Result<Respon
             }
         }
         Resource::EntitySet(table) => match req.method {
-            Method::GET | Method::HEAD => entities::query(svc, cx, req, &table).await,
+            Method::GET | Method::HEAD => entities::query(svc, cx, req, &table, filter).await,
             _ => entities::write(svc, cx, req, Resource::EntitySet(table)).await,
         },
         Resource::Entity {
