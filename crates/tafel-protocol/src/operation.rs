@@ -41,6 +41,8 @@ operations!(
     GetTableServiceProperties,
     SetTableServiceProperties,
     GetTableServiceStats,
+    // A read of the change feed (Tafel's own; Azure has none).
+    ReadChanges,
     Preflight,
     Unknown,
 );
@@ -128,6 +130,7 @@ pub(crate) fn of(method: &Method, shape: Shape, query: &[(String, String)], head
             _ => Unknown,
         },
         Shape::Batch if method == Method::POST => EntityGroupTransaction,
+        Shape::Changes if read => ReadChanges,
         _ => Unknown,
     }
 }

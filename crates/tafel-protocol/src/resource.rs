@@ -27,6 +27,8 @@ pub enum Resource<'a> {
     },
     /// `/$batch`.
     Batch,
+    /// `/$changes`: the account's change feed (docs/change-feed.md).
+    Changes,
     /// `/name/Tables` or `/name/$batch`: an account URL that ends in a table name
     /// (a common mistake) with the SDK's path after it. Azure reads `name` as the
     /// table, so a POST there is an insert into it.
@@ -52,6 +54,7 @@ impl Resource<'_> {
                 row_key: own(row_key),
             },
             Resource::Batch => Resource::Batch,
+            Resource::Changes => Resource::Changes,
             Resource::BelowTable(t) => Resource::BelowTable(own(t)),
         }
     }
@@ -66,6 +69,8 @@ pub enum Shape {
     EntitySet,
     Entity,
     Batch,
+    /// `/$changes`, the change feed (ours, not Azure's).
+    Changes,
     /// `/name/Tables`, `/name/$batch`.
     BelowTable,
 }
@@ -79,6 +84,7 @@ impl From<&Resource<'_>> for Shape {
             Resource::EntitySet(_) => Shape::EntitySet,
             Resource::Entity { .. } => Shape::Entity,
             Resource::Batch => Shape::Batch,
+            Resource::Changes => Shape::Changes,
             Resource::BelowTable(_) => Shape::BelowTable,
         }
     }
@@ -129,6 +135,9 @@ fn parse_decoded(decoded: &str) -> std::result::Result<Resource<'_>, Invalid> {
     // A trailing slash is tolerated here as it is after a table or entity set name.
     if path == "$batch" || path == "$batch/" {
         return Ok(Resource::Batch);
+    }
+    if path == "$changes" || path == "$changes/" {
+        return Ok(Resource::Changes);
     }
     let (name, args) = match path.find('(') {
         Some(i) => {

@@ -73,7 +73,9 @@ impl<'a> Route<'a> {
             // entity reads at most one row, as a point read does.
             (Operation::QueryEntities, Some(Err(_))) => Lane::Serving,
             (Operation::QueryEntities, Some(Ok(f))) if names_one_entity(f) => Lane::Serving,
-            (Operation::QueryEntities, _) => Lane::Query,
+            // A feed read may wait up to a minute for a change: cancelled, as a
+            // query is, when its client goes away.
+            (Operation::QueryEntities | Operation::ReadChanges, _) => Lane::Query,
             (Operation::EntityGroupTransaction, _) => Lane::Batch,
             _ => Lane::Serving,
         };

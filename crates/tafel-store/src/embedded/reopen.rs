@@ -69,7 +69,7 @@ fn reopen_when_room(weak: &Weak<Inner>) {
             inner.written_before.fetch_add(written, Ordering::Relaxed);
             close(old);
         }
-        match Opening::open(&*inner.disk, &inner.options, inner.stats.clone(), None) {
+        match Opening::open(&*inner.disk, &inner.options, inner.stats.clone(), &inner.feed, None) {
             Ok(opening) => {
                 let opening = Arc::new(opening);
                 if inner.stopped.load(Ordering::Acquire) {
