@@ -324,3 +324,29 @@ def test_copy_since_and_follow_by_polling_a_source_without_a_feed(servers, tmp_p
         err = interrupt(proc)
     assert proc.returncode == 130, err
     assert "deletes at the source are NOT seen" in err, err
+
+
+def test_the_explorer_shows_a_tables_changes_live(servers, _workdir):
+    from explorer_browser import Browser
+    from test_explorer import open_table, sign_in
+
+    source = servers["feed"]
+    table = unique_table_name("live")
+    with TableServiceClient.from_connection_string(source.conn_str) as svc:
+        client = svc.create_table(table)
+        client.create_entity({"PartitionKey": "p", "RowKey": "before"})
+        b = Browser(_workdir / f"downloads-{uuid.uuid4().hex[:6]}")
+        try:
+            sign_in(b, source)
+            open_table(b, source, table)
+            b.click("#live-changes")
+            b.wait(lambda: "At position" in b.text("#changes-status"), "the feed read from now")
+            assert not b.all("#changes tbody tr"), "from now: the earlier insert is not shown"
+            client.upsert_entity({"PartitionKey": "p", "RowKey": "live", "N": 7}, mode=UpdateMode.MERGE)
+            client.delete_entity("p", "before")
+            b.wait(lambda: len(b.all("#changes tbody tr")) == 2, "both changes shown as they commit")
+            rows = [r.get_attribute("data-op") for r in b.all("#changes tbody tr")]
+            assert rows == ["delete", "insert"], "newest first"
+            assert "N=7" in b.text("#changes tbody")
+        finally:
+            b.quit()
