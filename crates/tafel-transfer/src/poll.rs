@@ -125,18 +125,29 @@ fn parse(body: Bytes) -> Result<Parsed<(Vec<Row>, Option<OffsetDateTime>)>, Tran
     })
 }
 
+/// What polling reads, and how often.
+pub struct Polled<'a> {
+    pub source: &'a Arc<TableClient>,
+    pub table: &'a str,
+    pub filter: Option<&'a str>,
+    pub interval: Duration,
+}
+
 /// Polls every `interval` until Ctrl-C, from `state.since` on; saves the state after
 /// each round.
 pub async fn follow(
-    source: &Arc<TableClient>,
-    table: &str,
-    filter: Option<&str>,
+    polled: &Polled<'_>,
     applier: &Applier,
     state: &mut State,
     checkpoint: &Path,
-    interval: Duration,
     progress: &Progress,
 ) -> Result<(), TransferError> {
+    let Polled {
+        source,
+        table,
+        filter,
+        interval,
+    } = *polled;
     eprintln!(
         "following {table} by its Timestamps every {interval:?}: the source has no change feed, \
          so deletes at the source are NOT seen and stay in the target"
