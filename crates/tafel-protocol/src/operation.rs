@@ -73,6 +73,8 @@ impl From<&Resource> for Shape {
             Resource::EntitySet(_) | Resource::BelowTable(_) => Shape::EntitySet,
             Resource::Entity { .. } => Shape::Entity,
             Resource::Batch => Shape::Batch,
+            // Read like a query (and named so, for metrics: `shape` sees a name).
+            Resource::Changes => Shape::EntitySet,
         }
     }
 }

@@ -22,6 +22,8 @@ pub enum Resource {
     },
     /// `/$batch`.
     Batch,
+    /// `/$changes`: the account's change feed (docs/change-feed.md).
+    Changes,
     /// `/name/Tables` or `/name/$batch`: an account URL that ends in a table name
     /// (a common mistake) with the SDK's path after it. Azure reads `name` as the
     /// table, so a POST there is an insert into it.
@@ -45,6 +47,9 @@ pub fn parse(raw_path: &str) -> Result<Resource> {
     // A trailing slash is tolerated here as it is after a table or entity set name.
     if path == "$batch" || path == "$batch/" {
         return Ok(Resource::Batch);
+    }
+    if path == "$changes" || path == "$changes/" {
+        return Ok(Resource::Changes);
     }
     let (name, args) = match path.find('(') {
         Some(i) => {

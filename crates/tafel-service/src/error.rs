@@ -94,6 +94,9 @@ codes! {
     // `--azure-limits`: an account past its entities per second. A partition past
     // its own is plain `ServerBusy`, whose message is Azure's for that case too.
     AccountOverLimit as "ServerBusy" => 503, "Operations per second is over the account limit.";
+    // The change feed (`$changes`, docs/change-feed.md): Tafel's own codes.
+    ChangeFeedNotEnabled => 409, "The change feed is not enabled for this account: start the server with --change-retention (or --change-retention-for ACCOUNT=DURATION).";
+    ChangePositionExpired => 410, "The requested change feed position is no longer retained.";
 }
 
 impl ErrorCode {

@@ -18,6 +18,11 @@ pub use access::{
     TokenGrant,
 };
 pub use error::{Error, ErrorCode, Result};
+/// The change feed's types, as the store records them (`$changes`).
+pub mod feed {
+    pub use tafel_store::feed::{Change, ChangeOp, ChangesFrom, ChangesPage};
+}
 pub use ops::{
-    BatchFailure, Ctx, EntityQuery, EntitySink, IfMatch, Service, TablePage, TableQuery, WriteKind, WriteOp,
+    BatchFailure, ChangesQuery, Ctx, EntityQuery, EntitySink, IfMatch, Service, TablePage, TableQuery, WriteKind,
+    WriteOp, MAX_CHANGES, MAX_WAIT,
 };

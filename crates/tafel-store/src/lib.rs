@@ -17,6 +17,7 @@ compile_error!("tafel-store catches panics to answer them as errors: build with 
 #[cfg(feature = "embedded")]
 pub mod embedded;
 pub mod error;
+pub mod feed;
 pub mod key;
 // The scans of both backends use it; a build with neither has no scan.
 #[cfg_attr(not(any(feature = "embedded", feature = "postgres")), allow(dead_code))]

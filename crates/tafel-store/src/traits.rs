@@ -8,6 +8,7 @@ use std::time::Instant;
 use async_trait::async_trait;
 
 use crate::error::StoreError;
+use crate::feed::{ChangesRead, ChangesRequest};
 use crate::key::{EntityKey, KeyRange, KeyRef};
 use crate::reset::{ResetError, SavepointInfo};
 use crate::stats::StoreMetric;
@@ -62,6 +63,8 @@ pub struct ScanEnd {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Mutation {
     Put(Vec<u8>),
+    /// A put the change feed records as a merge (when the row was there).
+    Merge(Vec<u8>),
     Delete,
     Keep,
 }
@@ -202,6 +205,28 @@ pub trait Store: Send + Sync + 'static {
     /// What a backend without savepoints answers.
     fn resets_unsupported(&self) -> ResetError {
         ResetError::Unsupported("this storage backend has no snapshots".into())
+    }
+
+    /// Turns the change feed on for the accounts `settings` names (from now
+    /// on); the reason when this backend cannot.
+    fn set_change_feed(&self, settings: crate::feed::FeedSettings) -> Result<(), String> {
+        let _ = settings;
+        Err("this storage backend has no change feed".into())
+    }
+
+    /// One page of `account`'s change feed (`feed.rs`); `NotEnabled` when the
+    /// account records none.
+    async fn read_changes(&self, account: &str, request: &ChangesRequest) -> Result<ChangesRead, StoreError> {
+        let _ = (account, request);
+        Ok(ChangesRead::NotEnabled)
+    }
+
+    /// Returns once `account`'s feed may have a change past `head`, or at
+    /// `until`, whichever is first (a long poll's wait). May return early.
+    async fn wait_for_changes(&self, account: &str, head: u64, until: Instant) {
+        let _ = (account, head);
+        let step = Instant::now() + std::time::Duration::from_millis(200);
+        tokio::time::sleep_until(step.min(until).into()).await;
     }
 
     /// Makes everything acknowledged durable and stops accepting writes.

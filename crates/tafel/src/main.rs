@@ -8,6 +8,7 @@ mod admin_call;
 mod azurite;
 mod backup;
 mod cert;
+mod change_feed_args;
 #[cfg(feature = "embedded")]
 mod check;
 mod config;
@@ -302,6 +303,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         Accounts::from_specs(&specs).map_err(anyhow::Error::msg)?
     };
     let store = args.open_store().await?;
+    args.change_feed.apply(store.as_ref())?;
     if let Some(what) = tafel_backup::unfinished_restore(store.as_ref()).await? {
         anyhow::bail!(
             "this store holds a restore that did not finish ({what}): it is not served as if it were whole. \

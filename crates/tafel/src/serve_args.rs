@@ -27,6 +27,8 @@ pub(crate) struct ServeArgs {
     pub(crate) port: u16,
     #[command(flatten)]
     pub(crate) store: StoreArgs,
+    #[command(flatten)]
+    pub(crate) change_feed: crate::change_feed_args::ChangeFeedArgs,
     /// Keep everything in memory: no file is made, nothing is synced, and the
     /// data is gone when the process exits (for test suites). Embedded backend only.
     #[arg(long, env = "TAFEL_IN_MEMORY", alias = "inMemoryPersistence", value_parser = clap::builder::BoolishValueParser::new())]

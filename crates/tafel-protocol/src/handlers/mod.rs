@@ -2,6 +2,7 @@
 
 mod acl;
 mod batch;
+mod changes;
 mod entities;
 mod service;
 mod tables;
@@ -116,6 +117,10 @@ pub async fn handle(svc: &Service, cx: &Context, req: &Request) -> Result<Respon
         },
         Resource::Batch => match req.method {
             Method::POST => batch::batch(svc, cx, req).await,
+            _ => Err(method_not_allowed()),
+        },
+        Resource::Changes => match req.method {
+            Method::GET | Method::HEAD => changes::read(svc, cx, req).await,
             _ => Err(method_not_allowed()),
         },
         Resource::Service => service::handle(svc, cx, req).await,

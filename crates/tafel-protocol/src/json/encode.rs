@@ -24,6 +24,8 @@ pub(crate) struct EntityFormat<'a> {
     type_json: Vec<u8>,
     id_open: Vec<u8>,
     edit_open: Vec<u8>,
+    /// Full metadata's `odata.id` and `odata.editLink` (the change feed has none).
+    links: bool,
 }
 
 impl<'a> EntityFormat<'a> {
@@ -45,6 +47,7 @@ impl<'a> EntityFormat<'a> {
             type_json: Vec::new(),
             id_open: Vec::new(),
             edit_open: Vec::new(),
+            links: true,
         };
         if level == MetadataLevel::Full {
             write_json_str(&mut f.type_json, &format!("{account}.{table}"));
@@ -52,6 +55,13 @@ impl<'a> EntityFormat<'a> {
             f.edit_open = json_str_opening(table);
         }
         f
+    }
+
+    /// Without `odata.id` and `odata.editLink`: entities outside a query's
+    /// response (the change feed's lines).
+    pub(crate) fn without_links(mut self) -> Self {
+        self.links = false;
+        self
     }
 
     fn selected(&self, name: &str) -> bool {
@@ -271,6 +281,8 @@ where
         key(out, "odata.type");
         out.extend_from_slice(&f.type_json);
         out.push(b',');
+    }
+    if full && f.links {
         key(out, "odata.id");
         entity_path_str(out, &f.id_open, e.partition_key, e.row_key);
         out.push(b',');
@@ -281,7 +293,7 @@ where
         etag_str(out, iso);
         out.push(b',');
     }
-    if full {
+    if full && f.links {
         key(out, "odata.editLink");
         entity_path_str(out, &f.edit_open, e.partition_key, e.row_key);
         out.push(b',');

@@ -1,5 +1,6 @@
 //! The Table service operations over a [`Store`].
 
+mod changes;
 mod entities;
 mod tables;
 mod writes;
@@ -11,6 +12,7 @@ use tafel_store::Store;
 use crate::access::Access;
 use crate::clock::Clock;
 
+pub use changes::{ChangesQuery, MAX_CHANGES, MAX_WAIT};
 pub use entities::{EntityQuery, EntitySink};
 pub use tables::{TablePage, TableQuery};
 pub use writes::{BatchFailure, IfMatch, WriteKind, WriteOp};

@@ -237,7 +237,7 @@ fn decide(
                 }
                 // The limits hold for the merged entity, not only for the request's part.
                 validate::entity_limits(&merged).map_err(|error| BatchFailure { index: i, error })?;
-                Mutation::Put(codec::encode(ts, &merged.properties))
+                Mutation::Merge(codec::encode(ts, &merged.properties))
             }
         });
     }

@@ -14,6 +14,7 @@ use super::schema::*;
 use super::wal::{LogBuf, Op};
 use super::Job;
 use crate::error::{FailureKind, StoreError};
+use crate::feed::{ChangeOp, FeedSettings};
 use crate::key::EntityKey;
 use crate::traits::{Decide, Mutation};
 
@@ -22,6 +23,7 @@ pub(super) struct Tables<'t> {
     tables: redb::Table<'t, &'static [u8], &'static [u8]>,
     order: redb::Table<'t, &'static [u8], ()>,
     entities: redb::Table<'t, &'static [u8], &'static [u8]>,
+    pub(super) changes: redb::Table<'t, &'static [u8], &'static [u8]>,
     pub(super) meta: redb::Table<'t, &'static str, &'static [u8]>,
 }
 
@@ -31,6 +33,7 @@ impl<'t> Tables<'t> {
             tables: txn.open_table(TABLES)?,
             order: txn.open_table(TABLE_ORDER)?,
             entities: txn.open_table(ENTITIES)?,
+            changes: txn.open_table(CHANGES)?,
             meta: txn.open_table(META)?,
         })
     }
@@ -40,6 +43,7 @@ impl<'t> Tables<'t> {
         match t {
             T_TABLES => Ok(&mut self.tables),
             T_ENTITIES => Ok(&mut self.entities),
+            T_CHANGES => Ok(&mut self.changes),
             _ => Err(StoreError::failure(
                 FailureKind::Corrupt,
                 format!("log op on table {t}"),
@@ -82,10 +86,12 @@ impl<'t> Tables<'t> {
 pub(super) struct Writer<'t, 'l> {
     pub(super) tables: Tables<'t>,
     pub(super) log: &'l mut LogBuf,
+    /// Which accounts record their changes (`feed.rs`).
+    pub(super) feed: &'l FeedSettings,
 }
 
 impl Writer<'_, '_> {
-    fn change(&mut self, op: Op<'_>) -> Result<(), StoreError> {
+    pub(super) fn change(&mut self, op: Op<'_>) -> Result<(), StoreError> {
         self.tables.apply(&op)?;
         self.log.push(&op);
         Ok(())
@@ -118,6 +124,7 @@ impl Writer<'_, '_> {
                 reply,
             } => Pending::Unit(reply, self.write(&account, &table, &keys, decide)),
             Job::ClearAccount { account, reply } => Pending::Count(reply, self.clear_account(&account)),
+            Job::TrimChanges { now_ns, reply } => Pending::Unit(reply, self.trim_changes(now_ns)),
             // The writer loop runs these alone; one here is a bug.
             Job::Savepoint { reply, .. } => Pending::Savepoint(
                 reply,
@@ -156,6 +163,7 @@ impl Writer<'_, '_> {
             key: &order_key(account, name),
             value: &[],
         })?;
+        self.record(account, name, &[(ChangeOp::CreateTable, None, None)])?;
         Ok(true)
     }
 
@@ -176,6 +184,7 @@ impl Writer<'_, '_> {
             lo: &t.id.to_be_bytes(),
             hi: &(t.id + 1).to_be_bytes(),
         })?;
+        self.record(account, &t.record.name, &[(ChangeOp::DeleteTable, None, None)])?;
         Ok(true)
     }
 
@@ -249,9 +258,23 @@ impl Writer<'_, '_> {
             // single-row write takes the plain path.
             let mut fresh: Vec<(&[u8], Vec<u8>)> = Vec::new();
             let runs = full.len() > 1 && distinct_keys(&full);
-            for ((k, m), old) in full.iter().zip(mutations).zip(&current) {
+            let recording = self.feed.for_account(account).is_some();
+            let mut changes = Vec::new();
+            for (((k, m), old), key) in full.iter().zip(mutations).zip(&current).zip(keys) {
+                if recording {
+                    let (key, existed) = (key.as_bytes(), old.is_some());
+                    match &m {
+                        Mutation::Put(v) if existed => changes.push((ChangeOp::Replace, Some(key), Some(v.clone()))),
+                        Mutation::Merge(v) if existed => changes.push((ChangeOp::Merge, Some(key), Some(v.clone()))),
+                        Mutation::Put(v) | Mutation::Merge(v) => {
+                            changes.push((ChangeOp::Insert, Some(key), Some(v.clone())))
+                        }
+                        Mutation::Delete if existed => changes.push((ChangeOp::Delete, Some(key), None)),
+                        Mutation::Delete | Mutation::Keep => {}
+                    }
+                }
                 match m {
-                    Mutation::Put(mut v) => {
+                    Mutation::Put(mut v) | Mutation::Merge(mut v) => {
                         seal_in_place(k, &mut v);
                         if runs && old.is_none() {
                             fresh.push((k, v));
@@ -271,6 +294,8 @@ impl Writer<'_, '_> {
                 }
             }
             self.insert_new_rows(fresh)?;
+            let changes: Vec<_> = changes.iter().map(|(op, k, v)| (*op, *k, v.as_deref())).collect();
+            self.record(account, &t.record.name, &changes)?;
         }
         Ok(())
     }

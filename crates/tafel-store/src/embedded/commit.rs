@@ -176,6 +176,7 @@ pub(super) fn log_loop(
         spare,
         durable,
         stats,
+        feed,
     } = shared;
     let mut broken: Option<BackendError> = None;
     while let Ok(first) = rx.recv() {
@@ -195,6 +196,7 @@ pub(super) fn log_loop(
         if broken.is_none() {
             if let Some(s) = batch.iter().rev().find_map(|c| c.snapshot.clone()) {
                 published.store(s);
+                feed.published.notify_waiters();
             }
             if batch.iter().any(|c| c.deletes_table) {
                 ids.forget_all();
@@ -221,6 +223,7 @@ pub(super) struct LogShared {
     pub(super) spare: Arc<Spare>,
     pub(super) durable: Durable,
     pub(super) stats: Arc<EmbeddedStats>,
+    pub(super) feed: Arc<super::feed::FeedState>,
 }
 
 /// Writes the batch's records in order, going on in the log's other half at

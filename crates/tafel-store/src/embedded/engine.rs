@@ -14,12 +14,13 @@ use super::checkpoint::SinceCheckpoint;
 use super::checksums;
 use super::commit::{self, Published, ReadView};
 use super::disk::Disk;
+use super::feed::FeedState;
 use super::header_copy::HeaderCopy;
 use super::page_file::{Durable, PageFile};
 use super::replay::replay;
 use super::schema::{
-    decode_table, decode_u64, guarded, poisoned, table_key, to_store_error, TableValue, ENTITIES, META, TABLES,
-    TABLE_ORDER, WAL_SEQ,
+    decode_table, decode_u64, guarded, poisoned, table_key, to_store_error, TableValue, CHANGES, ENTITIES, META,
+    TABLES, TABLE_ORDER, WAL_SEQ,
 };
 use super::stats::EmbeddedStats;
 use super::table_ids::TableIds;
@@ -80,6 +81,7 @@ pub(super) fn recover(db: &Database, disk: &dyn Disk, log_size: u64) -> Result<R
         txn.open_table(TABLE_ORDER).map_err(to_store_error)?;
         txn.open_table(ENTITIES).map_err(to_store_error)?;
         txn.open_table(META).map_err(to_store_error)?;
+        txn.open_table(CHANGES).map_err(to_store_error)?;
     }
     let sealed = checksums::prepare(&txn)?;
     txn.commit().map_err(to_store_error)?;
@@ -139,6 +141,7 @@ impl Engine {
         disk: &dyn Disk,
         options: &EmbeddedOptions,
         stats: Arc<EmbeddedStats>,
+        feed: &Arc<FeedState>,
         hold: Option<Arc<Mutex<()>>>,
     ) -> Result<Self, StoreError> {
         let (db, durable, wal) = guarded(|| {
@@ -166,6 +169,7 @@ impl Engine {
             spare: Arc::default(),
             durable: durable.clone(),
             stats: stats.clone(),
+            feed: feed.clone(),
         };
         let log = {
             let shared = commit::LogShared {
@@ -175,6 +179,7 @@ impl Engine {
                 spare: state.spare.clone(),
                 durable,
                 stats: stats.clone(),
+                feed: feed.clone(),
             };
             thread::Builder::new()
                 .name("tafel-log".into())

@@ -34,6 +34,7 @@ mod disk;
 mod engine;
 #[cfg(test)]
 mod fault_tests;
+mod feed;
 mod header_copy;
 mod page_file;
 mod reopen;
@@ -135,6 +136,8 @@ enum Job {
         decide: Decide,
         reply: Reply<()>,
     },
+    /// Drops changes past their retention (`feed.rs`).
+    TrimChanges { now_ns: u64, reply: Reply<()> },
     /// Removes an account's tables and properties; answers how many tables it had.
     ClearAccount { account: String, reply: Reply<u64> },
     /// Saves, restores or deletes a named savepoint: a durable commit of its
@@ -161,6 +164,8 @@ struct Inner {
     reopening: AtomicBool,
     /// Set by `shutdown`: no reopen after it.
     stopped: AtomicBool,
+    /// The change feed's settings and wake-ups.
+    feed: Arc<feed::FeedState>,
 }
 
 impl EmbeddedStore {
@@ -191,7 +196,8 @@ impl EmbeddedStore {
         hold: Option<Arc<std::sync::Mutex<()>>>,
     ) -> Result<Self, StoreError> {
         let stats = Arc::new(EmbeddedStats::default());
-        let engine = Engine::open(&*disk, &options, stats.clone(), hold)?;
+        let feed = Arc::new(feed::FeedState::default());
+        let engine = Engine::open(&*disk, &options, stats.clone(), &feed, hold)?;
         Ok(EmbeddedStore {
             inner: Arc::new(Inner {
                 disk,
@@ -201,6 +207,7 @@ impl EmbeddedStore {
                 written_before: AtomicU64::new(0),
                 reopening: AtomicBool::new(false),
                 stopped: AtomicBool::new(false),
+                feed,
             }),
         })
     }
@@ -452,6 +459,30 @@ impl Store for EmbeddedStore {
     async fn clear_account(&self, account: &str) -> Result<u64, ResetError> {
         let account = account.to_owned();
         Ok(self.submit(|reply| Job::ClearAccount { account, reply }).await?)
+    }
+
+    fn set_change_feed(&self, settings: crate::feed::FeedSettings) -> Result<(), String> {
+        self.inner.feed.settings.store(Arc::new(settings));
+        Ok(())
+    }
+
+    async fn read_changes(
+        &self,
+        account: &str,
+        request: &crate::feed::ChangesRequest,
+    ) -> Result<crate::feed::ChangesRead, StoreError> {
+        if self.inner.feed.settings.load().for_account(account).is_none() {
+            return Ok(crate::feed::ChangesRead::NotEnabled);
+        }
+        let view = self.engine()?.view();
+        guarded(|| feed::read(&view, account, request))
+    }
+
+    async fn wait_for_changes(&self, account: &str, head: u64, until: std::time::Instant) {
+        let Ok(engine) = self.engine() else {
+            return;
+        };
+        feed::wait(&self.inner.feed, || engine.view(), account, head, until).await;
     }
 
     async fn shutdown(&self) -> Result<(), StoreError> {

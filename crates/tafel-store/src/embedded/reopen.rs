@@ -69,7 +69,7 @@ fn reopen_when_room(weak: &Weak<Inner>) {
             inner.written_before.fetch_add(written, Ordering::Relaxed);
             close(old);
         }
-        match Engine::open(&*inner.disk, &inner.options, inner.stats.clone(), None) {
+        match Engine::open(&*inner.disk, &inner.options, inner.stats.clone(), &inner.feed, None) {
             Ok(engine) => {
                 let engine = Arc::new(engine);
                 if inner.stopped.load(Ordering::Acquire) {

@@ -15,6 +15,8 @@ pub(super) const TABLES: TableDefinition<&[u8], &[u8]> = TableDefinition::new("t
 pub(super) const TABLE_ORDER: TableDefinition<&[u8], ()> = TableDefinition::new("table_order");
 /// `table id u64 BE ++ EntityKey` → entity value.
 pub(super) const ENTITIES: TableDefinition<&[u8], &[u8]> = TableDefinition::new("entities");
+/// `account 0x00 position u64 BE` → a recorded change (`crate::feed`), sealed.
+pub(super) const CHANGES: TableDefinition<&[u8], &[u8]> = TableDefinition::new("changes");
 /// Counters and per-account settings.
 pub(super) const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
 
@@ -26,6 +28,7 @@ pub(super) const T_TABLES: u8 = 0;
 pub(super) const T_ORDER: u8 = 1;
 pub(super) const T_ENTITIES: u8 = 2;
 pub(super) const T_META: u8 = 3;
+pub(super) const T_CHANGES: u8 = 4;
 
 pub(super) fn order_key(account: &str, name: &str) -> Vec<u8> {
     let mut k = Vec::with_capacity(account.len() + 1 + name.len());

@@ -85,7 +85,7 @@ impl Op {
                 for (key, change) in rows {
                     let at = ((*table).to_owned(), key.clone());
                     match change.decide(state.rows.get(&at).map(|v| &v[..])) {
-                        Mutation::Put(v) => {
+                        Mutation::Put(v) | Mutation::Merge(v) => {
                             state.rows.insert(at, v.into());
                         }
                         Mutation::Delete => {

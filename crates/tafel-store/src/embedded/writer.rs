@@ -14,6 +14,7 @@ use super::apply::{Tables, Writer};
 use super::checkpoint::SinceCheckpoint;
 use super::checksums::seal;
 use super::commit::{self, Checkpoint, Committed, ReadView};
+use super::feed::FeedState;
 use super::page_file::Durable;
 use super::schema::*;
 use super::stats::EmbeddedStats;
@@ -25,6 +26,8 @@ use crate::error::{kind_of_io, BackendError, FailureKind, StoreError};
 pub(super) const MAX_GROUP: usize = 512;
 /// An idle writer checkpoints after this long without a write.
 pub(super) const IDLE_CHECKPOINT: Duration = Duration::from_secs(1);
+/// How often the change feed's retention drops what it no longer keeps.
+const TRIM_EVERY: Duration = Duration::from_secs(1);
 
 /// The writer's account of the log, and of when redb itself last made the state
 /// durable. The log thread writes the records in the order the writer numbers
@@ -40,6 +43,8 @@ pub(super) struct LogState {
     /// When redb's syncs are on disk.
     pub(super) durable: Durable,
     pub(super) stats: Arc<EmbeddedStats>,
+    /// The change feed's settings (and when its retention last ran).
+    pub(super) feed: Arc<FeedState>,
 }
 
 impl LogState {
@@ -77,7 +82,18 @@ pub(super) fn writer_loop(
     log: &mpsc::Sender<Committed>,
     failed: &AtomicBool,
 ) {
+    let mut trimmed = Instant::now();
     loop {
+        // The feed's retention runs on this thread, as a job of its own, each second.
+        if trimmed.elapsed() >= TRIM_EVERY
+            && state.feed.settings.load().any()
+            && broken(&state.durable, failed).is_none()
+        {
+            trimmed = Instant::now();
+            let (reply, _) = tokio::sync::oneshot::channel();
+            let now_ns = crate::feed::now_ns();
+            run_group(db, &mut state, log, failed, vec![Job::TrimChanges { now_ns, reply }]);
+        }
         let first = match rx.recv_timeout(IDLE_CHECKPOINT) {
             Ok(job) => job,
             Err(mpsc::RecvTimeoutError::Timeout) => {
@@ -153,7 +169,12 @@ fn run_group(
         let mut seq = state.last_seq;
         {
             let tables = Tables::open(&txn).map_err(backend_error)?;
-            let mut w = Writer { tables, log: &mut log };
+            let feed = state.feed.settings.load();
+            let mut w = Writer {
+                tables,
+                log: &mut log,
+                feed: &feed,
+            };
             for job in group {
                 committed.pending.push(w.apply(job));
             }

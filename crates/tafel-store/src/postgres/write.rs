@@ -61,7 +61,7 @@ pub(super) fn decided_for_absent(decide: &Decide, keys: usize) -> Result<Option<
     Ok(mutations
         .into_iter()
         .map(|m| match m {
-            Mutation::Put(v) => Some(v),
+            Mutation::Put(v) | Mutation::Merge(v) => Some(v),
             Mutation::Delete | Mutation::Keep => None,
         })
         .collect())
@@ -159,8 +159,8 @@ impl PostgresStore {
         let (mut puts, mut inserts, mut deletes) = (Puts::default(), Puts::default(), Vec::new());
         for ((key, m), cur) in keys.iter().zip(&mutations).zip(&current) {
             match (m, cur) {
-                (Mutation::Put(v), Some(_)) => puts.push(key, v),
-                (Mutation::Put(v), None) => inserts.push(key, v),
+                (Mutation::Put(v) | Mutation::Merge(v), Some(_)) => puts.push(key, v),
+                (Mutation::Put(v) | Mutation::Merge(v), None) => inserts.push(key, v),
                 // An absent row has nothing to delete.
                 (Mutation::Delete, Some(_)) => deletes.push(*key),
                 (Mutation::Delete, None) | (Mutation::Keep, _) => {}

@@ -1,0 +1,241 @@
+//! The embedded store's change feed (`crate::feed`): changes are rows of the
+//! `changes` redb table, written by the same job as the data they record and
+//! logged and replayed with it, so they are durable, visible and answered
+//! together with their write, and a replay after a crash rebuilds the same rows
+//! under the same positions. The per-account head (last position, bytes kept)
+//! is a META row. A savepoint restore rewinds the feed with the data.
+
+use std::time::Instant;
+
+use arc_swap::ArcSwap;
+use redb::ReadableTable;
+use tokio::sync::Notify;
+
+use super::apply::Writer;
+use super::checksums::{seal, unseal};
+use super::commit::ReadView;
+use super::schema::{to_store_error, CHANGES, META, T_CHANGES, T_META};
+use super::wal::Op;
+use crate::error::{FailureKind, StoreError};
+use crate::feed::{
+    check_from, decode_change, decode_head, encode_change, encode_head, ChangeOp, ChangesFrom, ChangesPage,
+    ChangesRead, ChangesRequest, FeedSettings,
+};
+
+/// Changes a read looks at, at most, when a table filter skips most of them:
+/// the page ends there with `next_after` past them.
+const MAX_SCANNED: usize = 20_000;
+
+/// What the store, the writer and the log thread share about the feed.
+#[derive(Default)]
+pub(super) struct FeedState {
+    pub(super) settings: ArcSwap<FeedSettings>,
+    /// Woken whenever a new state is published: long polls wait on it.
+    pub(super) published: Notify,
+}
+
+/// META key of an account's feed head.
+fn head_key(account: &str) -> String {
+    format!("feed/{account}")
+}
+
+/// `account 0x00 position BE`.
+fn change_key(account: &str, position: u64) -> Vec<u8> {
+    let mut k = Vec::with_capacity(account.len() + 9);
+    k.extend_from_slice(account.as_bytes());
+    k.push(0);
+    k.extend_from_slice(&position.to_be_bytes());
+    k
+}
+
+fn account_end(account: &str) -> Vec<u8> {
+    let mut k = account.as_bytes().to_vec();
+    k.push(1);
+    k
+}
+
+fn corrupt(what: &str) -> StoreError {
+    StoreError::failure(FailureKind::Corrupt, format!("corrupt change feed {what}"))
+}
+
+fn position_of(key: &[u8]) -> Result<u64, StoreError> {
+    let tail = key.len().checked_sub(8).ok_or_else(|| corrupt("key"))?;
+    Ok(u64::from_be_bytes(key[tail..].try_into().map_err(|_| corrupt("key"))?))
+}
+
+impl Writer<'_, '_> {
+    fn feed_head(&self, account: &str) -> Result<(u64, u64), StoreError> {
+        let key = head_key(account);
+        match self.tables.meta.get(key.as_str()).map_err(to_store_error)? {
+            Some(v) => decode_head(unseal(key.as_bytes(), v.value())?).ok_or_else(|| corrupt("head")),
+            None => Ok((0, 0)),
+        }
+    }
+
+    fn set_feed_head(&mut self, account: &str, head: u64, bytes: u64) -> Result<(), StoreError> {
+        let key = head_key(account);
+        self.change(Op::Insert {
+            table: T_META,
+            key: key.as_bytes(),
+            value: &seal(key.as_bytes(), &encode_head(head, bytes)),
+        })
+    }
+
+    /// Records the changes of one write (one transaction id) of `account`'s
+    /// table `table`, when the account records its changes.
+    pub(super) fn record(
+        &mut self,
+        account: &str,
+        table: &str,
+        changes: &[(ChangeOp, Option<&[u8]>, Option<&[u8]>)],
+    ) -> Result<(), StoreError> {
+        if changes.is_empty() || self.feed.for_account(account).is_none() {
+            return Ok(());
+        }
+        let (head, mut bytes) = self.feed_head(account)?;
+        let (txn, time) = (head + 1, crate::feed::now_ns());
+        for (i, (op, key, value)) in changes.iter().enumerate() {
+            let k = change_key(account, txn + i as u64);
+            let v = seal(&k, &encode_change(txn, time, *op, table, *key, *value));
+            bytes += v.len() as u64;
+            self.change(Op::Insert {
+                table: T_CHANGES,
+                key: &k,
+                value: &v,
+            })?;
+        }
+        self.set_feed_head(account, head + changes.len() as u64, bytes)
+    }
+
+    /// Drops every account's changes past its retention (age, then size).
+    pub(super) fn trim_changes(&mut self, now_ns: u64) -> Result<(), StoreError> {
+        let mut accounts = Vec::new();
+        for item in self.tables.meta.range("feed/".."feed0").map_err(to_store_error)? {
+            let (k, _) = item.map_err(to_store_error)?;
+            accounts.push(k.value()["feed/".len()..].to_owned());
+        }
+        for account in accounts {
+            let Some(retention) = self.feed.for_account(&account) else {
+                continue;
+            };
+            let cutoff = now_ns.saturating_sub(retention.age.as_nanos() as u64);
+            let (head, mut bytes) = self.feed_head(&account)?;
+            let lo = change_key(&account, 0);
+            let mut drop_to = None;
+            for item in self
+                .tables
+                .changes
+                .range::<&[u8]>(lo.as_slice()..account_end(&account).as_slice())
+                .map_err(to_store_error)?
+            {
+                let (k, v) = item.map_err(to_store_error)?;
+                let time = v.value().get(9..17).ok_or_else(|| corrupt("change"))?;
+                let time = u64::from_le_bytes(time.try_into().map_err(|_| corrupt("change"))?);
+                let too_big = retention.max_bytes.is_some_and(|max| bytes > max);
+                if time >= cutoff && !too_big {
+                    break;
+                }
+                bytes = bytes.saturating_sub(v.value().len() as u64);
+                drop_to = Some(position_of(k.value())?);
+            }
+            if let Some(last) = drop_to {
+                self.change(Op::RemoveRange {
+                    table: T_CHANGES,
+                    lo: &lo,
+                    hi: &change_key(&account, last + 1),
+                })?;
+                self.set_feed_head(&account, head, bytes)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The head of `account`'s feed as of `view`.
+pub(super) fn head(view: &ReadView, account: &str) -> Result<u64, StoreError> {
+    let meta = view.txn.open_table(META).map_err(to_store_error)?;
+    let key = head_key(account);
+    match meta.get(key.as_str()).map_err(to_store_error)? {
+        Some(v) => Ok(decode_head(unseal(key.as_bytes(), v.value())?)
+            .ok_or_else(|| corrupt("head"))?
+            .0),
+        None => Ok(0),
+    }
+}
+
+/// One page of `account`'s feed as of `view`.
+pub(super) fn read(view: &ReadView, account: &str, request: &ChangesRequest) -> Result<ChangesRead, StoreError> {
+    let head = head(view, account)?;
+    let changes = view.txn.open_table(CHANGES).map_err(to_store_error)?;
+    let (lo, hi) = (change_key(account, 0), account_end(account));
+    let oldest = match changes
+        .range::<&[u8]>(lo.as_slice()..hi.as_slice())
+        .map_err(to_store_error)?
+        .next()
+    {
+        Some(item) => position_of(item.map_err(to_store_error)?.0.value())?,
+        None => head + 1,
+    };
+    if let Some(refused) = check_from(request.from, oldest, head) {
+        return Ok(refused);
+    }
+    let start = match request.from {
+        ChangesFrom::Oldest | ChangesFrom::Since(_) => oldest.saturating_sub(1),
+        ChangesFrom::After(p) => p,
+        ChangesFrom::Latest => head,
+    };
+    let mut page = ChangesPage {
+        changes: Vec::new(),
+        next_after: start,
+        head,
+    };
+    if start >= head {
+        return Ok(ChangesRead::Page(page));
+    }
+    let from = change_key(account, start + 1);
+    let mut scanned = 0;
+    for item in changes
+        .range::<&[u8]>(from.as_slice()..hi.as_slice())
+        .map_err(to_store_error)?
+    {
+        if page.changes.len() >= request.limit || scanned >= MAX_SCANNED {
+            break;
+        }
+        scanned += 1;
+        let (k, v) = item.map_err(to_store_error)?;
+        let position = position_of(k.value())?;
+        let change = decode_change(position, unseal(k.value(), v.value())?).ok_or_else(|| corrupt("change"))?;
+        page.next_after = position;
+        if let ChangesFrom::Since(t) = request.from {
+            if change.time_ns < t {
+                continue;
+            }
+        }
+        if let Some(t) = &request.table {
+            if !change.table.eq_ignore_ascii_case(t) {
+                continue;
+            }
+        }
+        page.changes.push(change);
+    }
+    Ok(ChangesRead::Page(page))
+}
+
+/// Waits until a state past `seen` is published for `account`, or `until`.
+pub(super) async fn wait(
+    feed: &FeedState,
+    view: impl Fn() -> std::sync::Arc<ReadView>,
+    account: &str,
+    seen: u64,
+    until: Instant,
+) {
+    let notified = feed.published.notified();
+    tokio::pin!(notified);
+    notified.as_mut().enable();
+    // Checked after enabling: a publication between the caller's read and
+    // here is not missed.
+    if head(&view(), account).map_or(true, |h| h > seen) {
+        return;
+    }
+    let _ = tokio::time::timeout_at(until.into(), notified).await;
+}

@@ -1,0 +1,260 @@
+//! The change feed's types, shared by the backends: which accounts record one
+//! and how long they keep it, one recorded change and its stored form, and
+//! what a read of the feed asks and gets.
+//!
+//! A change is recorded inside the write's own transaction (so it is in the
+//! feed iff its write committed), under a per-account position that only grows.
+
+use std::collections::HashMap;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crate::key::EntityKey;
+
+/// How long (and how much of) an account's feed is kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Retention {
+    pub age: Duration,
+    /// Bytes of recorded changes kept at most (the oldest go first).
+    pub max_bytes: Option<u64>,
+}
+
+/// Which accounts record their changes. Off for every account by default.
+#[derive(Debug, Clone, Default)]
+pub struct FeedSettings {
+    /// For every account.
+    pub all: Option<Retention>,
+    /// Per account, over `all`.
+    pub accounts: HashMap<String, Retention>,
+}
+
+impl FeedSettings {
+    pub fn for_account(&self, account: &str) -> Option<Retention> {
+        self.accounts.get(account).copied().or(self.all)
+    }
+
+    pub fn any(&self) -> bool {
+        self.all.is_some() || !self.accounts.is_empty()
+    }
+}
+
+/// What a change did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChangeOp {
+    Insert = 0,
+    Replace = 1,
+    Merge = 2,
+    Delete = 3,
+    CreateTable = 4,
+    DeleteTable = 5,
+}
+
+impl ChangeOp {
+    fn from_u8(b: u8) -> Option<Self> {
+        Some(match b {
+            0 => ChangeOp::Insert,
+            1 => ChangeOp::Replace,
+            2 => ChangeOp::Merge,
+            3 => ChangeOp::Delete,
+            4 => ChangeOp::CreateTable,
+            5 => ChangeOp::DeleteTable,
+            _ => return None,
+        })
+    }
+
+    /// The name on the wire.
+    pub fn name(self) -> &'static str {
+        match self {
+            ChangeOp::Insert => "insert",
+            ChangeOp::Replace => "replace",
+            ChangeOp::Merge => "merge",
+            ChangeOp::Delete => "delete",
+            ChangeOp::CreateTable => "createTable",
+            ChangeOp::DeleteTable => "deleteTable",
+        }
+    }
+}
+
+/// One recorded change.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Change {
+    pub position: u64,
+    /// The position of the first change of the same write.
+    pub txn: u64,
+    /// When it was recorded, in nanoseconds since the Unix epoch.
+    pub time_ns: u64,
+    pub op: ChangeOp,
+    /// The table's name as created.
+    pub table: String,
+    /// None for table changes.
+    pub key: Option<EntityKey>,
+    /// The entity's stored value after the change; none for deletes.
+    pub value: Option<Vec<u8>>,
+}
+
+/// Nanoseconds since the Unix epoch, now.
+pub fn now_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+/// The stored form of a change (its position is its key's):
+/// `op u8, txn u64 LE, time u64 LE, table len u16 LE, table, key len u32 LE
+/// (u32::MAX: none), key, value flag u8, value`.
+pub fn encode_change(
+    txn: u64,
+    time_ns: u64,
+    op: ChangeOp,
+    table: &str,
+    key: Option<&[u8]>,
+    value: Option<&[u8]>,
+) -> Vec<u8> {
+    let mut v = Vec::with_capacity(32 + table.len() + key.map_or(0, <[u8]>::len) + value.map_or(0, <[u8]>::len));
+    v.push(op as u8);
+    v.extend_from_slice(&txn.to_le_bytes());
+    v.extend_from_slice(&time_ns.to_le_bytes());
+    v.extend_from_slice(&(table.len() as u16).to_le_bytes());
+    v.extend_from_slice(table.as_bytes());
+    match key {
+        Some(k) => {
+            v.extend_from_slice(&(k.len() as u32).to_le_bytes());
+            v.extend_from_slice(k);
+        }
+        None => v.extend_from_slice(&u32::MAX.to_le_bytes()),
+    }
+    match value {
+        Some(val) => {
+            v.push(1);
+            v.extend_from_slice(val);
+        }
+        None => v.push(0),
+    }
+    v
+}
+
+/// A stored change back; `None` if the bytes are not one.
+pub fn decode_change(position: u64, v: &[u8]) -> Option<Change> {
+    let op = ChangeOp::from_u8(*v.first()?)?;
+    let txn = u64::from_le_bytes(v.get(1..9)?.try_into().ok()?);
+    let time_ns = u64::from_le_bytes(v.get(9..17)?.try_into().ok()?);
+    let tlen = u16::from_le_bytes(v.get(17..19)?.try_into().ok()?) as usize;
+    let table = String::from_utf8(v.get(19..19 + tlen)?.to_vec()).ok()?;
+    let mut at = 19 + tlen;
+    let klen = u32::from_le_bytes(v.get(at..at + 4)?.try_into().ok()?);
+    at += 4;
+    let key = if klen == u32::MAX {
+        None
+    } else {
+        let k = v.get(at..at + klen as usize)?;
+        at += klen as usize;
+        Some(EntityKey::from_bytes(k.to_vec()))
+    };
+    let value = match *v.get(at)? {
+        0 => None,
+        _ => Some(v.get(at + 1..)?.to_vec()),
+    };
+    Some(Change {
+        position,
+        txn,
+        time_ns,
+        op,
+        table,
+        key,
+        value,
+    })
+}
+
+/// Where a read of the feed starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChangesFrom {
+    /// From the oldest retained change.
+    Oldest,
+    /// Changes with a position past this one.
+    After(u64),
+    /// None of the existing changes: from the head.
+    Latest,
+    /// From the first change recorded at or after this time (ns since the epoch).
+    Since(u64),
+}
+
+/// One read of an account's feed.
+#[derive(Debug, Clone)]
+pub struct ChangesRequest {
+    pub from: ChangesFrom,
+    pub limit: usize,
+    /// Only this table's changes (its name compared ignoring ASCII case).
+    pub table: Option<String>,
+}
+
+/// A page of changes.
+#[derive(Debug, Clone, Default)]
+pub struct ChangesPage {
+    pub changes: Vec<Change>,
+    /// Pass as `After` for the next page.
+    pub next_after: u64,
+    /// The newest recorded position.
+    pub head: u64,
+}
+
+/// What a read of the feed gets.
+#[derive(Debug, Clone)]
+pub enum ChangesRead {
+    Page(ChangesPage),
+    /// The account records no changes.
+    NotEnabled,
+    /// The position asked from was dropped by retention; the oldest kept is this.
+    Expired {
+        oldest: u64,
+    },
+    /// The position asked from is past the head (the store was rewound).
+    Rewound {
+        head: u64,
+    },
+}
+
+/// The per-account head record: the last position given out and the bytes the
+/// retained changes take. Stored as two u64 LE.
+pub fn encode_head(head: u64, bytes: u64) -> [u8; 16] {
+    let mut v = [0u8; 16];
+    v[..8].copy_from_slice(&head.to_le_bytes());
+    v[8..].copy_from_slice(&bytes.to_le_bytes());
+    v
+}
+
+pub fn decode_head(v: &[u8]) -> Option<(u64, u64)> {
+    Some((
+        u64::from_le_bytes(v.get(..8)?.try_into().ok()?),
+        u64::from_le_bytes(v.get(8..16)?.try_into().ok()?),
+    ))
+}
+
+/// Whether `from` (a position the reader has read up to) was dropped, given the
+/// oldest retained position (`head + 1` when none is retained).
+pub fn check_from(from: ChangesFrom, oldest: u64, head: u64) -> Option<ChangesRead> {
+    match from {
+        ChangesFrom::After(p) if p > head => Some(ChangesRead::Rewound { head }),
+        ChangesFrom::After(p) if p.saturating_add(1) < oldest => Some(ChangesRead::Expired { oldest }),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_change_round_trips() {
+        let k = EntityKey::new("p", "r");
+        let v = encode_change(7, 99, ChangeOp::Merge, "Orders", Some(k.as_bytes()), Some(b"val"));
+        let c = decode_change(9, &v).expect("decodes");
+        assert_eq!(c.txn, 7);
+        assert_eq!(c.time_ns, 99);
+        assert_eq!(c.op, ChangeOp::Merge);
+        assert_eq!(c.table, "Orders");
+        assert_eq!(c.key, Some(k));
+        assert_eq!(c.value.as_deref(), Some(&b"val"[..]));
+        let t = encode_change(3, 1, ChangeOp::CreateTable, "t", None, None);
+        let c = decode_change(3, &t).expect("decodes");
+        assert_eq!((c.key, c.value), (None, None));
+    }
+}
