@@ -434,17 +434,13 @@ async fn copy_following(
         }
         let progress = Progress::new(what, None, a.write.quiet);
         let interval = std::time::Duration::from_secs_f64(a.poll_interval.clamp(0.05, 3600.0));
-        poll::follow(
+        let polled = poll::Polled {
             source,
-            &a.table,
-            a.filter.as_deref(),
-            &applier,
-            &mut state,
-            &path,
+            table: &a.table,
+            filter: a.filter.as_deref(),
             interval,
-            &progress,
-        )
-        .await?;
+        };
+        poll::follow(&polled, &applier, &mut state, &path, &progress).await?;
         if !a.write.quiet {
             let since = state.since.as_deref().unwrap_or("the start");
             progress.finish(&format!(", up to Timestamp {since}"));

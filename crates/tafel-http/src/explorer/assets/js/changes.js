@@ -54,7 +54,8 @@ export function renderChanges(root, api, table, { back }) {
       let r;
       try {
         r = await api.call("GET", "/$changes", {
-          query: [["table", table], ["after", after], ["wait", WAIT]],
+          // Where "now" is, at once; then long polls from there.
+          query: [["table", table], ["after", after], ["wait", after === "latest" ? "0" : WAIT]],
           accept: "application/x-ndjson",
         });
       } catch (e) {
