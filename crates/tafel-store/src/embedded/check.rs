@@ -14,7 +14,9 @@ use redb::{Database, ReadableDatabase, ReadableTable};
 use super::checksums::{checked, printable};
 use super::disk::Disk;
 use super::engine::{open_db, recover};
-use super::schema::{decode_table, parse_table, table_key, to_store_error, ENTITIES, META, TABLES, TABLE_ORDER};
+use super::schema::{
+    decode_table, parse_table, table_key, to_store_error, CHANGES, ENTITIES, META, TABLES, TABLE_ORDER,
+};
 use super::scratch_disk::ScratchDisk;
 use super::STORE_FILE;
 use crate::error::{FailureKind, StoreError};
@@ -211,6 +213,22 @@ fn walk(db: &Database, report: &mut CheckReport, progress: &mut dyn FnMut(u64)) 
                 "belongs to no table: its key is damaged",
             ),
         }
+    }
+    // The change feed's rows (a store from before the feed has none).
+    match txn.open_table(CHANGES) {
+        Ok(changes) => {
+            for row in changes.iter().map_err(to_store_error)? {
+                let (k, v) = row.map_err(to_store_error)?;
+                if sealed && checked(k.value(), v.value()).is_none() {
+                    report.damaged(
+                        format!("change feed row {}", printable(k.value())),
+                        "failed its checksum",
+                    );
+                }
+            }
+        }
+        Err(redb::TableError::TableDoesNotExist(_)) => {}
+        Err(e) => return Err(to_store_error(e)),
     }
     progress(report.entities);
     Ok(())

@@ -35,6 +35,8 @@ mod engine;
 #[cfg(test)]
 mod fault_tests;
 mod feed;
+#[cfg(test)]
+mod feed_tests;
 mod header_copy;
 mod page_file;
 mod reopen;

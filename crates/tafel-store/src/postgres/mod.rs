@@ -24,6 +24,7 @@
 //! - Reads are single statements (a scan page: one per chunk, [`scan`]).
 
 mod connect;
+mod feed;
 mod migrate;
 mod pipelined;
 mod reaper;
@@ -82,6 +83,8 @@ pub struct PostgresStore {
     reaper: reaper::Reaper,
     /// How long one attempt may take, waits for the database included.
     deadline: Duration,
+    /// The change feed's settings (`feed.rs`).
+    feed: std::sync::Arc<feed::Feed>,
 }
 
 /// How long readiness waits for the database to answer.
@@ -182,6 +185,7 @@ impl PostgresStore {
             stats: PgStats::default(),
             reaper,
             deadline: options.timeout + Duration::from_secs(2),
+            feed: Default::default(),
         })
     }
 
@@ -202,7 +206,11 @@ impl PostgresStore {
 
     async fn create_once(&self, account: &str, name: &str) -> Result<bool, DbError> {
         let client = self.client().await?;
-        let stmt = client.prepare_cached(schema::CREATE_TABLE).await?;
+        let recorded = self.feed.on(account);
+        let stmt = match recorded {
+            true => client.prepare_cached(feed::CREATE_TABLE_RECORDED).await?,
+            false => client.prepare_cached(schema::CREATE_TABLE).await?,
+        };
         let lname = lower(name);
         let mut draws = 0;
         loop {
@@ -210,7 +218,16 @@ impl PostgresStore {
             // A name taken already inserts nothing (`ON CONFLICT`); the only other
             // unique key is the id, so a unique violation is an id drawn twice.
             let id = fastrand::i64(..);
-            match client.execute(&stmt, &[&account, &lname, &name.as_bytes(), &id]).await {
+            let now = i64::try_from(crate::feed::now_ns()).unwrap_or(i64::MAX);
+            let created = match recorded {
+                true => {
+                    client
+                        .execute(&stmt, &[&account, &lname, &name.as_bytes(), &id, &now])
+                        .await
+                }
+                false => client.execute(&stmt, &[&account, &lname, &name.as_bytes(), &id]).await,
+            };
+            match created {
                 Ok(1) => return Ok(true),
                 Ok(_) => break,
                 Err(e) if draws < 4 && e.code() == Some(&SqlState::UNIQUE_VIOLATION) => continue,
@@ -232,14 +249,23 @@ impl PostgresStore {
     /// free at once; a large one's entities go in the background ([`reaper`]).
     async fn delete_once(&self, account: &str, lname: &[u8]) -> Result<bool, DbError> {
         let client = self.client().await?;
-        let mark = client.prepare_cached(schema::MARK_DELETING).await?;
+        let recorded = self.feed.on(account);
+        let mark = match recorded {
+            true => client.prepare_cached(feed::MARK_DELETING_RECORDED).await?,
+            false => client.prepare_cached(schema::MARK_DELETING).await?,
+        };
+        let now = i64::try_from(crate::feed::now_ns()).unwrap_or(i64::MAX);
+        let mark_params: &[&(dyn tokio_postgres::types::ToSql + Sync)] = match recorded {
+            true => &[&account, &lname, &now],
+            false => &[&account, &lname],
+        };
         let chunk = client.prepare_cached(schema::DELETE_CHUNK_NAMED).await?;
         let drop_empty = client.prepare_cached(schema::DROP_EMPTY_NAMED).await?;
         let limit = reaper::CHUNK;
         // Not short-circuiting: the mark's answer is the delete's; the chunk and the
         // drop are the reaper's work done early, which it finishes if they failed.
         let (marked, chunk, dropped) = join3(
-            client.query_opt(&mark, &[&account, &lname]),
+            client.query_opt(&mark, mark_params),
             client.execute(&chunk, &[&account, &lname, &limit]),
             client.execute(&drop_empty, &[&account, &lname]),
         )
@@ -351,7 +377,8 @@ impl Store for PostgresStore {
     ) -> Result<(), StoreError> {
         let lname = lower(table);
         let keys: Vec<&[u8]> = keys.iter().map(EntityKey::as_bytes).collect();
-        self.retry("write", || self.write_once(account, &lname, &keys, &decide))
+        let recorded = self.feed.on(account);
+        self.retry("write", || self.write_once(account, &lname, &keys, &decide, recorded))
             .await
     }
 
@@ -362,7 +389,9 @@ impl Store for PostgresStore {
         keys: Vec<EntityKey>,
         decide: Decide,
     ) -> Result<(), StoreError> {
-        if let Some(values) = write::decided_for_absent(&decide, keys.len())? {
+        // With the feed on, inserts record their changes in the long way's transaction.
+        let recorded = self.feed.on(account);
+        if let Some(values) = write::decided_for_absent(&decide, keys.len())?.filter(|_| !recorded) {
             let lname = lower(table);
             let key_bytes: Vec<&[u8]> = keys.iter().map(EntityKey::as_bytes).collect();
             let values: Vec<&[u8]> = values.iter().map(Vec::as_slice).collect();
@@ -376,6 +405,25 @@ impl Store for PostgresStore {
         // A key was there (or the decision was not to insert): decide again on the
         // rows as they are.
         self.write_entities(account, table, keys, decide).await
+    }
+
+    fn set_change_feed(&self, settings: crate::feed::FeedSettings) -> Result<(), String> {
+        self.feed.set(settings, self.pool.clone())
+    }
+
+    async fn read_changes(
+        &self,
+        account: &str,
+        request: &crate::feed::ChangesRequest,
+    ) -> Result<crate::feed::ChangesRead, StoreError> {
+        if !self.feed.on(account) {
+            return Ok(crate::feed::ChangesRead::NotEnabled);
+        }
+        self.retry("read changes", || async {
+            let client = self.client().await?;
+            feed::read(&client, account, request).await
+        })
+        .await
     }
 
     async fn snapshot(&self) -> Result<Box<dyn crate::Snapshot>, StoreError> {

@@ -45,6 +45,25 @@ CREATE TABLE IF NOT EXISTS tafel_service_properties (
 ",
     // 2: tables being deleted keep their row (and name) until their entities are gone.
     "ALTER TABLE tafel_tables ADD COLUMN IF NOT EXISTS deleting BOOLEAN NOT NULL DEFAULT false;",
+    // 3: the change feed (`feed.rs`): each account's last position, and its changes.
+    "
+CREATE TABLE IF NOT EXISTS tafel_feed_heads (
+    account TEXT PRIMARY KEY,
+    head BIGINT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS tafel_changes (
+    account TEXT NOT NULL,
+    position BIGINT NOT NULL,
+    txn BIGINT NOT NULL,
+    time_ns BIGINT NOT NULL,
+    op SMALLINT NOT NULL,
+    tbl BYTEA NOT NULL,
+    ltbl BYTEA NOT NULL,
+    key BYTEA,
+    value BYTEA,
+    PRIMARY KEY (account, position)
+);
+",
 ];
 
 /// The schema version this node knows: it migrates older databases to it and

@@ -22,6 +22,7 @@ use super::pipelined::{self, OpenTxn};
 use super::txn::DbError;
 use super::{schema, PostgresStore};
 use crate::error::{FailureKind, StoreError};
+use crate::feed::ChangeOp;
 use crate::traits::{Decide, Mutation};
 
 /// Statement parameters, as tokio-postgres takes them.
@@ -36,6 +37,29 @@ struct Puts<'a> {
 
 impl<'a> Puts<'a> {
     fn push(&mut self, key: &'a [u8], value: &'a [u8]) {
+        self.keys.push(key);
+        self.values.push(value);
+    }
+}
+
+/// A write's changes as the feed records them (`feed.rs`).
+#[derive(Default)]
+struct FeedRows<'a> {
+    ops: Vec<i16>,
+    keys: Vec<&'a [u8]>,
+    values: Vec<Option<&'a [u8]>>,
+}
+
+impl<'a> FeedRows<'a> {
+    fn push(&mut self, key: &'a [u8], m: &'a Mutation, existed: bool) {
+        let (op, value) = match m {
+            Mutation::Put(v) if existed => (ChangeOp::Replace, Some(v.as_slice())),
+            Mutation::Merge(v) if existed => (ChangeOp::Merge, Some(v.as_slice())),
+            Mutation::Put(v) | Mutation::Merge(v) => (ChangeOp::Insert, Some(v.as_slice())),
+            Mutation::Delete if existed => (ChangeOp::Delete, None),
+            Mutation::Delete | Mutation::Keep => return,
+        };
+        self.ops.push(op as i16);
         self.keys.push(key);
         self.values.push(value);
     }
@@ -98,9 +122,10 @@ impl PostgresStore {
         lname: &[u8],
         keys: &[&[u8]],
         decide: &Decide,
+        recorded: bool,
     ) -> Result<(), DbError> {
         let txn = OpenTxn::new(self.client().await?);
-        match self.write_in(&txn, account, lname, keys, decide).await {
+        match self.write_in(&txn, account, lname, keys, decide, recorded).await {
             Ok(true) => {
                 txn.finish();
                 Ok(())
@@ -125,6 +150,7 @@ impl PostgresStore {
         lname: &[u8],
         keys: &[&[u8]],
         decide: &Decide,
+        recorded: bool,
     ) -> Result<bool, DbError> {
         let client = txn.client()?;
         let lock = client.prepare_cached(schema::LOCK_TABLE).await?;
@@ -157,7 +183,11 @@ impl PostgresStore {
             return Err(StoreError::failure(FailureKind::Internal, "decision does not cover every key").into());
         }
         let (mut puts, mut inserts, mut deletes) = (Puts::default(), Puts::default(), Vec::new());
+        let mut feed = FeedRows::default();
         for ((key, m), cur) in keys.iter().zip(&mutations).zip(&current) {
+            if recorded {
+                feed.push(key, m, cur.is_some());
+            }
             match (m, cur) {
                 (Mutation::Put(v) | Mutation::Merge(v), Some(_)) => puts.push(key, v),
                 (Mutation::Put(v) | Mutation::Merge(v), None) => inserts.push(key, v),
@@ -172,6 +202,16 @@ impl PostgresStore {
         let insert = client.prepare_cached(schema::INSERT_ENTITIES).await?;
         let put = client.prepare_cached(schema::PUT_ENTITIES).await?;
         let delete = client.prepare_cached(schema::DELETE_ENTITIES).await?;
+        // The feed's statement and parameters (when the feed is on), declared
+        // before the futures that borrow them.
+        let record = match feed.ops.is_empty() {
+            true => None,
+            false => Some(client.prepare_cached(super::feed::RECORD_ENTITY_CHANGES).await?),
+        };
+        let n = feed.ops.len() as i64;
+        let now = i64::try_from(crate::feed::now_ns()).unwrap_or(i64::MAX);
+        let record_params: [&(dyn ToSql + Sync); 8] =
+            [&account, &n, &now, &id, &feed.ops, &feed.keys, &feed.values, &lname];
         let changes: [(&Statement, &Params, bool); 3] = [
             (
                 &insert,
@@ -181,10 +221,15 @@ impl PostgresStore {
             (&put, &[&id, &puts.keys, &puts.values], !puts.keys.is_empty()),
             (&delete, &[&id, &deletes], !deletes.is_empty()),
         ];
-        let changes = changes
+        let mut changes: Vec<_> = changes
             .iter()
             .filter(|(_, _, any)| *any)
-            .map(|(stmt, params, _)| client.execute(*stmt, params));
+            .map(|(stmt, params, _)| client.execute(*stmt, params))
+            .collect();
+        // The feed's rows, in the same transaction, after the data's.
+        if let Some(stmt) = &record {
+            changes.push(client.execute(stmt, &record_params));
+        }
         // Round trip 2: the changes and COMMIT. A key seen absent and inserted since
         // fails the insert (a unique violation: the write runs again), and the COMMIT
         // behind it rolls back.

@@ -19,6 +19,7 @@ use tafel_store::{
 
 mod big_tables;
 mod concurrency;
+mod feed;
 mod lifecycle;
 mod migrations;
 mod operations;

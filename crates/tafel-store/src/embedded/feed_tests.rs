@@ -1,0 +1,237 @@
+//! The embedded store's change feed: every committed write recorded once, in
+//! order, with its op and value; a refused write not at all; the feed replayed
+//! from the log with the data after a crash; retention by age and by size.
+
+use std::time::Duration;
+
+use super::scan_tests::{open, runtime, tempdir, ACCOUNT};
+use super::EmbeddedStore;
+use crate::feed::{ChangeOp, ChangesFrom, ChangesPage, ChangesRead, ChangesRequest, FeedSettings, Retention};
+use crate::key::EntityKey;
+use crate::traits::{Mutation, Store};
+
+fn feed_on(store: &EmbeddedStore, age: Duration, max_bytes: Option<u64>) {
+    let settings = FeedSettings {
+        all: Some(Retention { age, max_bytes }),
+        ..FeedSettings::default()
+    };
+    store.set_change_feed(settings).expect("feed on");
+}
+
+async fn write(store: &EmbeddedStore, rows: &[&str], m: impl Fn(usize) -> Mutation + Send + Sync + 'static) {
+    let keys: Vec<EntityKey> = rows.iter().map(|r| EntityKey::new("p", r)).collect();
+    let n = keys.len();
+    store
+        .write_entities(ACCOUNT, "T", keys, Box::new(move |_| (0..n).map(&m).collect()))
+        .await
+        .expect("write");
+}
+
+async fn page(store: &EmbeddedStore, from: ChangesFrom) -> ChangesRead {
+    let request = ChangesRequest {
+        from,
+        limit: 1000,
+        table: None,
+    };
+    store.read_changes(ACCOUNT, &request).await.expect("read")
+}
+
+async fn all(store: &EmbeddedStore) -> ChangesPage {
+    match page(store, ChangesFrom::After(0)).await {
+        ChangesRead::Page(p) => p,
+        other => panic!("not a page: {other:?}"),
+    }
+}
+
+/// (position, txn, op, row key, value) of every change.
+fn summary(p: &ChangesPage) -> Vec<(u64, u64, ChangeOp, Option<String>, Option<Vec<u8>>)> {
+    p.changes
+        .iter()
+        .map(|c| {
+            (
+                c.position,
+                c.txn,
+                c.op,
+                c.key.as_ref().map(|k| k.keys().1),
+                c.value.clone(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn every_write_is_recorded_once_in_order_and_a_batch_shares_its_txn() {
+    let dir = tempdir().expect("temp dir");
+    runtime().block_on(async {
+        let store = open(dir.path());
+        assert!(matches!(
+            page(&store, ChangesFrom::Oldest).await,
+            ChangesRead::NotEnabled
+        ));
+        feed_on(&store, Duration::from_secs(3600), None);
+        store.create_table(ACCOUNT, "T").await.expect("create");
+        write(&store, &["a"], |_| Mutation::Put(b"1".to_vec())).await;
+        write(&store, &["a"], |_| Mutation::Put(b"2".to_vec())).await;
+        write(&store, &["a"], |_| Mutation::Merge(b"3".to_vec())).await;
+        write(&store, &["b"], |_| Mutation::Merge(b"4".to_vec())).await;
+        // A refusal (no mutations) and a Keep record nothing.
+        store
+            .write_entities(ACCOUNT, "T", vec![EntityKey::new("p", "a")], Box::new(|_| Vec::new()))
+            .await
+            .expect("refused write");
+        write(&store, &["a"], |_| Mutation::Keep).await;
+        write(&store, &["a", "c", "d"], |i| match i {
+            0 => Mutation::Delete,
+            _ => Mutation::Put(vec![b'5' + i as u8]),
+        })
+        .await;
+        store.delete_table(ACCOUNT, "t").await.expect("delete");
+        let p = all(&store).await;
+        let s = |r: &str| Some(r.to_owned());
+        let v = |b: &[u8]| Some(b.to_vec());
+        assert_eq!(
+            summary(&p),
+            vec![
+                (1, 1, ChangeOp::CreateTable, None, None),
+                (2, 2, ChangeOp::Insert, s("a"), v(b"1")),
+                (3, 3, ChangeOp::Replace, s("a"), v(b"2")),
+                (4, 4, ChangeOp::Merge, s("a"), v(b"3")),
+                (5, 5, ChangeOp::Insert, s("b"), v(b"4")),
+                (6, 6, ChangeOp::Delete, s("a"), None),
+                (7, 6, ChangeOp::Insert, s("c"), v(b"6")),
+                (8, 6, ChangeOp::Insert, s("d"), v(b"7")),
+                (9, 9, ChangeOp::DeleteTable, None, None),
+            ]
+        );
+        assert!(p.changes.iter().all(|c| c.table == "T"));
+        assert_eq!((p.head, p.next_after), (9, 9));
+        // Paging, the table filter, latest, and a position past the head.
+        let request = ChangesRequest {
+            from: ChangesFrom::After(3),
+            limit: 2,
+            table: Some("t".into()),
+        };
+        let ChangesRead::Page(two) = store.read_changes(ACCOUNT, &request).await.expect("read") else {
+            panic!("not a page")
+        };
+        assert_eq!(two.changes.iter().map(|c| c.position).collect::<Vec<_>>(), [4, 5]);
+        assert_eq!(two.next_after, 5);
+        let ChangesRead::Page(latest) = page(&store, ChangesFrom::Latest).await else {
+            panic!("not a page")
+        };
+        assert!(latest.changes.is_empty() && latest.next_after == 9);
+        assert!(matches!(
+            page(&store, ChangesFrom::After(10)).await,
+            ChangesRead::Rewound { head: 9 }
+        ));
+        store.shutdown().await.expect("shutdown");
+        drop(store);
+        // Positions go on after a reopen, never reused.
+        let store = open(dir.path());
+        feed_on(&store, Duration::from_secs(3600), None);
+        store.create_table(ACCOUNT, "T").await.expect("create");
+        assert_eq!(all(&store).await.head, 10);
+        store.shutdown().await.expect("shutdown");
+    });
+}
+
+// The paused flusher stands for a crash before the next checkpoint reaches disk.
+#[allow(clippy::await_holding_lock)]
+#[test]
+fn the_feed_replays_with_the_data_after_a_crash() {
+    let dir = tempdir().expect("temp dir");
+    let crashed = tempdir().expect("temp dir");
+    runtime().block_on(async {
+        let store = open(dir.path());
+        feed_on(&store, Duration::from_secs(3600), None);
+        store.create_table(ACCOUNT, "T").await.expect("create");
+        write(&store, &["a", "b"], |i| Mutation::Put(vec![i as u8])).await;
+        let pages = store.engine_now().pages.clone();
+        pages.wait(pages.last_requested()).expect("durable");
+        let paused = pages.pause();
+        // These live only in the log.
+        for r in ["c", "d", "e"] {
+            write(&store, &[r], |_| Mutation::Put(b"x".to_vec())).await;
+        }
+        write(&store, &["a"], |_| Mutation::Delete).await;
+        let before = summary(&all(&store).await);
+        assert_eq!(before.len(), 7);
+        std::fs::create_dir_all(crashed.path()).expect("mkdir");
+        for f in ["tafel.redb", "tafel.wal"] {
+            std::fs::copy(dir.path().join(f), crashed.path().join(f)).expect("copy");
+        }
+        drop(paused);
+        store.shutdown().await.expect("shutdown");
+
+        let store = open(crashed.path());
+        feed_on(&store, Duration::from_secs(3600), None);
+        assert_eq!(summary(&all(&store).await), before, "replayed from the log");
+        write(&store, &["f"], |_| Mutation::Put(b"y".to_vec())).await;
+        assert_eq!(all(&store).await.head, 8);
+        store.shutdown().await.expect("shutdown");
+    });
+}
+
+/// Reads until retention has dropped something (it runs every second).
+async fn until_trimmed(store: &EmbeddedStore) -> ChangesRead {
+    for _ in 0..100 {
+        let read = page(store, ChangesFrom::After(0)).await;
+        if matches!(read, ChangesRead::Expired { .. }) {
+            return read;
+        }
+        // The writer runs retention on its own thread: this one may block.
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("retention dropped nothing in 10 s")
+}
+
+#[test]
+fn retention_drops_changes_past_their_age() {
+    let dir = tempdir().expect("temp dir");
+    runtime().block_on(async {
+        let store = open(dir.path());
+        feed_on(&store, Duration::from_secs(1), None);
+        store.create_table(ACCOUNT, "T").await.expect("create");
+        write(&store, &["a"], |_| Mutation::Put(b"1".to_vec())).await;
+        // Everything went: the oldest kept is past the head.
+        assert!(matches!(
+            until_trimmed(&store).await,
+            ChangesRead::Expired { oldest: 3 }
+        ));
+        let ChangesRead::Page(p) = page(&store, ChangesFrom::Latest).await else {
+            panic!("not a page")
+        };
+        assert_eq!((p.head, p.changes.len()), (2, 0));
+        // Reading from the head goes on.
+        write(&store, &["b"], |_| Mutation::Put(b"2".to_vec())).await;
+        let ChangesRead::Page(p) = page(&store, ChangesFrom::After(2)).await else {
+            panic!("not a page")
+        };
+        assert_eq!(p.changes.len(), 1);
+        store.shutdown().await.expect("shutdown");
+    });
+}
+
+#[test]
+fn retention_keeps_each_account_under_its_size() {
+    let dir = tempdir().expect("temp dir");
+    runtime().block_on(async {
+        let store = open(dir.path());
+        feed_on(&store, Duration::from_secs(3600), Some(2000));
+        store.create_table(ACCOUNT, "T").await.expect("create");
+        for i in 0..20 {
+            write(&store, &[&format!("r{i}")], |_| Mutation::Put(vec![7; 200])).await;
+        }
+        let ChangesRead::Expired { oldest } = until_trimmed(&store).await else {
+            panic!("not expired")
+        };
+        // About 2000 bytes of ~240-byte changes: the newest eight or so stay.
+        assert!((10..=17).contains(&oldest), "oldest kept {oldest}");
+        let ChangesRead::Page(p) = page(&store, ChangesFrom::Oldest).await else {
+            panic!("not a page")
+        };
+        assert_eq!(p.changes.first().map(|c| c.position), Some(oldest));
+        assert_eq!(p.changes.last().map(|c| c.position), Some(21));
+        store.shutdown().await.expect("shutdown");
+    });
+}
