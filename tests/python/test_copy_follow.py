@@ -37,10 +37,9 @@ def start_server(workdir, name: str, *extra: str, **kw) -> TafelServer:
 
 @pytest.fixture(scope="module")
 def servers(_workdir):
-    """A source with a change feed, a target, and a source without a feed. The feed is
-    the embedded store's (the PostgreSQL backend has none yet); the others are the suite's."""
+    """A source with a change feed, a target, and a source without a feed."""
     out = {
-        "feed": start_server(_workdir, "feed", "--change-retention", "1h", backend="embedded"),
+        "feed": start_server(_workdir, "feed", "--change-retention", "1h"),
         "target": start_server(_workdir, "target"),
         "plain": start_server(_workdir, "plain"),
     }
