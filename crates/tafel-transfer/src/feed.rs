@@ -128,8 +128,9 @@ fn explain(e: TransferError) -> TransferError {
         }
         // Azure and Azurite know no `$changes`: they take it for a resource that is
         // not there, or a name that is not allowed.
+        // (Azurite refuses the Accept of JSON lines first: 415.)
         TransferError::Service { status, code, .. }
-            if status == 404 || status == 405 || (status == 400 && code != "InvalidQueryParameterValue") =>
+            if matches!(status, 404 | 405 | 415 | 501) || (status == 400 && code != "InvalidQueryParameterValue") =>
         {
             TransferError::NoFeed(format!("the source has no change feed (it answered {status} {code})"))
         }
