@@ -53,6 +53,9 @@ pub fn since_filter(filter: Option<&str>, since: &str) -> Result<String, Transfe
     })
 }
 
+/// A page's rows to upsert and its newest Timestamp.
+type Page = (Vec<Row>, Option<OffsetDateTime>);
+
 /// One round: every entity of the query changed since `since` (all of them without
 /// it) upserted into the target; returns the newest Timestamp seen.
 pub async fn round(
@@ -72,7 +75,7 @@ pub async fn round(
         }
         None => filter.map(str::to_owned),
     };
-    let (tx, mut rx) = tokio::sync::mpsc::channel::<(Vec<Row>, Option<OffsetDateTime>)>(4);
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<Page>(4);
     let reading = {
         let (source, table) = (source.clone(), table.to_owned());
         tokio::spawn(async move {
@@ -103,7 +106,7 @@ pub async fn round(
 }
 
 /// A query's page as rows to upsert, and its newest Timestamp.
-fn parse(body: Bytes) -> Result<Parsed<(Vec<Row>, Option<OffsetDateTime>)>, TransferError> {
+fn parse(body: Bytes) -> Result<Parsed<Page>, TransferError> {
     let page: Value =
         serde_json::from_slice(&body).map_err(|e| TransferError::Protocol(format!("a query's page: {e}")))?;
     let Some(Value::Array(values)) = page.get("value").cloned() else {
