@@ -29,6 +29,7 @@ from azure.data.tables import TableTransactionError
 
 from conftest import ACCOUNT, KEY, TafelServer, unique_table_name
 from rawhttp import assert_error
+from test_tls import tls_dir  # noqa: F401 - a fixture: the development certificate
 
 CRED = AzureNamedKeyCredential(ACCOUNT, KEY)
 
@@ -199,10 +200,14 @@ def test_long_poll_wakes_on_a_write(feed_server):
 
 
 def test_bad_parameters_are_400(feed_server):
-    for params in ({"after": "x"}, {"limit": "0"}, {"limit": "1001"}, {"wait": "61"}, {"since": "yesterday"},
+    for params in ({"after": "x"}, {"after": "-1"}, {"after": str(2**64)}, {"limit": "0"}, {"limit": "1001"},
+                   {"wait": "61"}, {"wait": "nan"}, {"since": "yesterday"}, {"table": ""},
                    {"after": "1", "since": "2026-01-01T00:00:00Z"}):
         _, r = changes(feed_server, **params)
         assert_error(r, 400, "InvalidQueryParameterValue")
+    # A time past every change is an empty page, not an error.
+    lines, r = changes(feed_server, since="9999-12-31T23:59:59Z")
+    assert r.status_code == 200 and lines == [], r.text
 
 
 def test_a_position_ahead_of_the_head_is_410(feed_server):
@@ -296,3 +301,28 @@ def test_kill9_under_writes_loses_and_invents_nothing(_workdir):
         assert [c["RowKey"] for c in last] == ["1"] and int(last[0]["position"]) > positions[-1]
     finally:
         srv.kill9()
+
+
+def test_a_bearer_token_reads_as_its_role_allows(_workdir, tls_dir):  # noqa: F811 - tls_dir is a fixture
+    from test_oauth import ROLES, SIGNING_KEY, call, jwks, mint, start
+
+    keys = _workdir / "feed-jwks.json"
+    keys.write_text(json.dumps(jwks(SIGNING_KEY)))
+    roles = _workdir / "feed-roles.toml"
+    roles.write_text(ROLES)
+    srv = start(_workdir, tls_dir, "--oauth", "strict", "--oauth-jwks", str(keys), "--oauth-roles", str(roles),
+                "--change-retention", "1h")
+    try:
+        owner = mint(appid="admin-app")
+        for t in ("ordersonly", "elsewhere"):
+            assert call(srv, "/Tables", owner, "POST", json={"TableName": t},
+                        headers={"Content-Type": "application/json"}).status_code == 201
+        reader, team, nobody = mint(oid="reader"), mint(oid="x", groups=["orders-team"]), mint(oid="nobody")
+        r = call(srv, "/$changes", reader)
+        assert r.status_code == 200 and len(r.text.splitlines()) == 2, r.text
+        assert call(srv, "/$changes?table=ordersonly", team).status_code == 200
+        assert call(srv, "/$changes?table=elsewhere", team).status_code == 403
+        assert call(srv, "/$changes", team).status_code == 403
+        assert call(srv, "/$changes", nobody).status_code == 403
+    finally:
+        srv.stop()

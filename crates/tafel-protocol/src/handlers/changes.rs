@@ -38,7 +38,8 @@ fn query(req: &Request) -> Result<ChangesQuery> {
         ),
         (None, Some(s)) => {
             let t = DateTime::parse(s.trim()).ok_or_else(|| bad("since", s, "an RFC 3339 UTC time"))?;
-            let ns = (t.ticks() - DateTime::from_unix_seconds(0).ticks()).max(0) as u64 * 100;
+            let ticks = (t.ticks() - DateTime::from_unix_seconds(0).ticks()).max(0) as u64;
+            let ns = ticks.saturating_mul(100);
             ChangesFrom::Since(ns)
         }
         (None, None) => ChangesFrom::Oldest,
