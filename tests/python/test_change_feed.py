@@ -27,7 +27,7 @@ from azure.data.tables import (
 )
 from azure.data.tables import TableTransactionError
 
-from conftest import ACCOUNT, KEY, TafelServer, unique_table_name
+from conftest import ACCOUNT, KEY, TafelServer, embedded_only, unique_table_name
 from rawhttp import assert_error
 from test_tls import tls_dir  # noqa: F401 - a fixture: the development certificate
 
@@ -326,3 +326,36 @@ def test_a_bearer_token_reads_as_its_role_allows(_workdir, tls_dir):  # noqa: F8
         assert call(srv, "/$changes", nobody).status_code == 403
     finally:
         srv.stop()
+
+
+@embedded_only
+def test_a_snapshot_restore_rewinds_the_feed_and_a_reader_ahead_gets_410(_workdir):
+    import requests
+
+    name = uuid.uuid4().hex[:8]
+    srv = TafelServer(_workdir / f"snap-{name}", _workdir / f"snap-{name}.log",
+                      extra_args=["--change-retention", "1h", "--admin-token", "feedtoken"])
+    srv.start()
+    try:
+        def admin(method, path):
+            return requests.request(method, srv.admin_url + path, headers={"Authorization": "Bearer feedtoken"}, timeout=60)
+
+        table = unique_table_name("snap")
+        assert srv.raw.create_table(table).status_code == 201
+        assert admin("PUT", "/snapshots/base").status_code == 201
+        saved = head(srv)
+        for i in range(3):
+            assert srv.raw.insert(table, {"PartitionKey": "p", "RowKey": str(i)}).status_code == 201
+        ahead = head(srv)
+        assert int(ahead) == int(saved) + 3
+        assert admin("POST", "/snapshots/base/restore").status_code in (200, 204)
+        assert head(srv) == saved
+        _, r = changes(srv, after=ahead)
+        assert_error(r, 410, "ChangePositionExpired")
+        assert "rewound" in r.text
+        # The feed goes on from the restored head.
+        assert srv.raw.insert(table, {"PartitionKey": "p", "RowKey": "new"}).status_code == 201
+        lines, _ = changes(srv, after=saved)
+        assert [c["RowKey"] for c in lines] == ["new"]
+    finally:
+        srv.kill9()

@@ -26,6 +26,10 @@ use crate::feed::{
 /// the page ends there with `next_after` past them.
 const MAX_SCANNED: usize = 20_000;
 
+/// One change of a write, to record: what it did, the entity's key and its value
+/// after (none for table changes; no value for deletes).
+pub(super) type NewChange<'a> = (ChangeOp, Option<&'a [u8]>, Option<&'a [u8]>);
+
 /// What the store, the writer and the log thread share about the feed.
 #[derive(Default)]
 pub(super) struct FeedState {
@@ -83,12 +87,7 @@ impl Writer<'_, '_> {
 
     /// Records the changes of one write (one transaction id) of `account`'s
     /// table `table`, when the account records its changes.
-    pub(super) fn record(
-        &mut self,
-        account: &str,
-        table: &str,
-        changes: &[(ChangeOp, Option<&[u8]>, Option<&[u8]>)],
-    ) -> Result<(), StoreError> {
+    pub(super) fn record(&mut self, account: &str, table: &str, changes: &[NewChange<'_>]) -> Result<(), StoreError> {
         if changes.is_empty() || self.feed.for_account(account).is_none() {
             return Ok(());
         }
@@ -193,15 +192,14 @@ pub(super) fn read(view: &ReadView, account: &str, request: &ChangesRequest) -> 
         return Ok(ChangesRead::Page(page));
     }
     let from = change_key(account, start + 1);
-    let mut scanned = 0;
     for item in changes
         .range::<&[u8]>(from.as_slice()..hi.as_slice())
         .map_err(to_store_error)?
+        .take(MAX_SCANNED)
     {
-        if page.changes.len() >= request.limit || scanned >= MAX_SCANNED {
+        if page.changes.len() >= request.limit {
             break;
         }
-        scanned += 1;
         let (k, v) = item.map_err(to_store_error)?;
         let position = position_of(k.value())?;
         let change = decode_change(position, unseal(k.value(), v.value())?).ok_or_else(|| corrupt("change"))?;

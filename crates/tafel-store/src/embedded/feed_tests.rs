@@ -43,8 +43,10 @@ async fn all(store: &EmbeddedStore) -> ChangesPage {
     }
 }
 
-/// (position, txn, op, row key, value) of every change.
-fn summary(p: &ChangesPage) -> Vec<(u64, u64, ChangeOp, Option<String>, Option<Vec<u8>>)> {
+/// (position, txn, op, row key, value) of a change.
+type Summary = (u64, u64, ChangeOp, Option<String>, Option<Vec<u8>>);
+
+fn summary(p: &ChangesPage) -> Vec<Summary> {
     p.changes
         .iter()
         .map(|c| {
