@@ -90,3 +90,57 @@ def test_a_table_moves_from_tafel_to_azurite(azurite, server, tmp_path):
     with TableServiceClient.from_connection_string(azurite) as svc:
         assert table_of(svc, table) == expected
         assert table_of(svc, from_csv) == expected
+
+
+def test_azurite_is_followed_by_polling_and_a_feed_is_asked_for_plainly(azurite, server, tmp_path):
+    """Azurite has no change feed: `--follow` says so and what to do; `--since` copies what
+    changed since a time; `--follow --poll` keeps a Tafel table in step with it (but for
+    deletes, which polling cannot see)."""
+    import signal
+    from datetime import datetime, timezone
+
+    table, _ = seeded(azurite)
+    r = tafel("copy", "--from", azurite, "--table", table, "--to", server.conn_str, "--to-table",
+              unique_table_name("nofeed"), "--create-table", "--follow")
+    assert r.returncode == 1 and "--poll" in r.stderr and "no change feed" in r.stderr, r.stderr
+    time.sleep(1.1)
+    since = datetime.now(timezone.utc)
+    time.sleep(1.1)
+    with TableServiceClient.from_connection_string(azurite) as svc:
+        client = svc.get_table_client(table)
+        client.upsert_entity({"PartitionKey": "many", "RowKey": "0001", "N": 1001})
+        client.create_entity({"PartitionKey": "new", "RowKey": "1", "When": since})
+        changed = {k: v for k, v in table_of(svc, table).items() if k in {("many", "0001"), ("new", "1")}}
+    since_copy = unique_table_name("since")
+    r = tafel("copy", "--from", azurite, "--table", table, "--to", server.conn_str, "--to-table", since_copy,
+              "--create-table", "--since", since.isoformat())
+    assert r.returncode == 0, r.stderr
+    with TableServiceClient.from_connection_string(server.conn_str) as svc:
+        assert table_of(svc, since_copy) == changed
+
+    followed = unique_table_name("poll")
+    err = open(tmp_path / "poll.stderr", "w+")
+    proc = subprocess.Popen([str(tafel_binary()), "copy", "--from", azurite, "--table", table, "--to", server.conn_str,
+                             "--to-table", followed, "--create-table", "--follow", "--poll", "--poll-interval", "0.2"],
+                            cwd=str(tmp_path), stdout=subprocess.DEVNULL, stderr=err)
+    try:
+        with TableServiceClient.from_connection_string(azurite) as a, \
+                TableServiceClient.from_connection_string(server.conn_str) as t:
+            def in_step(want):
+                deadline = time.monotonic() + 60
+                while True:
+                    try:
+                        if table_of(t, followed) == want:
+                            return
+                    except Exception:  # the copy has not created its table yet
+                        pass
+                    assert time.monotonic() < deadline, "the target never came into step"
+                    time.sleep(0.1)
+            in_step(table_of(a, table))
+            a.get_table_client(table).upsert_entity({"PartitionKey": "new", "RowKey": "2", "S": "later"})
+            in_step(table_of(a, table))
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=60)
+    err.seek(0)
+    assert proc.returncode == 130 and "deletes at the source are NOT seen" in err.read()

@@ -243,6 +243,37 @@ impl TableClient {
         }
     }
 
+    /// One page of the account's change feed (`GET /$changes`, a Tafel extension):
+    /// its headers (positions) and its NDJSON body.
+    pub async fn changes(&self, query: &[(&str, &str)]) -> Result<(HeaderMap, Bytes), TransferError> {
+        let accept = [("accept", "application/x-ndjson".to_owned())];
+        self.send(Method::GET, "/$changes", query, &accept, Bytes::new()).await
+    }
+
+    /// Deletes an entity whatever its ETag; `false` when it was not there.
+    pub async fn delete_entity(&self, table: &str, pk: &str, rk: &str) -> Result<bool, TransferError> {
+        let headers = [("if-match", "*".to_owned()), ("accept", NO_METADATA.to_owned())];
+        match self
+            .send(Method::DELETE, &entity_path(table, pk, rk), &[], &headers, Bytes::new())
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(TransferError::Service { status: 404, .. }) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Deletes `table`; `false` when it was not there.
+    pub async fn delete_table(&self, table: &str) -> Result<bool, TransferError> {
+        let headers = [("accept", NO_METADATA.to_owned())];
+        let path = format!("/Tables('{}')", key_literal(table));
+        match self.send(Method::DELETE, &path, &[], &headers, Bytes::new()).await {
+            Ok(_) => Ok(true),
+            Err(TransferError::Service { status: 404, .. }) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
     /// One changeset, atomic: every write applies or none does. A refusal names
     /// the operation that failed (`BatchRefused::index`).
     pub async fn batch(&self, table: &str, ops: &[BatchOp<'_>]) -> Result<(), TransferError> {

@@ -5,13 +5,18 @@
 //! [`endpoint`] reads connection strings and SAS URLs, [`read`] reads a query's
 //! pages (by key ranges in parallel), [`format`] the JSONL and CSV files,
 //! [`progress`] what a long run shows, [`shared_key`] the Shared Key signature
-//! (tafel-bench's too).
+//! (tafel-bench's too). [`feed`] reads a Tafel's change feed, which [`follow`]
+//! applies to a target to keep it in step (`tafel copy --follow`, `tafel watch`);
+//! [`poll`] follows a source without a feed by its Timestamps.
 
 pub mod client;
 pub mod endpoint;
 pub mod export;
+pub mod feed;
+pub mod follow;
 pub mod format;
 pub mod import;
+pub mod poll;
 pub mod progress;
 pub mod read;
 pub mod shared_key;
@@ -40,6 +45,9 @@ pub enum TransferError {
     Protocol(String),
     #[error("{0}")]
     Io(#[from] std::io::Error),
+    /// The source keeps no change feed (not a Tafel, or one without --change-retention).
+    #[error("{0}")]
+    NoFeed(String),
     /// Ctrl-C: stopped cleanly; the checkpoint says where to resume.
     #[error("interrupted")]
     Interrupted,

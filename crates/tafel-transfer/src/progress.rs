@@ -15,6 +15,8 @@ pub struct Progress {
     last_line: std::sync::Mutex<Instant>,
     rows: std::sync::atomic::AtomicU64,
     bytes: std::sync::atomic::AtomicU64,
+    /// What a long-running command adds to the line (a follow's lag).
+    status: std::sync::Mutex<String>,
 }
 
 impl Progress {
@@ -46,6 +48,18 @@ impl Progress {
             last_line: std::sync::Mutex::new(Instant::now()),
             rows: 0.into(),
             bytes: 0.into(),
+            status: std::sync::Mutex::new(String::new()),
+        }
+    }
+
+    /// Shows `status` after the counts from now on (on the bar, and on each plain line).
+    pub fn status(&self, status: &str) {
+        if let Ok(mut s) = self.status.lock() {
+            status.clone_into(&mut s);
+        }
+        match &self.bar {
+            Some(bar) => bar.set_message(format!("{} ({status})", self.what)),
+            None => self.add(0, 0),
         }
     }
 
@@ -62,7 +76,18 @@ impl Progress {
                 let Ok(mut last) = self.last_line.lock() else { return };
                 if last.elapsed() >= PLAIN_EVERY {
                     *last = Instant::now();
-                    eprintln!("{}: {total} rows, {}/s, {}", self.what, self.rate(total), HumanBytes(b));
+                    let status = self.status.lock().map(|s| s.clone()).unwrap_or_default();
+                    let status = if status.is_empty() {
+                        status
+                    } else {
+                        format!(", {status}")
+                    };
+                    eprintln!(
+                        "{}: {total} rows, {}/s, {}{status}",
+                        self.what,
+                        self.rate(total),
+                        HumanBytes(b)
+                    );
                 }
             }
         }

@@ -103,6 +103,9 @@ enum Command {
     Import(transfer::ImportArgs),
     /// Copy a table from one Table endpoint to another, without a file.
     Copy(transfer::CopyArgs),
+    /// Print a Tafel's change feed (an account's or a table's) as JSON lines, from a
+    /// position, a time or now, following it until Ctrl-C (--once: what is there).
+    Watch(transfer::WatchArgs),
     /// Back up every account's tables, entities, access policies and service
     /// properties, as of one instant, into one checked, compressed file; from a
     /// running server (--from its admin listener) or a store no server has open.
@@ -169,6 +172,7 @@ fn main() -> anyhow::Result<()> {
         Some(Command::Export(a)) => return transfer::export(a),
         Some(Command::Import(a)) => return transfer::import(a),
         Some(Command::Copy(a)) => return transfer::copy(a),
+        Some(Command::Watch(a)) => return transfer::watch(a),
         Some(Command::Backup(a)) => return backup::backup(a),
         Some(Command::Restore(a)) => return backup::restore(a),
         #[cfg(feature = "embedded")]

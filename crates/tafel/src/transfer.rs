@@ -6,11 +6,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{bail, Context as _};
-use tafel_transfer::export;
 use tafel_transfer::format::{self, Format};
 use tafel_transfer::import::{self, Mode, Options};
 use tafel_transfer::progress::Progress;
 use tafel_transfer::read::{self, Query};
+use tafel_transfer::{export, feed, follow, poll};
 use tafel_transfer::{open_input, Endpoint, TableClient, TransferError};
 
 /// Exit status when every row was read but some were refused (see the rejects file).
@@ -91,6 +91,43 @@ pub struct CopyArgs {
     /// Refused rows go here (default: `copy-<table>.rejects.jsonl`).
     #[arg(long)]
     rejects: Option<PathBuf>,
+    /// Only entities changed at or after this time (their Timestamp; RFC 3339).
+    #[arg(long)]
+    since: Option<String>,
+    /// After the copy, keep the target in step: apply the source's change feed (a
+    /// Tafel with --change-retention) until Ctrl-C; --resume goes on from where it stopped.
+    #[arg(long)]
+    follow: bool,
+    /// With --follow: poll the source for entities with newer Timestamps instead of
+    /// reading a change feed (Azure, Azurite); deletes are then NOT seen.
+    #[arg(long, requires = "follow")]
+    poll: bool,
+    /// With --poll: seconds between rounds.
+    #[arg(long, default_value_t = 2.0, requires = "poll")]
+    poll_interval: f64,
+}
+
+#[derive(clap::Args)]
+pub struct WatchArgs {
+    /// Where to read: a connection string, or an endpoint URL with a SAS (a Tafel
+    /// started with --change-retention).
+    #[arg(long, env = "TAFEL_FROM", hide_env_values = true)]
+    from: String,
+    /// Only this table's changes (default: every table of the account).
+    #[arg(long)]
+    table: Option<String>,
+    /// Changes after this position (a change's "position"; x-tafel-next-after).
+    #[arg(long, conflicts_with_all = ["since", "now"])]
+    after: Option<String>,
+    /// Changes committed at or after this time (RFC 3339).
+    #[arg(long, conflicts_with = "now")]
+    since: Option<String>,
+    /// Only changes committed from now on (default: from the oldest one kept).
+    #[arg(long)]
+    now: bool,
+    /// Print the changes there are and exit, instead of following.
+    #[arg(long)]
+    once: bool,
 }
 
 #[derive(clap::Args)]
@@ -102,7 +139,7 @@ struct ReadArgs {
     parallel: u16,
 }
 
-#[derive(clap::Args)]
+#[derive(clap::Args, Clone)]
 struct WriteArgs {
     /// insert (an existing entity is a rejected row), merge or replace (both upserts).
     #[arg(long, value_enum, default_value_t = ModeArg::Insert)]
@@ -121,7 +158,7 @@ struct WriteArgs {
     quiet: bool,
 }
 
-#[derive(clap::ValueEnum, Clone, Copy)]
+#[derive(clap::ValueEnum, Clone, Copy, PartialEq, Eq)]
 enum ModeArg {
     Insert,
     Merge,
@@ -281,66 +318,246 @@ pub fn import(a: ImportArgs) -> anyhow::Result<()> {
 pub fn copy(a: CopyArgs) -> anyhow::Result<()> {
     let (source, target) = (client(&a.from)?, client(&a.to)?);
     let to_table = a.to_table.clone().unwrap_or_else(|| a.table.clone());
-    let rejects = a
-        .rejects
-        .clone()
-        .unwrap_or_else(|| PathBuf::from(format!("copy-{}.rejects.jsonl", a.table)));
-    let checkpoint = PathBuf::from(format!("copy-{}.checkpoint", a.table));
-    let parallel = usize::from(a.read.parallel);
-    if parallel > 1 && a.write.resume {
+    let filter = match &a.since {
+        Some(t) => Some(poll::since_filter(a.filter.as_deref(), t)?),
+        None => a.filter.clone(),
+    };
+    if usize::from(a.read.parallel) > 1 && a.write.resume && !a.follow {
         // A checkpoint counts rows in the order they were read, which only one
         // reader repeats.
         bail!("--resume needs --parallel 1: a parallel copy reads in no fixed order");
     }
     runtime()?.block_on(async {
         target_table(&target, &to_table, &a.to, a.write.create_table).await?;
-        // The source's rows in key order, numbered as lines: the checkpoint counts them.
-        let (tx, rx) = std::sync::mpsc::sync_channel::<(u64, Result<format::Row, String>)>(4096);
-        let reading = {
-            let (source, table, filter) = (source.clone(), a.table.clone(), a.filter.clone());
-            tokio::spawn(async move {
-                let mut n = 0u64;
-                let q = Query {
-                    table: &table,
-                    filter: filter.as_deref(),
-                    select: None,
-                };
-                let parse = |body: bytes::Bytes| format::import_page(&body);
-                read::pages(&source, &q, parallel, parse, |rows| {
-                    for row in rows {
-                        n += 1;
-                        // A closed channel: the import stopped (Ctrl-C); stop reading too.
-                        if tx.send((n, row)).is_err() {
-                            return Err(TransferError::Interrupted);
-                        }
+        if a.follow {
+            return copy_following(&a, &source, &target, &to_table, filter).await;
+        }
+        let (result, progress, rejects) =
+            full_copy(&a, &source, &target, &to_table, filter, a.write.mode, a.write.resume).await?;
+        finish(result, &rejects, &progress, a.write.quiet, a.read.parallel == 1)
+    })
+}
+
+/// The table copied as export and import joined: what `copy` does, and how
+/// `copy --follow` starts.
+async fn full_copy(
+    a: &CopyArgs,
+    source: &Arc<TableClient>,
+    target: &Arc<TableClient>,
+    to_table: &str,
+    filter: Option<String>,
+    mode: ModeArg,
+    resume: bool,
+) -> anyhow::Result<(Result<import::Summary, TransferError>, Progress, PathBuf)> {
+    let rejects = a
+        .rejects
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(format!("copy-{}.rejects.jsonl", a.table)));
+    let checkpoint = PathBuf::from(format!("copy-{}.checkpoint", a.table));
+    let parallel = usize::from(a.read.parallel);
+    // The source's rows in key order, numbered as lines: the checkpoint counts them.
+    let (tx, rx) = std::sync::mpsc::sync_channel::<(u64, Result<format::Row, String>)>(4096);
+    let reading = {
+        let (source, table) = (source.clone(), a.table.clone());
+        tokio::spawn(async move {
+            let mut n = 0u64;
+            let q = Query {
+                table: &table,
+                filter: filter.as_deref(),
+                select: None,
+            };
+            let parse = |body: bytes::Bytes| format::import_page(&body);
+            read::pages(&source, &q, parallel, parse, |rows| {
+                for row in rows {
+                    n += 1;
+                    // A closed channel: the import stopped (Ctrl-C); stop reading too.
+                    if tx.send((n, row)).is_err() {
+                        return Err(TransferError::Interrupted);
                     }
-                    Ok(())
-                })
-                .await
-                .map(|_ranges| n)
+                }
+                Ok(())
             })
+            .await
+            .map(|_ranges| n)
+        })
+    };
+    let w = WriteArgs {
+        mode,
+        resume,
+        ..a.write.clone()
+    };
+    let opts = options(to_table, &w, rejects.clone(), (parallel == 1).then_some(checkpoint));
+    let progress = Progress::new(format!("copy {} → {to_table}", a.table), None, a.write.quiet);
+    let result = import::import(target.clone(), rx.into_iter(), &opts, &progress).await;
+    let read = match reading.await {
+        Ok(Ok(n)) => Some(n),
+        Ok(Err(TransferError::Interrupted)) => None,
+        Ok(Err(e)) => return Err(anyhow::Error::from(e).context(format!("reading {}", a.table))),
+        Err(e) => bail!("the reader stopped: {e}"),
+    };
+    if let (Ok(s), Some(read)) = (&result, read) {
+        // Every source row read was written (a resumed run's counts include rows the
+        // stopped run had written past its checkpoint, so only a fresh run is checked).
+        if s.rejected == 0 && !resume && s.written != read {
+            bail!("read {read} entities from {} but wrote {}", a.table, s.written);
+        }
+    }
+    Ok((result, progress, rejects))
+}
+
+/// `copy --follow`: the head of the source's feed noted, the table copied, then the
+/// feed applied from that head until Ctrl-C (or, with --poll, rounds by Timestamp).
+/// Its state (`copy-<table>.follow`) says which of these it was in, for --resume.
+async fn copy_following(
+    a: &CopyArgs,
+    source: &Arc<TableClient>,
+    target: &Arc<TableClient>,
+    to_table: &str,
+    filter: Option<String>,
+) -> anyhow::Result<()> {
+    let path = PathBuf::from(format!("copy-{}.follow", a.table));
+    let resuming = a.write.resume && path.exists();
+    let mut state = if resuming {
+        follow::State::load(&path)?
+    } else {
+        follow::State::default()
+    };
+    let applier = follow::Applier {
+        target: target.clone(),
+        table: to_table.to_owned(),
+        in_flight: a.write.in_flight.max(1),
+    };
+    let what = format!("follow {} → {to_table}", a.table);
+    if a.poll {
+        if !resuming {
+            state.since = a.since.clone();
+        }
+        let progress = Progress::new(what, None, a.write.quiet);
+        let interval = std::time::Duration::from_secs_f64(a.poll_interval.clamp(0.05, 3600.0));
+        let polled = poll::Polled {
+            source,
+            table: &a.table,
+            filter: a.filter.as_deref(),
+            interval,
         };
-        let opts = options(
-            &to_table,
-            &a.write,
-            rejects.clone(),
-            (parallel == 1).then_some(checkpoint),
+        poll::follow(&polled, &applier, &mut state, &path, &progress).await?;
+        if !a.write.quiet {
+            let since = state.since.as_deref().unwrap_or("the start");
+            progress.finish(&format!(", up to Timestamp {since}"));
+        }
+        eprintln!("interrupted: run the same command with --resume to go on");
+        std::process::exit(EXIT_INTERRUPTED);
+    }
+    if resuming && state.after.is_none() {
+        bail!(
+            "{} was left by a --poll copy: add --poll, or start again without --resume",
+            path.display()
         );
-        let progress = Progress::new(format!("copy {} → {to_table}", a.table), None, a.write.quiet);
-        let result = import::import(target.clone(), rx.into_iter(), &opts, &progress).await;
-        let read = match reading.await {
-            Ok(Ok(n)) => Some(n),
-            Ok(Err(TransferError::Interrupted)) => None,
-            Ok(Err(e)) => return Err(anyhow::Error::from(e).context(format!("reading {}", a.table))),
-            Err(e) => bail!("the reader stopped: {e}"),
-        };
-        if let (Ok(s), Some(read)) = (&result, read) {
-            // Every source row read was written (a resumed run's counts include rows the
-            // stopped run had written past its checkpoint, so only a fresh run is checked).
-            if s.rejected == 0 && !a.write.resume && s.written != read {
-                bail!("read {read} entities from {} but wrote {}", a.table, s.written);
+    }
+    if !resuming {
+        // Noted before the copy: every change from here on is applied after it, and
+        // those the copy already saw are applied again, harmlessly (after-images).
+        match follow::head(source, &a.table).await {
+            Ok(head) => state.after = Some(head),
+            Err(TransferError::NoFeed(why)) => bail!(
+                "{why}\n--follow reads the source's change feed: start that Tafel with --change-retention, \
+                 or add --poll to follow by Timestamps (deletes are then not seen)"
+            ),
+            Err(e) => return Err(anyhow::Error::from(e).context("reading the source's change feed")),
+        }
+        state.save(&path)?;
+    }
+    if !state.copied {
+        // The initial copy writes over whatever is there: following upserts anyway.
+        let (result, progress, rejects) =
+            full_copy(a, source, target, to_table, filter, ModeArg::Replace, resuming).await?;
+        match result {
+            Ok(s) => {
+                if !a.write.quiet {
+                    progress.finish(&format!(", {} written, {} rejected", s.written, s.rejected));
+                }
+                if s.rejected > 0 {
+                    eprintln!(
+                        "{} rows were refused; they are in {} with Azure's errors (following goes on)",
+                        s.rejected,
+                        rejects.display()
+                    );
+                }
+            }
+            Err(TransferError::Interrupted) => {
+                eprintln!("interrupted: run the same command with --resume to go on");
+                std::process::exit(EXIT_INTERRUPTED);
+            }
+            Err(e) => return Err(e.into()),
+        }
+        state.copied = true;
+        state.save(&path)?;
+    }
+    let progress = Progress::new(what, None, a.write.quiet);
+    let lag = follow::follow(source, &a.table, &applier, &mut state, &path, &progress).await?;
+    if !a.write.quiet {
+        progress.finish(&format!(
+            ", {} changes applied in all, at position {}, {lag}",
+            state.applied,
+            state.after.as_deref().unwrap_or("?")
+        ));
+    }
+    eprintln!("interrupted: run the same command with --resume to go on");
+    std::process::exit(EXIT_INTERRUPTED);
+}
+
+/// `tafel watch`: the feed as JSON lines on standard output.
+pub fn watch(a: WatchArgs) -> anyhow::Result<()> {
+    use std::io::Write;
+    let source = client(&a.from)?;
+    if let Some(t) = &a.since {
+        poll::odata_time(t)?; // said plainly here, before the service says it
+    }
+    let mut from = match (&a.after, &a.since, a.now) {
+        (Some(p), _, _) => feed::From::After(p.clone()),
+        (_, Some(t), _) => feed::From::Since(t.clone()),
+        (_, _, true) => feed::From::Latest,
+        _ => feed::From::Oldest,
+    };
+    runtime()?.block_on(async {
+        let ctrl_c = tokio::signal::ctrl_c();
+        tokio::pin!(ctrl_c);
+        let mut at = None::<String>;
+        loop {
+            let req = feed::Request {
+                table: a.table.as_deref(),
+                from: &from,
+                limit: None,
+                wait: (!a.once).then_some(std::time::Duration::from_secs(20)),
+            };
+            let page = tokio::select! {
+                p = feed::read(&source, &req) => match p {
+                    Ok(p) => p,
+                    Err(TransferError::NoFeed(why)) => bail!("{why}: tafel watch reads a Tafel started with --change-retention"),
+                    Err(e) => return Err(anyhow::Error::from(e).context("reading the change feed")),
+                },
+                _ = &mut ctrl_c => break,
+            };
+            let mut out = std::io::stdout().lock();
+            for (_, line) in &page.changes {
+                if writeln!(out, "{line}").is_err() {
+                    return Ok(()); // the reader went away (`| head`)
+                }
+            }
+            if out.flush().is_err() {
+                return Ok(());
+            }
+            // A page short of the limit: nothing more was there when it was read.
+            let done = a.once && page.changes.len() < 1000;
+            at = Some(page.next_after.clone());
+            from = feed::From::After(page.next_after);
+            if done {
+                break;
             }
         }
-        finish(result, &rejects, &progress, a.write.quiet, parallel == 1)
+        if let Some(at) = at {
+            eprintln!("stopped after position {at} (--after {at} goes on from there)");
+        }
+        Ok(())
     })
 }

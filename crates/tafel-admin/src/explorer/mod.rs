@@ -48,6 +48,7 @@ static ASSETS: &[Asset] = &[
     asset!("/js/entities.js", "js/entities.js", JS),
     asset!("/js/editor.js", "js/editor.js", JS),
     asset!("/js/transfer.js", "js/transfer.js", JS),
+    asset!("/js/changes.js", "js/changes.js", JS),
     asset!("/js/status.js", "js/status.js", JS),
     asset!("/js/faults.js", "js/faults.js", JS),
 ];

@@ -2,7 +2,7 @@
 //
 // Routes (the hash, so a query can be shared as a link; no credential is ever
 // part of it): #/ tables · #/a/<account>/<table>?filter=&select=&top= a
-// table's entities · #/status the server's status · #/faults the fault rules.
+// table's entities · #/a/<account>/<table>/changes its changes, live · #/status the server's status · #/faults the fault rules.
 
 import { Api } from "./api.js";
 import { h, $, fill, showError } from "./ui.js";
@@ -10,6 +10,7 @@ import { renderTables } from "./tables.js";
 import { renderEntities } from "./entities.js";
 import { renderStatus } from "./status.js";
 import { renderFaults } from "./faults.js";
+import { renderChanges } from "./changes.js";
 
 const DEV_ACCOUNT = "devstoreaccount1";
 const DEV_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==";
@@ -42,7 +43,9 @@ function route() {
   const params = new URLSearchParams(qs || "");
   if (parts[0] === "status") return { view: "status" };
   if (parts[0] === "faults") return { view: "faults" };
-  if (parts[0] === "a" && parts[1]) return { view: "tables", account: parts[1], table: parts[2] || null, params };
+  if (parts[0] === "a" && parts[1]) {
+    return { view: "tables", account: parts[1], table: parts[2] || null, params, changes: parts[3] === "changes" };
+  }
   return { view: "tables", account: null, table: null, params };
 }
 
@@ -106,7 +109,11 @@ async function render() {
   } else {
     $("#tables").dispatchEvent(new CustomEvent("select", { detail: table }));
   }
+  if (table && r.changes) {
+    return renderChanges($("#view"), api, table, { back: tableLink(api.account, table) });
+  }
   await renderEntities($("#view"), api, table, r.params, {
+    changes: `${tableLink(api.account, table)}/changes`,
     share: (params) => tableLink(api.account, table, params),
     tablesChanged: () => $("#tables").dispatchEvent(new CustomEvent("reload")),
   });

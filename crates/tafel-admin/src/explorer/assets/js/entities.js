@@ -54,6 +54,7 @@ export async function renderEntities(root, api, table, params, nav) {
     h("button#export-csv", { onclick: () => exportQuery(api, table, queryNow(), "csv") }, "Export CSV"),
     h("button#import", { onclick: () => importFile(api, table).then((n) => n && load()) }, "Import…"),
     h("button#count", { onclick: () => countEntities(api, table, q.filter) }, "Count"),
+    h("a#live-changes", { href: nav.changes, title: "The table's change feed, live" }, "Changes"),
     h("span.spacer"),
     h("button#acl", { onclick: () => editAcl(api, table) }, "Access policies"),
     h("button#sas", { onclick: () => makeSas(api, table) }, "SAS…"),
