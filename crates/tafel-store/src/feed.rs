@@ -214,6 +214,12 @@ pub enum ChangesRead {
     Rewound {
         head: u64,
     },
+    /// The position asked from was undone by a snapshot restore (embedded
+    /// store): the store went back to `restored`, and the changes the reader
+    /// read after it are gone. Their positions are never given out again.
+    Undone {
+        restored: u64,
+    },
 }
 
 /// The per-account head record: the last position given out and the bytes the

@@ -50,6 +50,17 @@ impl Service {
                         ),
                     ))
                 }
+                ChangesRead::Undone { restored } => {
+                    return Err(Error::with_message(
+                        ErrorCode::ChangePositionExpired,
+                        format!(
+                            "The store was restored to a snapshot whose change feed ends at position \
+                             {restored}: the changes read after that position were undone (their \
+                             positions are never given out again). Copy the table(s) again, then \
+                             read the feed from after=latest."
+                        ),
+                    ))
+                }
                 ChangesRead::Rewound { head } => {
                     return Err(Error::with_message(
                         ErrorCode::ChangePositionExpired,
