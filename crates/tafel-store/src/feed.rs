@@ -210,7 +210,8 @@ pub enum ChangesRead {
     Expired {
         oldest: u64,
     },
-    /// The position asked from is past the head (the store was rewound).
+    /// The position asked from is past the head (a store restored from a
+    /// backup starts an empty feed).
     Rewound {
         head: u64,
     },
