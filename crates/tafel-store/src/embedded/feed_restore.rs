@@ -103,3 +103,23 @@ pub(super) fn undone(gaps: &Gaps, after: u64) -> Option<u64> {
 pub(super) fn past_gaps(gaps: &Gaps, after: u64) -> u64 {
     gaps.iter().fold(after, |at, &(lo, hi)| if lo == at { hi } else { at })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reader_inside_an_undone_range_is_told_and_one_at_its_start_skips_it() {
+        let gaps = vec![(3, 6), (9, 12)];
+        assert_eq!(undone(&gaps, 3), None);
+        assert_eq!(undone(&gaps, 4), Some(3));
+        assert_eq!(undone(&gaps, 6), Some(3));
+        assert_eq!(undone(&gaps, 7), None);
+        assert_eq!(undone(&gaps, 12), Some(9));
+        // At 3 the next change it can have missed is past 6: retention that
+        // dropped everything up to 7 dropped nothing it had not read.
+        assert_eq!(past_gaps(&gaps, 3), 6);
+        assert_eq!(past_gaps(&gaps, 2), 2);
+        assert_eq!(past_gaps(&vec![(3, 6), (6, 8)], 3), 8);
+    }
+}
