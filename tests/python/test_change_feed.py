@@ -329,7 +329,7 @@ def test_a_bearer_token_reads_as_its_role_allows(_workdir, tls_dir):  # noqa: F8
 
 
 @embedded_only
-def test_a_snapshot_restore_rewinds_the_feed_and_a_reader_ahead_gets_410(_workdir):
+def test_a_snapshot_restore_never_reuses_a_feed_position(_workdir):
     import requests
 
     name = uuid.uuid4().hex[:8]
@@ -340,22 +340,39 @@ def test_a_snapshot_restore_rewinds_the_feed_and_a_reader_ahead_gets_410(_workdi
         def admin(method, path):
             return requests.request(method, srv.admin_url + path, headers={"Authorization": "Bearer feedtoken"}, timeout=60)
 
+        def undone(after):
+            _, r = changes(srv, after=after)
+            assert_error(r, 410, "ChangePositionExpired")
+            assert "restored to a snapshot" in r.text, r.text
+
         table = unique_table_name("snap")
         assert srv.raw.create_table(table).status_code == 201
         assert admin("PUT", "/snapshots/base").status_code == 201
-        saved = head(srv)
+        saved = int(head(srv))
         for i in range(3):
             assert srv.raw.insert(table, {"PartitionKey": "p", "RowKey": str(i)}).status_code == 201
-        ahead = head(srv)
-        assert int(ahead) == int(saved) + 3
-        assert admin("POST", "/snapshots/base/restore").status_code in (200, 204)
-        assert head(srv) == saved
-        _, r = changes(srv, after=ahead)
-        assert_error(r, 410, "ChangePositionExpired")
-        assert "rewound" in r.text
-        # The feed goes on from the restored head.
-        assert srv.raw.insert(table, {"PartitionKey": "p", "RowKey": "new"}).status_code == 201
+        # A reader reads up to P, past the snapshot; the restore undoes what it read.
         lines, _ = changes(srv, after=saved)
-        assert [c["RowKey"] for c in lines] == ["new"]
+        assert [c["RowKey"] for c in lines] == ["0", "1", "2"]
+        p = int(lines[-1]["position"])
+        assert admin("POST", "/snapshots/base/restore").status_code in (200, 204)
+        undone(p)
+        undone(saved + 1)
+        # Writes carry the head past P: the reader at P still gets 410, never them.
+        for i in range(5):
+            assert srv.raw.insert(table, {"PartitionKey": "p", "RowKey": f"new{i}"}).status_code == 201
+        assert int(head(srv)) == p + 5
+        undone(p)
+        # A reader at the restored head goes on, to the new changes, past P.
+        lines, r = changes(srv, after=saved)
+        assert [c["RowKey"] for c in lines] == [f"new{i}" for i in range(5)]
+        assert [int(c["position"]) for c in lines] == list(range(p + 1, p + 6))
+        assert r.headers["x-tafel-next-after"] == str(p + 5)
+        # Durable with the restore: after a crash too.
+        srv.kill9()
+        srv.start()
+        undone(p)
+        lines, _ = changes(srv, after=saved)
+        assert [int(c["position"]) for c in lines] == list(range(p + 1, p + 6))
     finally:
         srv.kill9()

@@ -210,9 +210,16 @@ pub enum ChangesRead {
     Expired {
         oldest: u64,
     },
-    /// The position asked from is past the head (the store was rewound).
+    /// The position asked from is past the head (a store restored from a
+    /// backup starts an empty feed).
     Rewound {
         head: u64,
+    },
+    /// The position asked from was undone by a snapshot restore (embedded
+    /// store): the store went back to `restored`, and the changes the reader
+    /// read after it are gone. Their positions are never given out again.
+    Undone {
+        restored: u64,
     },
 }
 

@@ -50,13 +50,25 @@ impl Service {
                         ),
                     ))
                 }
+                ChangesRead::Undone { restored } => {
+                    return Err(Error::with_message(
+                        ErrorCode::ChangePositionExpired,
+                        format!(
+                            "The store was restored to a snapshot whose change feed ends at position \
+                             {restored}: the changes read after that position were undone (their \
+                             positions are never given out again). Copy the table(s) again, then \
+                             read the feed from after=latest."
+                        ),
+                    ))
+                }
                 ChangesRead::Rewound { head } => {
                     return Err(Error::with_message(
                         ErrorCode::ChangePositionExpired,
                         format!(
-                            "The position is past the change feed's newest ({head}): the store was \
-                             rewound (a snapshot was restored). Copy the table(s) again, then read \
-                             the feed from after=latest."
+                            "The position is past the change feed's newest ({head}): this store does \
+                             not hold the feed it came from (a backup restored with tafel restore \
+                             starts an empty feed). Copy the table(s) again, then read the feed \
+                             from after=latest."
                         ),
                     ))
                 }

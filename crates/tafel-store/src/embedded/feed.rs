@@ -3,7 +3,8 @@
 //! logged and replayed with it, so they are durable, visible and answered
 //! together with their write, and a replay after a crash rebuilds the same rows
 //! under the same positions. The per-account head (last position, bytes kept)
-//! is a META row. A savepoint restore rewinds the feed with the data.
+//! is a META row. A savepoint restore rewinds the feed's changes with the data
+//! but never its positions (`feed_restore.rs`).
 
 use std::time::Instant;
 
@@ -14,6 +15,7 @@ use tokio::sync::Notify;
 use super::apply::Writer;
 use super::checksums::{seal, unseal};
 use super::commit::ReadView;
+use super::feed_restore;
 use super::schema::{to_store_error, CHANGES, META, T_CHANGES, T_META};
 use super::wal::Op;
 use crate::error::{FailureKind, StoreError};
@@ -175,7 +177,17 @@ pub(super) fn read(view: &ReadView, account: &str, request: &ChangesRequest) -> 
         Some(item) => position_of(item.map_err(to_store_error)?.0.value())?,
         None => head + 1,
     };
-    if let Some(refused) = check_from(request.from, oldest, head) {
+    let gaps = feed_restore::gaps(&view.txn.open_table(META).map_err(to_store_error)?, account)?;
+    let checked = match request.from {
+        ChangesFrom::After(p) => {
+            if let Some(restored) = feed_restore::undone(&gaps, p) {
+                return Ok(ChangesRead::Undone { restored });
+            }
+            ChangesFrom::After(feed_restore::past_gaps(&gaps, p))
+        }
+        from => from,
+    };
+    if let Some(refused) = check_from(checked, oldest, head) {
         return Ok(refused);
     }
     let start = match request.from {

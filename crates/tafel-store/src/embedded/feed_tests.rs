@@ -237,3 +237,70 @@ fn retention_keeps_each_account_under_its_size() {
         store.shutdown().await.expect("shutdown");
     });
 }
+
+async fn after(store: &EmbeddedStore, p: u64) -> ChangesRead {
+    page(store, ChangesFrom::After(p)).await
+}
+
+fn positions(read: ChangesRead) -> (Vec<u64>, u64) {
+    match read {
+        ChangesRead::Page(p) => (p.changes.iter().map(|c| c.position).collect(), p.head),
+        other => panic!("not a page: {other:?}"),
+    }
+}
+
+// The paused flusher stands for a crash before the next checkpoint reaches disk.
+#[allow(clippy::await_holding_lock)]
+#[test]
+fn a_restore_never_reuses_a_feed_position() {
+    let dir = tempdir().expect("temp dir");
+    let crashed = tempdir().expect("temp dir");
+    runtime().block_on(async {
+        let store = open(dir.path());
+        feed_on(&store, Duration::from_secs(3600), None);
+        store.create_table(ACCOUNT, "T").await.expect("create");
+        write(&store, &["a", "b"], |i| Mutation::Put(vec![i as u8])).await;
+        store.save_savepoint("s").await.expect("save");
+        for r in ["c", "d", "e"] {
+            write(&store, &[r], |_| Mutation::Put(b"x".to_vec())).await;
+        }
+        // A reader has read up to 5; the restore undoes 4..=6.
+        store.restore_savepoint("s").await.expect("restore");
+        assert!(matches!(after(&store, 5).await, ChangesRead::Undone { restored: 3 }));
+        assert!(matches!(after(&store, 6).await, ChangesRead::Undone { restored: 3 }));
+        assert_eq!(
+            positions(after(&store, 2).await),
+            (vec![3], 6),
+            "behind the restored head: as before"
+        );
+        assert_eq!(positions(after(&store, 3).await), (vec![], 6));
+        // New changes take positions past every one given out before the restore.
+        let pages = store.opening_now().pages.clone();
+        pages.wait(pages.last_requested()).expect("durable");
+        let paused = pages.pause();
+        write(&store, &["x", "y"], |_| Mutation::Put(b"y".to_vec())).await;
+        assert!(
+            matches!(after(&store, 5).await, ChangesRead::Undone { restored: 3 }),
+            "not 7 and 8"
+        );
+        assert_eq!(positions(after(&store, 3).await), (vec![7, 8], 8));
+        assert_eq!(positions(after(&store, 8).await), (vec![], 8));
+        // A crash: the restore is on disk, the writes after it only in the log.
+        for f in ["tafel.redb", "tafel.wal"] {
+            std::fs::copy(dir.path().join(f), crashed.path().join(f)).expect("copy");
+        }
+        drop(paused);
+        store.shutdown().await.expect("shutdown");
+
+        let store = open(crashed.path());
+        feed_on(&store, Duration::from_secs(3600), None);
+        assert!(matches!(after(&store, 5).await, ChangesRead::Undone { restored: 3 }));
+        assert_eq!(positions(after(&store, 3).await), (vec![7, 8], 8));
+        // Restoring the same snapshot again undoes 4..=8 as one range.
+        store.restore_savepoint("s").await.expect("restore");
+        assert!(matches!(after(&store, 8).await, ChangesRead::Undone { restored: 3 }));
+        write(&store, &["z"], |_| Mutation::Put(b"z".to_vec())).await;
+        assert_eq!(positions(after(&store, 3).await), (vec![9], 9));
+        store.shutdown().await.expect("shutdown");
+    });
+}

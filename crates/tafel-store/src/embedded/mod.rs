@@ -34,6 +34,7 @@ mod disk;
 #[cfg(test)]
 mod fault_tests;
 mod feed;
+mod feed_restore;
 #[cfg(test)]
 mod feed_tests;
 mod header_copy;

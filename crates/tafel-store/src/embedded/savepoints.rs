@@ -12,7 +12,8 @@
 //! Names live in META (`savepoint/<name>` → id, creation time). A restore
 //! brings META back too, so it writes the names again as they were before,
 //! less those redb dropped with it (saved after the restored one), and keeps
-//! the table-id counter from going back (ids are never reused).
+//! the table-id counter and the change feed's heads from going back (ids and
+//! positions are never reused: `feed_restore.rs`).
 
 use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -24,6 +25,7 @@ use redb::{Database, Durability, ReadableDatabase, ReadableTable};
 
 use super::checksums::{seal, unseal};
 use super::commit::{self, Checkpoint, Committed, Pending, ReadView};
+use super::feed_restore;
 use super::schema::{backend_error, decode_u64, garbage, to_store_error, META, NEXT_TABLE_ID, WAL_SEQ};
 use super::writer::LogState;
 use super::Reply;
@@ -118,14 +120,15 @@ pub(super) fn run(
         if failed.load(Ordering::Acquire) {
             return Err(BackendError::new(FailureKind::Stopped, "write-ahead log failed"));
         }
-        let (before, next_id) = {
+        let (before, next_id, feed_heads) = {
             let txn = db.begin_read().map_err(backend_error)?;
             let meta = txn.open_table(META).map_err(backend_error)?;
             let next_id = match meta.get(NEXT_TABLE_ID).map_err(backend_error)? {
                 Some(v) => decode_u64(NEXT_TABLE_ID, v.value()).map_err(store_error)?,
                 None => 1,
             };
-            (names_in(&meta).map_err(store_error)?, next_id)
+            let feed_heads = feed_restore::heads(&meta).map_err(store_error)?;
+            (names_in(&meta).map_err(store_error)?, next_id, feed_heads)
         };
         let found = before.get(op.name()).copied();
         match (&op, found) {
@@ -175,6 +178,9 @@ pub(super) fn run(
                 let k = key(name);
                 meta.insert(k.as_str(), seal(k.as_bytes(), &encode(*saved)).as_slice())
                     .map_err(backend_error)?;
+            }
+            if matches!(op, Op::Restore(_)) {
+                feed_restore::carry_across_restore(&mut meta, &feed_heads).map_err(store_error)?;
             }
             let next = seal(NEXT_TABLE_ID.as_bytes(), &next_id.to_le_bytes());
             meta.insert(NEXT_TABLE_ID, next.as_slice()).map_err(backend_error)?;
