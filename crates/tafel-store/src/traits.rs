@@ -207,12 +207,8 @@ pub trait Store: Send + Sync + 'static {
         ResetError::Unsupported("this storage backend has no snapshots".into())
     }
 
-    /// Turns the change feed on for the accounts `settings` names (from now
-    /// on); the reason when this backend cannot.
-    fn set_change_feed(&self, settings: crate::feed::FeedSettings) -> Result<(), String> {
-        let _ = settings;
-        Err("this storage backend has no change feed".into())
-    }
+    /// Turns the change feed on for the accounts `settings` names (from now on).
+    fn set_change_feed(&self, settings: crate::feed::FeedSettings) -> Result<(), StoreError>;
 
     /// One page of `account`'s change feed (`feed.rs`); `NotEnabled` when the
     /// account records none.

@@ -469,7 +469,7 @@ impl Store for EmbeddedStore {
         Ok(self.submit(|reply| Job::ClearAccount { account, reply }).await?)
     }
 
-    fn set_change_feed(&self, settings: crate::feed::FeedSettings) -> Result<(), String> {
+    fn set_change_feed(&self, settings: crate::feed::FeedSettings) -> Result<(), StoreError> {
         self.inner.feed.settings.store(Arc::new(settings));
         Ok(())
     }

@@ -103,9 +103,15 @@ impl Feed {
     }
 
     /// Turns the feed on, and its retention task (on the calling runtime).
-    pub(super) fn set(self: &Arc<Self>, settings: FeedSettings, pool: Pool) -> Result<(), String> {
-        let runtime = tokio::runtime::Handle::try_current().map_err(|e| e.to_string())?;
-        *self.settings.write().map_err(|e| e.to_string())? = Arc::new(settings);
+    pub(super) fn set(self: &Arc<Self>, settings: FeedSettings, pool: Pool) -> Result<(), StoreError> {
+        let runtime = tokio::runtime::Handle::try_current().map_err(|e| {
+            StoreError::failure(
+                FailureKind::Internal,
+                format!("the change feed's retention needs a runtime: {e}"),
+            )
+        })?;
+        // A poisoned lock still holds whole settings: each write replaces them at once.
+        *self.settings.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(settings);
         let feed = Arc::downgrade(self);
         let task = runtime.spawn(async move {
             loop {
@@ -119,7 +125,7 @@ impl Feed {
                 }
             }
         });
-        if let Some(old) = self.task.lock().map_err(|e| e.to_string())?.replace(task) {
+        if let Some(old) = self.task.lock().unwrap_or_else(|e| e.into_inner()).replace(task) {
             old.abort();
         }
         Ok(())

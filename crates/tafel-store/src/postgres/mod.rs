@@ -407,7 +407,7 @@ impl Store for PostgresStore {
         self.write_entities(account, table, keys, decide).await
     }
 
-    fn set_change_feed(&self, settings: crate::feed::FeedSettings) -> Result<(), String> {
+    fn set_change_feed(&self, settings: crate::feed::FeedSettings) -> Result<(), StoreError> {
         self.feed.set(settings, self.pool.clone())
     }
 
