@@ -53,7 +53,8 @@ pub enum ChangeOp {
 }
 
 impl ChangeOp {
-    fn from_u8(b: u8) -> Option<Self> {
+    /// The op stored as `b` (its discriminant), by either backend.
+    pub(crate) fn from_u8(b: u8) -> Option<Self> {
         Some(match b {
             0 => ChangeOp::Insert,
             1 => ChangeOp::Replace,

@@ -156,15 +156,10 @@ fn corrupt(what: &str) -> DbError {
 }
 
 fn op_of(n: i16) -> Result<ChangeOp, DbError> {
-    Ok(match n {
-        0 => ChangeOp::Insert,
-        1 => ChangeOp::Replace,
-        2 => ChangeOp::Merge,
-        3 => ChangeOp::Delete,
-        4 => ChangeOp::CreateTable,
-        5 => ChangeOp::DeleteTable,
-        _ => return Err(corrupt("op")),
-    })
+    u8::try_from(n)
+        .ok()
+        .and_then(ChangeOp::from_u8)
+        .ok_or_else(|| corrupt("op"))
 }
 
 fn u64_of(v: i64) -> u64 {
