@@ -262,7 +262,7 @@ mod tests {
     use std::sync::{Arc, Mutex};
     use std::time::Duration;
 
-    use crate::embedded::scan_tests::tempdir;
+    use crate::embedded::scan_tests::{copy_store_files, tempdir};
     use crate::embedded::{EmbeddedOptions, EmbeddedStore};
     use crate::key::{EntityKey, KeyRange};
     use crate::test_support::ScanEntities;
@@ -530,10 +530,7 @@ mod tests {
             .expect("a large write waited for a checkpoint's pages");
         // The files as a crash would leave them: redb's as of before `x`, the
         // log with `x`'s record in one half and `y`'s in the other.
-        std::fs::create_dir_all(crashed.path()).expect("mkdir");
-        for f in ["tafel.redb", "tafel.wal"] {
-            std::fs::copy(dir.path().join(f), crashed.path().join(f)).expect("copy");
-        }
+        copy_store_files(dir.path(), crashed.path());
         drop(paused);
         store.shutdown().await.expect("shutdown");
 

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use super::scan_tests::{open, runtime, tempdir, ACCOUNT};
+use super::scan_tests::{copy_store_files, open, runtime, tempdir, ACCOUNT};
 use super::EmbeddedStore;
 use crate::feed::{ChangeOp, ChangesFrom, ChangesPage, ChangesRead, ChangesRequest, FeedSettings, Retention};
 use crate::key::EntityKey;
@@ -158,10 +158,7 @@ fn the_feed_replays_with_the_data_after_a_crash() {
         write(&store, &["a"], |_| Mutation::Delete).await;
         let before = summary(&all(&store).await);
         assert_eq!(before.len(), 7);
-        std::fs::create_dir_all(crashed.path()).expect("mkdir");
-        for f in ["tafel.redb", "tafel.wal"] {
-            std::fs::copy(dir.path().join(f), crashed.path().join(f)).expect("copy");
-        }
+        copy_store_files(dir.path(), crashed.path());
         drop(paused);
         store.shutdown().await.expect("shutdown");
 
@@ -286,9 +283,7 @@ fn a_restore_never_reuses_a_feed_position() {
         assert_eq!(positions(after(&store, 3).await), (vec![7, 8], 8));
         assert_eq!(positions(after(&store, 8).await), (vec![], 8));
         // A crash: the restore is on disk, the writes after it only in the log.
-        for f in ["tafel.redb", "tafel.wal"] {
-            std::fs::copy(dir.path().join(f), crashed.path().join(f)).expect("copy");
-        }
+        copy_store_files(dir.path(), crashed.path());
         drop(paused);
         store.shutdown().await.expect("shutdown");
 

@@ -27,6 +27,15 @@ pub(super) fn open(dir: &std::path::Path) -> EmbeddedStore {
     .expect("open")
 }
 
+/// Copies the store's files from `from` into `to` as they are on disk now: with
+/// the flusher paused, the files a crash at this instant would leave.
+pub(super) fn copy_store_files(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for f in ["tafel.redb", "tafel.wal"] {
+        std::fs::copy(from.join(f), to.join(f)).expect("copy");
+    }
+}
+
 /// Puts rows `pk`/`r000`.. with the value `[i as u8]` into `table`.
 async fn fill(store: &EmbeddedStore, table: &str, pk: &str, n: usize) {
     let keys: Vec<EntityKey> = (0..n).map(|i| EntityKey::new(pk, &format!("r{i:03}"))).collect();

@@ -2,7 +2,7 @@
 //! which must land every row exactly where single inserts would, and survive a
 //! replay of the log.
 
-use super::scan_tests::{open, runtime, tempdir, ACCOUNT};
+use super::scan_tests::{copy_store_files, open, runtime, tempdir, ACCOUNT};
 use super::EmbeddedStore;
 use crate::key::{EntityKey, KeyRange};
 use crate::test_support::ScanEntities;
@@ -108,10 +108,7 @@ fn new_rows_between_existing_rows_all_land_and_replay() {
             .map(|i| (i, value(i, if !existing(i) || i % 20 == 0 { 2 } else { 1 }, 300)))
             .collect();
         assert_eq!(rows(&store).await, want);
-        std::fs::create_dir_all(crashed.path()).expect("mkdir");
-        for f in ["tafel.redb", "tafel.wal"] {
-            std::fs::copy(dir.path().join(f), crashed.path().join(f)).expect("copy");
-        }
+        copy_store_files(dir.path(), crashed.path());
         drop(paused);
         store.shutdown().await.expect("shutdown");
 
