@@ -7,11 +7,13 @@
 //! tafel-bench --smoke --verify
 //! tafel-bench --ceiling            # each workload also against a do-nothing server
 //! tafel-bench compare tafel.json azurite.json
+//! tafel-bench memory-rate --row-bytes 760   # the machine's memory-read rate, in rows
 //! ```
 
 mod ceiling;
 mod client;
 mod data;
+mod memory_rate;
 mod report;
 mod workloads;
 
@@ -63,6 +65,26 @@ enum Command {
         /// Runtime worker threads [default: one per core].
         #[arg(long)]
         threads: Option<usize>,
+    },
+    /// Measure this machine's memory-read rate (buffers far larger than the CPU cache,
+    /// read sequentially on each thread) and print it in bytes/s and in rows/s of
+    /// `--row-bytes`: the physical limit of a scan of the same bytes.
+    MemoryRate {
+        /// Bytes per row (e.g. the stored bytes per entity that `tafel check` reports).
+        #[arg(long)]
+        row_bytes: u64,
+        /// Rows per thread's buffer (it is at least 256 MiB all the same).
+        #[arg(long, default_value_t = 100_000)]
+        rows: u64,
+        /// Threads reading at once [default: one per core].
+        #[arg(long)]
+        threads: Option<usize>,
+        /// How long to read.
+        #[arg(long, default_value = "2s", value_parser = parse_duration)]
+        duration: Duration,
+        /// Print the result as JSON on stdout.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -184,6 +206,31 @@ fn main() -> ExitCode {
                     ExitCode::from(2)
                 }
             };
+        }
+        Some(Command::MemoryRate {
+            row_bytes,
+            rows,
+            threads,
+            duration,
+            json,
+        }) => {
+            let r = memory_rate::measure(row_bytes, rows, threads.unwrap_or(cores), duration);
+            if json {
+                println!(
+                    "{}",
+                    json!({"threads": r.threads, "bytes_per_s": r.bytes_per_s.round(),
+                           "row_bytes": r.row_bytes, "rows_per_s": r.rows_per_s().round()})
+                );
+            } else {
+                println!(
+                    "memory read: {:.2} GB/s on {} threads = {:.2} M rows/s of {} bytes",
+                    r.bytes_per_s / 1e9,
+                    r.threads,
+                    r.rows_per_s() / 1e6,
+                    r.row_bytes
+                );
+            }
+            return ExitCode::SUCCESS;
         }
         None => {}
     }
