@@ -35,6 +35,7 @@ pub(crate) struct ServeArgs {
     pub(crate) in_memory: bool,
     /// MiB the data of --in-memory may take; a write past it fails as on a full
     /// disk (default: half the machine's memory, or of a container's memory limit).
+    /// The store's page cache (--cache-mb, at most a quarter of this) comes on top.
     #[arg(long, env = "TAFEL_IN_MEMORY_MAX_MB", requires = "in_memory", value_parser = clap::value_parser!(u64).range(1..))]
     pub(crate) in_memory_max_mb: Option<u64>,
     #[command(flatten)]
@@ -387,8 +388,13 @@ impl ServeArgs {
                 Some(mb) => mb.saturating_mul(1 << 20),
                 None => half_the_memory(),
             };
-            // Its pages are in memory already: redb's cache need only hold what it is working on.
-            let cache = self.store.cache_mb.min(16) << 20;
+            // The same cache as on disk: a page read from the in-memory disk is
+            // still a lock, a map lookup and a copy, and a 16 MiB cache churned
+            // on every scan and halved its rate (benchmark-history §23). At most a
+            // quarter of the data's cap (but 16 MiB), as the cache holds copies of
+            // its pages: a small memory limit is not overrun by the cache.
+            let quarter = usize::try_from(cap / 4).unwrap_or(usize::MAX).max(16 << 20);
+            let cache = (self.store.cache_mb << 20).min(quarter);
             tracing::info!(
                 max_mb = cap >> 20,
                 "in memory: no file is written; the data is gone at exit"
