@@ -41,7 +41,10 @@ pub async fn authenticate(
     oauth: Option<&bearer::OAuth>,
     req: &Signed<'_>,
 ) -> Result<Access> {
-    let auth = req.headers.get("authorization").map(|v| v.to_str().unwrap_or(""));
+    let auth = req
+        .headers
+        .get(http::header::AUTHORIZATION)
+        .map(|v| v.to_str().unwrap_or(""));
     // An unknown account is checked against no keys, so it fails exactly as a
     // wrong signature for a real one does: the answer tells no one which exist.
     let keys = accounts.keys(req.account).unwrap_or_default();
