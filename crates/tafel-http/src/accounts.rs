@@ -4,6 +4,8 @@ use std::collections::HashMap;
 
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
+use hmac::{Hmac, KeyInit};
+use sha2::Sha256;
 
 /// The well-known emulator account and key (spec/auth.md §1).
 pub(crate) const DEV_ACCOUNT: &str = "devstoreaccount1";
@@ -11,7 +13,40 @@ pub const DEV_KEY: &str = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UV
 
 #[derive(Debug, Clone, Default)]
 pub struct Accounts {
-    keys: HashMap<String, Vec<Vec<u8>>>,
+    keys: HashMap<String, Vec<AccountKey>>,
+}
+
+/// An account key, with its HMAC-SHA256 keyed once: a signature check clones
+/// this state instead of hashing the key's inner and outer pads again, two of
+/// the ~5 SHA-256 blocks each Shared Key request costs (benchmark-history §23).
+#[derive(Clone)]
+pub struct AccountKey {
+    bytes: Vec<u8>,
+    mac: Hmac<Sha256>,
+}
+
+impl AccountKey {
+    pub fn new(bytes: Vec<u8>) -> Self {
+        // HMAC takes a key of any length: `new_from_slice` only fails for fixed-size MACs.
+        let mac = <Hmac<Sha256> as KeyInit>::new_from_slice(&bytes)
+            .unwrap_or_else(|_| <Hmac<Sha256> as KeyInit>::new(&Default::default()));
+        AccountKey { bytes, mac }
+    }
+
+    /// A fresh HMAC under this key, ready for the string to sign.
+    pub(crate) fn mac(&self) -> Hmac<Sha256> {
+        self.mac.clone()
+    }
+
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+}
+
+impl std::fmt::Debug for AccountKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AccountKey(..)")
+    }
 }
 
 impl Accounts {
@@ -34,6 +69,7 @@ impl Accounts {
                         .decode(k.trim())
                         .map_err(|_| format!("account '{name}': key is not base64"))
                 })
+                .map(|k| k.map(AccountKey::new))
                 .collect::<Result<Vec<_>, _>>()?;
             if keys.is_empty() {
                 return Err(format!("account '{name}' has no key"));
@@ -59,7 +95,7 @@ impl Accounts {
         Accounts::from_specs(&[format!("{DEV_ACCOUNT}:{DEV_KEY}")]).unwrap_or_default()
     }
 
-    pub fn keys(&self, account: &str) -> Option<&[Vec<u8>]> {
+    pub fn keys(&self, account: &str) -> Option<&[AccountKey]> {
         self.keys.get(account).map(Vec::as_slice)
     }
 
@@ -86,7 +122,10 @@ mod tests {
         assert_eq!(specs.len(), 2);
         let a = Accounts::from_specs(&specs).expect("parses");
         assert_eq!(a.keys(DEV_ACCOUNT).map(<[_]>::len), Some(2));
-        assert_eq!(a.keys("other"), Some(&[b"other".to_vec()][..]));
+        let other = a
+            .keys("other")
+            .map(|k| k.iter().map(AccountKey::bytes).collect::<Vec<_>>());
+        assert_eq!(other, Some(vec![&b"other"[..]]));
         assert!(Accounts::specs_from_file(std::path::Path::new("/nonexistent/tafel")).is_err());
     }
 }

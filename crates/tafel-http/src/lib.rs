@@ -13,6 +13,7 @@ pub mod explorer_api;
 pub mod faults;
 mod head_budget;
 pub mod limits;
+mod names;
 pub mod ops;
 mod pipeline;
 pub mod server;

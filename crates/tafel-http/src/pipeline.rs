@@ -23,6 +23,7 @@ use crate::body;
 use crate::cors;
 use crate::faults::{Effect, Fault, RuleSet, Target};
 use crate::limits::Limits;
+use crate::names::{CONTENT_MD5, X_MS_CLIENT_REQUEST_ID, X_MS_VERSION};
 use crate::ops::{self, Credential, Ops};
 use crate::throttle::Throttle;
 
@@ -144,14 +145,17 @@ pub(crate) async fn handle_routed(
     let mut meta = Meta {
         request_id,
         version: headers
-            .get("x-ms-version")
+            .get(&X_MS_VERSION)
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned)
             .unwrap_or_else(|| DEFAULT_VERSION.to_owned()),
-        client_request_id: headers.get("x-ms-client-request-id").cloned(),
+        client_request_id: headers.get(&X_MS_CLIENT_REQUEST_ID).cloned(),
         error_level: Some(MetadataLevel::Minimal),
         account: None,
-        origin: headers.get("origin").and_then(|v| v.to_str().ok()).map(str::to_owned),
+        origin: headers
+            .get(http::header::ORIGIN)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned),
         method: req.method().clone(),
         operation: Operation::Unknown,
         error: None,
@@ -248,13 +252,13 @@ fn finish(resp: &mut Response, meta: &Meta) {
     resp.set_static("server", concat!("Tafel/", env!("CARGO_PKG_VERSION")));
     if resp
         .headers
-        .get("content-type")
+        .get(http::header::CONTENT_TYPE)
         .is_some_and(|c| c.as_bytes().starts_with(b"application/json"))
     {
         resp.set_static("dataserviceversion", "3.0;");
     }
     if let Some(id) = &meta.client_request_id {
-        resp.headers.insert("x-ms-client-request-id", id.clone());
+        resp.headers.insert(X_MS_CLIENT_REQUEST_ID.clone(), id.clone());
     }
 }
 
@@ -262,7 +266,7 @@ fn finish(resp: &mut Response, meta: &Meta) {
 fn check_content_md5(headers: &HeaderMap, body: &[u8]) -> Result<(), Error> {
     use base64::Engine;
     use md5::Digest;
-    let Some(sent) = headers.get("content-md5") else {
+    let Some(sent) = headers.get(&CONTENT_MD5) else {
         return Ok(());
     };
     let sent = base64::engine::general_purpose::STANDARD
@@ -277,7 +281,7 @@ fn check_content_md5(headers: &HeaderMap, body: &[u8]) -> Result<(), Error> {
 /// Every published `x-ms-version` is accepted (clients.md: never reject a request for
 /// its version alone); only a value that is not a version at all is refused.
 fn check_version(headers: &HeaderMap) -> Result<(), Error> {
-    let Some(v) = headers.get("x-ms-version") else {
+    let Some(v) = headers.get(&X_MS_VERSION) else {
         return Ok(());
     };
     let v = v

@@ -388,7 +388,9 @@ impl ConnState {
                 }
                 // A lost answer (a fault rule) is an error: hyper closes the
                 // connection without answering.
-                let resp = respond(state, long, req).await.map(into_hyper);
+                // Boxed: the whole request's future is kilobytes, and hyper
+                // moves the future it is handed; a box moves as a pointer.
+                let resp = Box::pin(respond(state, long, req)).await.map(into_hyper);
                 charge.answered();
                 resp
             }

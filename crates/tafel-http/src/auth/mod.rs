@@ -11,12 +11,11 @@ mod shared_key;
 
 use std::net::IpAddr;
 
-use hmac::{Hmac, KeyInit, Mac};
+use hmac::Mac;
 use http::HeaderMap;
-use sha2::Sha256;
 use tafel_service::{Access, Error, ErrorCode, Result, Service};
 
-use crate::accounts::Accounts;
+use crate::accounts::{AccountKey, Accounts};
 
 /// What the auth layer needs to know of a request.
 pub struct Signed<'a> {
@@ -42,7 +41,10 @@ pub async fn authenticate(
     oauth: Option<&bearer::OAuth>,
     req: &Signed<'_>,
 ) -> Result<Access> {
-    let auth = req.headers.get("authorization").map(|v| v.to_str().unwrap_or(""));
+    let auth = req
+        .headers
+        .get(http::header::AUTHORIZATION)
+        .map(|v| v.to_str().unwrap_or(""));
     // An unknown account is checked against no keys, so it fails exactly as a
     // wrong signature for a real one does: the answer tells no one which exist.
     let keys = accounts.keys(req.account).unwrap_or_default();
@@ -70,11 +72,10 @@ pub async fn authenticate(
 
 /// Whether `signature` is the HMAC-SHA256 of `string_to_sign` under any of `keys`,
 /// compared in constant time: the check every Shared Key and SAS credential ends in.
-fn signed_by_any(keys: &[Vec<u8>], string_to_sign: &str, signature: &[u8]) -> bool {
+fn signed_by_any(keys: &[AccountKey], string_to_sign: &str, signature: &[u8]) -> bool {
     keys.iter().any(|key| {
-        Hmac::<Sha256>::new_from_slice(key).is_ok_and(|mut mac| {
-            mac.update(string_to_sign.as_bytes());
-            mac.verify_slice(signature).is_ok()
-        })
+        let mut mac = key.mac();
+        mac.update(string_to_sign.as_bytes());
+        mac.verify_slice(signature).is_ok()
     })
 }

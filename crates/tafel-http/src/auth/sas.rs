@@ -18,6 +18,7 @@ use tafel_service::{
 };
 
 use super::Signed;
+use crate::accounts::AccountKey;
 
 fn failed(detail: impl Into<String>) -> Error {
     Error::new(ErrorCode::AuthenticationFailed).with_detail(detail)
@@ -93,7 +94,7 @@ pub(crate) fn account_string_to_sign(account: &str, query: &[(String, String)]) 
 }
 
 /// Checks `sig` against the string-to-sign under each key, in constant time.
-fn check_signature(keys: &[Vec<u8>], string_to_sign: &str, sig: &str) -> Result<()> {
+fn check_signature(keys: &[AccountKey], string_to_sign: &str, sig: &str) -> Result<()> {
     let signature = STANDARD
         .decode(sig.trim())
         .map_err(|_| failed("The signature (sig) is not valid base64."))?;
@@ -190,7 +191,7 @@ fn check_unique(query: &[(String, String)]) -> Result<()> {
 }
 
 /// Verifies a SAS request and returns what it grants.
-pub async fn verify(keys: &[Vec<u8>], service: &Service, req: &Signed<'_>) -> Result<Access> {
+pub async fn verify(keys: &[AccountKey], service: &Service, req: &Signed<'_>) -> Result<Access> {
     let q = req.query;
     check_unique(q)?;
     let sig = param(q, "sig").ok_or_else(|| failed("The shared access signature has an empty sig."))?;
@@ -361,7 +362,7 @@ mod tests {
             mac.update(s.as_bytes());
             STANDARD.encode(mac.finalize().into_bytes())
         };
-        let keys = [k1.clone(), k2.clone()];
+        let keys = [AccountKey::new(k1.clone()), AccountKey::new(k2.clone())];
         assert!(check_signature(&keys, "abc", &sign(&k1, "abc")).is_ok());
         assert!(check_signature(&keys, "abc", &sign(&k2, "abc")).is_ok());
         let wrong = check_signature(&keys, "abd", &sign(&k2, "abc")).map_err(|e| e.code);

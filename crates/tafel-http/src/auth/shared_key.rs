@@ -1,18 +1,22 @@
 //! Shared Key and Shared Key Lite for the Table service (spec/auth.md §2–3).
 
+use std::borrow::Cow;
 use std::time::{Duration, SystemTime};
 
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
+use http::header::{HeaderName, CONTENT_TYPE, DATE};
 use percent_encoding::percent_decode_str;
 use tafel_service::{Error, ErrorCode, Result};
 
 use super::Signed;
+use crate::accounts::AccountKey;
+use crate::names::{CONTENT_MD5, X_MS_DATE};
 
 /// Azure refuses requests dated more than this far from its clock.
 const MAX_SKEW: Duration = Duration::from_secs(15 * 60);
 
-fn header<'a>(req: &'a Signed<'_>, name: &str) -> &'a str {
+fn header<'a>(req: &'a Signed<'_>, name: &HeaderName) -> &'a str {
     req.headers.get(name).and_then(|v| v.to_str().ok()).unwrap_or("")
 }
 
@@ -22,7 +26,7 @@ fn failed(detail: impl Into<String>) -> Error {
 
 /// Checks `SharedKey acct:sig` / `SharedKeyLite acct:sig` against every key of
 /// the account, in constant time per comparison.
-pub fn verify(keys: &[Vec<u8>], req: &Signed<'_>, authorization: &str) -> Result<()> {
+pub fn verify(keys: &[AccountKey], req: &Signed<'_>, authorization: &str) -> Result<()> {
     let (scheme, credential) = authorization
         .trim()
         .split_once(' ')
@@ -48,8 +52,8 @@ pub fn verify(keys: &[Vec<u8>], req: &Signed<'_>, authorization: &str) -> Result
     // Azure signs (and checks the skew of) x-ms-date when the request has one,
     // `Date` only when it has not. Never both: a fresh x-ms-date beside an old
     // signed `Date` would make a captured signature valid again.
-    let date = match header(req, "x-ms-date") {
-        "" => header(req, "date"),
+    let date = match header(req, &X_MS_DATE) {
+        "" => header(req, &DATE),
         d => d,
     };
     if date.is_empty() {
@@ -58,33 +62,38 @@ pub fn verify(keys: &[Vec<u8>], req: &Signed<'_>, authorization: &str) -> Result
     check_skew(date)?;
 
     let comp = req.query.iter().find(|(k, _)| k == "comp").map(|(_, v)| v.as_str());
-    let mut resources = vec![canonical_resource(req.account, req.raw_path, comp)];
+    let mut paths = vec![Cow::Borrowed(req.raw_path)];
     // Clients sign the path they put on the wire; tolerate ones that sign it
     // decoded, unless decoding leaves a `%`: then the decoded form is the wire form
     // of another path, and a signature captured for that one would pass here.
     if let Ok(decoded) = percent_decode_str(req.raw_path).decode_utf8() {
         if decoded != req.raw_path && !decoded.contains('%') {
-            resources.push(canonical_resource(req.account, &decoded, comp));
+            paths.push(decoded);
         }
     }
     // Requests to the path-style secondary (`/acct-secondary/acct/…`, as the SDKs
     // build it) are signed with the primary path.
-    if let Some(rest) = req.raw_path.strip_prefix(&format!("/{}-secondary", req.account)) {
+    let secondary = req.raw_path.strip_prefix('/').and_then(|p| p.strip_prefix(req.account));
+    if let Some(rest) = secondary.and_then(|p| p.strip_prefix("-secondary")) {
         if rest.is_empty() || rest.starts_with('/') {
-            resources.push(canonical_resource(req.account, rest, comp));
+            paths.push(Cow::Borrowed(rest));
         }
     }
-    for resource in &resources {
-        let to_sign = if lite {
-            format!("{date}\n{resource}")
-        } else {
-            format!(
-                "{}\n{}\n{}\n{date}\n{resource}",
-                req.method,
-                header(req, "content-md5"),
-                header(req, "content-type"),
-            )
-        };
+    // The string to sign, built in one buffer (not a `format!` per part):
+    // everything but the canonical resource is the same for every path tried.
+    let mut to_sign = String::with_capacity(160 + req.raw_path.len());
+    if !lite {
+        for part in [req.method, header(req, &CONTENT_MD5), header(req, &CONTENT_TYPE)] {
+            to_sign.push_str(part);
+            to_sign.push('\n');
+        }
+    }
+    to_sign.push_str(date);
+    to_sign.push('\n');
+    let common = to_sign.len();
+    for path in &paths {
+        to_sign.truncate(common);
+        push_canonical_resource(&mut to_sign, req.account, path, comp);
         if super::signed_by_any(keys, &to_sign, &signature) {
             return Ok(());
         }
@@ -94,13 +103,14 @@ pub fn verify(keys: &[Vec<u8>], req: &Signed<'_>, authorization: &str) -> Result
     ))
 }
 
-fn canonical_resource(account: &str, path: &str, comp: Option<&str>) -> String {
-    let mut s = format!("/{account}{path}");
+fn push_canonical_resource(out: &mut String, account: &str, path: &str, comp: Option<&str>) {
+    out.push('/');
+    out.push_str(account);
+    out.push_str(path);
     if let Some(c) = comp {
-        s.push_str("?comp=");
-        s.push_str(c);
+        out.push_str("?comp=");
+        out.push_str(c);
     }
-    s
 }
 
 fn check_skew(date: &str) -> Result<()> {
@@ -151,20 +161,11 @@ mod tests {
             &key,
             &format!("GET\n\n\n{date}\n/devstoreaccount1/devstoreaccount1/Tables"),
         );
-        assert!(verify(
-            std::slice::from_ref(&key),
-            &req,
-            &format!("SharedKey devstoreaccount1:{sig}")
-        )
-        .is_ok());
+        let keys = [AccountKey::new(key.clone())];
+        assert!(verify(&keys, &req, &format!("SharedKey devstoreaccount1:{sig}")).is_ok());
         let lite = sign(&key, &format!("{date}\n/devstoreaccount1/devstoreaccount1/Tables"));
-        assert!(verify(
-            std::slice::from_ref(&key),
-            &req,
-            &format!("SharedKeyLite devstoreaccount1:{lite}")
-        )
-        .is_ok());
-        let err = verify(&[key], &req, &format!("SharedKey devstoreaccount1:{lite}")).map_err(|e| e.code);
+        assert!(verify(&keys, &req, &format!("SharedKeyLite devstoreaccount1:{lite}")).is_ok());
+        let err = verify(&keys, &req, &format!("SharedKey devstoreaccount1:{lite}")).map_err(|e| e.code);
         assert_eq!(err, Err(ErrorCode::AuthenticationFailed));
     }
 
