@@ -24,7 +24,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use redb::{Database, Durability, ReadableDatabase, ReadableTable};
 
 use super::checksums::{seal, unseal};
-use super::commit::{self, Checkpoint, Committed, Pending, ReadView};
+use super::commit::{self, Checkpoint, Committed, Pending, ReadView, ToLog};
 use super::feed_restore;
 use super::schema::{backend_error, decode_u64, garbage, to_store_error, META, NEXT_TABLE_ID, WAL_SEQ};
 use super::writer::LogState;
@@ -106,7 +106,7 @@ fn now_ms() -> u64 {
 pub(super) fn run(
     db: &Database,
     state: &mut LogState,
-    to_log: &mpsc::Sender<Committed>,
+    to_log: &ToLog,
     failed: &AtomicBool,
     op: Op,
     reply: Reply<Outcome>,

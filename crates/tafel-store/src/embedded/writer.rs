@@ -13,7 +13,7 @@ use redb::{Database, Durability};
 use super::apply::{Tables, Writer};
 use super::checkpoint::SinceCheckpoint;
 use super::checksums::seal;
-use super::commit::{self, Checkpoint, Committed, ReadView};
+use super::commit::{self, Checkpoint, Committed, ReadView, ToLog};
 use super::feed::FeedState;
 use super::page_file::Durable;
 use super::schema::*;
@@ -79,7 +79,7 @@ pub(super) fn writer_loop(
     db: &Database,
     mut state: LogState,
     rx: mpsc::Receiver<Job>,
-    log: &mpsc::Sender<Committed>,
+    log: &ToLog,
     failed: &AtomicBool,
 ) {
     let mut trimmed = Instant::now();
@@ -139,13 +139,7 @@ pub(super) fn writer_loop(
 /// Runs one group of jobs in one transaction, commits it (non-durably, or as a
 /// checkpoint) and hands it to the log thread. An empty group with pending
 /// non-durable commits is a plain checkpoint.
-fn run_group(
-    db: &Database,
-    state: &mut LogState,
-    to_log: &mpsc::Sender<Committed>,
-    failed: &AtomicBool,
-    group: Vec<Job>,
-) {
+fn run_group(db: &Database, state: &mut LogState, to_log: &ToLog, failed: &AtomicBool, group: Vec<Job>) {
     let mut committed = Committed {
         deletes_table: group
             .iter()
