@@ -236,6 +236,11 @@ pub(super) enum ToLog {
 }
 
 impl ToLog {
+    /// Whether records are kept, to be replayed after a crash.
+    pub(super) fn keeps_records(&self) -> bool {
+        matches!(self, ToLog::Thread(_))
+    }
+
     pub(super) fn send(&self, c: Committed) -> Result<(), mpsc::SendError<Committed>> {
         match self {
             ToLog::Thread(tx) => tx.send(c),

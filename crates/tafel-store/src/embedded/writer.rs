@@ -180,9 +180,14 @@ fn run_group(db: &Database, state: &mut LogState, to_log: &ToLog, failed: &Atomi
                 if !checkpoint {
                     seq += 1;
                 }
-                let mut meta = tables.meta;
-                let stored = seal(WAL_SEQ.as_bytes(), &seq.to_le_bytes());
-                meta.insert(WAL_SEQ, stored.as_slice()).map_err(backend_error)?;
+                // Replay starts after this record. A log that keeps nothing is
+                // never replayed: there it would be a page of the meta table
+                // copied, and its root updated, in every commit for nothing.
+                if to_log.keeps_records() {
+                    let mut meta = tables.meta;
+                    let stored = seal(WAL_SEQ.as_bytes(), &seq.to_le_bytes());
+                    meta.insert(WAL_SEQ, stored.as_slice()).map_err(backend_error)?;
+                }
             }
         }
         if unchanged {
