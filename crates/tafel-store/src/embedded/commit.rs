@@ -139,7 +139,7 @@ impl Committed {
 
 /// Blocks the writer until the log thread has published every group sent to
 /// it so far, so that new readers see the state as of the writer's last commit.
-/// A stopped log thread drops the request, which ends the wait too.
+/// A stopped log thread fails the request at once, which ends the wait too.
 ///
 /// A checkpoint waits for this. One made while readers were still on an older
 /// state left redb 4.5 with its oldest unprocessed non-durable commit pinned:
@@ -154,9 +154,8 @@ pub(super) fn wait_published(to_log: &ToLog) {
         published: Some(tx),
         ..Committed::default()
     };
-    if to_log.send(marker).is_ok() {
-        let _ = rx.recv();
-    }
+    to_log.send(marker);
+    let _ = rx.recv();
 }
 
 /// The log thread: see the module comment.
@@ -241,15 +240,17 @@ impl ToLog {
         matches!(self, ToLog::Thread(_))
     }
 
-    pub(super) fn send(&self, c: Committed) -> Result<(), mpsc::SendError<Committed>> {
+    /// Hands `c` on; a stopped log thread fails it.
+    pub(super) fn send(&self, c: Committed) {
         match self {
-            ToLog::Thread(tx) => tx.send(c),
-            ToLog::Inline(log) => {
-                // Only the writer thread locks it: never contended, never poisoned
-                // by anything but a panic there, after which what it holds is whole.
-                log.lock().unwrap_or_else(|p| p.into_inner()).handle(vec![c], None);
-                Ok(())
+            ToLog::Thread(tx) => {
+                if let Err(mpsc::SendError(c)) = tx.send(c) {
+                    c.answer(&Err(BackendError::new(FailureKind::Stopped, "the log thread stopped")));
+                }
             }
+            // Only the writer thread locks it: never contended, never poisoned
+            // by anything but a panic there, after which what it holds is whole.
+            ToLog::Inline(log) => log.lock().unwrap_or_else(|p| p.into_inner()).handle(vec![c], None),
         }
     }
 }

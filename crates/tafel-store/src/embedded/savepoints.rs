@@ -18,7 +18,6 @@
 use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use redb::{Database, Durability, ReadableDatabase, ReadableTable};
@@ -211,9 +210,7 @@ pub(super) fn run(
     };
     committed.pending.push(Pending::Savepoint(reply, result));
     committed.result = commit;
-    if let Err(mpsc::SendError(c)) = to_log.send(committed) {
-        c.answer(&Err(BackendError::new(FailureKind::Stopped, "the log thread stopped")));
-    }
+    to_log.send(committed);
 }
 
 fn store_error(e: StoreError) -> BackendError {

@@ -245,7 +245,5 @@ fn run_group(db: &Database, state: &mut LogState, to_log: &ToLog, failed: &Atomi
     }
     #[cfg(test)]
     state.stats.jobs_done.fetch_add(jobs, Ordering::Relaxed);
-    if let Err(mpsc::SendError(c)) = to_log.send(committed) {
-        c.answer(&Err(BackendError::new(FailureKind::Stopped, "the log thread stopped")));
-    }
+    to_log.send(committed);
 }
