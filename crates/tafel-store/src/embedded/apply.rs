@@ -18,24 +18,43 @@ use crate::feed::{ChangeOp, FeedSettings};
 use crate::key::EntityKey;
 use crate::traits::{Decide, Mutation};
 
-/// The store's redb tables, open in one write transaction.
+/// The store's redb tables, open in one write transaction. The two that
+/// entity writes do not touch open on first use: redb looks each open table
+/// up in its table tree twice (at the open and at the commit), in every
+/// group's commit (benchmark-history §23).
 pub(super) struct Tables<'t> {
+    txn: &'t redb::WriteTransaction,
     tables: redb::Table<'t, &'static [u8], &'static [u8]>,
-    order: redb::Table<'t, &'static [u8], ()>,
+    order: Option<redb::Table<'t, &'static [u8], ()>>,
     entities: redb::Table<'t, &'static [u8], &'static [u8]>,
-    pub(super) changes: redb::Table<'t, &'static [u8], &'static [u8]>,
+    changes: Option<redb::Table<'t, &'static [u8], &'static [u8]>>,
     pub(super) meta: redb::Table<'t, &'static str, &'static [u8]>,
 }
 
 impl<'t> Tables<'t> {
     pub(super) fn open(txn: &'t redb::WriteTransaction) -> Result<Self, redb::TableError> {
         Ok(Tables {
+            txn,
             tables: txn.open_table(TABLES)?,
-            order: txn.open_table(TABLE_ORDER)?,
+            order: None,
             entities: txn.open_table(ENTITIES)?,
-            changes: txn.open_table(CHANGES)?,
+            changes: None,
             meta: txn.open_table(META)?,
         })
+    }
+
+    fn order(&mut self) -> Result<&mut redb::Table<'t, &'static [u8], ()>, StoreError> {
+        match &mut self.order {
+            Some(t) => Ok(t),
+            slot @ None => Ok(slot.insert(self.txn.open_table(TABLE_ORDER).map_err(to_store_error)?)),
+        }
+    }
+
+    pub(super) fn changes(&mut self) -> Result<&mut redb::Table<'t, &'static [u8], &'static [u8]>, StoreError> {
+        match &mut self.changes {
+            Some(t) => Ok(t),
+            slot @ None => Ok(slot.insert(self.txn.open_table(CHANGES).map_err(to_store_error)?)),
+        }
     }
 
     /// The byte-keyed table a log op names.
@@ -43,7 +62,7 @@ impl<'t> Tables<'t> {
         match t {
             T_TABLES => Ok(&mut self.tables),
             T_ENTITIES => Ok(&mut self.entities),
-            T_CHANGES => Ok(&mut self.changes),
+            T_CHANGES => self.changes(),
             _ => Err(StoreError::failure(
                 FailureKind::Corrupt,
                 format!("log op on table {t}"),
@@ -56,8 +75,8 @@ impl<'t> Tables<'t> {
         match *op {
             Op::Insert {
                 table: T_ORDER, key, ..
-            } => self.order.insert(key, ()).map(drop).map_err(to_store_error),
-            Op::Remove { table: T_ORDER, key } => self.order.remove(key).map(drop).map_err(to_store_error),
+            } => self.order()?.insert(key, ()).map(drop).map_err(to_store_error),
+            Op::Remove { table: T_ORDER, key } => self.order()?.remove(key).map(drop).map_err(to_store_error),
             Op::Remove { table: T_META, key } => {
                 let key = std::str::from_utf8(key).map_err(to_store_error)?;
                 self.meta.remove(key).map(drop).map_err(to_store_error)
@@ -197,7 +216,7 @@ impl Writer<'_, '_> {
         let mut names = Vec::new();
         for item in self
             .tables
-            .order
+            .order()?
             .range::<&[u8]>(lo.as_slice()..hi.as_slice())
             .map_err(to_store_error)?
         {

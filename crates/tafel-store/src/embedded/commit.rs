@@ -139,7 +139,7 @@ impl Committed {
 
 /// Blocks the writer until the log thread has published every group sent to
 /// it so far, so that new readers see the state as of the writer's last commit.
-/// A stopped log thread drops the request, which ends the wait too.
+/// A stopped log thread fails the request at once, which ends the wait too.
 ///
 /// A checkpoint waits for this. One made while readers were still on an older
 /// state left redb 4.5 with its oldest unprocessed non-durable commit pinned:
@@ -148,52 +148,59 @@ impl Committed {
 /// "Merges with and without checkpoints waiting for readers"). A long
 /// checkpoint gave the log time to catch up; a short one right after a commit
 /// did not.
-pub(super) fn wait_published(to_log: &mpsc::Sender<Committed>) {
+pub(super) fn wait_published(to_log: &ToLog) {
     let (tx, rx) = mpsc::sync_channel(1);
     let marker = Committed {
         published: Some(tx),
         ..Committed::default()
     };
-    if to_log.send(marker).is_ok() {
-        let _ = rx.recv();
-    }
+    to_log.send(marker);
+    let _ = rx.recv();
 }
 
-/// The log thread: see the module comment. After a failed log write or sync the
-/// log's state on disk is unknown, so every later group fails too, `failed`
-/// tells the writer to stop, and readers keep the last durable snapshot; a
-/// restart replays what the log holds.
-pub(super) fn log_loop(
-    mut wal: Wal,
-    rx: mpsc::Receiver<Committed>,
-    shared: &LogShared,
-    hold: Option<&std::sync::Mutex<()>>,
-) {
-    let LogShared {
-        published,
-        ids,
-        failed,
-        spare,
-        durable,
-        stats,
-        feed,
-    } = shared;
-    let mut broken: Option<BackendError> = None;
+/// The log thread: see the module comment.
+pub(super) fn log_loop(mut log: LogSide, rx: mpsc::Receiver<Committed>, hold: Option<&std::sync::Mutex<()>>) {
     while let Ok(first) = rx.recv() {
         let mut batch = vec![first];
         batch.extend(rx.try_iter().take(MAX_GROUP));
-        if broken.is_none() {
-            // Tests hold this to keep committed groups from becoming durable.
+        log.handle(batch, hold);
+    }
+}
+
+/// What the log thread does with the groups the writer committed: write their
+/// records, sync, publish, answer. After a failed log write or sync the log's
+/// state on disk is unknown, so every later group fails too, `failed` tells the
+/// writer to stop, and readers keep the last durable snapshot; a restart
+/// replays what the log holds.
+pub(super) struct LogSide {
+    pub(super) wal: Wal,
+    pub(super) shared: LogShared,
+    pub(super) broken: Option<BackendError>,
+}
+
+impl LogSide {
+    /// Tests hold `hold` to keep committed groups from becoming durable.
+    fn handle(&mut self, mut batch: Vec<Committed>, hold: Option<&std::sync::Mutex<()>>) {
+        let LogShared {
+            published,
+            ids,
+            failed,
+            spare,
+            durable,
+            stats,
+            feed,
+        } = &self.shared;
+        if self.broken.is_none() {
             let held = hold.map(|h| h.lock().unwrap_or_else(|p| p.into_inner()));
-            let written = write_all(&mut wal, durable, stats, &mut batch);
+            let written = write_all(&mut self.wal, durable, stats, &mut batch);
             drop(held);
             if let Err(e) = written {
                 tracing::error!(error = %e, "write-ahead log failed; failing every write until restart");
                 failed.store(true, Ordering::Release);
-                broken = Some(BackendError::caused_by(FailureKind::Io, "write-ahead log", e));
+                self.broken = Some(BackendError::caused_by(FailureKind::Io, "write-ahead log", e));
             }
         }
-        if broken.is_none() {
+        if self.broken.is_none() {
             if let Some(s) = batch.iter().rev().find_map(|c| c.snapshot.clone()) {
                 published.store(s);
                 feed.published.notify_waiters();
@@ -203,7 +210,7 @@ pub(super) fn log_loop(
             }
         }
         for mut c in batch {
-            let result = match &broken {
+            let result = match &self.broken {
                 Some(e) => Err(e.clone()),
                 None => c.result.clone(),
             };
@@ -211,6 +218,39 @@ pub(super) fn log_loop(
                 spare.give(record);
             }
             c.answer(&result);
+        }
+    }
+}
+
+/// Where the writer hands its committed groups.
+pub(super) enum ToLog {
+    /// The log thread, which syncs one group's record while the writer applies
+    /// the next.
+    Thread(mpsc::Sender<Committed>),
+    /// The writer itself, right after each commit, when the log is a sink (in
+    /// memory): there is no sync to overlap, and the hand-off to another thread
+    /// (a futex wake-up each group, and the log thread's own switches) was a
+    /// tenth of the server's CPU per insert (benchmark-history §23).
+    Inline(std::sync::Mutex<LogSide>),
+}
+
+impl ToLog {
+    /// Whether records are kept, to be replayed after a crash.
+    pub(super) fn keeps_records(&self) -> bool {
+        matches!(self, ToLog::Thread(_))
+    }
+
+    /// Hands `c` on; a stopped log thread fails it.
+    pub(super) fn send(&self, c: Committed) {
+        match self {
+            ToLog::Thread(tx) => {
+                if let Err(mpsc::SendError(c)) = tx.send(c) {
+                    c.answer(&Err(BackendError::new(FailureKind::Stopped, "the log thread stopped")));
+                }
+            }
+            // Only the writer thread locks it: never contended, never poisoned
+            // by anything but a panic there, after which what it holds is whole.
+            ToLog::Inline(log) => log.lock().unwrap_or_else(|p| p.into_inner()).handle(vec![c], None),
         }
     }
 }

@@ -49,6 +49,11 @@ pub(super) trait Disk: Send + Sync {
     fn regains_room(&self) -> bool {
         true
     }
+    /// Whether the log's records are dropped, never read back (in memory): there
+    /// is no sync for the log thread to overlap with the writer's next group.
+    fn log_is_sink(&self) -> bool {
+        false
+    }
 }
 
 /// The data directory, held by this process alone while the value lives.

@@ -125,7 +125,7 @@ impl Writer<'_, '_> {
             let mut drop_to = None;
             for item in self
                 .tables
-                .changes
+                .changes()?
                 .range::<&[u8]>(lo.as_slice()..account_end(&account).as_slice())
                 .map_err(to_store_error)?
             {

@@ -12,7 +12,7 @@ use tokio::sync::oneshot;
 
 use super::checkpoint::SinceCheckpoint;
 use super::checksums;
-use super::commit::{self, Published, ReadView};
+use super::commit::{self, Published, ReadView, ToLog};
 use super::disk::Disk;
 use super::feed::FeedState;
 use super::header_copy::HeaderCopy;
@@ -159,7 +159,6 @@ impl Opening {
         let published = Arc::new(ArcSwap::new(ReadView::take(&db)?));
         let ids = Arc::new(TableIds::default());
         let (tx, rx) = mpsc::channel();
-        let (log_tx, log_rx) = mpsc::channel();
         let failed = Arc::new(AtomicBool::new(false));
         stats.log_capacity.store(wal.half(), Ordering::Relaxed);
         let state = LogState {
@@ -171,8 +170,9 @@ impl Opening {
             stats: stats.clone(),
             feed: feed.clone(),
         };
-        let log = {
-            let shared = commit::LogShared {
+        let log = commit::LogSide {
+            wal,
+            shared: commit::LogShared {
                 published: published.clone(),
                 ids: ids.clone(),
                 failed: failed.clone(),
@@ -180,20 +180,28 @@ impl Opening {
                 durable,
                 stats: stats.clone(),
                 feed: feed.clone(),
-            };
-            thread::Builder::new()
+            },
+            broken: None,
+        };
+        // A log that keeps nothing has no sync to overlap: the writer answers.
+        let (to_log, log_thread) = if disk.log_is_sink() && hold.is_none() {
+            (ToLog::Inline(Mutex::new(log)), None)
+        } else {
+            let (log_tx, log_rx) = mpsc::channel();
+            let thread = thread::Builder::new()
                 .name("tafel-log".into())
-                .spawn(move || commit::log_loop(wal, log_rx, &shared, hold.as_deref()))
-                .map_err(to_store_error)?
+                .spawn(move || commit::log_loop(log, log_rx, hold.as_deref()))
+                .map_err(to_store_error)?;
+            (ToLog::Thread(log_tx), Some(thread))
         };
         let writer_failed = failed.clone();
         let writer = thread::Builder::new()
             .name("tafel-writer".into())
             .spawn(move || {
-                writer_loop(&db, state, rx, &log_tx, &writer_failed);
+                writer_loop(&db, state, rx, &to_log, &writer_failed);
                 // The log thread answers what is left, then ends with the channel.
-                drop(log_tx);
-                if log.join().is_err() {
+                drop(to_log);
+                if log_thread.is_some_and(|t| t.join().is_err()) {
                     tracing::error!("the log thread panicked");
                 }
             })

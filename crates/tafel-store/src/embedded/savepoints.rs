@@ -18,13 +18,12 @@
 use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use redb::{Database, Durability, ReadableDatabase, ReadableTable};
 
 use super::checksums::{seal, unseal};
-use super::commit::{self, Checkpoint, Committed, Pending, ReadView};
+use super::commit::{self, Checkpoint, Committed, Pending, ReadView, ToLog};
 use super::feed_restore;
 use super::schema::{backend_error, decode_u64, garbage, to_store_error, META, NEXT_TABLE_ID, WAL_SEQ};
 use super::writer::LogState;
@@ -106,7 +105,7 @@ fn now_ms() -> u64 {
 pub(super) fn run(
     db: &Database,
     state: &mut LogState,
-    to_log: &mpsc::Sender<Committed>,
+    to_log: &ToLog,
     failed: &AtomicBool,
     op: Op,
     reply: Reply<Outcome>,
@@ -211,9 +210,7 @@ pub(super) fn run(
     };
     committed.pending.push(Pending::Savepoint(reply, result));
     committed.result = commit;
-    if let Err(mpsc::SendError(c)) = to_log.send(committed) {
-        c.answer(&Err(BackendError::new(FailureKind::Stopped, "the log thread stopped")));
-    }
+    to_log.send(committed);
 }
 
 fn store_error(e: StoreError) -> BackendError {

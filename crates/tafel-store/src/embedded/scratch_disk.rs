@@ -159,6 +159,10 @@ impl Disk for ScratchDisk {
         // In memory, only writes could free room, and they fail once it is full.
         self.dir.is_some()
     }
+
+    fn log_is_sink(&self) -> bool {
+        self.dir.is_none()
+    }
 }
 
 /// The in-memory store's log: as long as it was made, reading as zeros (no

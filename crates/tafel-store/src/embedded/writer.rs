@@ -13,7 +13,7 @@ use redb::{Database, Durability};
 use super::apply::{Tables, Writer};
 use super::checkpoint::SinceCheckpoint;
 use super::checksums::seal;
-use super::commit::{self, Checkpoint, Committed, ReadView};
+use super::commit::{self, Checkpoint, Committed, ReadView, ToLog};
 use super::feed::FeedState;
 use super::page_file::Durable;
 use super::schema::*;
@@ -79,7 +79,7 @@ pub(super) fn writer_loop(
     db: &Database,
     mut state: LogState,
     rx: mpsc::Receiver<Job>,
-    log: &mpsc::Sender<Committed>,
+    log: &ToLog,
     failed: &AtomicBool,
 ) {
     let mut trimmed = Instant::now();
@@ -139,13 +139,7 @@ pub(super) fn writer_loop(
 /// Runs one group of jobs in one transaction, commits it (non-durably, or as a
 /// checkpoint) and hands it to the log thread. An empty group with pending
 /// non-durable commits is a plain checkpoint.
-fn run_group(
-    db: &Database,
-    state: &mut LogState,
-    to_log: &mpsc::Sender<Committed>,
-    failed: &AtomicBool,
-    group: Vec<Job>,
-) {
+fn run_group(db: &Database, state: &mut LogState, to_log: &ToLog, failed: &AtomicBool, group: Vec<Job>) {
     let mut committed = Committed {
         deletes_table: group
             .iter()
@@ -186,9 +180,14 @@ fn run_group(
                 if !checkpoint {
                     seq += 1;
                 }
-                let mut meta = tables.meta;
-                let stored = seal(WAL_SEQ.as_bytes(), &seq.to_le_bytes());
-                meta.insert(WAL_SEQ, stored.as_slice()).map_err(backend_error)?;
+                // Replay starts after this record. A log that keeps nothing is
+                // never replayed: there it would be a page of the meta table
+                // copied, and its root updated, in every commit for nothing.
+                if to_log.keeps_records() {
+                    let mut meta = tables.meta;
+                    let stored = seal(WAL_SEQ.as_bytes(), &seq.to_le_bytes());
+                    meta.insert(WAL_SEQ, stored.as_slice()).map_err(backend_error)?;
+                }
             }
         }
         if unchanged {
@@ -246,7 +245,5 @@ fn run_group(
     }
     #[cfg(test)]
     state.stats.jobs_done.fetch_add(jobs, Ordering::Relaxed);
-    if let Err(mpsc::SendError(c)) = to_log.send(committed) {
-        c.answer(&Err(BackendError::new(FailureKind::Stopped, "the log thread stopped")));
-    }
+    to_log.send(committed);
 }
