@@ -31,6 +31,18 @@ pub(super) struct Tables<'t> {
     pub(super) meta: redb::Table<'t, &'static str, &'static [u8]>,
 }
 
+/// The table in `slot`, opened in `txn` the first time it is asked for.
+fn opened<'s, 't, K: redb::Key + 'static, V: redb::Value + 'static>(
+    txn: &'t redb::WriteTransaction,
+    slot: &'s mut Option<redb::Table<'t, K, V>>,
+    table: redb::TableDefinition<'_, K, V>,
+) -> Result<&'s mut redb::Table<'t, K, V>, StoreError> {
+    match slot {
+        Some(t) => Ok(t),
+        None => Ok(slot.insert(txn.open_table(table).map_err(to_store_error)?)),
+    }
+}
+
 impl<'t> Tables<'t> {
     pub(super) fn open(txn: &'t redb::WriteTransaction) -> Result<Self, redb::TableError> {
         Ok(Tables {
@@ -44,17 +56,11 @@ impl<'t> Tables<'t> {
     }
 
     fn order(&mut self) -> Result<&mut redb::Table<'t, &'static [u8], ()>, StoreError> {
-        match &mut self.order {
-            Some(t) => Ok(t),
-            slot @ None => Ok(slot.insert(self.txn.open_table(TABLE_ORDER).map_err(to_store_error)?)),
-        }
+        opened(self.txn, &mut self.order, TABLE_ORDER)
     }
 
     pub(super) fn changes(&mut self) -> Result<&mut redb::Table<'t, &'static [u8], &'static [u8]>, StoreError> {
-        match &mut self.changes {
-            Some(t) => Ok(t),
-            slot @ None => Ok(slot.insert(self.txn.open_table(CHANGES).map_err(to_store_error)?)),
-        }
+        opened(self.txn, &mut self.changes, CHANGES)
     }
 
     /// The byte-keyed table a log op names.
