@@ -18,6 +18,12 @@ fn feed_on(store: &EmbeddedStore, age: Duration, max_bytes: Option<u64>) {
     store.set_change_feed(settings).expect("feed on");
 }
 
+/// Turns the feed on and creates table "T", its first change.
+async fn recording(store: &EmbeddedStore, age: Duration, max_bytes: Option<u64>) {
+    feed_on(store, age, max_bytes);
+    store.create_table(ACCOUNT, "T").await.expect("create");
+}
+
 async fn write(store: &EmbeddedStore, rows: &[&str], m: impl Fn(usize) -> Mutation + Send + Sync + 'static) {
     let keys: Vec<EntityKey> = rows.iter().map(|r| EntityKey::new("p", r)).collect();
     let n = keys.len();
@@ -70,8 +76,7 @@ fn every_write_is_recorded_once_in_order_and_a_batch_shares_its_txn() {
             page(&store, ChangesFrom::Oldest).await,
             ChangesRead::NotEnabled
         ));
-        feed_on(&store, Duration::from_secs(3600), None);
-        store.create_table(ACCOUNT, "T").await.expect("create");
+        recording(&store, Duration::from_secs(3600), None).await;
         write(&store, &["a"], |_| Mutation::Put(b"1".to_vec())).await;
         write(&store, &["a"], |_| Mutation::Put(b"2".to_vec())).await;
         write(&store, &["a"], |_| Mutation::Merge(b"3".to_vec())).await;
@@ -130,8 +135,7 @@ fn every_write_is_recorded_once_in_order_and_a_batch_shares_its_txn() {
         drop(store);
         // Positions go on after a reopen, never reused.
         let store = open(dir.path());
-        feed_on(&store, Duration::from_secs(3600), None);
-        store.create_table(ACCOUNT, "T").await.expect("create");
+        recording(&store, Duration::from_secs(3600), None).await;
         assert_eq!(all(&store).await.head, 10);
         store.shutdown().await.expect("shutdown");
     });
@@ -145,8 +149,7 @@ fn the_feed_replays_with_the_data_after_a_crash() {
     let crashed = tempdir().expect("temp dir");
     runtime().block_on(async {
         let store = open(dir.path());
-        feed_on(&store, Duration::from_secs(3600), None);
-        store.create_table(ACCOUNT, "T").await.expect("create");
+        recording(&store, Duration::from_secs(3600), None).await;
         write(&store, &["a", "b"], |i| Mutation::Put(vec![i as u8])).await;
         let pages = store.opening_now().pages.clone();
         pages.wait(pages.last_requested()).expect("durable");
@@ -189,8 +192,7 @@ fn retention_drops_changes_past_their_age() {
     let dir = tempdir().expect("temp dir");
     runtime().block_on(async {
         let store = open(dir.path());
-        feed_on(&store, Duration::from_secs(1), None);
-        store.create_table(ACCOUNT, "T").await.expect("create");
+        recording(&store, Duration::from_secs(1), None).await;
         write(&store, &["a"], |_| Mutation::Put(b"1".to_vec())).await;
         // Everything went: the oldest kept is past the head.
         assert!(matches!(
@@ -216,8 +218,7 @@ fn retention_keeps_each_account_under_its_size() {
     let dir = tempdir().expect("temp dir");
     runtime().block_on(async {
         let store = open(dir.path());
-        feed_on(&store, Duration::from_secs(3600), Some(2000));
-        store.create_table(ACCOUNT, "T").await.expect("create");
+        recording(&store, Duration::from_secs(3600), Some(2000)).await;
         for i in 0..20 {
             write(&store, &[&format!("r{i}")], |_| Mutation::Put(vec![7; 200])).await;
         }
@@ -254,8 +255,7 @@ fn a_restore_never_reuses_a_feed_position() {
     let crashed = tempdir().expect("temp dir");
     runtime().block_on(async {
         let store = open(dir.path());
-        feed_on(&store, Duration::from_secs(3600), None);
-        store.create_table(ACCOUNT, "T").await.expect("create");
+        recording(&store, Duration::from_secs(3600), None).await;
         write(&store, &["a", "b"], |i| Mutation::Put(vec![i as u8])).await;
         store.save_savepoint("s").await.expect("save");
         for r in ["c", "d", "e"] {
