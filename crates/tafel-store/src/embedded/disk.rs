@@ -54,6 +54,12 @@ pub(super) trait Disk: Send + Sync {
     fn log_is_sink(&self) -> bool {
         false
     }
+    /// Whether the store's pages are read back from files, where a row can be
+    /// damaged, so scans check each row's checksum. In memory only they never
+    /// leave this process: checksums guard files, and there are none to guard.
+    fn pages_from_files(&self) -> bool {
+        true
+    }
 }
 
 /// The data directory, held by this process alone while the value lives.

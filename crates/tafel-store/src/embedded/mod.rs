@@ -357,6 +357,7 @@ impl Store for EmbeddedStore {
             generation,
             &key,
             &request,
+            self.inner.disk.pages_from_files(),
             sink,
         )
         .await

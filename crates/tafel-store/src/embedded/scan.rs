@@ -79,7 +79,9 @@ const SLICE_CHECK_EVERY: u32 = 256;
 /// cache, and gives way every [`SCAN_SLICE`]: a long page shares its thread with
 /// other requests, yet the scans in flight never outnumber the runtime's threads
 /// (more threads than cores only time-slice them and evict each other's rows
-/// from the caches).
+/// from the caches). Each row's checksum is checked if `verify` (see
+/// `Disk::pages_from_files`).
+#[allow(clippy::too_many_arguments)]
 pub(super) async fn scan(
     rows: &RowCounts,
     snapshot: &ReadView,
@@ -87,6 +89,7 @@ pub(super) async fn scan(
     generation: u64,
     table_key: &[u8],
     request: &ScanRequest,
+    verify: bool,
     sink: &mut (dyn RowSink + '_),
 ) -> Result<ScanEnd, StoreError> {
     let id = guarded(|| table_id(snapshot, ids, table_key, generation))?;
@@ -105,7 +108,7 @@ pub(super) async fn scan(
                 .entities
                 .range::<&[u8]>((Bound::Included(lo.as_slice()), upper))
                 .map_err(to_store_error)?;
-            Ok(RangeScan::new(iter, id))
+            Ok(RangeScan::new(iter, id, verify))
         })?;
         // A slice at a time behind one guard (see `schema::guarded`): a guard
         // around each row kept redb's iterator from being inlined into the
@@ -133,6 +136,17 @@ struct RangeScan<'a> {
     ahead: VecDeque<(Row<'a>, Row<'a>, Option<bool>)>,
     exhausted: bool,
     table_prefix: [u8; 8],
+    verify: bool,
+}
+
+/// A row's value, its checksum checked if the scan `verify`s.
+#[inline(always)]
+fn value<'r>(verify: bool, k: &Row<'_>, v: &'r Row<'_>) -> Result<&'r [u8], StoreError> {
+    if verify {
+        unseal(k.value(), v.value())
+    } else {
+        Ok(payload(v.value()))
+    }
 }
 
 /// How a slice of a range's scan ended.
@@ -143,12 +157,13 @@ enum Slice {
 }
 
 impl<'a> RangeScan<'a> {
-    fn new(iter: redb::Range<'a, &'static [u8], &'static [u8]>, id: u64) -> Self {
+    fn new(iter: redb::Range<'a, &'static [u8], &'static [u8]>, id: u64, verify: bool) -> Self {
         RangeScan {
             iter,
             ahead: VecDeque::with_capacity(LOOKAHEAD),
             exhausted: false,
             table_prefix: id.to_be_bytes(),
+            verify,
         }
     }
 
@@ -166,6 +181,7 @@ impl<'a> RangeScan<'a> {
     ) -> Result<Slice, StoreError> {
         let prefix = self.table_prefix;
         let in_table = |k: &[u8]| k.starts_with(&prefix);
+        let verify = self.verify;
         let mut since_check = 0u32;
         loop {
             while !self.exhausted && self.ahead.len() < LOOKAHEAD {
@@ -184,7 +200,7 @@ impl<'a> RangeScan<'a> {
                 if in_table(k.value()) {
                     // Checked here, where the filter reads the row anyway; a
                     // damaged row fails the scan rather than match or show wrongly.
-                    let value = unseal(k.value(), v.value())?;
+                    let value = value(verify, k, v)?;
                     ours.set(true);
                     let m = page.matches(entity_key(k.value()), value);
                     ours.set(false);
@@ -200,7 +216,7 @@ impl<'a> RangeScan<'a> {
             let key = entity_key(k.value());
             let (value, matched) = match *matched {
                 Some(m) => (payload(v.value()), Some(m)),
-                None => (unseal(k.value(), v.value())?, None),
+                None => (value(verify, k, v)?, None),
             };
             ours.set(true);
             let matched = matched.unwrap_or_else(|| page.matches(key, value));

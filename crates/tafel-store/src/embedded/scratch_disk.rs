@@ -163,6 +163,10 @@ impl Disk for ScratchDisk {
     fn log_is_sink(&self) -> bool {
         self.dir.is_none()
     }
+
+    fn pages_from_files(&self) -> bool {
+        self.dir.is_some()
+    }
 }
 
 /// The in-memory store's log: as long as it was made, reading as zeros (no
