@@ -32,6 +32,6 @@ mod response;
 #[cfg(test)]
 mod tests;
 
-pub use request::{parse_batch, BatchKind, BatchRequest, SubRequest, MAX_PARTS};
+pub use request::{parse_batch, parse_batch_shared, BatchKind, BatchRequest, SubRequest, MAX_PARTS};
 pub(crate) use response::response_content_type;
 pub use response::{new_boundaries, write_changeset_response, write_query_response, SubResponse};

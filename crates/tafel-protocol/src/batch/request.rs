@@ -1,12 +1,15 @@
 //! Parsing a `$batch` request body into its sub-requests.
 
+use std::borrow::Cow;
+
 use bytes::Bytes;
 use http::header::{HeaderName, HeaderValue};
 use http::HeaderMap;
 use tafel_service::Error;
 
 use super::multipart::{
-    header, multipart_boundary, parse_header_block, split_line, split_parts, truncate_for_message, MediaType,
+    essence_is, header, multipart_boundary, parse_header_block, split_line, split_parts, truncate_for_message, Headers,
+    MediaType,
 };
 
 /// Hard cap on the number of multipart parts (outer parts plus changeset parts)
@@ -105,6 +108,20 @@ fn strip_scheme_and_authority(url: &str) -> &str {
 /// (100 operations, one partition, one table, duplicate rows, allowed verbs) are
 /// the caller's to check.
 pub fn parse_batch(content_type: &str, body: &[u8]) -> Result<BatchRequest, Error> {
+    parse(content_type, body, &Bytes::copy_from_slice)
+}
+
+/// [`parse_batch`] of a body held in `Bytes`: each sub-request's body and header
+/// values are then slices of it, not copies.
+pub fn parse_batch_shared(content_type: &str, body: &Bytes) -> Result<BatchRequest, Error> {
+    // Every slice handed to it was cut from `body` itself, as `slice_ref` needs.
+    parse(content_type, body, &|part| body.slice_ref(part))
+}
+
+/// Bytes for a slice of the body: a copy, or a slice of the shared body.
+type ToBytes<'b> = dyn Fn(&[u8]) -> Bytes + 'b;
+
+fn parse(content_type: &str, body: &[u8], to_bytes: &ToBytes<'_>) -> Result<BatchRequest, Error> {
     let boundary = multipart_boundary(&MediaType::parse(content_type), "batch request")?;
     let mut budget = MAX_PARTS;
     let outer = split_parts(body, &boundary, &mut budget)?;
@@ -130,14 +147,14 @@ pub fn parse_batch(content_type: &str, body: &[u8]) -> Result<BatchRequest, Erro
                 let mut ops = Vec::with_capacity(cs_parts.len());
                 for cs_raw in cs_parts {
                     let (op_headers, op_content) = parse_header_block(cs_raw)?;
-                    let is_http = header(&op_headers, "content-type")
-                        .is_some_and(|ct| MediaType::parse(ct).essence == "application/http");
+                    let is_http =
+                        header(&op_headers, "content-type").is_some_and(|ct| essence_is(ct, "application/http"));
                     if !is_http {
                         return Err(Error::invalid_input(
                             "Each changeset part must have Content-Type application/http.",
                         ));
                     }
-                    ops.push(parse_sub_request(&op_headers, op_content)?);
+                    ops.push(parse_sub_request(&op_headers, op_content, to_bytes)?);
                 }
                 changeset = Some(ops);
             }
@@ -150,7 +167,7 @@ pub fn parse_batch(content_type: &str, body: &[u8]) -> Result<BatchRequest, Erro
                         "A batch request may contain only one operation outside a changeset.",
                     ));
                 }
-                let op = parse_sub_request(&part_headers, content)?;
+                let op = parse_sub_request(&part_headers, content, to_bytes)?;
                 if op.method != "GET" {
                     return Err(Error::invalid_input(
                         "Only a single GET may appear outside a changeset; write operations must be in a changeset.",
@@ -189,7 +206,11 @@ fn mixed_error() -> Error {
 
 /// Parses the `application/http` content of one part: request line, headers,
 /// blank line, body.
-fn parse_sub_request(part_headers: &[(String, String)], mut content: &[u8]) -> Result<SubRequest, Error> {
+fn parse_sub_request(
+    part_headers: &Headers<'_>,
+    mut content: &[u8],
+    to_bytes: &ToBytes<'_>,
+) -> Result<SubRequest, Error> {
     // Tolerate blank lines before the request line (RFC 9112 §2.2).
     let mut line;
     loop {
@@ -208,15 +229,22 @@ fn parse_sub_request(part_headers: &[(String, String)], mut content: &[u8]) -> R
     let (raw_headers, body) = parse_header_block(content)?;
     let mut headers = HeaderMap::with_capacity(raw_headers.len());
     for (name, value) in &raw_headers {
-        let (Ok(name), Ok(value)) = (
-            HeaderName::from_bytes(name.as_bytes()),
-            HeaderValue::from_bytes(value.as_bytes()),
-        ) else {
-            return Err(Error::invalid_input(format!(
+        let invalid = || {
+            Error::invalid_input(format!(
                 "Invalid sub-request header '{}'.",
                 truncate_for_message(name.as_bytes())
-            )));
+            ))
         };
+        let name = match known_name(name) {
+            Some(known) => known,
+            None => HeaderName::from_bytes(name.as_bytes()).map_err(|_| invalid())?,
+        };
+        // A value as sent is a slice of the body; a folded one was joined anew.
+        let value = match value {
+            Cow::Borrowed(v) => HeaderValue::from_maybe_shared(to_bytes(v.as_bytes())),
+            Cow::Owned(v) => HeaderValue::from_bytes(v.as_bytes()),
+        }
+        .map_err(|_| invalid())?;
         headers
             .try_append(name, value)
             .map_err(|_| Error::invalid_input("Too many headers in a batch part."))?;
@@ -230,9 +258,25 @@ fn parse_sub_request(part_headers: &[(String, String)], mut content: &[u8]) -> R
         method,
         url,
         headers,
-        body: Bytes::copy_from_slice(body),
+        body: to_bytes(body),
         content_id,
     })
+}
+
+/// The header names batch operations carry that `http` does not know: made
+/// from these, they need no allocation of their own (`HeaderName::from_bytes`
+/// copies a name it does not know, lower-cased).
+fn known_name(name: &str) -> Option<HeaderName> {
+    const KNOWN: [&str; 6] = [
+        "prefer",
+        "dataserviceversion",
+        "maxdataserviceversion",
+        "content-id",
+        "x-http-method",
+        "x-ms-version",
+    ];
+    let known = KNOWN.iter().find(|k| k.eq_ignore_ascii_case(name))?;
+    Some(HeaderName::from_static(known))
 }
 
 /// `VERB SP target [SP HTTP/x.y]`. The target may contain spaces (sloppy

@@ -3,6 +3,7 @@
 //! write, and answer per operation — or with the single failing operation.
 
 use std::collections::HashSet;
+use std::hash::BuildHasher;
 
 use http::{Method, StatusCode};
 use tafel_service::model::{etag_for, Entity};
@@ -11,13 +12,13 @@ use tafel_service::{Error, ErrorCode, Result, Service, WriteKind, WriteOp};
 use super::entities::{decode_write, entity_response_body, get};
 use super::{metadata_level, prefer};
 use crate::batch::{
-    new_boundaries, parse_batch, response_content_type, write_changeset_response, write_query_response, BatchKind,
-    SubRequest, SubResponse,
+    new_boundaries, parse_batch_shared, response_content_type, write_changeset_response, write_query_response,
+    BatchKind, SubRequest, SubResponse,
 };
 use crate::error_body;
 use crate::json::{content_type, negotiate, MetadataLevel};
 use crate::request::{effective_method, parse_query, Context, Request, Response};
-use crate::resource::{self, entity_path, Resource};
+use crate::resource::{self, push_entity_keys, Resource};
 
 /// Azure's limit of operations in one changeset.
 pub(crate) const MAX_OPERATIONS: usize = 100;
@@ -57,15 +58,18 @@ impl Op {
     }
 }
 
-/// The sub-request as a protocol request: account stripped from its path.
+/// The sub-request as a protocol request: account stripped from its path. Its
+/// headers are left empty for the caller to move or copy in.
 fn sub_request(cx: &Context, sub: &SubRequest) -> Result<Request> {
     let target = sub.path_and_query();
     let (path, query) = match target.split_once('?') {
         Some((p, q)) => (p, Some(q)),
         None => (target, None),
     };
-    let account_prefix = format!("/{}", cx.caller.account);
-    let path = match path.strip_prefix(&account_prefix) {
+    let path = match path
+        .strip_prefix('/')
+        .and_then(|p| p.strip_prefix(cx.caller.account.as_str()))
+    {
         Some(rest) if rest.is_empty() || rest.starts_with('/') => rest,
         _ => path,
     };
@@ -76,34 +80,97 @@ fn sub_request(cx: &Context, sub: &SubRequest) -> Result<Request> {
         method,
         path: path.to_owned(),
         query: parse_query(query),
-        headers: sub.headers.clone(),
+        headers: http::HeaderMap::new(),
         body: sub.body.clone(),
     })
 }
 
-fn decode_op(cx: &Context, index: usize, sub: &SubRequest) -> Result<Op> {
-    let req = sub_request(cx, sub)?;
-    let level = negotiate(None, req.header("accept"))?;
-    let content_id = sub.content_id.clone().unwrap_or_else(|| (index + 1).to_string());
-    let Some((table, write)) = decode_write(&req, resource::parse(&req.path)?)? else {
-        return Err(Error::invalid_input(
-            "A changeset may only contain entity insert, update, merge and delete operations.",
-        ));
+/// The metadata level an error part about `sub` is written in.
+fn error_level(headers: &http::HeaderMap) -> MetadataLevel {
+    negotiate(None, headers.get("accept").and_then(|v| v.to_str().ok())).unwrap_or(MetadataLevel::Minimal)
+}
+
+/// Why a changeset failed: the operation at fault, and how its error part is written.
+struct Failed {
+    index: usize,
+    error: Error,
+    content_id: String,
+    level: MetadataLevel,
+}
+
+impl Failed {
+    /// A failure of operation `index`, still as sent.
+    fn of(subs: &[SubRequest], index: usize, error: Error) -> Failed {
+        let sub = subs.get(index);
+        Failed {
+            index,
+            error,
+            content_id: sub
+                .and_then(|s| s.content_id.clone())
+                .unwrap_or_else(|| (index + 1).to_string()),
+            level: sub.map_or(MetadataLevel::Minimal, |s| error_level(&s.headers)),
+        }
+    }
+
+    /// A failure of the decoded operation `op`, number `index`.
+    fn of_op(op: &Op, index: usize, error: Error) -> Failed {
+        Failed {
+            index,
+            error,
+            content_id: op.content_id.clone(),
+            level: op.level,
+        }
+    }
+
+    fn part(&self, cx: &Context) -> SubResponse {
+        error_part(cx, &self.error, self.index, &self.content_id, self.level)
+    }
+}
+
+/// Decodes operation `index`, moving its headers and Content-ID out of `sub`
+/// (they are not copied per operation) once it decoded.
+fn decode_op(cx: &Context, index: usize, sub: &mut SubRequest) -> std::result::Result<Op, Failed> {
+    let fail = |sub: &SubRequest, error: Error| Failed {
+        index,
+        error,
+        content_id: sub.content_id.clone().unwrap_or_else(|| (index + 1).to_string()),
+        level: error_level(&sub.headers),
     };
-    Ok(Op {
-        write,
-        table,
-        content_id,
-        level,
-        prefer: prefer(&req),
-    })
+    let mut req = match sub_request(cx, sub) {
+        Ok(req) => req,
+        Err(e) => return Err(fail(sub, e)),
+    };
+    req.headers = std::mem::take(&mut sub.headers);
+    let decoded = (|| {
+        let level = negotiate(None, req.header("accept"))?;
+        let Some((table, write)) = decode_write(&req, resource::parse(&req.path)?)? else {
+            return Err(Error::invalid_input(
+                "A changeset may only contain entity insert, update, merge and delete operations.",
+            ));
+        };
+        Ok((level, table, write))
+    })();
+    match decoded {
+        Ok((level, table, write)) => Ok(Op {
+            write,
+            table,
+            content_id: sub.content_id.take().unwrap_or_else(|| (index + 1).to_string()),
+            level,
+            prefer: prefer(&req),
+        }),
+        Err(e) => {
+            // Its error part still reads its headers.
+            sub.headers = std::mem::take(&mut req.headers);
+            Err(fail(sub, e))
+        }
+    }
 }
 
 /// The error part of a failed changeset.
 fn error_part(cx: &Context, error: &Error, index: usize, content_id: &str, level: MetadataLevel) -> SubResponse {
     let (ct, body) = error_body::json(error, level, &cx.request_id, Some(index));
     SubResponse::new(error.status())
-        .header("Content-ID", content_id)
+        .header("Content-ID", content_id.to_owned())
         .header("X-Content-Type-Options", "nosniff")
         .header("Cache-Control", "no-cache")
         .header("DataServiceVersion", "3.0;")
@@ -111,63 +178,74 @@ fn error_part(cx: &Context, error: &Error, index: usize, content_id: &str, level
         .body(body)
 }
 
-/// Checks the changeset rules and decodes every operation; the error carries
-/// the index of the operation at fault.
-fn decode_changeset(cx: &Context, subs: &[SubRequest]) -> std::result::Result<Vec<Op>, (usize, Error)> {
+/// Checks the changeset rules and decodes every operation.
+fn decode_changeset(cx: &Context, subs: &mut [SubRequest]) -> std::result::Result<Vec<Op>, Failed> {
     if subs.is_empty() {
-        return Err((0, Error::invalid_input("The changeset contains no operations.")));
-    }
-    if subs.len() > MAX_OPERATIONS {
-        return Err((
+        return Err(Failed::of(
+            subs,
             0,
-            Error::invalid_input("The batch request operation exceeds the maximum 100 changes per change set."),
+            Error::invalid_input("The changeset contains no operations."),
         ));
     }
+    if subs.len() > MAX_OPERATIONS {
+        let e = Error::invalid_input("The batch request operation exceeds the maximum 100 changes per change set.");
+        return Err(Failed::of(subs, 0, e));
+    }
     let mut ops: Vec<Op> = Vec::with_capacity(subs.len());
+    // Row keys by hash, so that no key is copied to find duplicates; a hash
+    // seen before is checked against the keys themselves.
+    let hasher = std::collections::hash_map::RandomState::new();
     let mut seen = HashSet::with_capacity(subs.len());
-    for (i, sub) in subs.iter().enumerate() {
-        let op = decode_op(cx, i, sub).map_err(|e| (i, e))?;
+    for (i, sub) in subs.iter_mut().enumerate() {
+        let op = decode_op(cx, i, sub)?;
         if let Some(first) = ops.first() {
             if !first.table.eq_ignore_ascii_case(&op.table) {
-                return Err((
-                    i,
-                    Error::invalid_input("All operations of a changeset must target the same table."),
-                ));
+                let e = Error::invalid_input("All operations of a changeset must target the same table.");
+                return Err(Failed::of_op(&op, i, e));
             }
             if first.write.entity.partition_key != op.write.entity.partition_key {
-                return Err((i, Error::new(ErrorCode::CommandsInBatchActOnDifferentPartitions)));
+                let e = Error::new(ErrorCode::CommandsInBatchActOnDifferentPartitions);
+                return Err(Failed::of_op(&op, i, e));
             }
         }
-        if !seen.insert(op.write.entity.row_key.clone()) {
-            return Err((i, Error::new(ErrorCode::InvalidDuplicateRow)));
+        let rk = &op.write.entity.row_key;
+        if !seen.insert(hasher.hash_one(rk)) && ops.iter().any(|o| &o.write.entity.row_key == rk) {
+            return Err(Failed::of_op(&op, i, Error::new(ErrorCode::InvalidDuplicateRow)));
         }
         ops.push(op);
     }
     Ok(ops)
 }
 
+/// `{base_url}/{table}(PartitionKey='…',RowKey='…')`, built in one buffer.
+fn location(base_url: &str, table: &str, pk: &str, rk: &str) -> String {
+    let mut out = Vec::with_capacity(base_url.len() + table.len() + pk.len() + rk.len() + 40);
+    out.extend_from_slice(base_url.as_bytes());
+    out.push(b'/');
+    out.extend_from_slice(table.as_bytes());
+    push_entity_keys(&mut out, pk, rk);
+    // UTF-8 pieces and ASCII keys: never lossy, and the buffer is kept.
+    String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+}
+
 /// The response part of a committed operation; takes the op so an inserted
-/// entity echoed back is not copied.
-fn success_part(cx: &Context, op: Op, ts: tafel_service::model::DateTime) -> SubResponse {
+/// entity echoed back is not copied. `etag` is the batch's: one commit, one time.
+fn success_part(cx: &Context, op: Op, ts: tafel_service::model::DateTime, etag: &str) -> SubResponse {
     let mut part = SubResponse::new(204)
-        .header("Content-ID", &op.content_id)
+        .header("Content-ID", op.content_id)
         .header("X-Content-Type-Options", "nosniff")
         .header("Cache-Control", "no-cache")
         .header("DataServiceVersion", "3.0;");
     let e = &op.write.entity;
     match op.write.kind {
         WriteKind::Insert => {
-            let location = format!(
-                "{}/{}",
-                cx.base_url,
-                entity_path(&op.table, &e.partition_key, &e.row_key)
-            );
+            let location = location(&cx.base_url, &op.table, &e.partition_key, &e.row_key);
             if op.prefer == Some(false) {
                 part = part
                     .header("Preference-Applied", "return-no-content")
-                    .header("Location", &location)
-                    .header("DataServiceId", &location)
-                    .header("ETag", etag_for(ts));
+                    .header("Location", location.clone())
+                    .header("DataServiceId", location)
+                    .header("ETag", etag.to_owned());
             } else {
                 let mut entity = op.write.entity;
                 entity.timestamp = Some(ts);
@@ -177,50 +255,44 @@ fn success_part(cx: &Context, op: Op, ts: tafel_service::model::DateTime) -> Sub
                 }
                 part = part
                     .header("Content-Type", content_type(op.level))
-                    .header("Location", &location)
-                    .header("ETag", etag_for(ts))
+                    .header("Location", location)
+                    .header("ETag", etag.to_owned())
                     .body(entity_response_body(cx, op.level, &op.table, &entity, None));
             }
         }
-        WriteKind::Replace | WriteKind::Merge => part = part.header("ETag", etag_for(ts)),
+        WriteKind::Replace | WriteKind::Merge => part = part.header("ETag", etag.to_owned()),
         WriteKind::Delete => {}
     }
     part
 }
 
-async fn changeset(svc: &Service, cx: &Context, subs: &[SubRequest]) -> Vec<SubResponse> {
-    let level_of = |i: usize| {
-        subs.get(i)
-            .and_then(|s| negotiate(None, s.header_str("accept")).ok())
-            .unwrap_or(MetadataLevel::Minimal)
-    };
-    let content_id_of = |i: usize| {
-        subs.get(i)
-            .and_then(|s| s.content_id.clone())
-            .unwrap_or_else(|| (i + 1).to_string())
-    };
+async fn changeset(svc: &Service, cx: &Context, subs: &mut [SubRequest]) -> Vec<SubResponse> {
     let mut ops = match decode_changeset(cx, subs) {
         Ok(ops) => ops,
-        Err((i, e)) => return vec![error_part(cx, &e, i, &content_id_of(i), level_of(i))],
+        Err(f) => return vec![f.part(cx)],
     };
     let table = ops[0].table.clone();
     let writes = ops.iter_mut().map(Op::take_write).collect();
     match svc.write(&cx.caller, &table, writes).await {
-        Ok(ts) => ops.into_iter().map(|op| success_part(cx, op, ts)).collect(),
-        Err(f) => vec![error_part(
-            cx,
-            &f.error,
-            f.index,
-            &content_id_of(f.index),
-            level_of(f.index),
-        )],
+        Ok(ts) => {
+            let etag = etag_for(ts);
+            ops.into_iter().map(|op| success_part(cx, op, ts, &etag)).collect()
+        }
+        Err(f) => {
+            let failed = match ops.get(f.index) {
+                Some(op) => Failed::of_op(op, f.index, f.error),
+                None => Failed::of(subs, f.index, f.error),
+            };
+            vec![failed.part(cx)]
+        }
     }
 }
 
 /// A batch holding one lone GET of an entity.
 async fn query(svc: &Service, cx: &Context, sub: &SubRequest) -> SubResponse {
     let result = async {
-        let req = sub_request(cx, sub)?;
+        let mut req = sub_request(cx, sub)?;
+        req.headers = sub.headers.clone();
         match resource::parse(&req.path)? {
             Resource::Entity {
                 table,
@@ -236,10 +308,10 @@ async fn query(svc: &Service, cx: &Context, sub: &SubRequest) -> SubResponse {
     let content_id = sub.content_id.clone().unwrap_or_else(|| "1".to_owned());
     match result {
         Ok(resp) => {
-            let mut part = SubResponse::new(resp.status.as_u16()).header("Content-ID", content_id);
+            let mut part = SubResponse::new(resp.status.as_u16()).header("Content-ID", content_id.clone());
             for name in ["content-type", "etag"] {
                 if let Some(v) = resp.headers.get(name).and_then(|v| v.to_str().ok()) {
-                    part = part.header(if name == "etag" { "ETag" } else { "Content-Type" }, v);
+                    part = part.header(if name == "etag" { "ETag" } else { "Content-Type" }, v.to_owned());
                 }
             }
             part.body(resp.body)
@@ -264,10 +336,10 @@ pub async fn batch(svc: &Service, cx: &Context, req: &Request) -> Result<Respons
     let ct = req
         .header("content-type")
         .ok_or_else(|| Error::invalid_input("A batch request needs a multipart/mixed Content-Type."))?;
-    let parsed = parse_batch(ct, &req.body)?;
+    let mut parsed = parse_batch_shared(ct, &req.body)?;
     let (bb, cb) = new_boundaries();
     let body = match parsed.kind {
-        BatchKind::Changeset => write_changeset_response(&bb, &cb, &changeset(svc, cx, &parsed.operations).await),
+        BatchKind::Changeset => write_changeset_response(&bb, &cb, &changeset(svc, cx, &mut parsed.operations).await),
         BatchKind::Query => match parsed.operations.first() {
             Some(sub) => write_query_response(&bb, &query(svc, cx, sub).await),
             None => return Err(Error::invalid_input("The batch contains no operation.")),
