@@ -1,7 +1,7 @@
 //! Entity operations: get, query, insert, update/merge (and their upserts), delete.
 
 use http::StatusCode;
-use tafel_service::model::{etag_for, Entity, StoredRef};
+use tafel_service::model::{etag_bytes, DateTime, Entity, StoredRef};
 use tafel_service::query::Expr;
 use tafel_service::{
     validate, EntityQuery, EntitySink, Error, ErrorCode, IfMatch, Result, Service, WriteKind, WriteOp,
@@ -12,8 +12,6 @@ use crate::continuation;
 use crate::json::{content_type, decode_entity, EntityFormat, MetadataLevel};
 use crate::request::{Context, Request, Response};
 use crate::resource::{entity_path, Resource};
-
-pub(crate) const ETAG_HEADER: &str = "etag";
 
 /// `$select` as a list; `None` for all properties.
 fn select(req: &Request) -> Option<Vec<String>> {
@@ -58,7 +56,7 @@ pub(crate) async fn get(
     let mut body = Vec::with_capacity(entity.bytes.len() + 512);
     f.write_stored(&mut body, entity.view(), true)?;
     let mut resp = Response::with_body(StatusCode::OK, content_type(level), body);
-    resp.set(ETAG_HEADER, &etag_for(entity.view().timestamp()?))?;
+    set_etag(&mut resp, entity.view().timestamp()?)?;
     Ok(resp)
 }
 
@@ -108,8 +106,11 @@ pub async fn query(
     let mut resp = Response::with_body(StatusCode::OK, content_type(level), out);
     resp.entities = u32::try_from(written).unwrap_or(u32::MAX);
     if let Some((pk, rk)) = &next {
-        resp.set("x-ms-continuation-nextpartitionkey", &continuation::encode(pk))?;
-        resp.set("x-ms-continuation-nextrowkey", &continuation::encode(rk))?;
+        resp.set(
+            crate::names::X_MS_CONTINUATION_NEXTPARTITIONKEY,
+            &continuation::encode(pk),
+        )?;
+        resp.set(crate::names::X_MS_CONTINUATION_NEXTROWKEY, &continuation::encode(rk))?;
     }
     Ok(resp)
 }
@@ -189,7 +190,7 @@ pub(crate) fn decode_write(req: &Request, resource: Resource<'_>) -> Result<Opti
     // Insert takes no If-Match (whatever a client sends with one is ignored); Delete needs one.
     let if_match = match kind {
         WriteKind::Insert => IfMatch::None,
-        _ => match IfMatch::parse(req.header("if-match"))? {
+        _ => match IfMatch::parse(req.header(http::header::IF_MATCH))? {
             IfMatch::None if kind == WriteKind::Delete => {
                 return Err(Error::with_message(
                     ErrorCode::MissingRequiredHeader,
@@ -200,6 +201,12 @@ pub(crate) fn decode_write(req: &Request, resource: Resource<'_>) -> Result<Opti
         },
     };
     Ok(Some((table.into_owned(), WriteOp { kind, entity, if_match })))
+}
+
+/// The `ETag` header from the stack: no String made to be copied again.
+fn set_etag(resp: &mut Response, ts: DateTime) -> Result<()> {
+    let etag = etag_bytes(ts);
+    resp.set(crate::names::ETAG, std::str::from_utf8(&etag).map_err(Error::internal)?)
 }
 
 /// Runs an entity write and answers as Azure does: 201 with the entity (or 204
@@ -228,15 +235,15 @@ pub async fn write(svc: &Service, cx: &Context, req: &Request, resource: Resourc
                 let body = entity_response_body(cx, level, &table, &entity, None);
                 resp = Response::with_body(StatusCode::CREATED, content_type(level), body);
             }
-            resp.set(ETAG_HEADER, &etag_for(ts))?;
-            resp.set("location", &location)?;
+            set_etag(&mut resp, ts)?;
+            resp.set(crate::names::LOCATION, &location)?;
             if pref == Some(false) {
-                resp.set("dataserviceid", &location)?;
+                resp.set(crate::names::DATASERVICEID, &location)?;
             }
             apply_prefer(&mut resp, pref);
         }
         (WriteKind::Delete, _) => {}
-        _ => resp.set(ETAG_HEADER, &etag_for(ts))?,
+        _ => set_etag(&mut resp, ts)?,
     }
     Ok(resp)
 }

@@ -19,26 +19,33 @@ pub fn content_type(level: MetadataLevel) -> &'static str {
 }
 
 fn level_of(media: &str) -> Option<Result<MetadataLevel>> {
-    let media = media.trim();
-    let mut parts = media.split(';').map(str::trim);
-    let essence = parts.next().unwrap_or("").to_ascii_lowercase();
-    match essence.as_str() {
-        "application/json" => {
-            let odata = parts
-                .filter_map(|p| p.split_once('='))
-                .find(|(k, _)| k.trim().eq_ignore_ascii_case("odata"))
-                .map(|(_, v)| v.trim().to_ascii_lowercase());
-            Some(match odata.as_deref() {
-                None | Some("minimalmetadata") => Ok(MetadataLevel::Minimal),
-                Some("nometadata") => Ok(MetadataLevel::No),
-                Some("fullmetadata") => Ok(MetadataLevel::Full),
-                Some("verbose") => Err(Error::new(ErrorCode::JsonVerboseFormatNotSupported)),
-                Some(_) => Err(Error::new(ErrorCode::MediaTypeNotSupported)),
-            })
-        }
-        "application/atom+xml" | "application/xml" => Some(Err(Error::new(ErrorCode::AtomFormatNotSupported))),
-        "*/*" | "application/*" => Some(Ok(MetadataLevel::Minimal)),
-        _ => None,
+    // Compared without lowercased copies: this runs on every request.
+    let mut parts = media.trim().split(';').map(str::trim);
+    let essence = parts.next().unwrap_or("");
+    let is = |m: &str| essence.eq_ignore_ascii_case(m);
+    if is("application/json") {
+        let odata = parts
+            .filter_map(|p| p.split_once('='))
+            .find(|(k, _)| k.trim().eq_ignore_ascii_case("odata"))
+            .map(|(_, v)| v.trim());
+        let odata_is = |m: &str| odata.is_some_and(|v| v.eq_ignore_ascii_case(m));
+        Some(if odata.is_none() || odata_is("minimalmetadata") {
+            Ok(MetadataLevel::Minimal)
+        } else if odata_is("nometadata") {
+            Ok(MetadataLevel::No)
+        } else if odata_is("fullmetadata") {
+            Ok(MetadataLevel::Full)
+        } else if odata_is("verbose") {
+            Err(Error::new(ErrorCode::JsonVerboseFormatNotSupported))
+        } else {
+            Err(Error::new(ErrorCode::MediaTypeNotSupported))
+        })
+    } else if is("application/atom+xml") || is("application/xml") {
+        Some(Err(Error::new(ErrorCode::AtomFormatNotSupported)))
+    } else if is("*/*") || is("application/*") {
+        Some(Ok(MetadataLevel::Minimal))
+    } else {
+        None
     }
 }
 
