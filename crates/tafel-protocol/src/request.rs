@@ -74,6 +74,14 @@ impl Response {
         r
     }
 
+    /// [`Response::with_body`] with a content type made at compile time.
+    pub fn with_body_typed(status: StatusCode, content_type: HeaderValue, body: impl Into<Bytes>) -> Self {
+        let mut r = Response::new(status);
+        r.headers.insert(http::header::CONTENT_TYPE, content_type);
+        r.body = body.into();
+        r
+    }
+
     /// Sets a header. A value that is not valid header text is an internal error
     /// the caller sees: our values come from validated input, so it is a bug.
     /// Names come from [`crate::names`], made at compile time.
@@ -82,6 +90,13 @@ impl Response {
             .map_err(|_| Error::internal(format!("the {name} header's value is not valid header text")))?;
         self.headers.insert(name, v);
         Ok(())
+    }
+
+    /// A header whose value was made at compile time (`const { HeaderValue::from_static(…) }`):
+    /// neither copied nor checked per response, where `from_static` at run time
+    /// checks every byte (benchmark-history §23).
+    pub fn set_value(&mut self, name: HeaderName, value: HeaderValue) {
+        self.headers.insert(name, value);
     }
 
     /// A header whose value is a constant: no copy per response.

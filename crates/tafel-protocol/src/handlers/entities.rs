@@ -9,7 +9,7 @@ use tafel_service::{
 
 use super::{apply_prefer, metadata_level, open_query_body, prefer, require_json_body, top, unsupported_options};
 use crate::continuation;
-use crate::json::{content_type, decode_entity, EntityFormat, MetadataLevel};
+use crate::json::{content_type_value, decode_entity, EntityFormat, MetadataLevel};
 use crate::request::{Context, Request, Response};
 use crate::resource::{entity_path, Resource};
 
@@ -55,7 +55,7 @@ pub(crate) async fn get(
     let f = EntityFormat::new(level, &cx.base_url, &cx.caller.account, table, sel.as_deref());
     let mut body = Vec::with_capacity(entity.bytes.len() + 512);
     f.write_stored(&mut body, entity.view(), true)?;
-    let mut resp = Response::with_body(StatusCode::OK, content_type(level), body);
+    let mut resp = Response::with_body_typed(StatusCode::OK, content_type_value(level), body);
     set_etag(&mut resp, entity.view().timestamp()?)?;
     Ok(resp)
 }
@@ -103,7 +103,7 @@ pub async fn query(
     let written = rows.written;
     let mut out = rows.out;
     out.extend_from_slice(b"]}");
-    let mut resp = Response::with_body(StatusCode::OK, content_type(level), out);
+    let mut resp = Response::with_body_typed(StatusCode::OK, content_type_value(level), out);
     resp.entities = u32::try_from(written).unwrap_or(u32::MAX);
     if let Some((pk, rk)) = &next {
         resp.set(
@@ -233,7 +233,7 @@ pub async fn write(svc: &Service, cx: &Context, req: &Request, resource: Resourc
             if let Some(mut entity) = echo {
                 entity.timestamp = Some(ts);
                 let body = entity_response_body(cx, level, &table, &entity, None);
-                resp = Response::with_body(StatusCode::CREATED, content_type(level), body);
+                resp = Response::with_body_typed(StatusCode::CREATED, content_type_value(level), body);
             }
             set_etag(&mut resp, ts)?;
             resp.set(crate::names::LOCATION, &location)?;

@@ -7,7 +7,7 @@ mod entities;
 mod service;
 mod tables;
 
-use http::{Method, StatusCode};
+use http::{HeaderValue, Method, StatusCode};
 use tafel_service::{validate, Error, ErrorCode, Result, Service};
 
 use crate::json::{negotiate, write_json_str, MetadataLevel};
@@ -194,9 +194,15 @@ pub(crate) fn apply_prefer(resp: &mut Response, prefer: Option<bool>) {
             resp.status = StatusCode::NO_CONTENT;
             resp.body = bytes::Bytes::new();
             resp.headers.remove(crate::names::CONTENT_TYPE);
-            resp.set_static(crate::names::PREFERENCE_APPLIED, "return-no-content");
+            resp.set_value(
+                crate::names::PREFERENCE_APPLIED,
+                const { HeaderValue::from_static("return-no-content") },
+            );
         }
-        Some(true) => resp.set_static(crate::names::PREFERENCE_APPLIED, "return-content"),
+        Some(true) => resp.set_value(
+            crate::names::PREFERENCE_APPLIED,
+            const { HeaderValue::from_static("return-content") },
+        ),
         None => {}
     }
 }
