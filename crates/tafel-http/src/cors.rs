@@ -130,7 +130,7 @@ pub async fn preflight(service: &Service, accounts: &Accounts, account: &str, he
         .ok_or_else(|| Error::new(ErrorCode::CorsPreflightFailure))?;
     let mut resp = Response::new(StatusCode::OK);
     for (name, value) in found {
-        resp.set(name, &value)?;
+        resp.set(http::HeaderName::from_static(name), &value)?;
     }
     Ok(resp)
 }
@@ -144,7 +144,7 @@ pub(crate) async fn decorate(service: &Service, account: &str, origin: &str, met
     for (name, value) in actual_headers(&rules, origin, method) {
         // A value that is not header text was logged as an internal error by `set`;
         // the response itself stands without that header.
-        let _ = resp.set(name, &value);
+        let _ = resp.set(http::HeaderName::from_static(name), &value);
     }
 }
 

@@ -12,7 +12,7 @@ use http_body_util::Full;
 use hyper::body::Incoming;
 
 use crate::addressing;
-use crate::pipeline::{handle, into_hyper, AppState, Https, PeerAddr};
+use crate::pipeline::{handle, into_hyper, AppState, Peer};
 
 /// Where the explorer's calls to the Table API go on the admin listener.
 pub const API_PREFIX: &str = "/api/";
@@ -63,11 +63,11 @@ pub async fn forward(app: Arc<AppState>, mut req: hyper::Request<Incoming>, peer
             req.headers_mut().insert(header::HOST, v);
         }
     }
-    req.extensions_mut().insert(PeerAddr(peer));
-    if peer.ip().is_loopback() {
-        req.extensions_mut().insert(Https);
-    }
-    handle(app, req).await.map(into_hyper).unwrap_or_else(|lost| {
+    let peer = Peer {
+        addr: peer,
+        https: peer.ip().is_loopback(),
+    };
+    handle(app, req, peer).await.map(into_hyper).unwrap_or_else(|lost| {
         let mut r = hyper::Response::new(Full::new(Bytes::from(format!("{lost}\n"))));
         *r.status_mut() = StatusCode::BAD_GATEWAY;
         r

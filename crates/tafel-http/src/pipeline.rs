@@ -46,17 +46,18 @@ pub struct AppState {
     pub throttle: Option<Throttle>,
 }
 
-/// The client's address, put in each request's extensions by the server.
+/// Where a request came from: the client's address, and whether its connection
+/// is TLS. Handed along with the request, not in its extensions: a first insert
+/// there allocates a map and a box per request (benchmark-history §23).
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct PeerAddr(pub SocketAddr);
-
-/// Put in each request's extensions by the server when its connection is TLS.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Https;
+pub(crate) struct Peer {
+    pub addr: SocketAddr,
+    pub https: bool,
+}
 
 struct Meta {
     request_id: String,
-    version: String,
+    version: HeaderValue,
     client_request_id: Option<HeaderValue>,
     /// Error body format: `None` = XML.
     error_level: Option<MetadataLevel>,
@@ -97,10 +98,11 @@ impl std::error::Error for LostAnswer {}
 pub(crate) struct Routed {
     query: Vec<(String, String)>,
     pub route: Route<'static>,
+    peer: Peer,
 }
 
 impl Routed {
-    pub(crate) fn of(req: &hyper::Request<Incoming>) -> Self {
+    pub(crate) fn of(req: &hyper::Request<Incoming>, peer: Peer) -> Self {
         let query = parse_query(req.uri().query());
         let host = addressing::host(req.headers(), req.uri());
         // Without an account the request is refused before its route counts.
@@ -108,14 +110,18 @@ impl Routed {
         // Owned, as it goes with the request, perhaps to another runtime: it copies
         // the names and keys the handler's own parse of the path copied before.
         let route = Route::of(req.method(), path, &query, req.headers()).into_owned();
-        Routed { query, route }
+        Routed { query, route, peer }
     }
 }
 
 /// The response to `req`, or [`LostAnswer`] when a fault rule withholds it
 /// (the request was served all the same).
-pub async fn handle(state: Arc<AppState>, req: hyper::Request<Incoming>) -> Result<Response, LostAnswer> {
-    let routed = Routed::of(&req);
+pub(crate) async fn handle(
+    state: Arc<AppState>,
+    req: hyper::Request<Incoming>,
+    peer: Peer,
+) -> Result<Response, LostAnswer> {
+    let routed = Routed::of(&req, peer);
     handle_routed(state, req, routed).await
 }
 
@@ -137,18 +143,19 @@ pub(crate) async fn handle_routed(
                 headers.get(http::header::AUTHORIZATION).map(HeaderValue::as_bytes),
                 req.uri().query(),
             ),
-            req.extensions().get::<PeerAddr>().map(|p| p.0),
+            Some(routed.peer.addr),
             headers.get(http::header::USER_AGENT).cloned(),
         ),
         false => (Credential::Anonymous, None, None),
     };
     let mut meta = Meta {
         request_id,
+        // The request's own value (shares its buffer, no copy) when it is text.
         version: headers
             .get(&X_MS_VERSION)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned)
-            .unwrap_or_else(|| DEFAULT_VERSION.to_owned()),
+            .filter(|v| v.to_str().is_ok())
+            .cloned()
+            .unwrap_or(HeaderValue::from_static(DEFAULT_VERSION)),
         client_request_id: headers.get(&X_MS_CLIENT_REQUEST_ID).cloned(),
         error_level: Some(MetadataLevel::Minimal),
         account: None,
@@ -189,7 +196,7 @@ pub(crate) async fn handle_routed(
     if state.ops.draining() {
         // The client opens its next request's connection anew, so none is left
         // idle here to be cut when the drain ends.
-        resp.set_static("connection", "close");
+        resp.set_static(tafel_protocol::names::CONNECTION, "close");
     }
     state.ops.finish(&ops::Request {
         started,
@@ -218,8 +225,8 @@ pub fn busy() -> Response {
     let request_id = uuid::Uuid::new_v4().to_string();
     let (ct, body) = error_body::json(&e, MetadataLevel::Minimal, &request_id, None);
     let mut resp = Response::with_body(StatusCode::SERVICE_UNAVAILABLE, ct, body);
-    resp.set_static("x-ms-error-code", e.code.as_str());
-    let _ = resp.set("x-ms-request-id", &request_id); // a UUID: always header text
+    resp.set_static(tafel_protocol::names::X_MS_ERROR_CODE, e.code.as_str());
+    let _ = resp.set(tafel_protocol::names::X_MS_REQUEST_ID, &request_id); // a UUID: always header text
     resp
 }
 
@@ -233,29 +240,35 @@ fn error_response(e: &Error, meta: &Meta, oauth: Option<&OAuth>) -> Response {
     };
     let status = StatusCode::from_u16(e.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let mut resp = Response::with_body(status, ct, body);
-    resp.set_static("x-ms-error-code", e.code.as_str());
+    resp.set_static(tafel_protocol::names::X_MS_ERROR_CODE, e.code.as_str());
     if let (Some(oauth), ErrorCode::InvalidBearerToken | ErrorCode::NoAuthenticationInformation) = (oauth, e.code) {
         // The tenant is configuration, always header text; a failure is logged by `set`.
-        let _ = resp.set("www-authenticate", oauth.challenge());
+        let _ = resp.set(tafel_protocol::names::WWW_AUTHENTICATE, oauth.challenge());
     }
     resp
 }
 
 fn finish(resp: &mut Response, meta: &Meta) {
-    // Both were header text when they came in (a UUID of ours, the request's own
-    // `x-ms-version`); a failure would have been logged by `set` as an internal error.
-    let _ = resp.set("x-ms-request-id", &meta.request_id);
-    let _ = resp.set("x-ms-version", &meta.version);
+    use tafel_protocol::names::{CACHE_CONTROL, DATASERVICEVERSION, SERVER, X_CONTENT_TYPE_OPTIONS};
+    // A UUID of ours, always header text; a failure would have been logged by `set`
+    // as an internal error.
+    let _ = resp.set(tafel_protocol::names::X_MS_REQUEST_ID, &meta.request_id);
+    resp.headers
+        .insert(tafel_protocol::names::X_MS_VERSION, meta.version.clone());
     // No `Date` here: hyper adds it, formatted once a second.
-    resp.set_static("cache-control", "no-cache");
-    resp.set_static("x-content-type-options", "nosniff");
-    resp.set_static("server", concat!("Tafel/", env!("CARGO_PKG_VERSION")));
+    // Values made at compile time: `set_static` checks each byte per response.
+    resp.set_value(CACHE_CONTROL, const { HeaderValue::from_static("no-cache") });
+    resp.set_value(X_CONTENT_TYPE_OPTIONS, const { HeaderValue::from_static("nosniff") });
+    resp.set_value(
+        SERVER,
+        const { HeaderValue::from_static(concat!("Tafel/", env!("CARGO_PKG_VERSION"))) },
+    );
     if resp
         .headers
         .get(http::header::CONTENT_TYPE)
         .is_some_and(|c| c.as_bytes().starts_with(b"application/json"))
     {
-        resp.set_static("dataserviceversion", "3.0;");
+        resp.set_value(DATASERVICEVERSION, const { HeaderValue::from_static("3.0;") });
     }
     if let Some(id) = &meta.client_request_id {
         resp.headers.insert(X_MS_CLIENT_REQUEST_ID.clone(), id.clone());
@@ -314,7 +327,7 @@ async fn run(
 ) -> Result<Response, Error> {
     let (parts, body) = req.into_parts();
     let raw_path = parts.uri.path().to_owned();
-    let Routed { query, route } = routed;
+    let Routed { query, route, peer } = routed;
     if query.iter().any(|(k, _)| k == "comp" || k == "restype") {
         meta.error_level = None;
     }
@@ -328,7 +341,7 @@ async fn run(
         }
     }
     let host = addressing::host(&parts.headers, &parts.uri);
-    let https = parts.extensions.get::<Https>().is_some();
+    let https = peer.https;
     let address = addressing::resolve(host, &raw_path, https)
         .ok_or_else(|| Error::with_message(ErrorCode::InvalidUri, "The request URI names no storage account."))?;
     meta.account = Some(address.account.clone());
@@ -354,7 +367,7 @@ async fn run(
     }
     // Credentials are checked from the head alone, before any body memory is
     // reserved or a byte of the body read: a peer without them holds nothing.
-    let peer = parts.extensions.get::<PeerAddr>().map(|p| p.0.ip());
+    let peer = Some(peer.addr.ip());
     let authenticated = auth::authenticate(
         &state.accounts,
         &state.service,

@@ -38,7 +38,7 @@ use tokio_rustls::server::TlsStream;
 
 use crate::explorer_api;
 use crate::head_budget::{Charge, Metered, MAX_HEAD};
-use crate::pipeline::{busy, handle_routed, into_hyper, AppState, Https, LostAnswer, PeerAddr, Routed};
+use crate::pipeline::{busy, handle_routed, into_hyper, AppState, LostAnswer, Peer, Routed};
 use crate::tls::{self, TlsAcceptor};
 use tafel_protocol::{Lane, Response};
 
@@ -250,8 +250,9 @@ async fn respond(
     state: Arc<AppState>,
     long: LongRuntimes,
     req: hyper::Request<hyper::body::Incoming>,
+    peer: Peer,
 ) -> Result<Response, LostAnswer> {
-    let routed = Routed::of(&req);
+    let routed = Routed::of(&req, peer);
     let (runtime, cancellable) = match routed.route.lane() {
         Lane::Serving => return handle_routed(state, req, routed).await,
         Lane::Query => (long.query, true),
@@ -369,14 +370,11 @@ impl ConnState {
             charge,
             fresh,
         } = conn;
-        let svc = service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
+        let peer = Peer { addr: peer, https };
+        let svc = service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
             // The head has arrived whole: it no longer counts against the head budget.
             charge.serving();
             fresh.arrived();
-            req.extensions_mut().insert(PeerAddr(peer));
-            if https {
-                req.extensions_mut().insert(Https);
-            }
             let (state, long, charge) = (state.clone(), long.clone(), charge.clone());
             async move {
                 if let Some(r) = state
@@ -390,7 +388,7 @@ impl ConnState {
                 // connection without answering.
                 // Boxed: the whole request's future is kilobytes, and hyper
                 // moves the future it is handed; a box moves as a pointer.
-                let resp = Box::pin(respond(state, long, req)).await.map(into_hyper);
+                let resp = Box::pin(respond(state, long, req, peer)).await.map(into_hyper);
                 charge.answered();
                 resp
             }

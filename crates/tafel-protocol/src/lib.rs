@@ -10,6 +10,7 @@ pub mod error_body;
 pub mod filter;
 pub mod handlers;
 pub mod json;
+pub mod names;
 pub mod operation;
 pub mod request;
 mod resource;

@@ -37,7 +37,9 @@ impl Request {
         self.query.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
     }
 
-    pub fn header(&self, name: &str) -> Option<&str> {
+    /// By a prepared name ([`crate::names`]) on the hot paths: a `&str` is parsed
+    /// per lookup.
+    pub fn header(&self, name: impl http::header::AsHeaderName) -> Option<&str> {
         self.headers.get(name).and_then(|v| v.to_str().ok())
     }
 }
@@ -56,7 +58,10 @@ impl Response {
     pub fn new(status: StatusCode) -> Self {
         Response {
             status,
-            headers: HeaderMap::new(),
+            // Room for the ~10 headers every answer gets (`pipeline::finish`, an
+            // entity's ETag and Location) at once: grown from empty, the map was
+            // reallocated several times per response (benchmark-history §23).
+            headers: HeaderMap::with_capacity(12),
             body: Bytes::new(),
             entities: 0,
         }
@@ -64,24 +69,39 @@ impl Response {
 
     pub fn with_body(status: StatusCode, content_type: &'static str, body: impl Into<Bytes>) -> Self {
         let mut r = Response::new(status);
-        r.set_static("content-type", content_type);
+        r.set_static(crate::names::CONTENT_TYPE, content_type);
+        r.body = body.into();
+        r
+    }
+
+    /// [`Response::with_body`] with a content type made at compile time.
+    pub fn with_body_typed(status: StatusCode, content_type: HeaderValue, body: impl Into<Bytes>) -> Self {
+        let mut r = Response::new(status);
+        r.headers.insert(http::header::CONTENT_TYPE, content_type);
         r.body = body.into();
         r
     }
 
     /// Sets a header. A value that is not valid header text is an internal error
     /// the caller sees: our values come from validated input, so it is a bug.
-    pub fn set(&mut self, name: &'static str, value: &str) -> Result<()> {
+    /// Names come from [`crate::names`], made at compile time.
+    pub fn set(&mut self, name: HeaderName, value: &str) -> Result<()> {
         let v = HeaderValue::from_str(value)
             .map_err(|_| Error::internal(format!("the {name} header's value is not valid header text")))?;
-        self.headers.insert(HeaderName::from_static(name), v);
+        self.headers.insert(name, v);
         Ok(())
     }
 
+    /// A header whose value was made at compile time (`const { HeaderValue::from_static(…) }`):
+    /// neither copied nor checked per response, where `from_static` at run time
+    /// checks every byte (benchmark-history §23).
+    pub fn set_value(&mut self, name: HeaderName, value: HeaderValue) {
+        self.headers.insert(name, value);
+    }
+
     /// A header whose value is a constant: no copy per response.
-    pub fn set_static(&mut self, name: &'static str, value: &'static str) {
-        self.headers
-            .insert(HeaderName::from_static(name), HeaderValue::from_static(value));
+    pub fn set_static(&mut self, name: HeaderName, value: &'static str) {
+        self.headers.insert(name, HeaderValue::from_static(value));
     }
 }
 
@@ -97,7 +117,7 @@ pub fn parse_query(raw: Option<&str>) -> Vec<(String, String)> {
 
 /// The verb a request means: `POST` with `X-HTTP-Method` is that verb.
 pub fn effective_method(method: &Method, headers: &HeaderMap) -> Result<Method> {
-    let mut values = headers.get_all("x-http-method").iter();
+    let mut values = headers.get_all(crate::names::X_HTTP_METHOD).iter();
     let Some(first) = values.next() else {
         return Ok(method.clone());
     };
@@ -125,10 +145,13 @@ mod tests {
     #[test]
     fn a_header_value_that_is_not_header_text_is_an_error_not_dropped() {
         let mut resp = Response::new(StatusCode::OK);
-        let err = resp.set("location", "http://x/a\nb").map(|_| ()).unwrap_err();
+        let err = resp
+            .set(crate::names::LOCATION, "http://x/a\nb")
+            .map(|_| ())
+            .unwrap_err();
         assert_eq!(err.code, ErrorCode::InternalError);
         assert!(resp.headers.get("location").is_none());
-        assert!(resp.set("location", "http://x/a%0Ab").is_ok());
+        assert!(resp.set(crate::names::LOCATION, "http://x/a%0Ab").is_ok());
         assert_eq!(resp.headers["location"], "http://x/a%0Ab");
     }
 

@@ -273,8 +273,9 @@ pub fn entity_path(table: &str, pk: &str, rk: &str) -> String {
     let mut out = Vec::with_capacity(table.len() + pk.len() + rk.len() + 32);
     out.extend_from_slice(table.as_bytes());
     push_entity_keys(&mut out, pk, rk);
-    // The table name is UTF-8 and the key part ASCII.
-    String::from_utf8_lossy(&out).into_owned()
+    // The table name is UTF-8 and the key part ASCII, so this never copies; the
+    // checked conversion is a fast scan where `from_utf8_lossy` walked chunks.
+    String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
 
 /// Appends `(PartitionKey='p',RowKey='r')`, the key part of [`entity_path`], as

@@ -346,7 +346,7 @@ pub async fn batch(svc: &Service, cx: &Context, req: &Request) -> Result<Respons
         },
     };
     let mut resp = Response::new(StatusCode::ACCEPTED);
-    resp.set("content-type", &response_content_type(&bb))?;
+    resp.set(crate::names::CONTENT_TYPE, &response_content_type(&bb))?;
     resp.body = body.into();
     Ok(resp)
 }

@@ -120,8 +120,8 @@ pub(super) async fn read(svc: &Service, cx: &Context, req: &Request) -> Result<R
         write_line(&mut body, &cx.caller.account, &cx.base_url, c)?;
     }
     let mut resp = Response::with_body(StatusCode::OK, NDJSON, body);
-    resp.set("x-tafel-next-after", &page.next_after.to_string())?;
-    resp.set("x-tafel-head", &page.head.to_string())?;
+    resp.set(crate::names::X_TAFEL_NEXT_AFTER, &page.next_after.to_string())?;
+    resp.set(crate::names::X_TAFEL_HEAD, &page.head.to_string())?;
     resp.entities = page.changes.len() as u32;
     Ok(resp)
 }

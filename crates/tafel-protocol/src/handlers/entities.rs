@@ -1,7 +1,7 @@
 //! Entity operations: get, query, insert, update/merge (and their upserts), delete.
 
 use http::StatusCode;
-use tafel_service::model::{etag_for, Entity, StoredRef};
+use tafel_service::model::{etag_bytes, DateTime, Entity, StoredRef};
 use tafel_service::query::Expr;
 use tafel_service::{
     validate, EntityQuery, EntitySink, Error, ErrorCode, IfMatch, Result, Service, WriteKind, WriteOp,
@@ -9,11 +9,9 @@ use tafel_service::{
 
 use super::{apply_prefer, metadata_level, open_query_body, prefer, require_json_body, top, unsupported_options};
 use crate::continuation;
-use crate::json::{content_type, decode_entity, EntityFormat, MetadataLevel};
+use crate::json::{content_type_value, decode_entity, EntityFormat, MetadataLevel};
 use crate::request::{Context, Request, Response};
 use crate::resource::{entity_path, Resource};
-
-pub(crate) const ETAG_HEADER: &str = "etag";
 
 /// `$select` as a list; `None` for all properties.
 fn select(req: &Request) -> Option<Vec<String>> {
@@ -57,8 +55,8 @@ pub(crate) async fn get(
     let f = EntityFormat::new(level, &cx.base_url, &cx.caller.account, table, sel.as_deref());
     let mut body = Vec::with_capacity(entity.bytes.len() + 512);
     f.write_stored(&mut body, entity.view(), true)?;
-    let mut resp = Response::with_body(StatusCode::OK, content_type(level), body);
-    resp.set(ETAG_HEADER, &etag_for(entity.view().timestamp()?))?;
+    let mut resp = Response::with_body_typed(StatusCode::OK, content_type_value(level), body);
+    set_etag(&mut resp, entity.view().timestamp()?)?;
     Ok(resp)
 }
 
@@ -105,11 +103,14 @@ pub async fn query(
     let written = rows.written;
     let mut out = rows.out;
     out.extend_from_slice(b"]}");
-    let mut resp = Response::with_body(StatusCode::OK, content_type(level), out);
+    let mut resp = Response::with_body_typed(StatusCode::OK, content_type_value(level), out);
     resp.entities = u32::try_from(written).unwrap_or(u32::MAX);
     if let Some((pk, rk)) = &next {
-        resp.set("x-ms-continuation-nextpartitionkey", &continuation::encode(pk))?;
-        resp.set("x-ms-continuation-nextrowkey", &continuation::encode(rk))?;
+        resp.set(
+            crate::names::X_MS_CONTINUATION_NEXTPARTITIONKEY,
+            &continuation::encode(pk),
+        )?;
+        resp.set(crate::names::X_MS_CONTINUATION_NEXTROWKEY, &continuation::encode(rk))?;
     }
     Ok(resp)
 }
@@ -189,7 +190,7 @@ pub(crate) fn decode_write(req: &Request, resource: Resource<'_>) -> Result<Opti
     // Insert takes no If-Match (whatever a client sends with one is ignored); Delete needs one.
     let if_match = match kind {
         WriteKind::Insert => IfMatch::None,
-        _ => match IfMatch::parse(req.header("if-match"))? {
+        _ => match IfMatch::parse(req.header(http::header::IF_MATCH))? {
             IfMatch::None if kind == WriteKind::Delete => {
                 return Err(Error::with_message(
                     ErrorCode::MissingRequiredHeader,
@@ -200,6 +201,12 @@ pub(crate) fn decode_write(req: &Request, resource: Resource<'_>) -> Result<Opti
         },
     };
     Ok(Some((table.into_owned(), WriteOp { kind, entity, if_match })))
+}
+
+/// The `ETag` header from the stack: no String made to be copied again.
+fn set_etag(resp: &mut Response, ts: DateTime) -> Result<()> {
+    let etag = etag_bytes(ts);
+    resp.set(crate::names::ETAG, std::str::from_utf8(&etag).map_err(Error::internal)?)
 }
 
 /// Runs an entity write and answers as Azure does: 201 with the entity (or 204
@@ -226,17 +233,17 @@ pub async fn write(svc: &Service, cx: &Context, req: &Request, resource: Resourc
             if let Some(mut entity) = echo {
                 entity.timestamp = Some(ts);
                 let body = entity_response_body(cx, level, &table, &entity, None);
-                resp = Response::with_body(StatusCode::CREATED, content_type(level), body);
+                resp = Response::with_body_typed(StatusCode::CREATED, content_type_value(level), body);
             }
-            resp.set(ETAG_HEADER, &etag_for(ts))?;
-            resp.set("location", &location)?;
+            set_etag(&mut resp, ts)?;
+            resp.set(crate::names::LOCATION, &location)?;
             if pref == Some(false) {
-                resp.set("dataserviceid", &location)?;
+                resp.set(crate::names::DATASERVICEID, &location)?;
             }
             apply_prefer(&mut resp, pref);
         }
         (WriteKind::Delete, _) => {}
-        _ => resp.set(ETAG_HEADER, &etag_for(ts))?,
+        _ => set_etag(&mut resp, ts)?,
     }
     Ok(resp)
 }

@@ -7,7 +7,7 @@ mod entities;
 mod service;
 mod tables;
 
-use http::{Method, StatusCode};
+use http::{HeaderValue, Method, StatusCode};
 use tafel_service::{validate, Error, ErrorCode, Result, Service};
 
 use crate::json::{negotiate, write_json_str, MetadataLevel};
@@ -17,7 +17,7 @@ use crate::route::Route;
 
 /// The response's JSON metadata level (`$format` over `Accept`).
 pub fn metadata_level(req: &Request) -> Result<MetadataLevel> {
-    negotiate(req.param("$format"), req.header("accept"))
+    negotiate(req.param("$format"), req.header(http::header::ACCEPT))
 }
 
 /// Whether errors for this request are written as XML (service and ACL
@@ -148,29 +148,39 @@ pub(crate) fn top(req: &Request) -> Result<Option<usize>> {
 
 /// Refuses request bodies that are not JSON.
 pub(crate) fn require_json_body(req: &Request) -> Result<()> {
-    let Some(ct) = req.header("content-type") else {
+    let Some(ct) = req.header(http::header::CONTENT_TYPE) else {
         return Ok(());
     };
-    let essence = ct.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
-    match essence.as_str() {
-        "application/json" | "" => {
-            if ct.to_ascii_lowercase().contains("odata=verbose") {
-                Err(Error::new(ErrorCode::JsonVerboseFormatNotSupported))
-            } else {
-                Ok(())
-            }
+    let essence = ct.split(';').next().unwrap_or("").trim();
+    let is = |m: &str| essence.eq_ignore_ascii_case(m);
+    if is("application/json") || essence.is_empty() {
+        if contains_ignore_ascii_case(ct, "odata=verbose") {
+            Err(Error::new(ErrorCode::JsonVerboseFormatNotSupported))
+        } else {
+            Ok(())
         }
-        "application/atom+xml" | "application/xml" => Err(Error::new(ErrorCode::AtomFormatNotSupported)),
-        _ => Err(Error::new(ErrorCode::MediaTypeNotSupported)),
+    } else if is("application/atom+xml") || is("application/xml") {
+        Err(Error::new(ErrorCode::AtomFormatNotSupported))
+    } else {
+        Err(Error::new(ErrorCode::MediaTypeNotSupported))
     }
+}
+
+/// `haystack.to_ascii_lowercase().contains(needle)` for a lowercase `needle`,
+/// without the copy: these run on every write's headers.
+pub(crate) fn contains_ignore_ascii_case(haystack: &str, needle: &str) -> bool {
+    haystack
+        .as_bytes()
+        .windows(needle.len())
+        .any(|w| w.eq_ignore_ascii_case(needle.as_bytes()))
 }
 
 /// `Prefer: return-no-content` / `return-content`, if sent.
 pub(crate) fn prefer(req: &Request) -> Option<bool> {
-    let p = req.header("prefer")?.to_ascii_lowercase();
-    if p.contains("return-no-content") {
+    let p = req.header(crate::names::PREFER)?;
+    if contains_ignore_ascii_case(p, "return-no-content") {
         Some(false)
-    } else if p.contains("return-content") {
+    } else if contains_ignore_ascii_case(p, "return-content") {
         Some(true)
     } else {
         None
@@ -183,10 +193,16 @@ pub(crate) fn apply_prefer(resp: &mut Response, prefer: Option<bool>) {
         Some(false) => {
             resp.status = StatusCode::NO_CONTENT;
             resp.body = bytes::Bytes::new();
-            resp.headers.remove("content-type");
-            resp.set_static("preference-applied", "return-no-content");
+            resp.headers.remove(crate::names::CONTENT_TYPE);
+            resp.set_value(
+                crate::names::PREFERENCE_APPLIED,
+                const { HeaderValue::from_static("return-no-content") },
+            );
         }
-        Some(true) => resp.set_static("preference-applied", "return-content"),
+        Some(true) => resp.set_value(
+            crate::names::PREFERENCE_APPLIED,
+            const { HeaderValue::from_static("return-content") },
+        ),
         None => {}
     }
 }

@@ -52,7 +52,7 @@ pub async fn query(svc: &Service, cx: &Context, req: &Request) -> Result<Respons
     out.extend_from_slice(b"]}");
     let mut resp = Response::with_body(StatusCode::OK, content_type(level), out);
     if let Some(next) = &page.next_table {
-        resp.set("x-ms-continuation-nexttablename", next)?;
+        resp.set(crate::names::X_MS_CONTINUATION_NEXTTABLENAME, next)?;
     }
     Ok(resp)
 }
@@ -75,8 +75,8 @@ pub async fn create(svc: &Service, cx: &Context, req: &Request) -> Result<Respon
     write_table(&mut out, cx, level, &name, true);
     let mut resp = Response::with_body(StatusCode::CREATED, content_type(level), out);
     let location = format!("{}/Tables('{name}')", cx.base_url);
-    resp.set("location", &location)?;
-    resp.set("dataserviceid", &location)?;
+    resp.set(crate::names::LOCATION, &location)?;
+    resp.set(crate::names::DATASERVICEID, &location)?;
     apply_prefer(&mut resp, prefer(req));
     Ok(resp)
 }
