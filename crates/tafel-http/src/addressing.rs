@@ -121,7 +121,7 @@ pub fn resolve(host: &str, raw_path: &str, https: bool) -> Option<Address> {
             account: s.account.to_owned(),
             path: s.path.to_owned(),
             // `concat`, not `format!`: this runs per request, and the formatting
-            // machinery cost ~1,000 instructions (benchmark-history §23).
+            // machinery cost ~1,000 instructions (benchmark-history §24).
             base_url: [scheme, "://", host, "/", s.account].concat(),
             secondary: s.secondary,
         },

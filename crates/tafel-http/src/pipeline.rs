@@ -48,7 +48,7 @@ pub struct AppState {
 
 /// Where a request came from: the client's address, and whether its connection
 /// is TLS. Handed along with the request, not in its extensions: a first insert
-/// there allocates a map and a box per request (benchmark-history §23).
+/// there allocates a map and a box per request (benchmark-history §24).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Peer {
     pub addr: SocketAddr,

@@ -1,6 +1,6 @@
 //! Header names, made at compile time: `HeaderName::from_static` called
 //! at run time with a name passed in checks and classifies it on every call, ~8
-//! times per response, and a lookup by `&str` parses the name each time (benchmark-history §23).
+//! times per response, and a lookup by `&str` parses the name each time (benchmark-history §24).
 
 use http::HeaderName;
 

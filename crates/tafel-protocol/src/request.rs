@@ -60,7 +60,7 @@ impl Response {
             status,
             // Room for the ~10 headers every answer gets (`pipeline::finish`, an
             // entity's ETag and Location) at once: grown from empty, the map was
-            // reallocated several times per response (benchmark-history §23).
+            // reallocated several times per response (benchmark-history §24).
             headers: HeaderMap::with_capacity(12),
             body: Bytes::new(),
             entities: 0,
@@ -94,7 +94,7 @@ impl Response {
 
     /// A header whose value was made at compile time (`const { HeaderValue::from_static(…) }`):
     /// neither copied nor checked per response, where `from_static` at run time
-    /// checks every byte (benchmark-history §23).
+    /// checks every byte (benchmark-history §24).
     pub fn set_value(&mut self, name: HeaderName, value: HeaderValue) {
         self.headers.insert(name, value);
     }

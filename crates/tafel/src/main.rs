@@ -160,7 +160,7 @@ fn disable_transparent_huge_pages() {}
 /// every refill faulted fresh pages in again, to be zeroed by the kernel on the
 /// writer's and the batch workers' time (with a 256 MiB cache in memory 0.35
 /// page faults per batch entity on the writer against 0.13, and 7-10% of the
-/// batch rate: benchmark-history §23). `MIMALLOC_PURGE_DELAY` still decides
+/// batch rate: benchmark-history §24). `MIMALLOC_PURGE_DELAY` still decides
 /// when it is set.
 fn keep_freed_memory_longer() {
     if std::env::var_os("MIMALLOC_PURGE_DELAY").is_some() {

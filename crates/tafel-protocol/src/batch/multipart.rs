@@ -235,7 +235,7 @@ pub(crate) fn split_line(data: &[u8]) -> (&[u8], &[u8]) {
 
 /// Headers in the order sent: (name as sent, trimmed value), borrowed from the
 /// body unless a value was folded or not UTF-8 (two allocations a header saved,
-/// about ten a batch operation: benchmark-history §23).
+/// about ten a batch operation: benchmark-history §24).
 pub(crate) type Headers<'a> = Vec<(Cow<'a, str>, Cow<'a, str>)>;
 
 /// `bytes` as text (invalid UTF-8 replaced) without leading and trailing

@@ -275,7 +275,7 @@ where
     if single && meta {
         key(out, "odata.metadata");
         // `concat`, not `format!`: the formatting machinery cost ~1,000 instructions
-        // per single-entity answer (benchmark-history §23).
+        // per single-entity answer (benchmark-history §24).
         write_json_str(out, &[f.base_url, "/$metadata#", f.table, "/@Element"].concat());
         out.push(b',');
     }

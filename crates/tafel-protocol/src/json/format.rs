@@ -24,7 +24,7 @@ pub fn content_type(level: MetadataLevel) -> &'static str {
 }
 
 /// [`content_type`] as a header value made at compile time: `from_static` at run
-/// time checks each of its ~65 bytes per response (benchmark-history §23).
+/// time checks each of its ~65 bytes per response (benchmark-history §24).
 pub fn content_type_value(level: MetadataLevel) -> HeaderValue {
     match level {
         MetadataLevel::No => const { HeaderValue::from_static(NO) },
@@ -75,7 +75,7 @@ pub(crate) fn negotiate(format_param: Option<&str>, accept: Option<&str>) -> Res
         return Ok(MetadataLevel::Minimal);
     };
     // What the SDKs send, recognised whole before the general parse (~1,400
-    // instructions, twice per request: benchmark-history §23).
+    // instructions, twice per request: benchmark-history §24).
     match accept {
         "application/json;odata=minimalmetadata" => return Ok(MetadataLevel::Minimal),
         "application/json;odata=nometadata" => return Ok(MetadataLevel::No),
