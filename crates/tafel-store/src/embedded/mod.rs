@@ -349,18 +349,8 @@ impl Store for EmbeddedStore {
     ) -> Result<ScanEnd, StoreError> {
         let key = table_key(account, table);
         let opening = self.opening()?;
-        let (generation, snapshot) = opening.id_view();
-        scan(
-            &self.inner.stats.rows,
-            &snapshot,
-            &opening.ids,
-            generation,
-            &key,
-            &request,
-            self.inner.disk.pages_from_files(),
-            sink,
-        )
-        .await
+        let verify = self.inner.disk.pages_from_files();
+        scan(&opening, &self.inner.stats.rows, &key, &request, verify, sink).await
     }
 
     async fn write_entities(

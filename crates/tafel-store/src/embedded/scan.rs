@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use super::checksums::{payload, unseal};
 use super::commit::ReadView;
+use super::opening::Opening;
 use super::schema::{decode_table, guarded, guarded_from, row_key, to_store_error};
 use super::table_ids::TableIds;
 use crate::error::StoreError;
@@ -80,18 +81,16 @@ const SLICE_CHECK_EVERY: u32 = 256;
 /// (more threads than cores only time-slice them and evict each other's rows
 /// from the caches). Each row's checksum is checked if `verify` (see
 /// `Disk::pages_from_files`).
-#[allow(clippy::too_many_arguments)]
 pub(super) async fn scan(
+    opening: &Opening,
     rows: &RowCounts,
-    snapshot: &ReadView,
-    ids: &TableIds,
-    generation: u64,
     table_key: &[u8],
     request: &ScanRequest,
     verify: bool,
     sink: &mut (dyn RowSink + '_),
 ) -> Result<ScanEnd, StoreError> {
-    let id = guarded(|| table_id(snapshot, ids, table_key, generation))?;
+    let (generation, snapshot) = opening.id_view();
+    let id = guarded(|| table_id(&snapshot, &opening.ids, table_key, generation))?;
     let mut page = PageBuilder::new(request, sink).counted(rows);
     for range in &request.ranges {
         if range.is_empty() {
@@ -131,7 +130,7 @@ type Row<'a> = redb::AccessGuard<'a, &'static [u8]>;
 struct RangeScan<'a> {
     iter: redb::Range<'a, &'static [u8], &'static [u8]>,
     /// Rows pulled, not yet offered, each with whether it matched the filter
-    /// (once known; its checksum was verified then too).
+    /// (once known; its checksum was verified then too, if the scan verifies).
     ahead: Ahead<(Row<'a>, Row<'a>, Option<bool>)>,
     exhausted: bool,
     table_prefix: [u8; 8],
@@ -148,9 +147,10 @@ fn value<'r>(verify: bool, k: &Row<'_>, v: &'r Row<'_>) -> Result<&'r [u8], Stor
     }
 }
 
-/// The rows pulled ahead: a ring whose rows stay where they were put. A
-/// `VecDeque` moved each row (two redb guards, over a hundred bytes) out again
-/// to drop it, with a `memcpy` call per row: 1.5% of a scan.
+/// The rows pulled ahead: a ring whose rows stay where they were put and are
+/// dropped there. A `VecDeque` moved each row (two redb guards, over a hundred
+/// bytes) out again to drop it, with a `memcpy` call per row; the ring took 6%
+/// off a scan's CPU per row (benchmark-history §24).
 struct Ahead<T> {
     slots: [Option<T>; LOOKAHEAD],
     head: usize,
@@ -239,6 +239,8 @@ impl<'a> RangeScan<'a> {
                     Some(Ok((k, v))) => {
                         prefetch(k.value());
                         // All of it: its checksum reads every byte at FILTER_AT.
+                        // Unverified (in memory), the first lines alone measured
+                        // slower all the same (benchmark-history §24).
                         prefetch_lines(v.value(), usize::MAX);
                         self.ahead.push((k, v, None));
                     }
