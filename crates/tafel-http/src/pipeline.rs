@@ -23,7 +23,10 @@ use crate::body;
 use crate::cors;
 use crate::faults::{Effect, Fault, RuleSet, Target};
 use crate::limits::Limits;
-use crate::names::{CONTENT_MD5, X_MS_CLIENT_REQUEST_ID, X_MS_VERSION};
+use crate::names::{
+    CACHE_CONTROL, CONNECTION, CONTENT_MD5, DATASERVICEVERSION, SERVER, WWW_AUTHENTICATE, X_CONTENT_TYPE_OPTIONS,
+    X_MS_CLIENT_REQUEST_ID, X_MS_ERROR_CODE, X_MS_REQUEST_ID, X_MS_VERSION,
+};
 use crate::ops::{self, Credential, Ops};
 use crate::throttle::Throttle;
 
@@ -196,7 +199,7 @@ pub(crate) async fn handle_routed(
     if state.ops.draining() {
         // The client opens its next request's connection anew, so none is left
         // idle here to be cut when the drain ends.
-        resp.set_static(tafel_protocol::names::CONNECTION, "close");
+        resp.set_static(CONNECTION, "close");
     }
     state.ops.finish(&ops::Request {
         started,
@@ -225,8 +228,8 @@ pub fn busy() -> Response {
     let request_id = uuid::Uuid::new_v4().to_string();
     let (ct, body) = error_body::json(&e, MetadataLevel::Minimal, &request_id, None);
     let mut resp = Response::with_body(StatusCode::SERVICE_UNAVAILABLE, ct, body);
-    resp.set_static(tafel_protocol::names::X_MS_ERROR_CODE, e.code.as_str());
-    let _ = resp.set(tafel_protocol::names::X_MS_REQUEST_ID, &request_id); // a UUID: always header text
+    resp.set_static(X_MS_ERROR_CODE, e.code.as_str());
+    let _ = resp.set(X_MS_REQUEST_ID, &request_id); // a UUID: always header text
     resp
 }
 
@@ -240,21 +243,19 @@ fn error_response(e: &Error, meta: &Meta, oauth: Option<&OAuth>) -> Response {
     };
     let status = StatusCode::from_u16(e.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let mut resp = Response::with_body(status, ct, body);
-    resp.set_static(tafel_protocol::names::X_MS_ERROR_CODE, e.code.as_str());
+    resp.set_static(X_MS_ERROR_CODE, e.code.as_str());
     if let (Some(oauth), ErrorCode::InvalidBearerToken | ErrorCode::NoAuthenticationInformation) = (oauth, e.code) {
         // The tenant is configuration, always header text; a failure is logged by `set`.
-        let _ = resp.set(tafel_protocol::names::WWW_AUTHENTICATE, oauth.challenge());
+        let _ = resp.set(WWW_AUTHENTICATE, oauth.challenge());
     }
     resp
 }
 
 fn finish(resp: &mut Response, meta: &Meta) {
-    use tafel_protocol::names::{CACHE_CONTROL, DATASERVICEVERSION, SERVER, X_CONTENT_TYPE_OPTIONS};
     // A UUID of ours, always header text; a failure would have been logged by `set`
     // as an internal error.
-    let _ = resp.set(tafel_protocol::names::X_MS_REQUEST_ID, &meta.request_id);
-    resp.headers
-        .insert(tafel_protocol::names::X_MS_VERSION, meta.version.clone());
+    let _ = resp.set(X_MS_REQUEST_ID, &meta.request_id);
+    resp.headers.insert(X_MS_VERSION, meta.version.clone());
     // No `Date` here: hyper adds it, formatted once a second.
     // Values made at compile time: `set_static` checks each byte per response.
     resp.set_value(CACHE_CONTROL, const { HeaderValue::from_static("no-cache") });
@@ -271,7 +272,7 @@ fn finish(resp: &mut Response, meta: &Meta) {
         resp.set_value(DATASERVICEVERSION, const { HeaderValue::from_static("3.0;") });
     }
     if let Some(id) = &meta.client_request_id {
-        resp.headers.insert(X_MS_CLIENT_REQUEST_ID.clone(), id.clone());
+        resp.headers.insert(X_MS_CLIENT_REQUEST_ID, id.clone());
     }
 }
 

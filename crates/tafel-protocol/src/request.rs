@@ -68,10 +68,7 @@ impl Response {
     }
 
     pub fn with_body(status: StatusCode, content_type: &'static str, body: impl Into<Bytes>) -> Self {
-        let mut r = Response::new(status);
-        r.set_static(crate::names::CONTENT_TYPE, content_type);
-        r.body = body.into();
-        r
+        Response::with_body_typed(status, HeaderValue::from_static(content_type), body)
     }
 
     /// [`Response::with_body`] with a content type made at compile time.
@@ -101,7 +98,7 @@ impl Response {
 
     /// A header whose value is a constant: no copy per response.
     pub fn set_static(&mut self, name: HeaderName, value: &'static str) {
-        self.headers.insert(name, HeaderValue::from_static(value));
+        self.set_value(name, HeaderValue::from_static(value));
     }
 }
 
