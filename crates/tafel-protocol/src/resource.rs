@@ -268,17 +268,20 @@ const KEY_ENCODE: &AsciiSet = &NON_ALPHANUMERIC
     .remove(b'~')
     .remove(b'\'');
 
-/// `table(PartitionKey='p',RowKey='r')` with keys OData-quoted and percent-encoded.
-pub fn entity_path(table: &str, pk: &str, rk: &str) -> String {
-    let mut out = Vec::with_capacity(table.len() + pk.len() + rk.len() + 32);
+/// `{base_url}/table(PartitionKey='p',RowKey='r')`, an entity's `Location`, with
+/// keys OData-quoted and percent-encoded; built in one buffer.
+pub fn entity_url(base_url: &str, table: &str, pk: &str, rk: &str) -> String {
+    let mut out = Vec::with_capacity(base_url.len() + table.len() + pk.len() + rk.len() + 40);
+    out.extend_from_slice(base_url.as_bytes());
+    out.push(b'/');
     out.extend_from_slice(table.as_bytes());
     push_entity_keys(&mut out, pk, rk);
-    // The table name is UTF-8 and the key part ASCII, so this never copies; the
-    // checked conversion is a fast scan where `from_utf8_lossy` walked chunks.
+    // The base URL and table name are UTF-8 and the key part ASCII, so this never
+    // copies; the checked conversion is a fast scan where `from_utf8_lossy` walked chunks.
     String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
 
-/// Appends `(PartitionKey='p',RowKey='r')`, the key part of [`entity_path`], as
+/// Appends `(PartitionKey='p',RowKey='r')`, the key part of [`entity_url`], as
 /// ASCII that needs no escaping inside a JSON string.
 pub(crate) fn push_entity_keys(out: &mut Vec<u8>, pk: &str, rk: &str) {
     out.extend_from_slice(b"(PartitionKey='");
@@ -388,7 +391,10 @@ mod tests {
 
     #[test]
     fn entity_paths_quote_and_encode() {
-        assert_eq!(entity_path("t", "O'B", "a b"), "t(PartitionKey='O''B',RowKey='a%20b')");
+        assert_eq!(
+            entity_url("http://h/a", "t", "O'B", "a b"),
+            "http://h/a/t(PartitionKey='O''B',RowKey='a%20b')"
+        );
     }
 
     #[test]
@@ -405,8 +411,8 @@ mod tests {
         ] {
             // The rule written the obvious way: double the quotes, then percent-encode.
             let quote = |k: &str| utf8_percent_encode(&k.replace('\'', "''"), KEY_ENCODE).to_string();
-            let want = format!("t(PartitionKey='{}',RowKey='{}')", quote(k), quote(k));
-            assert_eq!(entity_path("t", k, k), want, "{k:?}");
+            let want = format!("b/t(PartitionKey='{}',RowKey='{}')", quote(k), quote(k));
+            assert_eq!(entity_url("b", "t", k, k), want, "{k:?}");
         }
     }
 }

@@ -18,7 +18,7 @@ use crate::batch::{
 use crate::error_body;
 use crate::json::{content_type, negotiate, MetadataLevel};
 use crate::request::{effective_method, parse_query, Context, Request, Response};
-use crate::resource::{self, push_entity_keys, Resource};
+use crate::resource::{self, entity_url, Resource};
 
 /// Azure's limit of operations in one changeset.
 pub(crate) const MAX_OPERATIONS: usize = 100;
@@ -217,17 +217,6 @@ fn decode_changeset(cx: &Context, subs: &mut [SubRequest]) -> std::result::Resul
     Ok(ops)
 }
 
-/// `{base_url}/{table}(PartitionKey='…',RowKey='…')`, built in one buffer.
-fn location(base_url: &str, table: &str, pk: &str, rk: &str) -> String {
-    let mut out = Vec::with_capacity(base_url.len() + table.len() + pk.len() + rk.len() + 40);
-    out.extend_from_slice(base_url.as_bytes());
-    out.push(b'/');
-    out.extend_from_slice(table.as_bytes());
-    push_entity_keys(&mut out, pk, rk);
-    // UTF-8 pieces and ASCII keys: never lossy, and the buffer is kept.
-    String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
-}
-
 /// The response part of a committed operation; takes the op so an inserted
 /// entity echoed back is not copied. `etag` is the batch's: one commit, one time.
 fn success_part(cx: &Context, op: Op, ts: tafel_service::model::DateTime, etag: &str) -> SubResponse {
@@ -239,7 +228,7 @@ fn success_part(cx: &Context, op: Op, ts: tafel_service::model::DateTime, etag: 
     let e = &op.write.entity;
     match op.write.kind {
         WriteKind::Insert => {
-            let location = location(&cx.base_url, &op.table, &e.partition_key, &e.row_key);
+            let location = entity_url(&cx.base_url, &op.table, &e.partition_key, &e.row_key);
             if op.prefer == Some(false) {
                 part = part
                     .header("Preference-Applied", "return-no-content")

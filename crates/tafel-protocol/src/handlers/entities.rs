@@ -11,7 +11,7 @@ use super::{apply_prefer, metadata_level, open_query_body, prefer, require_json_
 use crate::continuation;
 use crate::json::{content_type_value, decode_entity, EntityFormat, MetadataLevel};
 use crate::request::{Context, Request, Response};
-use crate::resource::{entity_path, Resource};
+use crate::resource::{entity_url, Resource};
 
 /// `$select` as a list; `None` for all properties.
 fn select(req: &Request) -> Option<Vec<String>> {
@@ -224,7 +224,7 @@ pub async fn write(svc: &Service, cx: &Context, req: &Request, resource: Resourc
     let echo = (kind == WriteKind::Insert && pref != Some(false)).then(|| op.entity.clone());
     let location = (kind == WriteKind::Insert).then(|| {
         let e = &op.entity;
-        format!("{}/{}", cx.base_url, entity_path(&table, &e.partition_key, &e.row_key))
+        entity_url(&cx.base_url, &table, &e.partition_key, &e.row_key)
     });
     let ts = svc.write_entity(&cx.caller, &table, op).await?;
     let mut resp = Response::new(StatusCode::NO_CONTENT);
