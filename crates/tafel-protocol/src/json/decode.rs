@@ -142,9 +142,10 @@ const ANNOTATION: &str = "@odata.type";
 const LINEAR_MEMBERS: usize = 48;
 
 /// Finds duplicates and annotations among the members.
-struct Index<'m, 'a> {
-    members: &'m [(Cow<'a, str>, Raw<'a>)],
-    annotations: Option<HashMap<&'m str, &'m Raw<'a>>>,
+enum Index<'m, 'a> {
+    /// Annotated names and their annotations, in a list: an entity has a few.
+    Few(Vec<(&'m str, &'m Raw<'a>)>),
+    Many(HashMap<&'m str, &'m Raw<'a>>),
 }
 
 impl<'m, 'a> Index<'m, 'a> {
@@ -156,15 +157,16 @@ impl<'m, 'a> Index<'m, 'a> {
             )
         };
         if members.len() <= LINEAR_MEMBERS {
-            for (i, (k, _)) in members.iter().enumerate() {
+            let mut annotations = Vec::new();
+            for (i, (k, v)) in members.iter().enumerate() {
                 if members[..i].iter().any(|(other, _)| other == k) {
                     return Err(duplicate(k));
                 }
+                if let Some(name) = k.strip_suffix(ANNOTATION) {
+                    annotations.push((name, v));
+                }
             }
-            return Ok(Index {
-                members,
-                annotations: None,
-            });
+            return Ok(Index::Few(annotations));
         }
         let mut seen = HashMap::with_capacity(members.len());
         let mut annotations = HashMap::new();
@@ -176,21 +178,14 @@ impl<'m, 'a> Index<'m, 'a> {
                 annotations.insert(name, v);
             }
         }
-        Ok(Index {
-            members,
-            annotations: Some(annotations),
-        })
+        Ok(Index::Many(annotations))
     }
 
     /// The value of `name@odata.type`, if present.
     fn annotation(&self, name: &str) -> Option<&'m Raw<'a>> {
-        match &self.annotations {
-            Some(map) => map.get(name).copied(),
-            None => self
-                .members
-                .iter()
-                .find(|(k, _)| k.strip_suffix(ANNOTATION) == Some(name))
-                .map(|(_, v)| v),
+        match self {
+            Index::Few(list) => list.iter().find(|(k, _)| *k == name).map(|(_, v)| *v),
+            Index::Many(map) => map.get(name).copied(),
         }
     }
 }
