@@ -60,6 +60,13 @@ pub(super) trait Disk: Send + Sync {
     fn pages_from_files(&self) -> bool {
         true
     }
+    /// Whether the store file's page writes go straight to it, on redb's (the
+    /// writer's) thread: for a file in memory, where a write is one copy and a
+    /// sync nothing, the page flusher (`page_file.rs`) would only copy each
+    /// page twice more, on a thread of its own.
+    fn direct_page_writes(&self) -> bool {
+        false
+    }
 }
 
 /// The data directory, held by this process alone while the value lives.

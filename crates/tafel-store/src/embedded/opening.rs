@@ -46,7 +46,7 @@ pub(super) fn open_db(disk: &dyn Disk, cache_size: usize) -> Result<(Database, D
     let locks = disk.locks(STORE_FILE).map_err(to_store_error)?;
     let file = disk.open(STORE_FILE).map_err(to_store_error)?;
     let header = HeaderCopy::open(disk, &*file).map_err(to_store_error)?;
-    let file = PageFile::new(file, locks, header).map_err(to_store_error)?;
+    let file = PageFile::new(file, locks, header, disk.direct_page_writes()).map_err(to_store_error)?;
     let durable = file.durable();
     let db = Database::builder()
         .set_cache_size(cache_size)

@@ -18,7 +18,9 @@
 //! once the flusher has synced it; [`Durable::wait`] tells, and the write-ahead
 //! log is never started over before the checkpoint it relies on is (see
 //! `commit.rs`). Reads see held pages over the file's bytes, oldest epoch
-//! first, so redb reads back what it wrote.
+//! first, so redb reads back what it wrote. A file in memory needs none of
+//! this (`Disk::direct_page_writes`): there a write is a copy and a sync is
+//! nothing, so both go straight to the file on redb's thread ([`PageFile::write_direct`]).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::io::{self, IoSlice};
@@ -361,11 +363,14 @@ fn overlay(out: &mut [u8], offset: u64, start: u64, data: &[u8]) {
 
 /// A [`StorageBackend`] over a [`DiskFile`], with page writes and syncs carried
 /// out by the flusher as described above, and redb's locks left to `locks`.
+/// A *direct* one has no flusher: each write goes to the file at once, each
+/// sync is durable when it returns (`Disk::direct_page_writes`, a file in memory).
 pub(super) struct PageFile {
     file: Arc<dyn DiskFile>,
     locks: Box<dyn StorageBackend>,
     shared: Arc<Shared>,
     flusher: Mutex<Option<thread::JoinHandle<()>>>,
+    direct: bool,
 }
 
 /// Tells when what redb synced is on disk.
@@ -423,7 +428,12 @@ impl std::fmt::Debug for PageFile {
 }
 
 impl PageFile {
-    pub(super) fn new(file: Arc<dyn DiskFile>, locks: Box<dyn StorageBackend>, header: HeaderCopy) -> io::Result<Self> {
+    pub(super) fn new(
+        file: Arc<dyn DiskFile>,
+        locks: Box<dyn StorageBackend>,
+        header: HeaderCopy,
+        direct: bool,
+    ) -> io::Result<Self> {
         let shared = Arc::new(Shared {
             state: Mutex::new(State::default()),
             awaited: AtomicU64::new(0),
@@ -437,22 +447,68 @@ impl PageFile {
             #[cfg(test)]
             draining: Default::default(),
         });
-        let flusher = {
-            let shared = shared.clone();
-            thread::Builder::new()
-                .name("tafel-flush".into())
-                .spawn(move || flush_loop(&shared, header))?
+        // A direct file has no torn header to mend: it lives and goes with the process.
+        let flusher = match direct {
+            true => None,
+            false => {
+                let shared = shared.clone();
+                Some(
+                    thread::Builder::new()
+                        .name("tafel-flush".into())
+                        .spawn(move || flush_loop(&shared, header))?,
+                )
+            }
         };
         Ok(PageFile {
             file,
             locks,
             shared,
-            flusher: Mutex::new(Some(flusher)),
+            flusher: Mutex::new(flusher),
+            direct,
         })
     }
 
     pub(super) fn durable(&self) -> Durable {
         Durable(self.shared.clone())
+    }
+
+    /// A direct write. One that fails is handled as the flusher's failure is:
+    /// the pages of the epoch it was in are held (reads see them) and its sync
+    /// closes it without making it durable, so the commit completes in redb and
+    /// [`Durable::wait`] says why it is not durable; every later write and sync
+    /// fails. Failing that write itself would have redb fail every later read.
+    fn write_direct(&self, offset: u64, data: &[u8]) -> io::Result<()> {
+        let mut state = self.shared.lock();
+        if state.failed.is_some() && !state.open.pages.is_empty() {
+            state.open.insert(offset, Arc::from(data));
+            return Ok(());
+        }
+        state.check()?;
+        match self.file.pwritev(&mut [IoSlice::new(data)], offset) {
+            Ok(()) => {
+                self.shared.written.fetch_add(data.len() as u64, Ordering::Relaxed);
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "writing the store file failed; failing every write until restart");
+                state.failed = Some((e.kind(), e.to_string()));
+                state.open.insert(offset, Arc::from(data));
+            }
+        }
+        Ok(())
+    }
+
+    /// A direct sync: durable when it returns (see [`Self::write_direct`]).
+    fn sync_direct(&self) -> io::Result<()> {
+        let mut state = self.shared.lock();
+        if state.failed.is_some() && !state.open.pages.is_empty() {
+            self.shared.close_epoch(&mut state, true);
+            return Ok(());
+        }
+        state.check()?;
+        self.file.sync_data()?;
+        state.closed += 1;
+        state.durable = state.closed;
+        Ok(())
     }
 
     /// Writes what is held, then stops the flusher.
@@ -484,6 +540,9 @@ impl StorageBackend for PageFile {
     }
 
     fn read(&self, offset: u64, out: &mut [u8]) -> Result<(), io::Error> {
+        if self.direct && self.shared.lock().failed.is_none() {
+            return self.file.pread(out, offset);
+        }
         let end = offset + out.len() as u64;
         // Take what is held for this range first, oldest epoch first: an
         // epoch the flusher writes meanwhile puts these same bytes in the file.
@@ -522,6 +581,9 @@ impl StorageBackend for PageFile {
     }
 
     fn sync_data(&self) -> Result<(), io::Error> {
+        if self.direct {
+            return self.sync_direct();
+        }
         let mut state = self.shared.lock();
         state.check()?;
         self.shared.close_epoch(&mut state, true);
@@ -529,6 +591,9 @@ impl StorageBackend for PageFile {
     }
 
     fn write(&self, offset: u64, data: &[u8]) -> Result<(), io::Error> {
+        if self.direct {
+            return self.write_direct(offset, data);
+        }
         let end = offset + data.len() as u64;
         let mut state = self.shared.lock();
         state.check()?;

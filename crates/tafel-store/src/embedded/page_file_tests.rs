@@ -12,7 +12,7 @@ fn open(dir: &TempDir) -> (PageFile, File) {
     let file = disk.open("f").expect("open");
     let peek = File::open(dir.path().join("f")).expect("open again");
     let header = HeaderCopy::open(&disk, &*file).expect("header");
-    let f = PageFile::new(file, disk.locks("f").expect("locks"), header).expect("backend");
+    let f = PageFile::new(file, disk.locks("f").expect("locks"), header, false).expect("backend");
     (f, peek)
 }
 
@@ -234,4 +234,54 @@ fn a_redb_database_over_it_reopens_with_its_data() {
     for k in [0, 1999, 10_000, 11_999] {
         assert_eq!(t.get(k).expect("get").expect("present").value(), value.as_slice());
     }
+}
+
+/// The in-memory store's file (`Disk::direct_page_writes`): no flusher, and a
+/// full file fails like a flusher's failed write, not redb's next read.
+fn open_direct(cap_pages: u64) -> PageFile {
+    let disk = crate::embedded::scratch_disk::ScratchDisk::memory(cap_pages * 4096);
+    let file = disk.open("f").expect("open");
+    let header = HeaderCopy::open(&disk, &*file).expect("header");
+    PageFile::new(file, disk.locks("f").expect("locks"), header, true).expect("backend")
+}
+
+#[test]
+fn direct_writes_reach_the_file_at_once_and_syncs_are_durable_on_return() {
+    let f = open_direct(64);
+    f.write(0, &page(1, 4096)).expect("write");
+    f.write(8192, &page(2, 4096)).expect("write");
+    assert_eq!(f.shared.lock().open.bytes, 0, "nothing held");
+    assert_eq!(f.durable().bytes_written(), 8192);
+    let mut out = vec![0; 12288];
+    f.read(0, &mut out).expect("read");
+    assert_eq!((out[0], out[4096], out[8192]), (1, 0, 2));
+    f.sync_data().expect("sync");
+    let durable = f.durable();
+    assert_eq!(durable.last_requested(), 1);
+    durable.wait(1).expect("durable on return");
+}
+
+#[test]
+fn a_direct_write_past_the_cap_fails_its_epoch_then_every_write_and_reads_go_on() {
+    let f = open_direct(2);
+    f.write(0, &page(1, 4096)).expect("write");
+    f.write(4096, &page(2, 4096)).expect("write");
+    // The third page does not fit: held, and the rest of its epoch with it.
+    f.write(8192, &page(3, 4096)).expect("held, as the flusher would");
+    f.write(12288, &page(4, 4096)).expect("held");
+    // redb reads a page at a time.
+    let read = |at: u64| {
+        let mut out = vec![0; 4096];
+        f.read(at, &mut out).expect("reads still work");
+        out[0]
+    };
+    assert_eq!((read(0), read(4096), read(8192), read(12288)), (1, 2, 3, 4));
+    f.sync_data().expect("the epoch closes");
+    let durable = f.durable();
+    let err = durable.wait(durable.last_requested()).expect_err("not durable");
+    assert_eq!(err.kind(), io::ErrorKind::StorageFull, "{err}");
+    assert_eq!(durable.failure().map(|(k, _)| k), Some(io::ErrorKind::StorageFull));
+    assert!(f.write(16384, &page(5, 4096)).is_err(), "later writes fail");
+    assert!(f.sync_data().is_err(), "later syncs fail");
+    assert_eq!((read(4096), read(8192)), (2, 3));
 }

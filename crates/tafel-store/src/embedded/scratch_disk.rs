@@ -167,6 +167,10 @@ impl Disk for ScratchDisk {
     fn pages_from_files(&self) -> bool {
         self.dir.is_some()
     }
+
+    fn direct_page_writes(&self) -> bool {
+        self.dir.is_none()
+    }
 }
 
 /// The in-memory store's log: as long as it was made, reading as zeros (no
@@ -306,6 +310,15 @@ impl DiskFile for ScratchFile {
                 let n = at / PAGE;
                 let within = (at % PAGE) as usize;
                 let take = (PAGE as usize - within).min(data.len());
+                // A held page written whole (redb's every write): in place.
+                if take == PAGE as usize && data[..take].iter().any(|&b| b != 0) {
+                    if let Some(page) = state.pages.get_mut(&n) {
+                        page.copy_from_slice(&data[..take]);
+                        data = &data[take..];
+                        at += take as u64;
+                        continue;
+                    }
+                }
                 let mut page = self.page(&state, n)?;
                 page[within..within + take].copy_from_slice(&data[..take]);
                 // A zero page past the base file reads as zeros unstored: a
