@@ -90,6 +90,8 @@ def test_the_in_memory_cap_is_answered_as_a_full_disk(tmp_path):
             assert failure.status_code == 500
             assert failure.response.headers.get("x-ms-error-code") == "InternalError"
             assert "disk is full" in failure.response.text(), failure.response.text()
+            # Room never comes back in memory: the message must not promise it does.
+            assert "--in-memory-max-mb, once the server restarts" in failure.response.text()
             assert 10 < len(acknowledged) < 40
             # Reads go on, with every acknowledged write.
             keys = [e["RowKey"] for e in table.list_entities(select=["RowKey"])]

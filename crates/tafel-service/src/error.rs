@@ -192,7 +192,8 @@ impl From<tafel_store::StoreError> for Error {
                     tafel_store::FailureKind::DiskFull => Error::with_message(
                         ErrorCode::InternalError,
                         "The server's disk is full: the write was not made. Reads still work; \
-                         writes resume by themselves once space is freed.",
+                         writes resume by themselves once space is freed (in memory, past \
+                         --in-memory-max-mb, once the server restarts).",
                     ),
                     // Never the damaged bytes, nor a write built on them.
                     tafel_store::FailureKind::Corrupt => Error::with_message(
