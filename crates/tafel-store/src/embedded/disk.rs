@@ -27,7 +27,7 @@ pub(super) trait DiskFile: Send + Sync {
     /// Makes every write so far durable.
     fn sync_data(&self) -> io::Result<()>;
     /// Sends `offset..offset + len` to the disk and waits for it: pacing only
-    /// (see `page_file::Writeback`); nothing is durable before [`Self::sync_data`].
+    /// (see `page_file::flusher::Writeback`); nothing is durable before [`Self::sync_data`].
     fn write_back(&self, _offset: u64, _len: u64) -> io::Result<()> {
         Ok(())
     }
