@@ -255,6 +255,11 @@ fn direct_writes_reach_the_file_at_once_and_syncs_are_durable_on_return() {
     let mut out = vec![0; 12288];
     f.read(0, &mut out).expect("read");
     assert_eq!((out[0], out[4096], out[8192]), (1, 0, 2));
+    // A page rewritten whole is overwritten in place; all zeros, it is dropped.
+    f.write(0, &page(7, 4096)).expect("rewrite");
+    f.write(8192, &page(0, 4096)).expect("zero");
+    f.read(0, &mut out).expect("read");
+    assert_eq!((out[0], out[4095], out[8192]), (7, 7, 0));
     f.sync_data().expect("sync");
     let durable = f.durable();
     assert_eq!(durable.last_requested(), 1);
