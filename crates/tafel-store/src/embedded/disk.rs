@@ -44,27 +44,18 @@ pub(super) trait Disk: Send + Sync {
     /// What takes redb's locks on the file `name`, so that no second process
     /// opens the store (the page file leaves every lock call to it).
     fn locks(&self, name: &str) -> io::Result<Box<dyn StorageBackend>>;
-    /// Whether room can come back once the disk is full (someone frees space),
-    /// so that the store opens itself again (`reopen.rs`) and replays its log.
-    fn regains_room(&self) -> bool {
-        true
-    }
-    /// Whether the log's records are dropped, never read back (in memory): there
-    /// is no sync for the log thread to overlap with the writer's next group.
-    fn log_is_sink(&self) -> bool {
-        false
-    }
-    /// Whether the store's pages are read back from files, where a row can be
-    /// damaged, so scans check each row's checksum. In memory only they never
-    /// leave this process: checksums guard files, and there are none to guard.
-    fn pages_from_files(&self) -> bool {
-        true
-    }
-    /// Whether the store file's page writes go straight to it, on redb's (the
-    /// writer's) thread: for a file in memory, where a write is one copy and a
-    /// sync nothing, the page flusher (`page_file.rs`) would only copy each
-    /// page twice more, on a thread of its own.
-    fn direct_page_writes(&self) -> bool {
+    /// Whether the files live in this process's memory only (`serve
+    /// --in-memory`), gone with it. Then:
+    /// - room never comes back once full (only writes could free it, and they
+    ///   fail), so the store does not reopen itself after a full disk (`reopen.rs`);
+    /// - the log's records are dropped, never read back: there is no sync for
+    ///   a log thread to overlap with the writer's next group;
+    /// - scans skip each row's checksum: checksums guard files, where a row can
+    ///   be damaged, and these pages never leave the process;
+    /// - redb's page writes go straight to the file on the writer's thread: a
+    ///   write is one copy and a sync nothing, so the page flusher
+    ///   (`page_file.rs`) would only copy each page twice more.
+    fn files_in_memory(&self) -> bool {
         false
     }
 }

@@ -242,7 +242,7 @@ impl EmbeddedStore {
         let result = opening.submit(make).await;
         if result.is_err()
             && matches!(opening.broken(), Some((FailureKind::DiskFull, _)))
-            && self.inner.disk.regains_room()
+            && !self.inner.disk.files_in_memory()
         {
             reopen::start(&self.inner);
         }
@@ -349,7 +349,7 @@ impl Store for EmbeddedStore {
     ) -> Result<ScanEnd, StoreError> {
         let key = table_key(account, table);
         let opening = self.opening()?;
-        let verify = self.inner.disk.pages_from_files();
+        let verify = !self.inner.disk.files_in_memory();
         scan(&opening, &self.inner.stats.rows, &key, &request, verify, sink).await
     }
 

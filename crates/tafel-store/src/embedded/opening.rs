@@ -46,7 +46,7 @@ pub(super) fn open_db(disk: &dyn Disk, cache_size: usize) -> Result<(Database, D
     let locks = disk.locks(STORE_FILE).map_err(to_store_error)?;
     let file = disk.open(STORE_FILE).map_err(to_store_error)?;
     let header = HeaderCopy::open(disk, &*file).map_err(to_store_error)?;
-    let file = PageFile::new(file, locks, header, disk.direct_page_writes()).map_err(to_store_error)?;
+    let file = PageFile::new(file, locks, header, disk.files_in_memory()).map_err(to_store_error)?;
     let durable = file.durable();
     let db = Database::builder()
         .set_cache_size(cache_size)
@@ -184,7 +184,7 @@ impl Opening {
             broken: None,
         };
         // A log that keeps nothing has no sync to overlap: the writer answers.
-        let (to_log, log_thread) = if disk.log_is_sink() && hold.is_none() {
+        let (to_log, log_thread) = if disk.files_in_memory() && hold.is_none() {
             (ToLog::Inline(Mutex::new(log)), None)
         } else {
             let (log_tx, log_rx) = mpsc::channel();

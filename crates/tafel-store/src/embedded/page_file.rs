@@ -19,7 +19,7 @@
 //! log is never started over before the checkpoint it relies on is (see
 //! `commit.rs`). Reads see held pages over the file's bytes, oldest epoch
 //! first, so redb reads back what it wrote. A file in memory needs none of
-//! this (`Disk::direct_page_writes`): there a write is a copy and a sync is
+//! this (`Disk::files_in_memory`): there a write is a copy and a sync is
 //! nothing, so both go straight to the file on redb's thread ([`PageFile::write_direct`]).
 
 use std::collections::{BTreeMap, VecDeque};
@@ -221,7 +221,7 @@ fn overlay(out: &mut [u8], offset: u64, start: u64, data: &[u8]) {
 /// A [`StorageBackend`] over a [`DiskFile`], with page writes and syncs carried
 /// out by the flusher as described above, and redb's locks left to `locks`.
 /// A *direct* one has no flusher: each write goes to the file at once, each
-/// sync is durable when it returns (`Disk::direct_page_writes`, a file in memory).
+/// sync is durable when it returns (`Disk::files_in_memory`, a file in memory).
 pub(super) struct PageFile {
     file: Arc<dyn DiskFile>,
     locks: Box<dyn StorageBackend>,

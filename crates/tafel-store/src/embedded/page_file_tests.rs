@@ -236,7 +236,7 @@ fn a_redb_database_over_it_reopens_with_its_data() {
     }
 }
 
-/// The in-memory store's file (`Disk::direct_page_writes`): no flusher, and a
+/// The in-memory store's file (`Disk::files_in_memory`): no flusher, and a
 /// full file fails like a flusher's failed write, not redb's next read.
 fn open_direct(cap_pages: u64) -> PageFile {
     let disk = crate::embedded::scratch_disk::ScratchDisk::memory(cap_pages * 4096);

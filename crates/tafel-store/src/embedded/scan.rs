@@ -80,7 +80,7 @@ const SLICE_CHECK_EVERY: u32 = 256;
 /// other requests, yet the scans in flight never outnumber the runtime's threads
 /// (more threads than cores only time-slice them and evict each other's rows
 /// from the caches). Each row's checksum is checked if `verify` (see
-/// `Disk::pages_from_files`).
+/// `Disk::files_in_memory`).
 pub(super) async fn scan(
     opening: &Opening,
     rows: &RowCounts,

@@ -155,20 +155,7 @@ impl Disk for ScratchDisk {
         Ok(Box::new(InMemoryBackend::new()))
     }
 
-    fn regains_room(&self) -> bool {
-        // In memory, only writes could free room, and they fail once it is full.
-        self.dir.is_some()
-    }
-
-    fn log_is_sink(&self) -> bool {
-        self.dir.is_none()
-    }
-
-    fn pages_from_files(&self) -> bool {
-        self.dir.is_some()
-    }
-
-    fn direct_page_writes(&self) -> bool {
+    fn files_in_memory(&self) -> bool {
         self.dir.is_none()
     }
 }
@@ -401,6 +388,6 @@ mod tests {
         log.pread(&mut back, 4096).expect("read");
         assert_eq!(back, [0u8; 4096]);
         assert_eq!(log.len().expect("len"), 8 * 4096);
-        assert!(!disk.regains_room());
+        assert!(disk.files_in_memory());
     }
 }
