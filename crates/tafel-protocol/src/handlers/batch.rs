@@ -101,7 +101,11 @@ struct Failed {
 impl Failed {
     /// A failure of operation `index`, still as sent.
     fn of(subs: &[SubRequest], index: usize, error: Error) -> Failed {
-        let sub = subs.get(index);
+        Failed::of_sub(subs.get(index), index, error)
+    }
+
+    /// A failure of operation `index`, `sub` as sent (if there is one).
+    fn of_sub(sub: Option<&SubRequest>, index: usize, error: Error) -> Failed {
         Failed {
             index,
             error,
@@ -130,12 +134,7 @@ impl Failed {
 /// Decodes operation `index`, moving its headers and Content-ID out of `sub`
 /// (they are not copied per operation) once it decoded.
 fn decode_op(cx: &Context, index: usize, sub: &mut SubRequest) -> std::result::Result<Op, Failed> {
-    let fail = |sub: &SubRequest, error: Error| Failed {
-        index,
-        error,
-        content_id: sub.content_id.clone().unwrap_or_else(|| (index + 1).to_string()),
-        level: error_level(&sub.headers),
-    };
+    let fail = |sub: &SubRequest, error: Error| Failed::of_sub(Some(sub), index, error);
     let mut req = match sub_request(cx, sub) {
         Ok(req) => req,
         Err(e) => return Err(fail(sub, e)),
