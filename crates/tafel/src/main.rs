@@ -154,6 +154,10 @@ fn disable_transparent_huge_pages() {
 #[cfg(not(target_os = "linux"))]
 fn disable_transparent_huge_pages() {}
 
+/// `mi_option_purge_delay` in mimalloc v2's `mimalloc.h` (the `v2` feature of
+/// the `mimalloc` crate, libmimalloc-sys 0.1.49).
+const MI_OPTION_PURGE_DELAY: std::ffi::c_int = 15;
+
 /// Has mimalloc keep freed memory a second before handing it back to the
 /// kernel, not 10 ms. Under batches the embedded store's write buffer grows by
 /// tens of MiB between checkpoints and is freed at each: handed back at once,
@@ -169,9 +173,6 @@ fn keep_freed_memory_longer() {
     extern "C" {
         fn mi_option_set(option: std::ffi::c_int, value: std::ffi::c_long);
     }
-    // `mi_option_purge_delay` in mimalloc v2's `mimalloc.h` (the `v2` feature
-    // of the `mimalloc` crate, libmimalloc-sys 0.1.49).
-    const MI_OPTION_PURGE_DELAY: std::ffi::c_int = 15;
     // SAFETY: `mi_option_set` is mimalloc's own, linked in with the global
     // allocator; it stores a value for a valid option index, from any thread.
     unsafe { mi_option_set(MI_OPTION_PURGE_DELAY, 1000) };
@@ -183,17 +184,17 @@ mod purge_delay_tests {
         fn mi_option_get(option: std::ffi::c_int) -> std::ffi::c_long;
     }
 
-    /// Option 15 is the purge delay: mimalloc v2's default 10 ms, then ours.
+    /// The option set is the purge delay: mimalloc v2's default 10 ms, then ours.
     #[test]
     fn the_option_set_is_the_purge_delay() {
         if std::env::var_os("MIMALLOC_PURGE_DELAY").is_some() {
             return;
         }
         // SAFETY: mimalloc's own getter, for a valid option index.
-        assert_eq!(unsafe { mi_option_get(15) }, 10);
+        assert_eq!(unsafe { mi_option_get(super::MI_OPTION_PURGE_DELAY) }, 10);
         super::keep_freed_memory_longer();
         // SAFETY: as above.
-        assert_eq!(unsafe { mi_option_get(15) }, 1000);
+        assert_eq!(unsafe { mi_option_get(super::MI_OPTION_PURGE_DELAY) }, 1000);
     }
 }
 
