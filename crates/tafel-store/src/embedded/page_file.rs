@@ -108,6 +108,12 @@ impl State {
         }
     }
 
+    /// Whether a direct write failed and the pages of its epoch are being held
+    /// (see [`PageFile::write_direct`]).
+    fn holding_failed_epoch(&self) -> bool {
+        self.failed.is_some() && !self.open.pages.is_empty()
+    }
+
     /// Hands the open pages to the flusher, followed by a sync if `sync`.
     fn close_epoch(&mut self, sync: bool) {
         if self.open.pages.is_empty() && !sync {
@@ -336,7 +342,7 @@ impl PageFile {
     /// fails. Failing that write itself would have redb fail every later read.
     fn write_direct(&self, offset: u64, data: &[u8]) -> io::Result<()> {
         let mut state = self.shared.lock();
-        if state.failed.is_some() && !state.open.pages.is_empty() {
+        if state.holding_failed_epoch() {
             state.open.insert(offset, Arc::from(data));
             return Ok(());
         }
@@ -357,7 +363,7 @@ impl PageFile {
     /// A direct sync: durable when it returns (see [`Self::write_direct`]).
     fn sync_direct(&self) -> io::Result<()> {
         let mut state = self.shared.lock();
-        if state.failed.is_some() && !state.open.pages.is_empty() {
+        if state.holding_failed_epoch() {
             self.shared.close_epoch(&mut state, true);
             return Ok(());
         }
