@@ -94,8 +94,9 @@ struct State {
     /// Number of the last epoch closed by a sync, and of the last one synced.
     closed: u64,
     durable: u64,
-    /// The flusher's write or sync failed: the file's state is unknown, and
-    /// every later write and sync fails. Its kind says whether the disk is full.
+    /// The flusher's (or a direct) write or sync failed: the file's state is
+    /// unknown, and every later write and sync fails. Its kind says whether the
+    /// disk is full. Set by [`State::fail`].
     failed: Option<(io::ErrorKind, String)>,
     stop: bool,
 }
@@ -106,6 +107,12 @@ impl State {
             Some((kind, e)) => Err(io::Error::new(*kind, format!("page file: {e}"))),
             None => Ok(()),
         }
+    }
+
+    /// Records that writing the file failed: from now on every write fails.
+    fn fail(&mut self, e: &io::Error) {
+        tracing::error!(error = %e, "writing the store file failed; failing every write until restart");
+        self.failed = Some((e.kind(), e.to_string()));
     }
 
     /// Whether a direct write failed and the pages of its epoch are being held
@@ -352,8 +359,7 @@ impl PageFile {
                 self.shared.written.fetch_add(data.len() as u64, Ordering::Relaxed);
             }
             Err(e) => {
-                tracing::error!(error = %e, "writing the store file failed; failing every write until restart");
-                state.failed = Some((e.kind(), e.to_string()));
+                state.fail(&e);
                 state.open.insert(offset, Arc::from(data));
             }
         }

@@ -45,10 +45,7 @@ pub(super) fn flush_loop(shared: &Shared, mut header: HeaderCopy) {
                     state.durable = n;
                 }
             }
-            Err(e) => {
-                tracing::error!(error = %e, "writing the store file failed; failing every write until restart");
-                state.failed = Some((e.kind(), e.to_string()));
-            }
+            Err(e) => state.fail(&e),
         }
         shared.changed.notify_all();
     }
