@@ -297,28 +297,24 @@ impl DiskFile for ScratchFile {
                 let n = at / PAGE;
                 let within = (at % PAGE) as usize;
                 let take = (PAGE as usize - within).min(data.len());
-                // A held page written whole (redb's every write): in place.
-                if take == PAGE as usize && data[..take].iter().any(|&b| b != 0) {
-                    if let Some(page) = state.pages.get_mut(&n) {
-                        page.copy_from_slice(&data[..take]);
-                        data = &data[take..];
-                        at += take as u64;
-                        continue;
-                    }
-                }
-                let mut page = self.page(&state, n)?;
-                page[within..within + take].copy_from_slice(&data[..take]);
                 // A zero page past the base file reads as zeros unstored: a
                 // new log, written with zeros up front, takes no memory.
-                if n * PAGE >= state.base_visible && page.iter().all(|&b| b == 0) {
-                    if state.pages.remove(&n).is_some() {
+                let past_base = n * PAGE >= state.base_visible;
+                let unstored = |page: &[u8]| past_base && page.iter().all(|&b| b == 0);
+                if let Some(page) = state.pages.get_mut(&n) {
+                    // A held page is written in place (redb rewrites pages whole).
+                    page[within..within + take].copy_from_slice(&data[..take]);
+                    if unstored(page) {
+                        state.pages.remove(&n);
                         self.give_back(1);
                     }
                 } else {
-                    if !state.pages.contains_key(&n) {
+                    let mut page = self.page(&state, n)?;
+                    page[within..within + take].copy_from_slice(&data[..take]);
+                    if !unstored(&page) {
                         self.take()?;
+                        state.pages.insert(n, page);
                     }
-                    state.pages.insert(n, page);
                 }
                 data = &data[take..];
                 at += take as u64;
