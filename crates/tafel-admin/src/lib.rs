@@ -11,6 +11,7 @@
 //! nor the backup crate.
 
 pub mod backup;
+mod cross_site;
 pub mod explorer;
 pub mod faults;
 pub mod listener;

@@ -20,8 +20,10 @@
 //! Without a token, everything but `/health` and `/ready` answers only a `Host`
 //! that names this machine (`localhost`, a loopback address): a web page whose
 //! name an attacker rebinds to 127.0.0.1 (DNS rebinding) gets 403, not the
-//! metrics' account and table names. At most [`MAX_CONNECTIONS`] are served at
-//! once, apart from the Table API port's.
+//! metrics' account and table names. A request that changes state must show it
+//! was not sent by another site's page ([`crate::cross_site`]). At most
+//! [`MAX_CONNECTIONS`] are served at once, apart from the Table API port's, and a
+//! few spare ones beyond them answer health checks only.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -169,6 +171,13 @@ pub(crate) fn unauthorized() -> Resp {
 /// Within the files the Table API port leaves over (`tafel`'s `OTHER_FILES`).
 pub const MAX_CONNECTIONS: usize = 64;
 
+/// Connections beyond [`MAX_CONNECTIONS`] that answer only `/health` and
+/// `/ready`, each for one request whose head arrives within [`SPARE_HEAD_TIME`]:
+/// connections that hold every slot with unfinished heads (or long backups)
+/// leave a load balancer's health check answered.
+const SPARE_CONNECTIONS: usize = 8;
+const SPARE_HEAD_TIME: Duration = Duration::from_secs(1);
+
 /// Whether `host` (a `Host` header) names this machine: `localhost` or a name
 /// under it, or a loopback address, with any port.
 fn local_host(host: &str) -> bool {
@@ -188,6 +197,9 @@ async fn route(state: &AdminState, req: hyper::Request<hyper::body::Incoming>, p
             StatusCode::FORBIDDEN,
             "the admin listener answers only requests addressed to localhost (or set --admin-token)\n",
         );
+    }
+    if let Some(refused) = crate::cross_site::refusal(req.method(), req.headers()) {
+        return refused;
     }
     if let Some(app) = &state.explorer {
         let path = req.uri().path();
@@ -276,13 +288,23 @@ pub async fn serve_admin(
 ) -> std::io::Result<()> {
     tokio::pin!(shutdown);
     let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    let spares = Arc::new(tokio::sync::Semaphore::new(SPARE_CONNECTIONS));
     loop {
-        let slot = tokio::select! {
-            slot = slots.clone().acquire_owned() => match slot {
-                Ok(s) => s,
-                Err(_) => return Ok(()),
+        // A full slot when there is one; else a spare, which answers only health.
+        let (slot, spare) = match slots.clone().try_acquire_owned() {
+            Ok(s) => (s, false),
+            Err(_) => tokio::select! {
+                biased;
+                slot = slots.clone().acquire_owned() => match slot {
+                    Ok(s) => (s, false),
+                    Err(_) => return Ok(()),
+                },
+                slot = spares.clone().acquire_owned() => match slot {
+                    Ok(s) => (s, true),
+                    Err(_) => return Ok(()),
+                },
+                () = &mut shutdown => return Ok(()),
             },
-            () = &mut shutdown => return Ok(()),
         };
         let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -300,6 +322,13 @@ pub async fn serve_admin(
             let svc = service_fn(move |req| {
                 let state = state.clone();
                 async move {
+                    if spare && !matches!(req.uri().path(), "/health" | "/ready") {
+                        return Ok(text(
+                            StatusCode::SERVICE_UNAVAILABLE,
+                            "the admin listener is serving as many connections as it may; try again\n",
+                        )
+                        .map(Either::Left));
+                    }
                     if req.uri().path() == "/backup" && req.method() == Method::GET {
                         return Ok::<_, Infallible>(match crate::backup::backup(&state, &req).await {
                             Ok(r) => r.map(Either::Right),
@@ -309,9 +338,15 @@ pub async fn serve_admin(
                     Ok(route(&state, req, peer).await.map(Either::Left))
                 }
             });
+            // A spare connection is for one health check: its head must come at once.
+            let (head_time, keep_alive) = match spare {
+                false => (Duration::from_secs(10), true),
+                true => (SPARE_HEAD_TIME, false),
+            };
             let conn = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())
-                .header_read_timeout(Duration::from_secs(10))
+                .header_read_timeout(head_time)
+                .keep_alive(keep_alive)
                 .max_buf_size(tafel_http::MAX_HEAD)
                 .serve_connection(TokioIo::new(stream), svc);
             if let Err(e) = conn.await {

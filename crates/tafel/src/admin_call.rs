@@ -17,7 +17,13 @@ pub async fn call(
     let uri: http::Uri = url.parse().with_context(|| format!("bad admin URL {url}"))?;
     let client =
         hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).build_http::<Empty<Bytes>>();
-    let mut req = http::Request::builder().method(method).uri(uri).body(Empty::new())?;
+    // Not a content type a web form can send: the listener refuses a POST without
+    // one (it could be a cross-site page's), and this body is empty JSON's place.
+    let mut req = http::Request::builder()
+        .method(method)
+        .uri(uri)
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .body(Empty::new())?;
     if let Some(token) = token.filter(|t| !t.is_empty()) {
         req.headers_mut()
             .insert(http::header::AUTHORIZATION, format!("Bearer {token}").parse()?);
