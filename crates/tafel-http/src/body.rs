@@ -13,10 +13,9 @@ use bytes::{Bytes, BytesMut};
 use http_body_util::BodyExt;
 use hyper::body::Body;
 use tafel_service::{Error, ErrorCode};
-use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::{timeout_at, Instant};
 
-use crate::limits::{Limits, PERMIT_BYTES};
+use crate::limits::{Limits, Room, Share};
 
 /// Largest body accepted (the `$batch` limit); single entities are far smaller
 /// and are checked against the entity-size rules by the service.
@@ -26,56 +25,65 @@ const DRAIN_MAX: usize = 64 * 1024 * 1024;
 /// Time spent draining an oversized body, at most.
 const DRAIN_TIME: Duration = Duration::from_secs(10);
 
-/// Body memory taken at a time for a body of unknown length (chunked).
-const CHUNKED_STEP: usize = 64 * 1024;
+/// Body memory taken at a time as a body arrives, at least.
+const STEP: usize = 64 * 1024;
 
-/// The whole body, with the share of the body memory budget it holds (keep it
-/// while the body's bytes live; none for no body); or `RequestBodyTooLarge` once it is known to
-/// exceed [`MAX_BODY`] (from `declared`, the Content-Length, or from what
-/// arrived), `OperationTimedOut` if it did not arrive within the body timeout,
-/// `ServerBusy` if the budget had no room for it within that time.
+/// The whole body, with the body memory it holds (keep it while the body's bytes
+/// live); or `RequestBodyTooLarge` once it is known to exceed [`MAX_BODY`] (from
+/// `declared`, the Content-Length, or from what arrived), `OperationTimedOut` if
+/// it did not arrive within the body timeout, `ServerBusy` if `share` had no room
+/// for it within that time.
+///
+/// Room is taken as the bytes arrive, not for what the head declares: a client
+/// that declares 4 MiB and sends nothing holds nothing but its connection.
 pub async fn read<B>(
     mut body: B,
     declared: Option<usize>,
     limits: &Limits,
-) -> Result<(Bytes, Option<OwnedSemaphorePermit>), Error>
+    share: &Share,
+) -> Result<(Bytes, Room), Error>
 where
     B: Body<Data = Bytes> + Unpin,
 {
     if declared.is_some_and(|n| n > MAX_BODY) {
         return Err(too_large(body).await);
     }
+    let mut room = Room::default();
     // No body (reads, deletes) takes no room, and never waits for it.
     let known = declared.or_else(|| body.size_hint().exact().and_then(|n| usize::try_from(n).ok()));
     if known == Some(0) {
-        return Ok((Bytes::new(), None));
+        return Ok((Bytes::new(), room));
     }
     let deadline = Instant::now() + limits.settings.body_timeout;
-    let room = |bytes| async move {
-        timeout_at(deadline, limits.body_room(bytes))
-            .await
-            .map_err(|_| Error::new(ErrorCode::ServerBusy))
-    };
-    let mut held = room(known.unwrap_or(CHUNKED_STEP)).await?;
-    let mut buf = BytesMut::with_capacity(known.unwrap_or(0));
+    let mut buf = BytesMut::new();
     loop {
         let frame = match timeout_at(deadline, body.frame()).await {
             Ok(Some(frame)) => frame.map_err(|_| unreadable())?,
             Ok(None) => break,
             Err(_) => return Err(Error::new(ErrorCode::OperationTimedOut)),
         };
-        if let Ok(data) = frame.into_data() {
-            if buf.len() + data.len() > MAX_BODY {
-                return Err(too_large(body).await);
-            }
-            buf.extend_from_slice(&data);
-            // A body of unknown length takes more room as it grows.
-            while buf.len() > held.num_permits() * PERMIT_BYTES {
-                held.merge(room(CHUNKED_STEP).await?);
-            }
+        let Ok(data) = frame.into_data() else { continue };
+        let len = buf.len() + data.len();
+        if len > MAX_BODY {
+            return Err(too_large(body).await);
         }
+        if len > room.bytes() {
+            // At least a step at a time, never past what was declared.
+            let mut want = (len - room.bytes()).max(STEP);
+            if let Some(k) = known {
+                want = want.min(k.saturating_sub(room.bytes())).max(len - room.bytes());
+            }
+            timeout_at(deadline, share.room(want, &mut room))
+                .await
+                .map_err(|_| Error::new(ErrorCode::ServerBusy))?;
+        }
+        if buf.capacity() == 0 {
+            // Allocated once the body arrives: the whole declared size, in one go.
+            buf.reserve(known.unwrap_or(0).max(data.len()));
+        }
+        buf.extend_from_slice(&data);
     }
-    Ok((buf.freeze(), Some(held)))
+    Ok((buf.freeze(), room))
 }
 
 /// `RequestBodyTooLarge`, once the body has been drained (bounded in bytes and time).
@@ -161,19 +169,24 @@ mod tests {
         r.err().map(|e| e.code)
     }
 
+    fn key(limits: &Limits) -> Share {
+        limits.body_share("acct", &crate::limits::Credential::Key)
+    }
+
     #[test]
     fn bodies_up_to_the_limit_are_read_whole() {
         let limits = Limits::default();
-        let got = rt().block_on(read(Full::new(Bytes::from_static(b"abc")), Some(3), &limits));
+        let got = rt().block_on(read(
+            Full::new(Bytes::from_static(b"abc")),
+            Some(3),
+            &limits,
+            &key(&limits),
+        ));
         assert_eq!(got.ok().map(|(b, _)| b).as_deref(), Some(&b"abc"[..]));
-        let got = rt().block_on(read(Chunks { left: 4, size: MIB }, None, &limits));
+        let got = rt().block_on(read(Chunks { left: 4, size: MIB }, None, &limits, &key(&limits)));
         let (body, held) = got.expect("read");
         assert_eq!(body.len(), MAX_BODY);
-        let held = held.expect("room held").num_permits();
-        assert!(
-            held * PERMIT_BYTES >= MAX_BODY,
-            "a chunked body holds room for all of it"
-        );
+        assert!(held.bytes() >= MAX_BODY, "a chunked body holds room for all of it");
     }
 
     #[test]
@@ -181,11 +194,11 @@ mod tests {
         let limits = Limits::default();
         let over = || Chunks { left: 5, size: MIB };
         assert_eq!(
-            code(rt().block_on(read(over(), None, &limits))),
+            code(rt().block_on(read(over(), None, &limits, &key(&limits)))),
             Some(ErrorCode::RequestBodyTooLarge)
         );
         assert_eq!(
-            code(rt().block_on(read(over(), Some(5 * MIB), &limits))),
+            code(rt().block_on(read(over(), Some(5 * MIB), &limits, &key(&limits)))),
             Some(ErrorCode::RequestBodyTooLarge)
         );
     }
@@ -198,16 +211,17 @@ mod tests {
             ..Default::default()
         });
         rt().block_on(async {
-            let (_, first) = read(Chunks { left: 3, size: MIB }, Some(3 * MIB), &limits)
+            let share = key(&limits);
+            let (_, first) = read(Chunks { left: 3, size: MIB }, Some(3 * MIB), &limits, &share)
                 .await
                 .expect("fits");
             assert_eq!(
-                code(read(Chunks { left: 2, size: MIB }, Some(2 * MIB), &limits).await),
+                code(read(Chunks { left: 2, size: MIB }, Some(2 * MIB), &limits, &share).await),
                 Some(ErrorCode::ServerBusy),
                 "no room while the first body is held"
             );
             drop(first);
-            read(Chunks { left: 2, size: MIB }, Some(2 * MIB), &limits)
+            read(Chunks { left: 2, size: MIB }, Some(2 * MIB), &limits, &share)
                 .await
                 .expect("room once it is let go");
         });
@@ -231,8 +245,28 @@ mod tests {
             body_timeout: std::time::Duration::from_millis(100),
             ..Default::default()
         });
-        let got = rt().block_on(read(Stalled, Some(10), &limits));
+        let got = rt().block_on(read(Stalled, Some(10), &limits, &key(&limits)));
         assert_eq!(code(got), Some(ErrorCode::OperationTimedOut));
+    }
+
+    #[test]
+    fn a_declared_body_that_does_not_arrive_holds_no_room() {
+        let limits = Limits::new(crate::limits::Settings {
+            body_memory: 4 * MIB,
+            body_timeout: std::time::Duration::from_millis(300),
+            ..Default::default()
+        });
+        rt().block_on(async {
+            let share = key(&limits);
+            // Two silent 4 MiB declarations on a 4 MiB budget, then a real body: it fits.
+            let a = read(Stalled, Some(4 * MIB), &limits, &share);
+            let b = read(Stalled, Some(4 * MIB), &limits, &share);
+            let real = read(Chunks { left: 4, size: MIB }, Some(4 * MIB), &limits, &share);
+            let (a, b, real) = tokio::join!(a, b, real);
+            assert_eq!(code(a), Some(ErrorCode::OperationTimedOut));
+            assert_eq!(code(b), Some(ErrorCode::OperationTimedOut));
+            assert_eq!(real.expect("room for the body that arrived").0.len(), 4 * MIB);
+        });
     }
 
     #[test]

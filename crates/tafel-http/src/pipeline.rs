@@ -13,7 +13,7 @@ use hyper::body::Incoming;
 use tafel_protocol::json::MetadataLevel;
 use tafel_protocol::operation::{self, Operation};
 use tafel_protocol::{error_body, handlers, parse_query, Context, Request, Response, Route};
-use tafel_service::{Ctx, Error, ErrorCode, Service};
+use tafel_service::{Ctx, Error, ErrorCode, Recheck, Service};
 
 use crate::accounts::Accounts;
 use crate::addressing;
@@ -22,7 +22,7 @@ use crate::auth::{self, Signed};
 use crate::body;
 use crate::cors;
 use crate::faults::{Effect, Fault, RuleSet, Target};
-use crate::limits::Limits;
+use crate::limits::{self, Limits};
 use crate::names::{
     CACHE_CONTROL, CONNECTION, CONTENT_MD5, DATASERVICEVERSION, SERVER, WWW_AUTHENTICATE, X_CONTENT_TYPE_OPTIONS,
     X_MS_CLIENT_REQUEST_ID, X_MS_ERROR_CODE, X_MS_REQUEST_ID, X_MS_VERSION,
@@ -321,7 +321,7 @@ fn check_version(headers: &HeaderMap) -> Result<(), Error> {
 }
 
 async fn run(
-    state: &AppState,
+    state: &Arc<AppState>,
     req: hyper::Request<Incoming>,
     routed: Routed,
     meta: &mut Meta,
@@ -392,12 +392,28 @@ async fn run(
         }
     };
 
-    // The budget's share is held until the request is answered.
-    let (body, _room) = body::read(body, declared, &state.limits).await?;
+    // Everything the head decides is decided before a byte of body is held: the
+    // verb, whether the credential may do this at all, whether a body belongs.
+    let method = tafel_protocol::effective_method(&parts.method, &parts.headers)?;
+    route.admit(&access)?;
+    let has_body = match declared {
+        Some(n) => n > 0,
+        None => !hyper::body::Body::is_end_stream(&body),
+    };
+    if has_body && !route.takes_body() {
+        return Err(Error::with_message(
+            ErrorCode::InvalidInput,
+            "This operation does not take a request body.",
+        ));
+    }
+    // The body memory is held, in the credential's and the account's shares,
+    // until the request is answered.
+    let share = state
+        .limits
+        .body_share(&address.account, &limits::Credential::of(&parts.headers, &query));
+    let (body, _room) = body::read(body, declared, &state.limits, &share).await?;
     meta.bytes_in = body.len() as u64;
     check_content_md5(&parts.headers, &body)?;
-
-    let method = tafel_protocol::effective_method(&parts.method, &parts.headers)?;
     let request = Request {
         method,
         path: address.path,
@@ -433,10 +449,27 @@ async fn run(
             Effect::LoseAnswer(e) => lost = Some(e),
         }
     }
+    // A feed's long poll checks its credential again before each delivery.
+    let recheck = match (
+        route.operation(),
+        limits::Credential::of(&request.headers, &request.query),
+    ) {
+        (Operation::ReadChanges, limits::Credential::Sas(_) | limits::Credential::Token(_)) => Some(recheck(
+            state.clone(),
+            parts.method.as_str(),
+            &address.account,
+            &raw_path,
+            &request,
+            peer,
+            https,
+        )),
+        _ => None,
+    };
     let cx = Context {
         caller: Ctx {
             account: address.account,
             access,
+            recheck,
         },
         base_url: address.base_url,
         request_id: meta.request_id.clone(),
@@ -471,6 +504,39 @@ async fn run(
             answer
         }
     }
+}
+
+/// The request's authentication, to run again later ([`Recheck`]): it owns what
+/// the head said, and fails as the first verification would now.
+fn recheck(
+    state: Arc<AppState>,
+    method: &str,
+    account: &str,
+    raw_path: &str,
+    request: &Request,
+    peer: Option<std::net::IpAddr>,
+    https: bool,
+) -> Recheck {
+    let (method, account, raw_path) = (method.to_owned(), account.to_owned(), raw_path.to_owned());
+    let (query, headers) = (request.query.clone(), request.headers.clone());
+    Recheck(Arc::new(move || {
+        let (state, account, raw_path) = (state.clone(), account.clone(), raw_path.clone());
+        let (query, headers, method) = (query.clone(), headers.clone(), method.clone());
+        Box::pin(async move {
+            let signed = Signed {
+                method: &method,
+                account: &account,
+                raw_path: &raw_path,
+                query: &query,
+                headers: &headers,
+                peer,
+                https,
+            };
+            auth::authenticate(&state.accounts, &state.service, state.oauth.as_deref(), &signed)
+                .await
+                .map(|_| ())
+        })
+    }))
 }
 
 /// The fault a rule injects into `request`, if one fires for it.

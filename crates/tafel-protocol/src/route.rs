@@ -9,6 +9,7 @@ use http::{HeaderMap, Method};
 use tafel_service::model::Value;
 use tafel_service::query::{CompareOp, Expr};
 use tafel_service::Error;
+use tafel_service::{Access, Action};
 
 use crate::filter::parse_filter;
 use crate::operation::{self, Operation};
@@ -115,6 +116,71 @@ impl<'a> Route<'a> {
     /// The entity query's parsed `$filter`, when it has one that parses.
     pub fn filter(&self) -> Option<&Expr> {
         self.filter.as_ref()?.as_ref().ok()
+    }
+
+    /// Whether the operation takes a request body. `Unknown` may: its handler
+    /// decides what it is.
+    pub fn takes_body(&self) -> bool {
+        use Operation::*;
+        !matches!(
+            self.operation,
+            QueryTables
+                | QueryTable
+                | DeleteTable
+                | QueryEntities
+                | QueryEntity
+                | DeleteEntity
+                | GetTableAcl
+                | GetTableServiceProperties
+                | GetTableServiceStats
+                | ReadChanges
+                | Preflight
+        )
+    }
+
+    /// Refuses, from the head alone, a write that `access` may not make at all,
+    /// before a byte of its body is read or held; the service checks again with
+    /// what the body says (a new table's name, an insert's keys, a batch's
+    /// operations). Operations without a body are left to the service.
+    pub fn admit(&self, access: &Access) -> Result<(), Error> {
+        use Operation::*;
+        let keys = match self.resource() {
+            Some(Resource::Entity {
+                partition_key, row_key, ..
+            }) => Some((&**partition_key, &**row_key)),
+            _ => None,
+        };
+        let action = match self.operation {
+            CreateTable => Action::CreateTable,
+            InsertEntity => Action::InsertEntity,
+            UpdateEntity | MergeEntity => Action::UpdateEntity,
+            InsertOrReplaceEntity | InsertOrMergeEntity => Action::UpsertEntity,
+            SetTableAcl => Action::SetTableAcl,
+            SetTableServiceProperties => Action::SetServiceProperties,
+            // A batch's table and operations are in its body: one of them must be possible.
+            EntityGroupTransaction => {
+                let any = [
+                    Action::InsertEntity,
+                    Action::UpdateEntity,
+                    Action::DeleteEntity,
+                    Action::ReadEntity,
+                ];
+                let mut refused = None;
+                for a in any {
+                    match access.may(a, None, None) {
+                        Ok(()) => return Ok(()),
+                        Err(e) => refused = Some(e),
+                    }
+                }
+                return refused.map_or(Ok(()), Err);
+            }
+            _ => return Ok(()),
+        };
+        let table = match self.operation {
+            CreateTable | SetTableServiceProperties => None,
+            _ => self.table(),
+        };
+        access.may(action, table, keys)
     }
 
     /// The same route owning what it borrowed, to go with its request to

@@ -85,6 +85,15 @@ impl TokenGrant {
         }
     }
 
+    /// Whether some role of the principal, on the account or on any table, allows `action`.
+    fn may(&self, action: Action) -> Result<()> {
+        let roles = self.account.into_iter().chain(self.tables.iter().map(|(_, r)| *r));
+        match roles.max() {
+            Some(role) if role.allows(action) => Ok(()),
+            _ => Err(Error::new(ErrorCode::AuthorizationPermissionMismatch)),
+        }
+    }
+
     fn check(&self, action: Action, table: Option<&str>) -> Result<()> {
         let on_table = table.into_iter().flat_map(|t| {
             self.tables
@@ -337,6 +346,22 @@ impl Access {
                 SasGrant::Account(g) => g.check(action),
             },
             Access::Token(grant) => grant.check(action, table),
+        }
+    }
+
+    /// [`Access::check`] for what a request's head tells: `table` `None` when the
+    /// table is not known yet (a `$batch`'s or a new table's, named in the body),
+    /// which then passes if the grant allows `action` on any table. The HTTP layer
+    /// asks it before reading a body, the service checks again once it is read.
+    pub fn may(&self, action: Action, table: Option<&str>, keys: Option<(&str, &str)>) -> Result<()> {
+        match (self, table) {
+            (_, Some(_)) => self.check(action, table, keys),
+            (Access::Full, None) => Ok(()),
+            (Access::Sas(grant), None) => match &**grant {
+                SasGrant::Table(g) => g.check(action, Some(&g.table), None),
+                SasGrant::Account(g) => g.check(action),
+            },
+            (Access::Token(grant), None) => grant.may(action),
         }
     }
 

@@ -238,10 +238,12 @@ fn check_claims(
     if exp + SKEW_SECONDS < now {
         return Err(refused("Lifetime validation failed. The token is expired."));
     }
-    // A `nbf` that is not a number is refused as an `exp` that is not one is.
-    let nbf = match &claims["nbf"] {
-        Value::Null => None,
-        v => Some(
+    // A `nbf` that is not a number is refused as an `exp` that is not one is; so
+    // is `"nbf": null` (RFC 7519 allows a NumericDate or no claim, and a
+    // lifetime check is no place to guess which the issuer meant).
+    let nbf = match claims.get("nbf") {
+        None => None,
+        Some(v) => Some(
             v.as_i64()
                 .ok_or_else(|| refused("Lifetime validation failed. The token's nbf is not a number."))?,
         ),
@@ -318,6 +320,10 @@ mod tests {
         assert!(with("exp", json!(NOW - 3600)).contains("expired"));
         assert!(with("nbf", json!(NOW + 3600)).contains("not yet valid"));
         assert!(with("nbf", json!("0")).contains("nbf is not a number"));
+        assert!(
+            with("nbf", Value::Null).contains("nbf is not a number"),
+            "a null nbf is no absent nbf"
+        );
         assert!(with("exp", json!("9999999999")).contains("no expiry"));
         let mut no_exp = good();
         no_exp.as_object_mut().unwrap().remove("exp");

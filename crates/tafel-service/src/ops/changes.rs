@@ -36,6 +36,7 @@ impl Service {
             limit: query.limit.clamp(1, MAX_CHANGES),
             table: query.table,
         };
+        let mut waited = false;
         loop {
             let mut page = match self.store.read_changes(&ctx.account, &request).await? {
                 ChangesRead::Page(page) => page,
@@ -79,8 +80,14 @@ impl Service {
                     .retain(|c| c.key.as_ref().is_none_or(|k| range.contains(k.as_bytes())));
             }
             if !page.changes.is_empty() || Instant::now() >= deadline {
+                if waited {
+                    // What the credential allowed when the poll began may have been
+                    // revoked while it waited: no change goes out unless it still holds.
+                    ctx.still_authorized().await?;
+                }
                 return Ok(page);
             }
+            waited = true;
             // Nothing yet: go on from what this read passed, once more is committed.
             request.from = ChangesFrom::After(page.next_after);
             self.store.wait_for_changes(&ctx.account, page.head, deadline).await;

@@ -22,6 +22,9 @@ pub use writes::{BatchFailure, IfMatch, WriteKind, WriteOp};
 pub struct Ctx {
     pub account: String,
     pub access: Access,
+    /// How to check, later in a long request, that the credential still holds;
+    /// `None`: it cannot be revoked within a request's life (the account key).
+    pub recheck: Option<Recheck>,
 }
 
 impl Ctx {
@@ -29,7 +32,32 @@ impl Ctx {
         Ctx {
             account: account.into(),
             access: Access::Full,
+            recheck: None,
         }
+    }
+
+    /// Fails with the credential's refusal if it no longer holds (a SAS past its
+    /// expiry, its stored access policy removed or changed, a token expired).
+    pub async fn still_authorized(&self) -> crate::Result<()> {
+        match &self.recheck {
+            Some(r) => (r.0)().await,
+            None => Ok(()),
+        }
+    }
+}
+
+/// The credential's verification, run again: built by the HTTP layer, which
+/// verified it first. A long poll asks it before each delivery, so removing a
+/// policy or passing an expiry ends what the credential started.
+#[derive(Clone)]
+pub struct Recheck(pub Arc<dyn Fn() -> BoxFuture<crate::Result<()>> + Send + Sync>);
+
+/// A boxed, sendable future.
+pub type BoxFuture<T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send>>;
+
+impl std::fmt::Debug for Recheck {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Recheck")
     }
 }
 
