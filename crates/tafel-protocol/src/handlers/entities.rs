@@ -9,22 +9,32 @@ use tafel_service::{
 
 use super::{apply_prefer, metadata_level, open_query_body, prefer, require_json_body, top, unsupported_options};
 use crate::continuation;
-use crate::json::{content_type_value, decode_entity, EntityFormat, MetadataLevel};
+use crate::json::{content_type_value, decode_entity, EntityFormat, MetadataLevel, Select};
 use crate::request::{Context, Request, Response};
 use crate::resource::{entity_url, Resource};
 
-/// `$select` as a list; `None` for all properties.
-fn select(req: &Request) -> Option<Vec<String>> {
-    let raw = req.param("$select")?.trim();
+/// Most properties an entity can have: 252 of its own and the three system ones
+/// (limits.md). A `$select` naming more distinct ones asks for what cannot exist.
+const MAX_SELECT: usize = 255;
+
+/// `$select`; `None` for all properties. A list of more distinct names than an
+/// entity can have is refused (each is looked up for every property written).
+fn select(req: &Request) -> Result<Option<Select>> {
+    let Some(raw) = req.param("$select").map(str::trim) else {
+        return Ok(None);
+    };
     if raw.is_empty() || raw == "*" {
-        return None;
+        return Ok(None);
     }
-    Some(
-        raw.split(',')
-            .map(|s| s.trim().to_owned())
-            .filter(|s| !s.is_empty())
-            .collect(),
-    )
+    let names = raw.split(',').map(str::trim).filter(|s| !s.is_empty());
+    let select = Select::new(names.map(str::to_owned));
+    if select.len() > MAX_SELECT {
+        return Err(Error::with_message(
+            ErrorCode::InvalidInput,
+            format!("$select names more than {MAX_SELECT} properties, more than an entity can have."),
+        ));
+    }
+    Ok(Some(select))
 }
 
 /// The JSON body of a single entity (Get Entity, Insert with content, batch parts).
@@ -33,7 +43,7 @@ pub(crate) fn entity_response_body(
     level: MetadataLevel,
     table: &str,
     e: &Entity,
-    select: Option<&[String]>,
+    select: Option<&Select>,
 ) -> Vec<u8> {
     let f = EntityFormat::new(level, &cx.base_url, &cx.caller.account, table, select);
     let mut out = Vec::with_capacity(512);
@@ -51,8 +61,8 @@ pub(crate) async fn get(
     let level = metadata_level(req)?;
     validate::table_name(table)?;
     let entity = svc.get_entity(&cx.caller, table, pk, rk).await?;
-    let sel = select(req);
-    let f = EntityFormat::new(level, &cx.base_url, &cx.caller.account, table, sel.as_deref());
+    let sel = select(req)?;
+    let f = EntityFormat::new(level, &cx.base_url, &cx.caller.account, table, sel.as_ref());
     let mut body = Vec::with_capacity(entity.bytes.len() + 512);
     f.write_stored(&mut body, entity.view(), true)?;
     let mut resp = Response::with_body_typed(StatusCode::OK, content_type_value(level), body);
@@ -88,8 +98,8 @@ pub async fn query(
         (t, n) => t.or(n),
     };
     let q = EntityQuery { filter, top, resume };
-    let sel = select(req);
-    let f = EntityFormat::new(level, &cx.base_url, &cx.caller.account, table, sel.as_deref());
+    let sel = select(req)?;
+    let f = EntityFormat::new(level, &cx.base_url, &cx.caller.account, table, sel.as_ref());
     let mut out = Vec::with_capacity(QUERY_BODY_START);
     open_query_body(&mut out, level, &cx.base_url, table);
     let mut rows = JsonRows {

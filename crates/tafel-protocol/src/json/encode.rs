@@ -13,12 +13,36 @@ use tafel_service::model::{etag_of_iso, DateTime, Entity, StoredRef};
 use super::MetadataLevel;
 use crate::resource::push_entity_keys;
 
+/// `$select`'s property names, sorted and without repeats: each property of each
+/// entity written is looked up in it, so the lookup is a binary search, not a walk
+/// of a list the client chose the length of.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Select(Vec<String>);
+
+impl Select {
+    pub(crate) fn new(names: impl IntoIterator<Item = String>) -> Self {
+        let mut names: Vec<String> = names.into_iter().collect();
+        names.sort_unstable();
+        names.dedup();
+        Select(names)
+    }
+
+    /// Distinct names.
+    pub(crate) fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    fn has(&self, name: &str) -> bool {
+        self.0.binary_search_by(|n| n.as_str().cmp(name)).is_ok()
+    }
+}
+
 /// How to write entities of one response.
 pub(crate) struct EntityFormat<'a> {
     level: MetadataLevel,
     base_url: &'a str,
     table: &'a str,
-    select: Option<&'a [String]>,
+    select: Option<&'a Select>,
     /// Full metadata only: the `odata.type` value, and the openings of the
     /// `odata.id` and `odata.editLink` strings up to the key part.
     type_json: Vec<u8>,
@@ -37,7 +61,7 @@ impl<'a> EntityFormat<'a> {
         base_url: &'a str,
         account: &str,
         table: &'a str,
-        select: Option<&'a [String]>,
+        select: Option<&'a Select>,
     ) -> Self {
         let mut f = EntityFormat {
             level,
@@ -65,7 +89,7 @@ impl<'a> EntityFormat<'a> {
     }
 
     fn selected(&self, name: &str) -> bool {
-        self.select.is_none_or(|s| s.iter().any(|n| n == name))
+        self.select.is_none_or(|s| s.has(name))
     }
 
     /// Writes one owned entity. `single` adds the `odata.metadata` member of

@@ -110,7 +110,8 @@ fn cases(level: MetadataLevel) -> Vec<Case> {
     for base_url in ["http://127.0.0.1:10002/devstoreaccount1", "http://h\"o\\st/acc ount"] {
         for select in selects() {
             for single in [true, false] {
-                let sel = select.as_deref();
+                let sel = select.clone().map(Select::new);
+                let sel = sel.as_ref();
                 let f = EntityFormat::new(level, base_url, "acct", "Tbl1", sel);
                 let context = |entity: &str| format!("# {base_url} select={select:?} single={single} entity={entity}");
                 for (i, e) in samples().iter().enumerate() {
