@@ -42,11 +42,15 @@ def jwks(key, kid: str = "k1") -> dict:
     return {"keys": [public]}
 
 
+# A claim sent as JSON null (None leaves the claim out).
+NULL = object()
+
+
 def mint(key=SIGNING_KEY, kid: str = "k1", **claims) -> str:
     now = int(time.time())
     body = {"aud": "https://storage.azure.com", "iss": ISSUER, "iat": now, "nbf": now - 60, "exp": now + 3600, "oid": "alice"}
     body.update(claims)
-    body = {k: v for k, v in body.items() if v is not None}
+    body = {k: (None if v is NULL else v) for k, v in body.items() if v is not None}
     return jwt.encode(body, key, algorithm="RS256", headers={"kid": kid})
 
 
@@ -159,6 +163,17 @@ def test_each_bad_token_is_401_invalid_authentication_info_with_the_challenge(ba
         assert call(basic, token=mint(aud=aud)).status_code == 200, aud
     v2 = mint(iss=f"https://login.microsoftonline.com/{TENANT}/v2.0")
     assert call(basic, token=v2).status_code == 200
+
+
+def test_a_null_nbf_is_refused_not_taken_for_an_absent_one(basic):
+    """`"nbf": null` is no NumericDate (RFC 7519): refused as a string nbf is, while a
+    token with no nbf at all is accepted (docs/oauth.md)."""
+    token = mint(nbf=NULL)
+    r = call(basic, token=token)
+    assert r.status_code == 401 and r.headers["x-ms-error-code"] == "InvalidAuthenticationInfo", r.text
+    xml = call(basic, "/?restype=service&comp=properties", token=token)
+    assert xml.status_code == 401 and "nbf is not a number" in xml.text, xml.text
+    assert call(basic, token=mint(nbf=None)).status_code == 200
 
 
 def test_azure_storages_application_id_is_an_accepted_audience(basic):

@@ -246,7 +246,8 @@ def test_the_admin_listener_answers_only_local_host_names_without_a_token(server
 
 
 def test_the_admin_listener_serves_a_bounded_number_of_connections(server):
-    """Idle connections to the admin port are held to its own cap (64), not to the open-file
+    """Idle connections to the admin port are held to its own cap (64, and 8 spares that answer
+    only health checks), not to the open-file
     limit the Table API port relies on."""
     pid = server.proc.pid
 
@@ -261,7 +262,7 @@ def test_the_admin_listener_serves_a_bounded_number_of_connections(server):
         for _ in range(200):
             idle.append(socket.create_connection(("127.0.0.1", server.admin_port)))
         time.sleep(0.5)
-        assert fds() - before <= 70, f"{fds() - before} more open files for 200 idle admin connections"
+        assert fds() - before <= 78, f"{fds() - before} more open files for 200 idle admin connections"
     finally:
         for s in idle:
             s.close()
