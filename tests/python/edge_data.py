@@ -37,7 +37,8 @@ def edge_entities():
 
 def ticks(wire: str) -> str:
     """A DateTime as written on the wire, to 100 ns: servers write the same instant with
-    different numbers of fraction digits (Azurite six, Azure and Tafel seven)."""
+    different numbers of fraction digits (Azurite six, Azure and Tafel up to seven, trailing
+    zeros dropped)."""
     whole, _, fraction = wire.rstrip("Z").partition(".")
     return f"{whole}.{fraction.ljust(7, '0')}Z"
 

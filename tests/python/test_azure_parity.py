@@ -4,6 +4,7 @@ named for what broke; through the SDK where it shows the difference, raw HTTP fo
 
 from __future__ import annotations
 
+import asyncio
 from datetime import datetime, timedelta, timezone
 from urllib.parse import parse_qsl, urlencode
 
@@ -15,6 +16,7 @@ from azure.data.tables import (
     EdmType,
     EntityProperty,
     TableAccessPolicy,
+    TableAnalyticsLogging,
     TableClient,
     TableServiceClient,
     generate_table_sas,
@@ -295,3 +297,145 @@ def test_a_sas_giving_a_parameter_twice_is_refused(server, table, twice):
         assert_error(r, 403, "AuthenticationFailed")
         r = requests.get(f"{base}?{urlencode(extra + pairs)}", headers=headers, timeout=30)
         assert_error(r, 403, "AuthenticationFailed")
+
+
+# ---------------------------------------------------------------------------
+# 7. Issue #57: a table name with '/' and Delete Table below a table name
+# ---------------------------------------------------------------------------
+
+# azure-data-tables' own tests/test_table_client.py (and _async.py), test_table_name_errors:
+# every call on each of these names ends in the SDK's table-name ValueError, which it raises
+# only for Azure's InvalidResourceName / OutOfRangeInput answers.
+INVALID_TABLE_NAMES = ["1table", "a" * 2, "a" * 64, "a//", "my_table"]
+ALPHANUMERIC = "Storage table names must be alphanumeric"
+
+
+def test_table_name_errors_with_a_slash_are_the_sdks_table_name_error(server):
+    for invalid_name in INVALID_TABLE_NAMES:
+        client = TableClient(endpoint=server.url, credential=CRED, table_name=invalid_name)
+        with pytest.raises(ValueError) as error:
+            client.create_table()
+        assert ALPHANUMERIC in str(error.value), invalid_name
+        with pytest.raises(ValueError) as error:
+            client.create_entity({"PartitionKey": "foo", "RowKey": "bar"})
+        assert ALPHANUMERIC in str(error.value), invalid_name
+        with pytest.raises(ValueError) as error:
+            client.upsert_entity({"PartitionKey": "foo", "RowKey": "foo"})
+        assert ALPHANUMERIC in str(error.value), invalid_name
+        with pytest.raises(ValueError) as error:
+            client.delete_entity("PK", "RK")
+        assert ALPHANUMERIC in str(error.value), invalid_name
+        with pytest.raises(ValueError) as error:
+            client.get_table_access_policy()
+        assert ALPHANUMERIC in str(error.value), invalid_name
+        with pytest.raises(ValueError):
+            client.submit_transaction([("upsert", {"PartitionKey": "A", "RowKey": "B"})])
+
+
+def test_table_name_errors_with_a_slash_are_the_sdks_table_name_error_async(server):
+    from azure.data.tables.aio import TableClient as AsyncTableClient
+
+    async def run():
+        for invalid_name in INVALID_TABLE_NAMES:
+            client = AsyncTableClient(endpoint=server.url, credential=CRED, table_name=invalid_name)
+            async with client:
+                with pytest.raises(ValueError) as error:
+                    await client.create_table()
+                assert ALPHANUMERIC in str(error.value), invalid_name
+                with pytest.raises(ValueError) as error:
+                    await client.create_entity({"PartitionKey": "foo", "RowKey": "bar"})
+                assert ALPHANUMERIC in str(error.value), invalid_name
+                with pytest.raises(ValueError) as error:
+                    await client.upsert_entity({"PartitionKey": "foo", "RowKey": "foo"})
+                assert ALPHANUMERIC in str(error.value), invalid_name
+                with pytest.raises(ValueError) as error:
+                    await client.delete_entity("PK", "RK")
+                assert ALPHANUMERIC in str(error.value), invalid_name
+                with pytest.raises(ValueError) as error:
+                    await client.get_table_access_policy()
+                assert ALPHANUMERIC in str(error.value), invalid_name
+                with pytest.raises(ValueError):
+                    await client.submit_transaction([("upsert", {"PartitionKey": "A", "RowKey": "B"})])
+
+    asyncio.run(run())
+
+
+def test_a_table_name_sent_with_escaped_slashes_is_an_invalid_resource_name_not_an_invalid_uri(raw):
+    # What the SDKs send for the table `a//`: the name quoted whole, '/' as %2F.
+    name = "a%2F%2F"
+    entity = {"PartitionKey": "foo", "RowKey": "bar"}
+    assert_error(raw.request("POST", f"/{name}", json=entity), 400, "InvalidResourceName")
+    assert_error(raw.request("POST", f"/{name.lower()}", json=entity), 400, "InvalidResourceName")
+    keys = "(PartitionKey='foo',RowKey='foo')"
+    assert_error(raw.request("PATCH", f"/{name}{keys}", json=entity), 400, "InvalidResourceName")
+    assert_error(raw.request("PUT", f"/{name}{keys}", json=entity), 400, "InvalidResourceName")
+    r = raw.request("DELETE", f"/{name}{keys}", headers={"If-Match": "*"})
+    assert_error(r, 400, "InvalidResourceName")
+    assert "contains invalid characters" in r.json()["odata.error"]["message"]["value"]
+    assert_xml_error(raw.get(f"/{name}", query=ACL, accept=XML), 400, "InvalidResourceName")
+    # The same path unescaped is still no resource at all.
+    assert_error(raw.request("POST", "/a//", json=entity), 400, "InvalidUri")
+
+
+def test_delete_table_below_a_table_name_is_table_not_found_when_it_does_not_exist(server):
+    # azure-data-tables' tests/test_table_service_properties.py, test_client_with_url_ends_with_table_name.
+    table_name = unique_table_name("mytable")
+    tsc = TableServiceClient(f"{server.url}/{table_name}", credential=CRED)
+    with pytest.raises(ResourceNotFoundError) as exc:
+        tsc.create_table(table_name)
+    assert "table specified does not exist" in str(exc.value)
+    assert CHECK_URL in str(exc.value)
+    with pytest.raises(ResourceNotFoundError) as exc:
+        tsc.create_table_if_not_exists(table_name)
+    assert "table specified does not exist" in str(exc.value)
+    assert CHECK_URL in str(exc.value)
+    with pytest.raises(HttpResponseError) as exc:
+        tsc.set_service_properties(analytics_logging=TableAnalyticsLogging(write=True))
+    assert "URI is invalid" in str(exc.value)
+    assert CHECK_URL in str(exc.value)
+    with pytest.raises(HttpResponseError) as exc:
+        tsc.get_service_properties()
+    assert "URI is invalid" in str(exc.value)
+    assert CHECK_URL in str(exc.value)
+    # Azure answers 404 TableNotFound, which delete_table takes as done.
+    tsc.delete_table(table_name)
+
+
+def test_delete_table_below_a_table_name_is_table_not_found_when_it_does_not_exist_async(server):
+    from azure.data.tables.aio import TableServiceClient as AsyncTableServiceClient
+
+    async def run():
+        table_name = unique_table_name("mytable")
+        async with AsyncTableServiceClient(f"{server.url}/{table_name}", credential=CRED) as tsc:
+            with pytest.raises(ResourceNotFoundError) as exc:
+                await tsc.create_table(table_name)
+            assert "table specified does not exist" in str(exc.value)
+            assert CHECK_URL in str(exc.value)
+            with pytest.raises(ResourceNotFoundError) as exc:
+                await tsc.create_table_if_not_exists(table_name)
+            assert "table specified does not exist" in str(exc.value)
+            with pytest.raises(HttpResponseError) as exc:
+                await tsc.set_service_properties(analytics_logging=TableAnalyticsLogging(write=True))
+            assert "URI is invalid" in str(exc.value)
+            with pytest.raises(HttpResponseError) as exc:
+                await tsc.get_service_properties()
+            assert "URI is invalid" in str(exc.value)
+            await tsc.delete_table(table_name)
+
+    asyncio.run(run())
+
+
+@pytest.mark.parametrize("host_style", [False, True], ids=["path-style", "host-style"])
+def test_delete_table_below_a_table_name_answers_for_the_first_name(raw, raw_table, host_style):
+    missing = unique_table_name("gone")
+    r = raw.request("DELETE", f"/{missing}/Tables('{missing}')", host_style=host_style)
+    assert_error(r, 404, "TableNotFound")
+    assert r.json()["odata.error"]["message"]["value"].startswith("The table specified does not exist.")
+    # The table in the parentheses is not the one looked up: the first segment is.
+    assert_error(raw.request("DELETE", f"/{missing}/Tables('{raw_table}')", host_style=host_style), 404, "TableNotFound")
+    r = raw.request("DELETE", f"/{raw_table}/Tables('{missing}')", host_style=host_style)
+    assert_error(r, 400, "InvalidInput")
+    assert "does not match number of key properties" in r.json()["odata.error"]["message"]["value"]
+    assert_error(raw.request("GET", f"/{missing}/Tables('{missing}')", host_style=host_style), 404, "TableNotFound")
+    # Nothing was deleted.
+    assert raw.query_all(raw_table) == []

@@ -4,9 +4,11 @@ verbs. Authentication, versions and addressing: test_wire_auth.py."""
 
 import base64
 import json
+import re
 import uuid
 from datetime import datetime, timedelta, timezone
 from email.utils import parsedate_to_datetime
+from urllib.parse import unquote
 
 import pytest
 
@@ -95,7 +97,7 @@ def test_get_entity_nometadata(raw, ada):
                          "Balance", "Joined", "Id", "Blob", "Ratio"}
     assert body["Balance"] == "9007199254740993"  # Int64 still a string
     assert body["Blob"] == "AAECAw=="
-    assert body["Joined"] == "2020-02-29T10:00:00.0000000Z"
+    assert body["Joined"] == "2020-02-29T10:00:00Z"  # no fraction when it is zero, as Azure writes it
     assert body["Ratio"] == "NaN"
     assert '"Whole":5.0' in r.text.replace(" ", "")
     for k, v in PLAIN.items():
@@ -478,3 +480,71 @@ def test_delete_entity_without_if_match(raw, ada):
     assert r.status_code in (400, 412), (r.status_code, r.text)
     assert_error(r, (400, 412), {"MissingRequiredHeader", "UpdateConditionNotSatisfied", "InvalidInput"})
     assert raw.get(path).status_code == 200  # still there
+
+
+# ---------------------------------------------------------------------------
+# DateTimes as Azure writes them (issue #57, item 9)
+# ---------------------------------------------------------------------------
+
+# .NET's "FFFFFFF": up to 7 fractional digits, trailing zeros dropped, no '.' when zero.
+AZURE_DATETIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{0,6}[1-9])?Z")
+
+
+def test_datetimes_are_not_padded_to_seven_fractional_digits(raw, raw_table):
+    # Azure's recorded answers (azure-sdk-for-js, recording_should_createentity_with_datetime.json,
+    # recording_should_filter_dates_correctly.json): values come back as stored, unpadded.
+    body = {
+        "PartitionKey": "dt", "RowKey": "1",
+        "Five": "2020-09-17T00:00:00.99999Z", "Five@odata.type": "Edm.DateTime",
+        "Whole": "2020-09-17T00:00:00Z", "Whole@odata.type": "Edm.DateTime",
+        "Padded": "2020-09-17T00:00:00.1200000Z", "Padded@odata.type": "Edm.DateTime",
+    }
+    inserted = raw.insert(raw_table, body)
+    assert inserted.status_code == 201, inserted.text
+    want = {"Five": "2020-09-17T00:00:00.99999Z", "Whole": "2020-09-17T00:00:00Z", "Padded": "2020-09-17T00:00:00.12Z"}
+    for accept in (JSON_NONE, JSON_MINIMAL, JSON_FULL):
+        got = raw.get_entity(raw_table, "dt", "1", accept=accept).json()
+        assert {k: got[k] for k in want} == want, accept
+        assert AZURE_DATETIME.fullmatch(got["Timestamp"]), got["Timestamp"]
+    assert {k: inserted.json()[k] for k in want} == want
+    q = raw.request("GET", f"/{raw_table}()", query={"$filter": "Whole eq datetime'2020-09-17T00:00:00.0000000Z'"})
+    assert [{k: e[k] for k in want} for e in q.json()["value"]] == [want]
+
+
+def test_timestamps_and_their_etags_drop_trailing_zeros_as_azure_writes_them(raw, raw_table):
+    # Azure's Timestamps are 7 digits only when the last one is not 0: its answers in
+    # azure-sdk-for-js's recording_should_list_by_page.json hold "…36.569405Z", its ETag
+    # W/"datetime'…36.569405Z'". One write in ten ends in a zero tick: 100 writes show it.
+    stamps = []
+    for i in range(100):
+        r = raw.insert(raw_table, {"PartitionKey": "ts", "RowKey": f"{i:03d}"}, headers={"Prefer": "return-no-content"})
+        assert r.status_code == 204, r.text
+        etag = r.headers["ETag"]
+        ts = unquote(etag[len("W/\"datetime'"):-2])
+        assert AZURE_DATETIME.fullmatch(ts), etag
+        stamps.append(ts)
+    assert any(len(ts) < 28 for ts in stamps), stamps
+    # Reads give the same text, in the Timestamp and odata.etag, and If-Match takes it.
+    for e in raw.query_all(raw_table, {"$filter": "PartitionKey eq 'ts'"}):
+        ts = stamps[int(e["RowKey"])]
+        assert e["Timestamp"] == ts
+        assert e["odata.etag"] == etag_for_timestamp(ts)
+    short = next(i for i, ts in enumerate(stamps) if len(ts) < 28)
+    path = entity_path(raw_table, "ts", f"{short:03d}")
+    r = raw.request("MERGE", path, json={"V": 1}, headers={"If-Match": etag_for_timestamp(stamps[short])})
+    assert r.status_code == 204, r.text
+
+
+def test_an_etag_with_the_timestamp_padded_to_seven_digits_still_matches(raw, raw_table):
+    # ETags Tafel gave before it dropped trailing zeros name the same instant.
+    stamps = {}
+    for i in range(100):
+        r = raw.insert(raw_table, {"PartitionKey": "old", "RowKey": f"{i:03d}"}, headers={"Prefer": "return-no-content"})
+        stamps[f"{i:03d}"] = unquote(r.headers["ETag"][len("W/\"datetime'"):-2])
+    rk, ts = next((rk, ts) for rk, ts in stamps.items() if len(ts) < 28)
+    whole, _, frac = ts[:-1].partition(".")
+    padded = f"{whole}.{frac.ljust(7, '0')}Z"
+    r = raw.request("MERGE", entity_path(raw_table, "old", rk), json={"V": 1}, headers={"If-Match": etag_for_timestamp(padded)})
+    assert r.status_code == 204, r.text
+    stale = raw.request("MERGE", entity_path(raw_table, "old", rk), json={"V": 2}, headers={"If-Match": etag_for_timestamp(padded)})
+    assert_error(stale, 412, "UpdateConditionNotSatisfied")

@@ -33,6 +33,10 @@ pub enum Resource<'a> {
     /// (a common mistake) with the SDK's path after it. Azure reads `name` as the
     /// table, so a POST there is an insert into it.
     BelowTable(Cow<'a, str>),
+    /// `/name/Tables('x')`, the same mistake on a table's own path (Delete Table):
+    /// Azure reads `name` as the table, so 404 when it does not exist, else one key
+    /// where a table's entities have two.
+    KeyedBelowTable(Cow<'a, str>),
 }
 
 impl Resource<'_> {
@@ -56,6 +60,7 @@ impl Resource<'_> {
             Resource::Batch => Resource::Batch,
             Resource::Changes => Resource::Changes,
             Resource::BelowTable(t) => Resource::BelowTable(own(t)),
+            Resource::KeyedBelowTable(t) => Resource::KeyedBelowTable(own(t)),
         }
     }
 }
@@ -71,7 +76,7 @@ pub enum Shape {
     Batch,
     /// `/$changes`, the change feed (ours, not Azure's).
     Changes,
-    /// `/name/Tables`, `/name/$batch`.
+    /// `/name/Tables`, `/name/$batch`, `/name/Tables('x')`.
     BelowTable,
 }
 
@@ -85,7 +90,7 @@ impl From<&Resource<'_>> for Shape {
             Resource::Entity { .. } => Shape::Entity,
             Resource::Batch => Shape::Batch,
             Resource::Changes => Shape::Changes,
-            Resource::BelowTable(_) => Shape::BelowTable,
+            Resource::BelowTable(_) | Resource::KeyedBelowTable(_) => Shape::BelowTable,
         }
     }
 }
@@ -118,16 +123,40 @@ pub fn parse(raw_path: &str) -> Result<Resource<'_>> {
 pub fn parse_shaped(raw_path: &str) -> std::result::Result<Resource<'_>, Invalid> {
     // Most paths have no escape at all: a memchr is cheaper than the decoder's scan.
     if memchr::memchr(b'%', raw_path.as_bytes()).is_none() {
-        return parse_decoded(raw_path);
+        return parse_decoded(raw_path, Slashes::Separate);
     }
+    // An SDK escapes every '/' of a table name (`a//` → `a%2F%2F`): that name is
+    // one segment, which Azure refuses for its characters (InvalidResourceName),
+    // never a path below a table.
+    let name_end = memchr::memchr(b'(', raw_path.as_bytes()).unwrap_or(raw_path.len());
+    let slashes = if contains_escaped_slash(&raw_path[..name_end]) {
+        Slashes::InName
+    } else {
+        Slashes::Separate
+    };
     match percent_decode_str(raw_path).decode_utf8() {
-        Ok(Cow::Borrowed(path)) => parse_decoded(path),
-        Ok(Cow::Owned(path)) => parse_decoded(&path).map(Resource::into_owned),
+        Ok(Cow::Borrowed(path)) => parse_decoded(path, slashes),
+        Ok(Cow::Owned(path)) => parse_decoded(&path, slashes).map(Resource::into_owned),
         Err(_) => Err(shapeless(invalid_uri())),
     }
 }
 
-fn parse_decoded(decoded: &str) -> std::result::Result<Resource<'_>, Invalid> {
+/// What a '/' after the first segment of a decoded path is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Slashes {
+    /// A separator (as sent): `/t/Tables` is a path below table `t`.
+    Separate,
+    /// Part of the table's name: the name was sent with its '/' escaped.
+    InName,
+}
+
+fn contains_escaped_slash(raw: &str) -> bool {
+    raw.as_bytes()
+        .windows(3)
+        .any(|w| w[0] == b'%' && w[1] == b'2' && w[2].eq_ignore_ascii_case(&b'f'))
+}
+
+fn parse_decoded(decoded: &str, slashes: Slashes) -> std::result::Result<Resource<'_>, Invalid> {
     let path = decoded.strip_prefix('/').unwrap_or(decoded);
     if path.is_empty() {
         return Ok(Resource::Service);
@@ -146,9 +175,10 @@ fn parse_decoded(decoded: &str) -> std::result::Result<Resource<'_>, Invalid> {
                 .ok_or_else(|| shapeless(invalid_uri()))?;
             (&path[..i], Some(rest))
         }
+        None if slashes == Slashes::InName => (path, None),
         None => (path.strip_suffix('/').unwrap_or(path), None),
     };
-    if let Some((table, below)) = name.split_once('/') {
+    if let Some((table, below)) = name.split_once('/').filter(|_| slashes == Slashes::Separate) {
         return below_table(table, below, args).map_err(shapeless);
     }
     if name.is_empty() {
@@ -188,13 +218,9 @@ fn below_table<'a>(table: &'a str, below: &str, args: Option<&str>) -> Result<Re
     }
     match (below, args.map(str::trim)) {
         ("Tables" | "$batch", None | Some("")) => Ok(Resource::BelowTable(Cow::Borrowed(table))),
-        // `Tables('x')` is one key where a table's entities have two.
-        ("Tables", Some(_)) => Err(Error::with_message(
-            ErrorCode::InvalidInput,
-            format!(
-                "The number of keys specified in the URI does not match number of key properties for the resource '{table}'."
-            ),
-        )),
+        // `Tables('x')` is one key where a table's entities have two: the handler
+        // answers so once it knows the table exists.
+        ("Tables", Some(_)) => Ok(Resource::KeyedBelowTable(Cow::Borrowed(table))),
         _ => Err(invalid_uri()),
     }
 }
@@ -356,11 +382,33 @@ mod tests {
         assert_eq!(parse("/t/Tables").ok(), Some(Resource::BelowTable("t".into())));
         assert_eq!(parse("/t/$batch").ok(), Some(Resource::BelowTable("t".into())));
         let code = |p: &str| parse(p).err().map(|e| e.code);
-        assert_eq!(code("/t/Tables('t')"), Some(ErrorCode::InvalidInput));
+        assert_eq!(
+            parse("/t/Tables('t')").ok(),
+            Some(Resource::KeyedBelowTable("t".into()))
+        );
+        assert_eq!(
+            parse("/t/Tables('x')").ok(),
+            Some(Resource::KeyedBelowTable("t".into()))
+        );
         assert_eq!(code("/t/x"), Some(ErrorCode::InvalidUri));
         assert_eq!(code("/t/x/Tables"), Some(ErrorCode::InvalidUri));
         assert_eq!(code("/a//"), Some(ErrorCode::InvalidUri));
         assert_eq!(code("//Tables"), Some(ErrorCode::InvalidUri));
+        // A name sent with its '/' escaped, as the SDKs send `a//`, is one segment.
+        assert_eq!(parse("/a%2F%2F").ok(), Some(Resource::EntitySet("a//".into())));
+        assert_eq!(parse("/a%2f%2f()").ok(), Some(Resource::EntitySet("a//".into())));
+        assert_eq!(
+            parse("/a%2F%2F(PartitionKey='p',RowKey='r')").ok(),
+            Some(entity("a//", "p", "r"))
+        );
+        assert_eq!(
+            parse("/a%2F%2F/Tables").ok(),
+            Some(Resource::EntitySet("a///Tables".into()))
+        );
+        assert_eq!(
+            parse("/t(PartitionKey='a%2Fb',RowKey='r')").ok(),
+            Some(entity("t", "a/b", "r"))
+        );
         assert!(parse("/t(PartitionKey='a')").is_err());
         assert!(parse("/t(PartitionKey='a',RowKey='b'").is_err());
         assert!(parse("/t(PartitionKey='a',RowKey='b',X='c')").is_err());

@@ -88,7 +88,7 @@ fn write_line(out: &mut Vec<u8>, account: &str, base_url: &str, c: &Change) -> R
             .map_err(|_| Error::internal("a change holds a corrupt entity"))?,
         None => recorded_at(c.time_ns),
     };
-    write_json_str(out, &time.to_iso());
+    write_json_str(out, time.iso().as_str());
     out.extend_from_slice(b",\"op\":");
     write_json_str(out, c.op.name());
     out.extend_from_slice(b",\"table\":");

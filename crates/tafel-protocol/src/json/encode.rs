@@ -8,7 +8,7 @@ use std::convert::Infallible;
 
 use base64::Engine;
 use tafel_service::model::codec::ValueRef;
-use tafel_service::model::{etag_of_iso, DateTime, Entity, StoredRef};
+use tafel_service::model::{etag_of_iso, DateTime, Entity, Iso, StoredRef};
 
 use super::MetadataLevel;
 use crate::resource::push_entity_keys;
@@ -198,17 +198,18 @@ fn entity_path_str(out: &mut Vec<u8>, open: &[u8], pk: &str, rk: &str) {
 
 /// The ETag of `iso` (a timestamp's ISO bytes) as a JSON string: its only bytes JSON
 /// escapes are its two '"'.
-fn etag_str(out: &mut Vec<u8>, iso: &[u8; 28]) {
+fn etag_str(out: &mut Vec<u8>, iso: &Iso) {
     let etag = etag_of_iso(iso);
+    let etag = etag.as_bytes();
     // `W/"…'"`: the quotes are the third byte and the last one.
     out.extend_from_slice(b"\"W/\\\"");
     out.extend_from_slice(&etag[3..etag.len() - 1]);
     out.extend_from_slice(b"\\\"\"");
 }
 
-fn datetime_str(out: &mut Vec<u8>, iso: &[u8; 28]) {
+fn datetime_str(out: &mut Vec<u8>, iso: &Iso) {
     out.push(b'"');
-    out.extend_from_slice(iso);
+    out.extend_from_slice(iso.as_bytes());
     out.push(b'"');
 }
 
@@ -254,7 +255,7 @@ fn value(out: &mut Vec<u8>, v: ValueRef<'_>) {
         }
         ValueRef::Double(d) => double(out, d),
         ValueRef::Boolean(b) => out.extend_from_slice(if b { b"true" } else { b"false" }),
-        ValueRef::DateTime(d) => datetime_str(out, &d.iso_bytes()),
+        ValueRef::DateTime(d) => datetime_str(out, &d.iso()),
         ValueRef::Guid(g) => {
             out.push(b'"');
             g.write_canonical(out);
@@ -313,7 +314,7 @@ where
         entity_path_str(out, &f.id_open, e.partition_key, e.row_key);
         out.push(b',');
     }
-    let iso = e.timestamp.map(DateTime::iso_bytes);
+    let iso = e.timestamp.map(DateTime::iso);
     if let Some(iso) = iso.as_ref().filter(|_| meta) {
         key(out, "odata.etag");
         etag_str(out, iso);

@@ -2,6 +2,16 @@
 //! resolution Azure keeps (7 fractional digits). Hand-written because it sits on
 //! the hot path (every Timestamp of every response) and its range and formats are
 //! Azure's, not ISO's in general.
+//!
+//! Azure writes an entity's DateTimes — property values, Timestamp and the ETag made
+//! from it — as .NET's `yyyy-MM-ddTHH:mm:ss.FFFFFFFZ`: up to seven fractional digits
+//! with trailing zeros dropped, and no fraction at all when it is zero
+//! (`2020-09-17T00:00:00.99999Z`, `1970-10-04T00:00:00Z`, a Timestamp and its ETag
+//! `2022-02-01T20:52:36.569405Z`: Azure's answers in azure-sdk-for-js's recordings,
+//! `sdk/tables/data-tables/recordings/node/`, and azure-sdk-for-python's perf tests).
+//! That is [`DateTime::iso`]. The access-policy documents and the `Time:` of error
+//! messages keep all seven (`2021-06-08T02:05:09.0000000Z`, `…22.8065600Z`):
+//! [`DateTime::iso_bytes`].
 
 use std::fmt;
 
@@ -121,8 +131,21 @@ impl DateTime {
         Some(DateTime(ticks))
     }
 
-    /// `YYYY-MM-DDTHH:MM:SS.fffffffZ` as 28 ASCII bytes, so encoders can copy it
-    /// into their output without an intermediate String.
+    /// `YYYY-MM-DDTHH:MM:SS[.FFFFFFF]Z`, the form Azure gives an entity's DateTimes:
+    /// trailing zeros of the fraction dropped, and the whole fraction, '.' and all,
+    /// when it is zero. On the stack, so encoders copy it without an intermediate String.
+    pub fn iso(self) -> Iso {
+        let mut buf = self.iso_bytes();
+        // The fraction is bytes 20..27; keep up to its last non-zero digit.
+        let digits = buf[20..27].iter().rposition(|&d| d != b'0').map_or(0, |i| i + 1);
+        let len = if digits == 0 { 19 } else { 20 + digits };
+        buf[len] = b'Z';
+        Iso { buf, len: len + 1 }
+    }
+
+    /// `YYYY-MM-DDTHH:MM:SS.fffffffZ` as 28 ASCII bytes, all seven fractional digits
+    /// kept: the form of access policies and error messages ([`DateTime::iso`] is
+    /// entities').
     pub fn iso_bytes(self) -> [u8; 28] {
         let days = self.0.div_euclid(TICKS_PER_DAY);
         let rem = self.0.rem_euclid(TICKS_PER_DAY);
@@ -154,22 +177,35 @@ impl DateTime {
         buf
     }
 
-    /// Writes `YYYY-MM-DDTHH:MM:SS.fffffffZ`.
-    pub(crate) fn write_iso(self, out: &mut String) {
-        // All bytes of iso_bytes are ASCII.
-        out.push_str(std::str::from_utf8(&self.iso_bytes()).unwrap_or_default());
-    }
-
+    /// `YYYY-MM-DDTHH:MM:SS.fffffffZ` ([`DateTime::iso_bytes`]) as a String.
     pub fn to_iso(self) -> String {
-        let mut s = String::with_capacity(28);
-        self.write_iso(&mut s);
-        s
+        self.to_string()
     }
 }
 
+/// Writes all seven fractional digits ([`DateTime::iso_bytes`]), as Azure's error
+/// messages give their `Time:`; an entity's DateTimes are [`DateTime::iso`].
 impl fmt::Display for DateTime {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.to_iso())
+        f.write_str(std::str::from_utf8(&self.iso_bytes()).unwrap_or_default())
+    }
+}
+
+/// [`DateTime::iso`]'s text: 20 to 28 ASCII bytes on the stack.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Iso {
+    buf: [u8; 28],
+    len: usize,
+}
+
+impl Iso {
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+
+    pub fn as_str(&self) -> &str {
+        // All bytes of iso_bytes are ASCII.
+        std::str::from_utf8(self.as_bytes()).unwrap_or_default()
     }
 }
 
@@ -231,6 +267,26 @@ mod tests {
     }
 
     #[test]
+    fn entity_form_drops_trailing_zeros_of_the_fraction_as_azure_does() {
+        for (sent, want) in [
+            ("2020-09-17T00:00:00.99999Z", "2020-09-17T00:00:00.99999Z"),
+            ("2020-09-17T00:00:00.9999900Z", "2020-09-17T00:00:00.99999Z"),
+            ("2020-09-17T00:00:00Z", "2020-09-17T00:00:00Z"),
+            ("2020-09-17T00:00:00.0000000Z", "2020-09-17T00:00:00Z"),
+            ("2019-07-10T18:59:59.999Z", "2019-07-10T18:59:59.999Z"),
+            ("2022-02-01T20:52:36.5694050Z", "2022-02-01T20:52:36.569405Z"),
+            ("2024-06-04T08:15:30.1234567Z", "2024-06-04T08:15:30.1234567Z"),
+            ("2000-02-29T00:00:00.0000001Z", "2000-02-29T00:00:00.0000001Z"),
+            ("9999-12-31T23:59:59.9999999Z", "9999-12-31T23:59:59.9999999Z"),
+            ("1601-01-01T00:00:00Z", "1601-01-01T00:00:00Z"),
+        ] {
+            let d = DateTime::parse(sent);
+            assert_eq!(d.map(|d| d.iso().as_str().to_owned()).as_deref(), Some(want), "{sent}");
+            assert_eq!(DateTime::parse(want), d, "{want} reads back as the same instant");
+        }
+    }
+
+    #[test]
     fn range_constants_are_the_documented_instants() {
         assert_eq!(DateTime::MIN.to_iso(), "1601-01-01T00:00:00.0000000Z");
         assert_eq!(DateTime::MAX.to_iso(), "9999-12-31T23:59:59.9999999Z");
@@ -242,6 +298,8 @@ mod tests {
         for t in [i64::MIN, -1, 0, i64::MAX] {
             assert!(DateTime(t).iso_bytes().is_ascii());
             assert_eq!(DateTime(t).to_iso().len(), 28);
+            assert!(DateTime(t).iso().as_bytes().is_ascii());
+            assert!((20..=28).contains(&DateTime(t).iso().as_str().len()));
         }
     }
 

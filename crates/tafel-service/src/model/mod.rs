@@ -7,8 +7,8 @@ mod guid;
 mod stored;
 mod value;
 
-pub use datetime::DateTime;
-pub use entity::{etag_bytes, etag_for, etag_of_iso, Entity, Property};
+pub use datetime::{DateTime, Iso};
+pub use entity::{etag_bytes, etag_for, etag_of_iso, Entity, Etag, Property};
 pub use guid::Guid;
 pub use stored::{StoredEntity, StoredRef};
 pub use value::{EdmType, Value};

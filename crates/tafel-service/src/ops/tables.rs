@@ -45,11 +45,11 @@ impl Service {
         }
     }
 
-    /// `TableNotFound` unless `table` exists: for an insert that must name its
-    /// table's absence before its body's faults (Azure's order for a POST below a
-    /// table name).
-    pub async fn require_table(&self, ctx: &Ctx, table: &str) -> Result<()> {
-        ctx.access.check(Action::InsertEntity, Some(table), None)?;
+    /// `TableNotFound` unless `table` exists, once the caller may do `action` on
+    /// it: for a request below a table name (an account URL that ends in one) that
+    /// Azure answers with the table's absence before anything else about it.
+    pub async fn require_table(&self, ctx: &Ctx, table: &str, action: Action) -> Result<()> {
+        ctx.access.check(action, Some(table), None)?;
         match self.store.get_table(&ctx.account, table).await? {
             Some(_) => Ok(()),
             None => Err(Error::new(ErrorCode::TableNotFound)),

@@ -55,15 +55,28 @@ impl IfMatch {
 
     /// Compares the ETags' values, as Azure does: the datetime literal inside is
     /// percent-encoded on the wire (`%3A`), but the legacy Node.js SDK rebuilds the ETag
-    /// of a no-metadata query's entity from its Timestamp with bare `:`.
+    /// of a no-metadata query's entity from its Timestamp with bare `:`. The same
+    /// instant written with all seven fractional digits (as Tafel wrote ETags before it
+    /// dropped trailing zeros as Azure does) matches too.
     fn matches(&self, current: DateTime) -> bool {
         match self {
             IfMatch::None | IfMatch::Any => true,
-            IfMatch::Etag(quoted) => etag_for(current)
-                .strip_prefix("W/")
-                .is_some_and(|cur| percent_decoded(cur) == percent_decoded(quoted)),
+            IfMatch::Etag(quoted) => {
+                let sent = percent_decoded(quoted);
+                etag_for(current)
+                    .strip_prefix("W/")
+                    .is_some_and(|cur| percent_decoded(cur) == sent)
+                    || etag_instant(&sent) == Some(current)
+            }
         }
     }
+}
+
+/// The instant of a decoded `"datetime'…Z'"`.
+fn etag_instant(quoted: &[u8]) -> Option<DateTime> {
+    let literal = quoted.strip_prefix(b"\"datetime'")?.strip_suffix(b"Z'\"")?;
+    let literal = std::str::from_utf8(literal).ok()?;
+    DateTime::parse(&[literal, "Z"].concat())
 }
 
 /// `s` with its `%XX` escapes decoded; a `%` not followed by two hex digits stays.
@@ -249,6 +262,17 @@ mod tests {
     use super::*;
 
     #[test]
+    fn if_match_takes_the_padded_etag_of_the_same_timestamp() {
+        let ts = DateTime::parse("2022-02-01T20:52:36.569405Z").unwrap_or(DateTime(0));
+        let matches = |h: &str| IfMatch::parse(Some(h)).is_ok_and(|m| m.matches(ts));
+        assert_eq!(etag_for(ts), "W/\"datetime'2022-02-01T20%3A52%3A36.569405Z'\"");
+        assert!(matches("W/\"datetime'2022-02-01T20%3A52%3A36.5694050Z'\""));
+        assert!(matches("W/\"datetime'2022-02-01T20:52:36.5694050Z'\""));
+        assert!(!matches("W/\"datetime'2022-02-01T20%3A52%3A36.5694051Z'\""));
+        assert!(!matches("W/\"datetime'2022-02-01T20%3A52%3A36.5694050'\""));
+    }
+
+    #[test]
     fn if_match_compares_the_decoded_etag() {
         let ts = DateTime(638_530_713_301_234_567);
         let sent = etag_for(ts);
@@ -259,6 +283,7 @@ mod tests {
         assert!(matches(&sent.replace("%3A", "%3a")));
         assert!(!matches(&sent.replace("%3A", "%3B")));
         assert!(!matches(&etag_for(DateTime(ts.0 + 1)).replace("%3A", ":")));
+        assert!(!matches("W/\"datetime'2024-06-04T08%3A15%3A30.1234567'\""));
         assert_eq!(percent_decoded("a%2"), b"a%2");
         assert_eq!(percent_decoded("%zz%41"), b"%zzA");
     }

@@ -52,7 +52,7 @@ test("entity quickstart: insert, retrieve, query, delete", async () => {
   const table = await freshTable("qe");
   created.push(table);
   const ins = await call(svc, "insertEntity", table, { PartitionKey: "p", RowKey: "1", Name: "Ada", Age: 36 });
-  assert.match(ins.result[".metadata"].etag, /^W\/"datetime'\d{4}-\d\d-\d\dT\d\d%3A\d\d%3A\d\d\.\d{7}Z'"$/);
+  assert.match(ins.result[".metadata"].etag, /^W\/"datetime'\d{4}-\d\d-\d\dT\d\d%3A\d\d%3A\d\d(\.\d{0,6}[1-9])?Z'"$/);
   await call(svc, "insertEntity", table, { PartitionKey: "p", RowKey: "2", Name: "Bob", Age: 41 });
 
   const { result: e } = await call(svc, "retrieveEntity", table, "p", "1");

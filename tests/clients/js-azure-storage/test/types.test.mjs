@@ -93,10 +93,10 @@ test("wire form (full metadata): 7-digit DateTime, Int64 as a string, OData cont
   });
   const body = response.body;
   assert.equal(body["Dt"], DT7);
-  assert.equal(body["DtDate"], "2020-02-29T10:00:00.1230000Z");
-  assert.equal(body["DtPlain"], "2021-03-04T05:06:07.8900000Z");
+  assert.equal(body["DtDate"], "2020-02-29T10:00:00.123Z");
+  assert.equal(body["DtPlain"], "2021-03-04T05:06:07.89Z");
   assert.equal(body["I64"], "9007199254740993");
-  assert.match(body["Timestamp"], /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{7}Z$/);
+  assert.match(body["Timestamp"], /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{0,6}[1-9])?Z$/);
   assert.equal(body["Timestamp@odata.type"], "Edm.DateTime");
   assert.equal(body["odata.type"], `${process.env.TAFEL_ACCOUNT}.${table}`);
   assert.equal(body["odata.editLink"], `${table}(PartitionKey='types',RowKey='all')`);

@@ -52,7 +52,7 @@ test("replaceEntity and mergeEntity with the current ETag succeed and return the
   assert.equal(e2[".metadata"].etag, r.result[".metadata"].etag);
   assert.deepEqual(vals(e2), { C: 3 });
   // The ETag is the Timestamp's: W/"datetime'<percent-encoded Timestamp>'".
-  assert.match(e2[".metadata"].etag, /^W\/"datetime'\d{4}-\d\d-\d\dT\d\d%3A\d\d%3A\d\d\.\d{7}Z'"$/);
+  assert.match(e2[".metadata"].etag, /^W\/"datetime'\d{4}-\d\d-\d\dT\d\d%3A\d\d%3A\d\d(\.\d{0,6}[1-9])?Z'"$/);
 });
 
 test("a stale ETag is 412 UpdateConditionNotSatisfied for merge, replace and delete", async () => {
@@ -85,7 +85,7 @@ test("a no-metadata query's entities carry an ETag rebuilt from the Timestamp, a
   const { result, response } = await call(svc(), "queryEntities", table, q, null, opts);
   const [e] = result.entries;
   const ts = response.body.value[0].Timestamp;
-  assert.match(ts, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{7}Z$/);
+  assert.match(ts, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{0,6}[1-9])?Z$/);
   // No odata.etag at this level: the SDK builds W/"datetime'<Timestamp>'" with the ':'
   // left as they are, and sends it back as If-Match.
   assert.equal(e[".metadata"].etag, `W/"datetime'${ts}'"`);

@@ -187,7 +187,7 @@ fn etag_member_is_the_json_of_etag_for() {
         "9999-12-31T23:59:59.9999999Z",
     ] {
         let mut direct = Vec::new();
-        etag_str(&mut direct, &ts(t).iso_bytes());
+        etag_str(&mut direct, &ts(t).iso());
         let mut via_string = Vec::new();
         write_json_str(&mut via_string, &etag_for(ts(t)));
         assert_eq!(direct, via_string, "{t}");

@@ -5,7 +5,7 @@
 // table's entities · #/a/<account>/<table>/changes its changes, live · #/status the server's status · #/faults the fault rules.
 
 import { Api } from "./api.js";
-import { h, $, fill, showError } from "./ui.js";
+import { h, $, fill, showError, leaveView } from "./ui.js";
 import { renderTables } from "./tables.js";
 import { renderEntities } from "./entities.js";
 import { renderStatus } from "./status.js";
@@ -76,6 +76,8 @@ function header(active) {
 }
 
 async function render() {
+  // A dialog belongs to the view it was opened on (Back, a link, the Status page).
+  leaveView();
   const r = route();
   const main = $("#main");
   for (const a of document.querySelectorAll("header nav a")) {

@@ -2,7 +2,7 @@
 // a typed input for each of the eight EDM types and ETag-conditional saves; a
 // conflict shows both versions and lets the user reload or overwrite.
 
-import { h, fill, dialog, notify, confirmPlain } from "./ui.js";
+import { h, fill, dialog, notify, confirmPlain, viewToken, sameView } from "./ui.js";
 import { TYPES, check, toWire, fromWire, hexToBase64, base64ToHex } from "./edm.js";
 
 const PLACEHOLDER = {
@@ -14,12 +14,15 @@ const PLACEHOLDER = {
 /** Resolves true once the table changed (saved or deleted). */
 export async function editEntity(api, table, entity, mode, known = []) {
   if (mode === "edit") {
+    const view = viewToken();
     try {
       entity = fromWire(await api.getEntity(table, entity.pk, entity.rk));
     } catch (err) {
-      notify(`Could not read the entity — ${err.status} ${err.code}: ${err.message}`, "error");
+      if (sameView(view)) notify(`Could not read the entity — ${err.status} ${err.code}: ${err.message}`, "error");
       return false;
     }
+    // Navigated away while the entity was read: no editor over another view.
+    if (!sameView(view)) return false;
   }
   const title = { insert: "New entity", edit: "Edit entity", duplicate: "Duplicate entity" }[mode];
   return dialog(title, (close) => editorForm(api, table, entity, mode, known, close), { wide: true }).then(Boolean);

@@ -8,6 +8,35 @@ import { editEntity } from "./editor.js";
 import { exportQuery, importFile } from "./transfer.js";
 
 const OPS = ["eq", "ne", "gt", "ge", "lt", "le"];
+const COLUMNS = "tafel.columns";
+
+// Each table's property names in the order first seen, for this tab's session: the
+// grid keeps its columns in that order across pages and filters, so a column never
+// moves because another page's first row listed its properties differently.
+const columnOrder = {
+  all() {
+    try {
+      return JSON.parse(sessionStorage.getItem(COLUMNS)) || {};
+    } catch {
+      return {};
+    }
+  },
+  /** The remembered order of `key`'s table, grown by `names` not seen before. */
+  extend(key, names) {
+    const all = this.all();
+    const known = all[key] || [];
+    const order = [...known, ...names.filter((n) => !known.includes(n))];
+    if (order.length !== known.length) {
+      all[key] = order;
+      try {
+        sessionStorage.setItem(COLUMNS, JSON.stringify(all));
+      } catch {
+        // Storage full or off: the order still holds for this page's life below.
+      }
+    }
+    return order;
+  },
+};
 
 export async function renderEntities(root, api, table, params, nav) {
   if (!table) {
@@ -116,11 +145,14 @@ export async function renderEntities(root, api, table, params, nav) {
     run();
   }
 
-  // Columns: the system ones, then the union of the page's properties, each with its type.
+  // Columns: the system ones, then the page's properties, each with its type, in the
+  // table's remembered order (first seen first), whatever order this page lists them in.
+  let order = [];
   function columns() {
     const seen = new Map();
     for (const r of rows) for (const p of r.props) if (!seen.has(p.name)) seen.set(p.name, p.type);
-    return [...seen].map(([name, type]) => ({ name, type }));
+    order = columnOrder.extend(`${api.account}/${table}`, [...order, ...seen.keys()]);
+    return order.filter((name) => seen.has(name)).map((name) => ({ name, type: seen.get(name) }));
   }
 
   function renderGrid() {

@@ -48,18 +48,38 @@ export function showError(err, what) {
   notify(what ? `${what} failed — ${text}` : text, "error");
 }
 
+// The close functions of the dialogs open now, and how many times the view changed.
+const openDialogs = new Set();
+let views = 0;
+
+/**
+ * The view changed (a new route): every open dialog is dismissed as with Escape,
+ * so an editor never outlives the table or page it was opened on.
+ */
+export function leaveView() {
+  views++;
+  for (const close of [...openDialogs]) close(undefined);
+}
+
+/** A token that `sameView` checks: was the view left since it was taken? */
+export const viewToken = () => views;
+export const sameView = (token) => token === views;
+
 /**
  * A modal dialog built by `build(close)`; resolves with what `close(value)` is
- * given (undefined when dismissed with Escape or the backdrop).
+ * given (undefined when dismissed with Escape or the backdrop, or when the view
+ * changes under it).
  */
 export function dialog(title, build, { wide = false } = {}) {
   return new Promise((resolve) => {
     const dlg = h(`dialog.modal${wide ? ".wide" : ""}`, { "aria-label": title });
     const close = (value) => {
+      if (!openDialogs.delete(close)) return; // already closed
       dlg.close();
       dlg.remove();
       resolve(value);
     };
+    openDialogs.add(close);
     dlg.addEventListener("cancel", (e) => {
       e.preventDefault();
       close(undefined);
