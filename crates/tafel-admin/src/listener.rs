@@ -189,18 +189,22 @@ fn local_host(host: &str) -> bool {
         || name.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
-async fn route(state: &AdminState, req: hyper::Request<hyper::body::Incoming>, peer: SocketAddr) -> Resp {
+/// The refusal of a request no route may see: one addressed by another name
+/// than this machine's without a token (DNS rebinding), or one that changes
+/// state and could come from another site's page. Every path passes here first.
+fn guard(state: &AdminState, req: &hyper::Request<hyper::body::Incoming>) -> Option<Resp> {
     let path = req.uri().path();
     let host = req.headers().get(header::HOST).and_then(|h| h.to_str().ok());
     if state.token.is_none() && path != "/health" && path != "/ready" && !host.is_some_and(local_host) {
-        return text(
+        return Some(text(
             StatusCode::FORBIDDEN,
             "the admin listener answers only requests addressed to localhost (or set --admin-token)\n",
-        );
+        ));
     }
-    if let Some(refused) = crate::cross_site::refusal(req.method(), req.headers()) {
-        return refused;
-    }
+    crate::cross_site::refusal(req.method(), req.headers())
+}
+
+async fn route(state: &AdminState, req: hyper::Request<hyper::body::Incoming>, peer: SocketAddr) -> Resp {
     if let Some(app) = &state.explorer {
         let path = req.uri().path();
         if path.starts_with(explorer::API_PREFIX) {
@@ -329,6 +333,10 @@ pub async fn serve_admin(
                         )
                         .map(Either::Left));
                     }
+                    if let Some(refused) = guard(&state, &req) {
+                        return Ok(refused.map(Either::Left));
+                    }
+                    // The one route whose answer streams; the rest are `route`'s.
                     if req.uri().path() == "/backup" && req.method() == Method::GET {
                         return Ok::<_, Infallible>(match crate::backup::backup(&state, &req).await {
                             Ok(r) => r.map(Either::Right),
