@@ -156,3 +156,25 @@ def test_testing_snapshot_curl_calls_and_commands(default_server, tmp_path):
     assert '"tables_deleted":1' in r.stdout, r.stdout
     r = shell(recipe("testing.md", "snapshot-commands"), tmp_path)
     assert "restored snapshot baseline" in r.stdout, r.stdout
+
+
+def test_testing_javascript_fault_test(default_server, tmp_path):
+    import uuid
+
+    js = REPO_ROOT / "tests" / "js"
+    if not (js / "node_modules" / "@azure" / "data-tables").exists():
+        pytest.fail("tests/js has no node_modules: run `npm ci` in tests/js (scripts/test does, before this suite)",
+                    pytrace=False)
+    # What the page's test assumes: 25 entities in orders.
+    with TableServiceClient.from_connection_string(DEV_CONN) as svc:
+        orders = svc.create_table("orders")
+        orders.submit_transaction([("create", {"PartitionKey": "p", "RowKey": f"{i:02d}"}) for i in range(25)])
+    # Beside tests/js's package.json, where its modules resolve; removed after.
+    test = js / f".recipe-{uuid.uuid4().hex[:8]}.test.mjs"
+    test.write_text(recipe("testing.md", "faults-javascript"))
+    try:
+        r = subprocess.run(["node", "--test", test.name], cwd=js, capture_output=True, text=True, timeout=120)
+    finally:
+        test.unlink()
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+    assert requests.get("http://127.0.0.1:10012/faults", timeout=5).json()["rules"] == []
