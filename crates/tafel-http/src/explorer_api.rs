@@ -76,7 +76,13 @@ pub async fn forward(app: Arc<AppState>, mut req: hyper::Request<Incoming>, peer
 
 /// On the Table API port, a browser that opens the bare root (no credential, no
 /// query) is sent to the explorer; every other request is the Table API's.
-pub fn redirect_to_explorer(explorer: SocketAddr, req: &hyper::Request<Incoming>) -> Option<Resp> {
+///
+/// An explorer on a loopback address is reachable only from the machine (or
+/// container) the server runs on. A browser that came from elsewhere — a
+/// container's published port, another machine — would be sent to its own
+/// loopback, where nothing answers: it gets a page saying how to reach the
+/// explorer instead.
+pub fn redirect_to_explorer(explorer: SocketAddr, req: &hyper::Request<Incoming>, peer: SocketAddr) -> Option<Resp> {
     if req.method() != Method::GET
         || req.uri().path() != "/"
         || req.uri().query().is_some()
@@ -87,6 +93,9 @@ pub fn redirect_to_explorer(explorer: SocketAddr, req: &hyper::Request<Incoming>
     let accept = req.headers().get(header::ACCEPT)?.to_str().ok()?;
     if !accept.split(',').any(|t| t.trim().starts_with("text/html")) {
         return None;
+    }
+    if explorer.ip().is_loopback() && !peer.ip().to_canonical().is_loopback() {
+        return Some(how_to_reach(explorer));
     }
     // An admin listener on every address is reached by the name the browser used.
     let host = if explorer.ip().is_unspecified() {
@@ -106,4 +115,28 @@ pub fn redirect_to_explorer(explorer: SocketAddr, req: &hyper::Request<Incoming>
     r.headers_mut()
         .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     Some(r)
+}
+
+/// The page a browser that cannot reach a loopback explorer gets.
+fn how_to_reach(explorer: SocketAddr) -> Resp {
+    let port = explorer.port();
+    let page = format!(
+        "<!doctype html>\n<meta charset=\"utf-8\">\n<title>Tafel</title>\n\
+         <h1>Tafel: the Azure Table API</h1>\n\
+         <p>This port serves the Table API to SDKs and tools. The web explorer is on Tafel's admin listener, \
+         <code>http://{explorer}/</code>: a loopback address of the machine or container Tafel runs in, \
+         which this browser cannot reach.</p>\n\
+         <p>To open it from here, have the admin listener listen on every address (it then asks for a token) \
+         and publish its port, then open <code>http://HOST:{port}/</code>:</p>\n\
+         <pre>docker run -p 10002:10002 -p {port}:{port} -e TAFEL_ADMIN_HOST=0.0.0.0 -e TAFEL_ADMIN_TOKEN=choose-one tafel:dev\n\
+         tafel serve --admin-host 0.0.0.0 --admin-token choose-one</pre>\n"
+    );
+    let mut r = hyper::Response::new(Full::new(Bytes::from(page)));
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/html; charset=utf-8"),
+    );
+    r.headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    r
 }

@@ -379,7 +379,7 @@ impl ConnState {
             async move {
                 if let Some(r) = state
                     .explorer
-                    .and_then(|at| explorer_api::redirect_to_explorer(at, &req))
+                    .and_then(|at| explorer_api::redirect_to_explorer(at, &req, peer.addr))
                 {
                     charge.answered();
                     return Ok::<_, LostAnswer>(r);

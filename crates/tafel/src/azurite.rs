@@ -32,6 +32,14 @@ pub(crate) struct AzuriteArgs {
     /// Azurite: send no telemetry. Tafel sends none.
     #[arg(long = "disableTelemetry", hide = true)]
     pub(crate) disable_telemetry: bool,
+    /// Azurite: `-v` prints the version (`--version` is clap's own, as is `-h`/`--help`).
+    #[arg(short = 'v', hide = true, action = clap::ArgAction::Version)]
+    azurite_version: Option<bool>,
+    /// Azurite: MiB its in-memory extents (blob and queue data) may take. The
+    /// nearest Tafel has is the cap of --in-memory's data: it is that cap, unless
+    /// --in-memory-max-mb gives one.
+    #[arg(long = "extentMemoryLimit", hide = true, value_parser = positive_megabytes)]
+    pub(crate) extent_memory_limit: Option<u64>,
     /// The all-in-one `azurite` command's flags for its blob and queue services,
     /// which Tafel does not have: refused (see `refused`), never ignored.
     #[arg(long = "blobHost", hide = true)]
@@ -42,6 +50,18 @@ pub(crate) struct AzuriteArgs {
     queue_host: Option<String>,
     #[arg(long = "queuePort", hide = true)]
     queue_port: Option<String>,
+    #[arg(long = "blobKeepAliveTimeout", hide = true)]
+    blob_keep_alive_timeout: Option<String>,
+    #[arg(long = "queueKeepAliveTimeout", hide = true)]
+    queue_keep_alive_timeout: Option<String>,
+}
+
+/// Azurite's `--extentMemoryLimit`: megabytes, possibly with a fraction, rounded up.
+fn positive_megabytes(s: &str) -> Result<u64, String> {
+    match s.parse::<f64>() {
+        Ok(mb) if mb > 0.0 && mb.is_finite() => Ok(mb.ceil() as u64),
+        _ => Err(format!("{s}: expected a number of megabytes above 0")),
+    }
 }
 
 impl AzuriteArgs {
@@ -52,6 +72,8 @@ impl AzuriteArgs {
             ("--blobPort", &self.blob_port),
             ("--queueHost", &self.queue_host),
             ("--queuePort", &self.queue_port),
+            ("--blobKeepAliveTimeout", &self.blob_keep_alive_timeout),
+            ("--queueKeepAliveTimeout", &self.queue_keep_alive_timeout),
         ];
         if let Some((flag, _)) = given.iter().find(|(_, v)| v.is_some()) {
             anyhow::bail!(

@@ -13,6 +13,7 @@ mod change_feed_args;
 mod check;
 mod config;
 mod health;
+mod listeners;
 mod serve_args;
 mod snapshot;
 mod transfer;
@@ -90,7 +91,8 @@ enum Command {
     /// Run the server (the default).
     // Azurite's program names, hidden: a compose file or CI job that runs
     // `azurite-table --tableHost 0.0.0.0 …` in the image runs Tafel unchanged.
-    #[command(alias = "azurite-table", alias = "azurite")]
+    // Its own --version/-V (and Azurite's -v): `azurite-table --version` is a script's check.
+    #[command(alias = "azurite-table", alias = "azurite", version = VERSION)]
     Serve(ServeArgs),
     /// Make a local development CA and a certificate it signs for localhost,
     /// 127.0.0.1 and ::1, for `serve --cert/--key`; print how to trust the CA.
@@ -134,6 +136,7 @@ enum Command {
 enum ConfigCommand {
     /// Print the effective configuration (flag > env > file > default) as a
     /// file --config takes, with secrets masked.
+    #[command(version = VERSION)]
     Print(ServeArgs),
 }
 
@@ -205,7 +208,7 @@ fn main() -> anyhow::Result<()> {
     let (argv, from_file) = config::layered(&cmd, std::env::args_os().collect())?;
     let matches = cmd.clone().try_get_matches_from(&argv).unwrap_or_else(|e| e.exit());
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
-    let args = match cli.command {
+    let mut args = match cli.command {
         Some(Command::Serve(a)) => a,
         Some(Command::Config {
             action: ConfigCommand::Print(_),
@@ -222,7 +225,15 @@ fn main() -> anyhow::Result<()> {
         Some(Command::Restore(a)) => return backup::restore(a),
         #[cfg(feature = "embedded")]
         Some(Command::Check(a)) => return check::run(a),
-        Some(Command::Health(a)) => return health::run(a),
+        Some(Command::Health(mut a)) => {
+            let given = matches.subcommand_matches("health").is_some_and(|m| {
+                ["admin_host", "admin_port"]
+                    .iter()
+                    .any(|id| m.value_source(id) == Some(clap::parser::ValueSource::CommandLine))
+            });
+            a.address_given = given;
+            return health::run(a);
+        }
         Some(Command::Snapshot(a)) => return snapshot::run(a),
         None => cli.serve,
     };
@@ -240,10 +251,14 @@ fn main() -> anyhow::Result<()> {
         None => None,
     };
     let serve_matches = matches.subcommand_matches("serve").unwrap_or(&matches);
-    let log_given = matches!(
-        serve_matches.value_source("log"),
-        Some(clap::parser::ValueSource::CommandLine | clap::parser::ValueSource::EnvVariable)
-    );
+    let given = |id: &str| {
+        matches!(
+            serve_matches.value_source(id),
+            Some(clap::parser::ValueSource::CommandLine | clap::parser::ValueSource::EnvVariable)
+        )
+    };
+    let log_given = given("log");
+    args.admin_port_given = given("admin_port");
     // Azurite's `--location` beside `--inMemoryPersistence` is said to be unused; the
     // image's TAFEL_DATA_DIR is not.
     if args.in_memory && serve_matches.value_source("data_dir") == Some(clap::parser::ValueSource::CommandLine) {
@@ -252,20 +267,13 @@ fn main() -> anyhow::Result<()> {
             args.store.data_dir.display()
         );
     }
-    let filter = match &debug_file {
-        Some(_) if !log_given => "debug",
-        _ => args.log.as_str(),
-    };
-    let logs = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_new(filter).unwrap_or_else(|_| "info".into()));
-    match (debug_file, args.log_format) {
-        (Some(file), LogFormatArg::Json) => logs.json().with_writer(std::sync::Mutex::new(file)).init(),
-        (Some(file), LogFormatArg::Text) => logs.with_ansi(false).with_writer(std::sync::Mutex::new(file)).init(),
-        (None, LogFormatArg::Json) => logs.json().with_writer(std::io::stderr).init(),
-        (None, LogFormatArg::Text) => logs
-            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-            .with_writer(std::io::stderr)
-            .init(),
+    init_logging(&args, debug_file, log_given);
+    if let Some(mb) = args.azurite.extent_memory_limit {
+        if !args.in_memory {
+            tracing::info!("--extentMemoryLimit: ignored without --inMemoryPersistence, as in Azurite");
+        } else if args.in_memory_max_mb.is_none() {
+            args.in_memory_max_mb = Some(mb);
+        }
     }
     tafel_http::set_path_style_only(args.azurite.disable_product_style_url);
     // This runtime only accepts connections and runs the store's background
@@ -274,6 +282,47 @@ fn main() -> anyhow::Result<()> {
         .enable_all()
         .build()?
         .block_on(serve(args))
+}
+
+/// The server's log on stderr, filtered by `--log`; with Azurite's `--debug FILE`,
+/// also to FILE, at debug level unless `--log` was given. The console keeps its
+/// lines either way: container logs and scripts wait on "listening on" there.
+fn init_logging(args: &ServeArgs, debug_file: Option<std::fs::File>, log_given: bool) {
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    use tracing_subscriber::{EnvFilter, Layer};
+    type Boxed = Box<dyn Layer<tracing_subscriber::Registry> + Send + Sync>;
+    let filter = |f: &str| EnvFilter::try_new(f).unwrap_or_else(|_| "info".into());
+    let console: Boxed = match args.log_format {
+        LogFormatArg::Json => tracing_subscriber::fmt::layer()
+            .json()
+            .with_writer(std::io::stderr)
+            .with_filter(filter(&args.log))
+            .boxed(),
+        LogFormatArg::Text => tracing_subscriber::fmt::layer()
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .with_writer(std::io::stderr)
+            .with_filter(filter(&args.log))
+            .boxed(),
+    };
+    let mut layers = vec![console];
+    layers.extend(debug_file.map(|file| -> Boxed {
+        let level = if log_given { args.log.as_str() } else { "debug" };
+        let writer = std::sync::Mutex::new(file);
+        match args.log_format {
+            LogFormatArg::Json => tracing_subscriber::fmt::layer()
+                .json()
+                .with_writer(writer)
+                .with_filter(filter(level))
+                .boxed(),
+            LogFormatArg::Text => tracing_subscriber::fmt::layer()
+                .with_ansi(false)
+                .with_writer(writer)
+                .with_filter(filter(level))
+                .boxed(),
+        }
+    }));
+    tracing_subscriber::registry().with(layers).init();
 }
 
 /// The Table API's listener, with a listen backlog that holds a burst of new
@@ -368,14 +417,15 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let admin_listener = if args.no_admin {
         None
     } else {
-        let admin_addr: SocketAddr = format!("{}:{}", args.admin_host, args.admin_port)
-            .parse()
-            .context("bad --admin-host/--admin-port")?;
-        admin::check_exposure(&admin_addr, args.admin_token.as_deref()).map_err(anyhow::Error::msg)?;
-        let bound = tokio::net::TcpListener::bind(admin_addr)
-            .await
-            .with_context(|| format!("binding the admin listener {admin_addr}"))?;
-        Some(bound)
+        Some(
+            listeners::bind_admin(
+                &args.admin_host,
+                args.admin_port,
+                args.admin_port_given,
+                args.admin_token.as_deref(),
+            )
+            .await?,
+        )
     };
     let explorer = match &admin_listener {
         Some(l) if !args.no_explorer => Some(l.local_addr()?),
@@ -411,6 +461,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let listener = bind(addr).with_context(|| format!("binding {addr}"))?;
     let backend = args.store.backend.name();
     let (admin_stop, admin_stopped) = tokio::sync::oneshot::channel::<()>();
+    let admin_listener_addr = admin_listener.as_ref().map(|l| l.local_addr()).transpose()?;
     let admin_task = match admin_listener {
         None => None,
         Some(admin_listener) => {
@@ -423,9 +474,9 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 backend,
             );
             if let Some(at) = explorer {
-                let endpoint = format!("{scheme}://{}", browsable(listener.local_addr()?));
+                let endpoint = format!("{scheme}://{}", listeners::reachable(listener.local_addr()?));
                 admin_state = admin_state.with_explorer(state.clone(), endpoint);
-                tracing::info!("explorer on http://{}/", browsable(at));
+                tracing::info!("explorer on http://{}/", listeners::reachable(at));
             }
             Some(tokio::spawn(admin::serve_admin(
                 admin_listener,
@@ -448,6 +499,15 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             tracing::info!(backend = "postgres", accounts = ?names, scheme, "listening on {}", listener.local_addr()?)
         }
     }
+    let _listeners_file = args.listeners_file.as_deref().and_then(|path| {
+        listeners::ListenersFile::write(
+            path,
+            &listeners::Listeners {
+                table: listener.local_addr().ok()?,
+                admin: admin_listener_addr,
+            },
+        )
+    });
     let defaults = Threads::for_cores(std::thread::available_parallelism().map_or(1, |n| n.get()));
     let threads = Threads {
         serving: args.threads.unwrap_or(defaults.serving),
@@ -466,16 +526,6 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     }
     tracing::info!("stopped");
     Ok(())
-}
-
-/// An address a browser on this machine can open: a listener on every address
-/// is reached on loopback.
-fn browsable(at: SocketAddr) -> SocketAddr {
-    match at.ip() {
-        std::net::IpAddr::V4(ip) if ip.is_unspecified() => SocketAddr::from(([127, 0, 0, 1], at.port())),
-        std::net::IpAddr::V6(ip) if ip.is_unspecified() => SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, at.port())),
-        _ => at,
-    }
 }
 
 /// On each SIGHUP, loads the certificate files again: new handshakes get the new
@@ -531,9 +581,9 @@ async fn next_signal() -> Signal {
 
 /// Completes when the server should stop taking requests. SIGTERM (what
 /// orchestrators and service managers send) drains first: `/ready` answers 503
-/// and responses ask clients to close their connections for `drain`, while
-/// requests are still served, so a load balancer moves traffic away before
-/// anything is refused. SIGINT (Ctrl-C at a terminal) stops without the wait,
+/// and responses ask clients to close their connections while requests are
+/// still served, until none is in flight or for `drain` at most, so a load
+/// balancer moves traffic away before anything is refused. SIGINT (Ctrl-C at a terminal) stops without the wait,
 /// as does a second signal during the drain. Either way, in-flight requests
 /// then finish before the process exits.
 async fn shutdown_signal(ops: Arc<Ops>, drain: std::time::Duration) {
@@ -544,8 +594,26 @@ async fn shutdown_signal(ops: Arc<Ops>, drain: std::time::Duration) {
             seconds = drain.as_secs_f64(),
             "SIGTERM: not ready, draining before shutdown"
         );
+        // Waiting out the whole drain with nothing in flight only delays every
+        // stop (a test suite's teardown, `docker stop`): it ends once no request
+        // has been in flight for a moment, or at the limit. The moment (not a
+        // single idle sample) keeps a server under steady load draining: there
+        // its clients are never all between two requests for that long.
+        let idle = async {
+            const QUIET: Duration = Duration::from_millis(200);
+            const SAMPLE: Duration = Duration::from_millis(5);
+            let mut quiet = Duration::ZERO;
+            while quiet < QUIET {
+                tokio::time::sleep(SAMPLE).await;
+                quiet = match ops.metrics.requests_in_flight() {
+                    0 => quiet + SAMPLE,
+                    _ => Duration::ZERO,
+                };
+            }
+        };
         tokio::select! {
-            () = tokio::time::sleep(drain) => {}
+            () = idle => tracing::info!("drained: no request in flight"),
+            () = tokio::time::sleep(drain) => tracing::info!("drain limit reached"),
             s = next_signal() => tracing::info!(signal = ?s, "second signal: shutting down now"),
         }
     }

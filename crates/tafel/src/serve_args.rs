@@ -117,9 +117,17 @@ pub(crate) struct ServeArgs {
     /// Address of the admin listener (/health, /ready, /metrics).
     #[arg(long, env = "TAFEL_ADMIN_HOST", default_value = "127.0.0.1")]
     pub(crate) admin_host: String,
-    /// Port of the admin listener.
-    #[arg(long, env = "TAFEL_ADMIN_PORT", default_value_t = 10012)]
+    /// Port of the admin listener; left unset, 10012, or a free port when another
+    /// server has 10012 (the log says which).
+    #[arg(long, env = "TAFEL_ADMIN_PORT", default_value_t = crate::listeners::DEFAULT_ADMIN_PORT)]
     pub(crate) admin_port: u16,
+    /// Whether --admin-port was asked for (by flag, variable or file), not defaulted.
+    #[arg(skip)]
+    pub(crate) admin_port_given: bool,
+    /// Write where this server listens (`table=ADDR`, `admin=ADDR` or `admin=off`)
+    /// to this file once it listens, and remove it at exit; `tafel health` reads it.
+    #[arg(long, env = "TAFEL_LISTENERS_FILE")]
+    pub(crate) listeners_file: Option<PathBuf>,
     /// Run no admin listener.
     #[arg(long, env = "TAFEL_NO_ADMIN", value_parser = clap::builder::BoolishValueParser::new())]
     pub(crate) no_admin: bool,
@@ -140,8 +148,9 @@ pub(crate) struct ServeArgs {
     /// Format of the access log and of the server's own log lines.
     #[arg(long, env = "TAFEL_LOG_FORMAT", value_enum, default_value_t = LogFormatArg::Text)]
     pub(crate) log_format: LogFormatArg,
-    /// On SIGTERM, seconds to keep serving with /ready at 503 (so load balancers
-    /// stop sending here) before shutting down.
+    /// On SIGTERM, seconds at most to keep serving with /ready at 503 (so load
+    /// balancers stop sending here) while requests are in flight; the server stops
+    /// as soon as none is.
     #[arg(long, env = "TAFEL_DRAIN_SECONDS", default_value_t = 5)]
     pub(crate) drain_seconds: u64,
     /// Connections served at once on the Table API port; more wait to be accepted
@@ -457,16 +466,22 @@ pub(crate) async fn open_store(args: &StoreArgs) -> anyhow::Result<Arc<dyn Store
         #[cfg(feature = "postgres")]
         (Backend::Postgres, None) => anyhow::bail!("--backend postgres needs --postgres-url"),
         #[cfg(feature = "embedded")]
-        (Backend::Embedded, _) => Ok(Arc::new(
-            tafel_store::embedded::EmbeddedStore::open(
-                &args.data_dir,
-                tafel_store::embedded::EmbeddedOptions {
-                    cache_size: args.cache_mb << 20,
-                    ..Default::default()
-                },
-            )
-            .with_context(|| format!("opening the store in {}", args.data_dir.display()))?,
-        )),
+        (Backend::Embedded, _) => {
+            let options = tafel_store::embedded::EmbeddedOptions {
+                cache_size: args.cache_mb << 20,
+                ..Default::default()
+            };
+            match tafel_store::embedded::EmbeddedStore::open(&args.data_dir, options) {
+                Ok(store) => Ok(Arc::new(store)),
+                Err(e) => {
+                    let e = anyhow::Error::new(e).context(format!("opening the store in {}", args.data_dir.display()));
+                    Err(match not_writable(&args.data_dir) {
+                        Some(what_to_do) => e.context(what_to_do),
+                        None => e,
+                    })
+                }
+            }
+        }
         #[allow(unreachable_patterns)]
         (backend, _) => anyhow::bail!(
             "this tafel was built without the {} backend (cargo feature `{}`)",
@@ -524,4 +539,36 @@ async fn refresh_keys(keys: Arc<Keys>) {
             tracing::warn!(error = %e, "reloading the OAuth signing keys failed; keeping the ones in use");
         }
     }
+}
+
+/// What to do when the data directory is not this process's to write, which
+/// the store's own error ("Permission denied") does not say: most often a
+/// host directory bind-mounted into the image, which runs as uid 10001.
+#[cfg(feature = "embedded")]
+fn not_writable(dir: &std::path::Path) -> Option<String> {
+    let probe = dir.join(".tafel-write-check");
+    let denied = match std::fs::create_dir_all(dir) {
+        Err(e) => e.kind() == std::io::ErrorKind::PermissionDenied,
+        Ok(()) => match std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&probe)
+        {
+            Ok(_) => {
+                let _ = std::fs::remove_file(&probe);
+                false
+            }
+            Err(e) => e.kind() == std::io::ErrorKind::PermissionDenied,
+        },
+    };
+    let (uid, gid) = (rustix::process::getuid().as_raw(), rustix::process::getgid().as_raw());
+    denied.then(|| {
+        format!(
+            "the data directory {} is not writable by the user Tafel runs as (uid {uid}, gid {gid}): \
+             give it to that user (on the host: `chown -R {uid}:{gid} DIR`), or run Tafel as the directory's owner \
+             (`docker run --user UID:GID …`); the container image runs as uid 10001 (docs/containers.md)",
+            dir.display()
+        )
+    })
 }

@@ -231,6 +231,11 @@ impl Metrics {
         self.in_flight.dec();
     }
 
+    /// Requests of the Table API being served now (what shutdown drains).
+    pub fn requests_in_flight(&self) -> i64 {
+        self.in_flight.get()
+    }
+
     /// Counts a fault a rule injected (only while rules are set).
     pub fn fault_injected(&self, kind: &'static str) {
         self.faults.get_or_create(&KindLabels { kind }).inc();
