@@ -68,11 +68,14 @@ where
             return Err(too_large(body).await);
         }
         if len > room.bytes() {
-            // At least a step at a time, never past what was declared.
-            let mut want = (len - room.bytes()).max(STEP);
-            if let Some(k) = known {
-                want = want.min(k.saturating_sub(room.bytes())).max(len - room.bytes());
-            }
+            // A declared body takes room for all of it once its first bytes come: all
+            // or nothing, so bodies that arrive together never each hold a part and
+            // wait for the rest (which a share too small for all of them would never
+            // give). A chunked body, whose length is not known, grows a step at a time.
+            let want = match known {
+                Some(k) => k.max(len) - room.bytes(),
+                None => (len - room.bytes()).max(STEP),
+            };
             timeout_at(deadline, share.room(want, &mut room))
                 .await
                 .map_err(|_| Error::new(ErrorCode::ServerBusy))?;
@@ -266,6 +269,65 @@ mod tests {
             assert_eq!(code(a), Some(ErrorCode::OperationTimedOut));
             assert_eq!(code(b), Some(ErrorCode::OperationTimedOut));
             assert_eq!(real.expect("room for the body that arrived").0.len(), 4 * MIB);
+        });
+    }
+
+    /// A body arriving as `left` chunks of `size` bytes, each after a pause (the
+    /// task yields between them), so that several bodies arrive interleaved.
+    struct Trickle {
+        left: usize,
+        size: usize,
+        paused: bool,
+    }
+
+    impl Body for Trickle {
+        type Data = Bytes;
+        type Error = Infallible;
+
+        fn poll_frame(
+            mut self: Pin<&mut Self>,
+            cx: &mut Context<'_>,
+        ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+            if self.left == 0 {
+                return Poll::Ready(None);
+            }
+            if !self.paused {
+                self.paused = true;
+                cx.waker().wake_by_ref();
+                return Poll::Pending;
+            }
+            self.paused = false;
+            self.left -= 1;
+            Poll::Ready(Some(Ok(Frame::data(Bytes::from(vec![b'x'; self.size])))))
+        }
+    }
+
+    #[test]
+    fn declared_bodies_arriving_together_beyond_the_share_all_arrive() {
+        // Eight 1 MiB bodies in 64 KiB pieces, interleaved, against a 4 MiB budget: had
+        // each taken room piece by piece, all eight would hold half and wait for the rest.
+        let limits = Limits::new(crate::limits::Settings {
+            body_memory: 4 * MIB,
+            body_timeout: std::time::Duration::from_secs(5),
+            ..Default::default()
+        });
+        rt().block_on(async {
+            let share = key(&limits);
+            let reads = (0..8).map(|_| {
+                let body = Trickle {
+                    left: 16,
+                    size: 64 * 1024,
+                    paused: false,
+                };
+                async {
+                    let (body, room) = read(body, Some(MIB), &limits, &share).await?;
+                    drop(room);
+                    Ok::<_, Error>(body.len())
+                }
+            });
+            for got in futures_util::future::join_all(reads).await {
+                assert_eq!(got.map_err(|e| e.code).ok(), Some(MIB));
+            }
         });
     }
 
