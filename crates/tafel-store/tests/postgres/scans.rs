@@ -66,8 +66,9 @@ fn summary(page: &ScanPage) -> (Vec<(EntityKey, Vec<u8>)>, Option<EntityKey>) {
 }
 
 #[tokio::test]
+#[ignore = "needs PostgreSQL: run under scripts/with-postgres with -- --include-ignored"]
 async fn scans_page_exactly_like_the_embedded_store() {
-    let Some(url) = url() else { return };
+    let url = url();
     let s = pg(&url).await;
     let (e, dir) = embedded();
     let a = account();
@@ -125,8 +126,9 @@ async fn scans_page_exactly_like_the_embedded_store() {
 /// A panic in the service's filter during a scan went up through the backend
 /// and took the request's task with it; it is answered as a bug of ours.
 #[tokio::test]
+#[ignore = "needs PostgreSQL: run under scripts/with-postgres with -- --include-ignored"]
 async fn a_panicking_filter_is_reported_as_a_bug() {
-    let Some(url) = url() else { return };
+    let url = url();
     let s = pg(&url).await;
     let a = account();
     s.create_table(&a, "t").await.unwrap();
