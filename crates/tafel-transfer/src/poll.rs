@@ -68,7 +68,7 @@ pub async fn round(
     filter: Option<&str>,
     since: Option<&str>,
     applier: &Applier,
-    progress: &Progress,
+    progress: &dyn Progress,
 ) -> Result<Option<OffsetDateTime>, TransferError> {
     let filter = match since {
         Some(s) => {
@@ -147,7 +147,7 @@ pub async fn follow(
     applier: &Applier,
     state: &mut State,
     checkpoint: &Path,
-    progress: &Progress,
+    progress: &dyn Progress,
 ) -> Result<(), TransferError> {
     let Polled {
         source,

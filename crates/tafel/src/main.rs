@@ -13,6 +13,7 @@ mod change_feed_args;
 mod check;
 mod config;
 mod health;
+mod progress;
 mod serve_args;
 mod snapshot;
 mod transfer;
