@@ -156,8 +156,10 @@ fn disable_transparent_huge_pages() {
 fn disable_transparent_huge_pages() {}
 
 /// `mi_option_purge_delay` in mimalloc v2's `mimalloc.h` (the `v2` feature of
-/// the `mimalloc` crate, libmimalloc-sys 0.1.49).
-const MI_OPTION_PURGE_DELAY: std::ffi::c_int = 15;
+/// the `mimalloc` crate). libmimalloc-sys declares `mi_option_set` but names only
+/// some options, not this one (0.1.49), so its number is written here; the test
+/// below checks it is the option whose default is v2's 10 ms purge delay.
+const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 
 /// Has mimalloc keep freed memory a second before handing it back to the
 /// kernel, not 10 ms. Under batches the embedded store's write buffer grows by
@@ -171,19 +173,14 @@ fn keep_freed_memory_longer() {
     if std::env::var_os("MIMALLOC_PURGE_DELAY").is_some() {
         return;
     }
-    extern "C" {
-        fn mi_option_set(option: std::ffi::c_int, value: std::ffi::c_long);
-    }
     // SAFETY: `mi_option_set` is mimalloc's own, linked in with the global
     // allocator; it stores a value for a valid option index, from any thread.
-    unsafe { mi_option_set(MI_OPTION_PURGE_DELAY, 1000) };
+    unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, 1000) };
 }
 
 #[cfg(test)]
 mod purge_delay_tests {
-    extern "C" {
-        fn mi_option_get(option: std::ffi::c_int) -> std::ffi::c_long;
-    }
+    use libmimalloc_sys::mi_option_get;
 
     /// The option set is the purge delay: mimalloc v2's default 10 ms, then ours;
     /// and `MIMALLOC_PURGE_DELAY`, when the environment sets it, is left to decide.
