@@ -18,6 +18,7 @@
 //! they were, and both backends store the same bytes.
 
 use std::io::{self, Read, Write};
+use std::ops::ControlFlow;
 
 use serde::{Deserialize, Serialize};
 use tafel_store::{EntityKey, KeyRef, RowSink, TableRecord};
@@ -198,7 +199,7 @@ impl Writer {
 }
 
 impl RowSink for Writer {
-    fn push(&mut self, key: KeyRef<'_>, value: &[u8]) {
+    fn push(&mut self, key: KeyRef<'_>, value: &[u8]) -> ControlFlow<()> {
         if self.rows_in_record == 0 {
             self.rows.extend_from_slice(&[0; 4]);
         }
@@ -211,8 +212,10 @@ impl RowSink for Writer {
         if self.rows.len() >= ROWS_RECORD {
             if let Err(e) = self.flush_rows() {
                 self.failed.get_or_insert(e);
+                return ControlFlow::Break(());
             }
         }
+        ControlFlow::Continue(())
     }
 }
 

@@ -20,7 +20,7 @@ fn backup() -> Vec<u8> {
     .unwrap();
     for i in 0..3 {
         let key = EntityKey::new("p", &format!("r{i}"));
-        w.push(key.view(), format!("value {i}").as_bytes());
+        assert!(w.push(key.view(), format!("value {i}").as_bytes()).is_continue());
     }
     let mut out = w.take_output().unwrap();
     out.extend(w.finish().unwrap());

@@ -84,7 +84,10 @@ impl<'r, S: RowSink + ?Sized> PageBuilder<'r, S> {
         }
         self.rows += 1;
         self.bytes += key.as_bytes().len() + value.len();
-        self.sink.push(key, value);
+        if self.sink.push(key, value).is_break() {
+            // The sink has failed and holds why: no continuation, no more rows.
+            return Some(ScanEnd { next: None });
+        }
         None
     }
 

@@ -39,7 +39,8 @@ pub trait Snapshot: Send {
 
     /// Up to `limit` rows of one of [`Snapshot::tables`], in key order, after
     /// `after` (from the first when `None`), each handed to `sink`. Returns how
-    /// many it handed: fewer than `limit` means the table has no more.
+    /// many it handed: fewer than `limit` means the table has no more. A sink
+    /// that stops ([`RowSink::push`]) ends the call at its row.
     async fn rows(
         &mut self,
         table: &SnapshotTable,

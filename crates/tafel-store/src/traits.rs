@@ -2,6 +2,7 @@
 //! case-insensitive name, and entity values under ordered [`EntityKey`]s, with
 //! atomic read-modify-write of several entities of one table.
 
+use std::ops::ControlFlow;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
@@ -42,20 +43,26 @@ pub struct ScanRequest {
 /// CPU cache, instead of the scan copying every row into a page to be read again.
 /// Must be cheap and must not block, like [`RowFilter`].
 pub trait RowSink: Send {
-    fn push(&mut self, key: KeyRef<'_>, value: &[u8]);
+    /// Takes one row. `Break` stops the scan at this row, when the sink cannot
+    /// use more (its encoder failed): the sink keeps why, and the scan returns
+    /// without a continuation for its caller to ask the sink. Scanning on to the
+    /// end of the page would only encode rows for an answer that is an error.
+    fn push(&mut self, key: KeyRef<'_>, value: &[u8]) -> ControlFlow<()>;
 }
 
 /// The plain sink: owned copies of the rows.
 impl RowSink for Vec<(EntityKey, Vec<u8>)> {
-    fn push(&mut self, key: KeyRef<'_>, value: &[u8]) {
+    fn push(&mut self, key: KeyRef<'_>, value: &[u8]) -> ControlFlow<()> {
         Vec::push(self, (key.to_owned(), value.to_vec()));
+        ControlFlow::Continue(())
     }
 }
 
 /// How a scan into a [`RowSink`] ended.
 pub struct ScanEnd {
     /// Where the next page starts (inclusive), when the scan stopped before the end
-    /// of its ranges and at least one more row may match.
+    /// of its ranges and at least one more row may match; `None` too when the
+    /// sink stopped the scan (see [`RowSink::push`]).
     pub next: Option<EntityKey>,
 }
 

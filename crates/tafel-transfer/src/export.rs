@@ -21,8 +21,10 @@ pub async fn export(
     parallel: usize,
     out: &str,
     format: Format,
-    progress: &Progress,
+    progress: &dyn Progress,
 ) -> Result<Exported, TransferError> {
+    // Counted here: the progress only reports, it is not asked back.
+    let mut exported = 0u64;
     let ranges = match format {
         Format::Jsonl => {
             let mut w = create_output(out)?;
@@ -37,6 +39,7 @@ pub async fn export(
             };
             let ranges = read::pages(client, q, parallel, lines, |(lines, n)| {
                 w.write_all(&lines)?;
+                exported += n;
                 progress.add(n, lines.len() as u64);
                 Ok(())
             })
@@ -86,6 +89,7 @@ pub async fn export(
                     serde_json::to_writer(&mut spooled, row).map_err(|e| TransferError::Io(e.into()))?;
                     spooled.write_all(b"\n")?;
                 }
+                exported += rows.len() as u64;
                 progress.add(rows.len() as u64, 0);
                 Ok(())
             })
@@ -102,10 +106,7 @@ pub async fn export(
             ranges
         }
     };
-    Ok(Exported {
-        rows: progress.rows(),
-        ranges,
-    })
+    Ok(Exported { rows: exported, ranges })
 }
 
 pub struct Exported {

@@ -325,7 +325,7 @@ pub async fn follow(
     applier: &Applier,
     state: &mut State,
     checkpoint: &Path,
-    progress: &Progress,
+    progress: &dyn Progress,
 ) -> Result<Lag, TransferError> {
     let ctrl_c = tokio::signal::ctrl_c();
     tokio::pin!(ctrl_c);

@@ -126,7 +126,7 @@ pub async fn import(
     client: Arc<TableClient>,
     rows: impl Iterator<Item = (u64, Result<Row, String>)> + Send + 'static,
     opts: &Options,
-    progress: &Progress,
+    progress: &dyn Progress,
 ) -> Result<Summary, TransferError> {
     let (start, mut summary) = match &opts.checkpoint {
         Some(path) if opts.resume && path.exists() => read_checkpoint(path)?,

@@ -4,7 +4,7 @@
 //! `tafel copy` (the two joined without a file). [`client`] is the REST client,
 //! [`endpoint`] reads connection strings and SAS URLs, [`read`] reads a query's
 //! pages (by key ranges in parallel), [`format`] the JSONL and CSV files,
-//! [`progress`] what a long run shows, [`shared_key`] the Shared Key signature
+//! [`progress`] how a long run reports what it has done, [`shared_key`] the Shared Key signature
 //! (tafel-bench's too). [`feed`] reads a Tafel's change feed, which [`follow`]
 //! applies to a target to keep it in step (`tafel copy --follow`, `tafel watch`);
 //! [`poll`] follows a source without a feed by its Timestamps.

@@ -5,13 +5,15 @@
 //! sees again is written again, harmlessly. Deletes leave no entity to see: this
 //! way of following never sees them.
 
+use std::num::NonZeroU8;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use serde_json::Value;
-use time::format_description::well_known::Rfc3339;
+use time::format_description::well_known::iso8601::{Config, EncodedConfig, TimePrecision};
+use time::format_description::well_known::{Iso8601, Rfc3339};
 use time::OffsetDateTime;
 
 use crate::follow::{Applier, State};
@@ -30,18 +32,20 @@ pub fn odata_time(t: &str) -> Result<String, TransferError> {
     Ok(format_ticks(t))
 }
 
+/// RFC 3339 in UTC with seven decimals, truncated: the service's ticks (100 ns).
+/// `time`'s `Rfc3339` would drop trailing zeros.
+const TICKS: EncodedConfig = Config::DEFAULT
+    .set_time_precision(TimePrecision::Second {
+        decimal_digits: NonZeroU8::new(7),
+    })
+    .encode();
+
 fn format_ticks(t: OffsetDateTime) -> String {
-    let t = t.to_offset(time::UtcOffset::UTC);
-    format!(
-        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:07}Z",
-        t.year(),
-        u8::from(t.month()),
-        t.day(),
-        t.hour(),
-        t.minute(),
-        t.second(),
-        t.nanosecond() / 100
-    )
+    // Fails only for a year past 9999, which `OffsetDateTime` cannot hold without
+    // `time`'s large-dates feature; an empty literal is refused by the source.
+    t.to_offset(time::UtcOffset::UTC)
+        .format(&Iso8601::<TICKS>)
+        .unwrap_or_default()
 }
 
 /// `filter` and `Timestamp ge datetime'since'`, as one `$filter`.
@@ -64,7 +68,7 @@ pub async fn round(
     filter: Option<&str>,
     since: Option<&str>,
     applier: &Applier,
-    progress: &Progress,
+    progress: &dyn Progress,
 ) -> Result<Option<OffsetDateTime>, TransferError> {
     let filter = match since {
         Some(s) => {
@@ -143,7 +147,7 @@ pub async fn follow(
     applier: &Applier,
     state: &mut State,
     checkpoint: &Path,
-    progress: &Progress,
+    progress: &dyn Progress,
 ) -> Result<(), TransferError> {
     let Polled {
         source,

@@ -8,11 +8,11 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use crate::progress::Progress;
 use anyhow::{bail, Context as _};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty};
 use tafel_backup::{ChunkError, Counts, Info};
-use tafel_transfer::progress::Progress;
 use tokio::sync::mpsc;
 
 use crate::serve_args::{open_store, StoreArgs};

@@ -3,8 +3,8 @@
 
 use std::path::PathBuf;
 
+use crate::progress::Progress;
 use anyhow::{bail, Context as _};
-use tafel_transfer::progress::Progress;
 
 #[derive(clap::Args)]
 pub struct CheckArgs {

@@ -5,10 +5,10 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use crate::progress::Progress;
 use anyhow::{bail, Context as _};
 use tafel_transfer::format::{self, Format};
 use tafel_transfer::import::{self, Mode, Options};
-use tafel_transfer::progress::Progress;
 use tafel_transfer::read::{self, Query};
 use tafel_transfer::{export, feed, follow, poll};
 use tafel_transfer::{open_input, Endpoint, TableClient, TransferError};

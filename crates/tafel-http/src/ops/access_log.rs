@@ -11,11 +11,14 @@
 use std::fmt::Write as _;
 use std::io::Write;
 use std::net::SocketAddr;
+use std::num::NonZeroU8;
 use std::path::PathBuf;
 use std::sync::mpsc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
+use time::format_description::well_known::iso8601::{Config, EncodedConfig, TimePrecision};
+use time::format_description::well_known::Iso8601;
 
 /// Lines queued for the writer at most.
 const QUEUE: usize = 64 << 10;
@@ -225,19 +228,21 @@ pub fn client(peer: Option<SocketAddr>) -> String {
     peer.map(|p| p.to_string()).unwrap_or_default()
 }
 
+/// RFC 3339 in UTC with exactly three decimals, truncated (`2024-05-01T12:00:00.123Z`):
+/// `time`'s `Rfc3339` would drop trailing zeros, and the log's lines keep one width.
+const MILLIS: EncodedConfig = Config::DEFAULT
+    .set_time_precision(TimePrecision::Second {
+        decimal_digits: NonZeroU8::new(3),
+    })
+    .encode();
+
 /// `time` as RFC 3339 in UTC with milliseconds (`2024-05-01T12:00:00.123Z`).
 pub fn rfc3339(time: SystemTime) -> String {
-    let t = time::OffsetDateTime::from(time.max(UNIX_EPOCH));
-    format!(
-        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z",
-        t.year(),
-        u8::from(t.month()),
-        t.day(),
-        t.hour(),
-        t.minute(),
-        t.second(),
-        t.millisecond()
-    )
+    // Formatting fails only for a year past 9999, which a SystemTime after the
+    // epoch does not reach in practice; an empty time is still a log line.
+    time::OffsetDateTime::from(time.max(UNIX_EPOCH))
+        .format(&Iso8601::<MILLIS>)
+        .unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -249,6 +254,9 @@ mod tests {
         assert_eq!(rfc3339(UNIX_EPOCH), "1970-01-01T00:00:00.000Z");
         let t = UNIX_EPOCH + Duration::from_millis(1_709_210_096_789); // a leap day
         assert_eq!(rfc3339(t), "2024-02-29T12:34:56.789Z");
+        // Always three decimals, truncated: the trailing zeros stay.
+        assert_eq!(rfc3339(t - Duration::from_millis(689)), "2024-02-29T12:34:56.100Z");
+        assert_eq!(rfc3339(t + Duration::from_nanos(999_999)), "2024-02-29T12:34:56.789Z");
     }
 
     #[test]

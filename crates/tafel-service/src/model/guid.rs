@@ -3,55 +3,34 @@
 
 use std::fmt;
 
+use uuid::fmt::Hyphenated;
+use uuid::Uuid;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Guid(pub [u8; 16]);
 
 impl Guid {
     /// Parses `xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx` (any case, optionally in braces).
+    /// Only the hyphenated form: `Uuid::parse_str` would also take 32 bare hex
+    /// digits and `urn:uuid:`, which an `Edm.Guid` is not.
     pub fn parse(s: &str) -> Option<Guid> {
         let s = s.strip_prefix('{').and_then(|r| r.strip_suffix('}')).unwrap_or(s);
-        let b = s.as_bytes();
-        if b.len() != 36 || [8, 13, 18, 23].iter().any(|&i| b[i] != b'-') {
-            return None;
-        }
-        let mut out = [0u8; 16];
-        let mut n = 0;
-        let mut i = 0;
-        while i < 36 {
-            if b[i] == b'-' {
-                i += 1;
-                continue;
-            }
-            let hi = (b[i] as char).to_digit(16)?;
-            let lo = (*b.get(i + 1)? as char).to_digit(16)?;
-            out[n] = (hi * 16 + lo) as u8;
-            n += 1;
-            i += 2;
-        }
-        (n == 16).then_some(Guid(out))
+        let uuid = s.parse::<Hyphenated>().ok()?.into_uuid();
+        Some(Guid(uuid.into_bytes()))
     }
-}
 
-impl Guid {
     /// The canonical lowercase form, 36 ASCII bytes, written without `core::fmt`
     /// (this runs for every Guid of every response).
     pub fn write_canonical(&self, out: &mut Vec<u8>) {
-        const HEX: &[u8; 16] = b"0123456789abcdef";
-        for (i, byte) in self.0.iter().enumerate() {
-            if matches!(i, 4 | 6 | 8 | 10) {
-                out.push(b'-');
-            }
-            out.push(HEX[usize::from(byte >> 4)]);
-            out.push(HEX[usize::from(byte & 0x0f)]);
-        }
+        let mut buf = [0u8; Hyphenated::LENGTH];
+        out.extend_from_slice(Uuid::from_bytes(self.0).hyphenated().encode_lower(&mut buf).as_bytes());
     }
 }
 
 impl fmt::Display for Guid {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut buf = Vec::with_capacity(36);
-        self.write_canonical(&mut buf);
-        f.write_str(std::str::from_utf8(&buf).map_err(|_| fmt::Error)?)
+        // `Hyphenated`'s Display is the lowercase canonical form.
+        fmt::Display::fmt(&Uuid::from_bytes(self.0).hyphenated(), f)
     }
 }
 
@@ -65,5 +44,12 @@ mod tests {
         assert_eq!(g.as_deref(), Some("3f2504e0-4f89-11d3-9a0c-0305e82c3301"));
         assert!(Guid::parse("3f2504e04f8911d39a0c0305e82c3301").is_none());
         assert!(Guid::parse("3f2504e0-4f89-11d3-9a0c-0305e82c330g").is_none());
+        assert!(Guid::parse("urn:uuid:3f2504e0-4f89-11d3-9a0c-0305e82c3301").is_none());
+        assert!(Guid::parse("{3f2504e0-4f89-11d3-9a0c-0305e82c3301").is_none());
+        let braced = Guid::parse("{3F2504E0-4F89-11D3-9A0C-0305E82C3301}").map(|g| g.to_string());
+        assert_eq!(braced.as_deref(), Some("3f2504e0-4f89-11d3-9a0c-0305e82c3301"));
+        let mut out = Vec::new();
+        Guid([0xab; 16]).write_canonical(&mut out);
+        assert_eq!(out, b"abababab-abab-abab-abab-abababababab");
     }
 }

@@ -1,5 +1,6 @@
 //! Reading entities: get by key and query.
 
+use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -38,17 +39,19 @@ pub trait EntitySink: Send {
     fn entity(&mut self, e: StoredRef<'_>) -> Result<()>;
 }
 
-/// Hands a scan's rows to an [`EntitySink`], keeping its first error.
+/// Hands a scan's rows to an [`EntitySink`], keeping its error, which stops the scan.
 struct Rows<'s> {
     sink: &'s mut (dyn EntitySink + 's),
     failed: Option<Error>,
 }
 
 impl RowSink for Rows<'_> {
-    fn push(&mut self, key: KeyRef<'_>, bytes: &[u8]) {
-        if self.failed.is_none() {
-            if let Err(e) = self.sink.entity(StoredRef { key, bytes }) {
+    fn push(&mut self, key: KeyRef<'_>, bytes: &[u8]) -> ControlFlow<()> {
+        match self.sink.entity(StoredRef { key, bytes }) {
+            Ok(()) => ControlFlow::Continue(()),
+            Err(e) => {
                 self.failed = Some(e);
+                ControlFlow::Break(())
             }
         }
     }

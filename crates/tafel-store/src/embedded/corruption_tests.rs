@@ -101,6 +101,9 @@ async fn read_all(store: &EmbeddedStore, rows: &Rows) -> Outcome {
         assert!(names.iter().all(|n| TABLES.contains(n)), "listed {names:?}");
         names.len() == TABLES.len()
     }));
+    // Counting walks the same pages as listing; it once did so unguarded, so a
+    // damaged page panicked out of it instead of being reported.
+    note(store.count_tables(ACCOUNT).await.map(|n| n == TABLES.len() as u64));
     let props = store.get_service_properties(ACCOUNT).await;
     let last_missing = matches!(props, Ok(None));
     note(props.map(|p| {

@@ -409,19 +409,23 @@ impl Store for EmbeddedStore {
 
     async fn count_tables(&self, account: &str) -> Result<u64, StoreError> {
         let snapshot = self.opening()?.view();
-        let order = snapshot.txn.open_table(TABLE_ORDER).map_err(to_store_error)?;
-        let lo = order_key(account, "");
-        let mut hi = account.as_bytes().to_vec();
-        hi.push(1);
-        let mut n = 0;
-        for item in order
-            .range::<&[u8]>(lo.as_slice()..hi.as_slice())
-            .map_err(to_store_error)?
-        {
-            item.map_err(to_store_error)?;
-            n += 1;
-        }
-        Ok(n)
+        // Guarded as `list_tables` is: redb can panic on a damaged page, which is
+        // damage to report, not a reason to take the request's task down.
+        guarded(|| {
+            let order = snapshot.txn.open_table(TABLE_ORDER).map_err(to_store_error)?;
+            let lo = order_key(account, "");
+            let mut hi = account.as_bytes().to_vec();
+            hi.push(1);
+            let mut n = 0;
+            for item in order
+                .range::<&[u8]>(lo.as_slice()..hi.as_slice())
+                .map_err(to_store_error)?
+            {
+                item.map_err(to_store_error)?;
+                n += 1;
+            }
+            Ok(n)
+        })
     }
 
     async fn save_savepoint(&self, name: &str) -> Result<(), ResetError> {

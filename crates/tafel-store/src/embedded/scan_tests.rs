@@ -1,6 +1,7 @@
 //! Scans of the embedded store: the read-ahead loop must keep the page
 //! semantics exactly (order, limit, where the next page starts, table bounds).
 
+use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -217,8 +218,9 @@ struct Witness {
 }
 
 impl RowSink for Witness {
-    fn push(&mut self, key: KeyRef<'_>, _value: &[u8]) {
+    fn push(&mut self, key: KeyRef<'_>, _value: &[u8]) -> ControlFlow<()> {
         self.seen.push((key.keys().1, self.flag.load(Ordering::SeqCst)));
+        ControlFlow::Continue(())
     }
 }
 
@@ -316,5 +318,42 @@ fn a_panicking_filter_is_reported_as_a_bug_not_as_damage() {
             .expect("scan");
         assert_eq!(page.rows.len(), 30);
         store.shutdown().await.expect("shutdown");
+    });
+}
+
+/// Takes rows until the `fail_at`th, which it refuses (as a sink whose encoder
+/// failed), counting every row it is offered.
+struct FailsAt {
+    fail_at: usize,
+    offered: usize,
+}
+
+impl RowSink for FailsAt {
+    fn push(&mut self, _key: KeyRef<'_>, _value: &[u8]) -> ControlFlow<()> {
+        self.offered += 1;
+        if self.offered == self.fail_at {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        }
+    }
+}
+
+/// A scan whose sink failed (an encoder error) went on to the end of its page,
+/// encoding rows for an answer that was already an error.
+#[test]
+fn a_scan_stops_at_the_row_its_sink_fails_on() {
+    let dir = tempdir().expect("temp dir");
+    runtime().block_on(async {
+        let store = open(dir.path());
+        store.create_table(ACCOUNT, "t").await.expect("create");
+        fill(&store, "t", "p", 300).await;
+        let mut sink = FailsAt { fail_at: 7, offered: 0 };
+        let end = store
+            .scan_into(ACCOUNT, "t", request(1000, None), &mut sink)
+            .await
+            .expect("scan");
+        assert_eq!(sink.offered, 7, "rows offered after the sink failed");
+        assert!(end.next.is_none(), "no continuation after the sink failed");
     });
 }

@@ -107,8 +107,13 @@ impl Snapshot for EmbeddedSnapshot {
                 if n == limit || !k.value().starts_with(&prefix) {
                     break;
                 }
-                sink.push(entity_key(k.value()), unseal(k.value(), v.value())?);
                 n += 1;
+                if sink
+                    .push(entity_key(k.value()), unseal(k.value(), v.value())?)
+                    .is_break()
+                {
+                    break;
+                }
             }
             Ok(n)
         })

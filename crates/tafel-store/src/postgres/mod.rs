@@ -363,7 +363,9 @@ impl Store for PostgresStore {
         let lname = lower(table);
         let (rows, end) = self.retry("scan", || self.scan_once(account, &lname, &request)).await?;
         for (key, value) in &rows {
-            sink.push(key.view(), value);
+            if sink.push(key.view(), value).is_break() {
+                return Ok(ScanEnd { next: None });
+            }
         }
         Ok(end)
     }

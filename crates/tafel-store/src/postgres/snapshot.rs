@@ -79,10 +79,12 @@ impl Snapshot for PgSnapshot {
             }
         }
         .map_err(store)?;
-        for row in &rows {
+        for (n, row) in rows.iter().enumerate() {
             let key: &[u8] = row.try_get(0).map_err(store)?;
             let value: &[u8] = row.try_get(1).map_err(store)?;
-            sink.push(KeyRef::new(key), value);
+            if sink.push(KeyRef::new(key), value).is_break() {
+                return Ok(n + 1);
+            }
         }
         Ok(rows.len())
     }

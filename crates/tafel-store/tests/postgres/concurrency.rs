@@ -3,8 +3,9 @@
 use super::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs PostgreSQL: run under scripts/with-postgres with -- --include-ignored"]
 async fn concurrent_inserts_of_one_key_exactly_one_wins() {
-    let Some(url) = url() else { return };
+    let url = url();
     let s = Arc::new(pg(&url).await);
     let other = Arc::new(pg(&url).await); // a second node
     let a = account();
@@ -39,8 +40,9 @@ async fn concurrent_inserts_of_one_key_exactly_one_wins() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs PostgreSQL: run under scripts/with-postgres with -- --include-ignored"]
 async fn concurrent_counters_lose_no_update() {
-    let Some(url) = url() else { return };
+    let url = url();
     let s = Arc::new(pg(&url).await);
     let other = Arc::new(pg(&url).await);
     let a = account();
@@ -118,8 +120,9 @@ async fn concurrent_counters_lose_no_update() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs PostgreSQL: run under scripts/with-postgres with -- --include-ignored"]
 async fn nodes_share_tables_and_see_deletes_at_once() {
-    let Some(url) = url() else { return };
+    let url = url();
     let (a_node, b_node) = (pg(&url).await, pg(&url).await);
     let a = account();
     a_node.create_table(&a, "Shared").await.unwrap();
@@ -146,8 +149,9 @@ async fn nodes_share_tables_and_see_deletes_at_once() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs PostgreSQL: run under scripts/with-postgres with -- --include-ignored"]
 async fn table_delete_racing_writes_leaves_no_orphans() {
-    let Some(url) = url() else { return };
+    let url = url();
     let s = Arc::new(pg(&url).await);
     let a = account();
     for round in 0..5 {
@@ -190,8 +194,9 @@ async fn orphans(url: &str) -> i64 {
 /// Regression: under SERIALIZABLE, inserts of neighbouring keys conflicted on the
 /// index page they share until they gave up with Busy (503 in test_paging_2500_entities).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs PostgreSQL: run under scripts/with-postgres with -- --include-ignored"]
 async fn concurrent_inserts_of_neighbouring_keys_never_give_up() {
-    let Some(url) = url() else { return };
+    let url = url();
     let s = Arc::new(pg(&url).await);
     let a = account();
     s.create_table(&a, "seq").await.unwrap();
@@ -230,8 +235,9 @@ async fn concurrent_inserts_of_neighbouring_keys_never_give_up() {
 /// entity index (predicate locks per page, or per index once they are many)
 /// made these inserts conflict now and then.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs PostgreSQL: run under scripts/with-postgres with -- --include-ignored"]
 async fn inserts_of_neighbouring_keys_expecting_them_absent_do_not_conflict() {
-    let Some(url) = url() else { return };
+    let url = url();
     let s = Arc::new(pg(&fresh_database(&url).await).await);
     let a = account();
     s.create_table(&a, "seq").await.unwrap();

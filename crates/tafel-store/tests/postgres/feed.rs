@@ -26,8 +26,9 @@ async fn read(store: &PostgresStore, account: &str, from: ChangesFrom) -> Change
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs PostgreSQL: run under scripts/with-postgres with -- --include-ignored"]
 async fn racing_writes_on_two_nodes_are_recorded_once_in_commit_order() {
-    let Some(url) = url() else { return };
+    let url = url();
     let s = Arc::new(pg(&url).await);
     let other = Arc::new(pg(&url).await);
     feed_on(&s, Duration::from_secs(3600));
@@ -111,8 +112,9 @@ async fn racing_writes_on_two_nodes_are_recorded_once_in_commit_order() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL: run under scripts/with-postgres with -- --include-ignored"]
 async fn retention_drops_old_changes_and_an_account_without_the_feed_records_none() {
-    let Some(url) = url() else { return };
+    let url = url();
     let s = pg(&url).await;
     let a = account();
     s.create_table(&a, "t").await.unwrap();

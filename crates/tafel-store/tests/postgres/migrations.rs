@@ -11,8 +11,9 @@ async fn version(client: &tokio_postgres::Client) -> i64 {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs PostgreSQL: run under scripts/with-postgres with -- --include-ignored"]
 async fn nodes_starting_together_on_a_new_database_all_serve_it() {
-    let Some(url) = url() else { return };
+    let url = url();
     let db = fresh_database(&url).await;
     let starts: Vec<_> = (0..8)
         .map(|_| {
@@ -40,8 +41,9 @@ async fn nodes_starting_together_on_a_new_database_all_serve_it() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL: run under scripts/with-postgres with -- --include-ignored"]
 async fn a_node_waits_while_another_holds_the_migration_lease() {
-    let Some(url) = url() else { return };
+    let url = url();
     let db = fresh_database(&url).await;
     let client = sql(&db).await;
     client
@@ -77,8 +79,9 @@ async fn a_node_waits_while_another_holds_the_migration_lease() {
 }
 
 #[tokio::test]
+#[ignore = "needs PostgreSQL: run under scripts/with-postgres with -- --include-ignored"]
 async fn an_older_database_is_migrated_and_a_newer_one_refused() {
-    let Some(url) = url() else { return };
+    let url = url();
     let db = fresh_database(&url).await;
     let a = account();
     {

@@ -3,8 +3,9 @@
 use super::*;
 
 #[tokio::test]
+#[ignore = "needs PostgreSQL: run under scripts/with-postgres with -- --include-ignored"]
 async fn tables_by_case_insensitive_name_listed_in_ordinal_order() {
-    let Some(url) = url() else { return };
+    let url = url();
     let s = pg(&url).await;
     let a = account();
     assert!(s.create_table(&a, "Orders").await.unwrap());
@@ -49,8 +50,9 @@ async fn tables_by_case_insensitive_name_listed_in_ordinal_order() {
 }
 
 #[tokio::test]
+#[ignore = "needs PostgreSQL: run under scripts/with-postgres with -- --include-ignored"]
 async fn a_recreated_table_starts_empty() {
-    let Some(url) = url() else { return };
+    let url = url();
     let s = pg(&url).await;
     let a = account();
     s.create_table(&a, "t1").await.unwrap();
@@ -67,8 +69,9 @@ async fn a_recreated_table_starts_empty() {
 }
 
 #[tokio::test]
+#[ignore = "needs PostgreSQL: run under scripts/with-postgres with -- --include-ignored"]
 async fn entity_operations_and_their_edge_cases() {
-    let Some(url) = url() else { return };
+    let url = url();
     let s = pg(&url).await;
     let a = account();
     let k = key("p", "r");
@@ -152,8 +155,9 @@ async fn entity_operations_and_their_edge_cases() {
 }
 
 #[tokio::test]
+#[ignore = "needs PostgreSQL: run under scripts/with-postgres with -- --include-ignored"]
 async fn service_properties_per_account() {
-    let Some(url) = url() else { return };
+    let url = url();
     let s = pg(&url).await;
     let (a, b) = (account(), account());
     assert_eq!(s.get_service_properties(&a).await.unwrap(), None);
@@ -167,8 +171,9 @@ async fn service_properties_per_account() {
 /// finds one there decides again on the rows as they are, and writes nothing of a
 /// batch that fails; into no table it is TableNotFound, as any write.
 #[tokio::test]
+#[ignore = "needs PostgreSQL: run under scripts/with-postgres with -- --include-ignored"]
 async fn an_insert_finding_its_key_taken_decides_on_the_row_that_is_there() {
-    let Some(url) = url() else { return };
+    let url = url();
     let s = pg(&url).await;
     let a = account();
     let (k, k2) = (key("p", "r"), key("p", "s"));

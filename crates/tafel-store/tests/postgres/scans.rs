@@ -66,8 +66,9 @@ fn summary(page: &ScanPage) -> (Vec<(EntityKey, Vec<u8>)>, Option<EntityKey>) {
 }
 
 #[tokio::test]
+#[ignore = "needs PostgreSQL: run under scripts/with-postgres with -- --include-ignored"]
 async fn scans_page_exactly_like_the_embedded_store() {
-    let Some(url) = url() else { return };
+    let url = url();
     let s = pg(&url).await;
     let (e, dir) = embedded();
     let a = account();
@@ -125,8 +126,9 @@ async fn scans_page_exactly_like_the_embedded_store() {
 /// A panic in the service's filter during a scan went up through the backend
 /// and took the request's task with it; it is answered as a bug of ours.
 #[tokio::test]
+#[ignore = "needs PostgreSQL: run under scripts/with-postgres with -- --include-ignored"]
 async fn a_panicking_filter_is_reported_as_a_bug() {
-    let Some(url) = url() else { return };
+    let url = url();
     let s = pg(&url).await;
     let a = account();
     s.create_table(&a, "t").await.unwrap();
@@ -140,4 +142,44 @@ async fn a_panicking_filter_is_reported_as_a_bug() {
         Ok(_) => panic!("a panicking filter failed no scan"),
     }
     assert_eq!(s.scan_entities(&a, "t", all(100, None)).await.unwrap().rows.len(), 3);
+}
+
+/// Refuses the `fail_at`th row it is offered (as a sink whose encoder failed).
+struct FailsAt {
+    fail_at: usize,
+    offered: usize,
+}
+
+impl tafel_store::RowSink for FailsAt {
+    fn push(&mut self, _key: tafel_store::KeyRef<'_>, _value: &[u8]) -> std::ops::ControlFlow<()> {
+        self.offered += 1;
+        if self.offered == self.fail_at {
+            std::ops::ControlFlow::Break(())
+        } else {
+            std::ops::ControlFlow::Continue(())
+        }
+    }
+}
+
+/// A scan whose sink failed went on handing it the rest of its page.
+#[tokio::test]
+#[ignore = "needs PostgreSQL: run under scripts/with-postgres with -- --include-ignored"]
+async fn a_scan_stops_at_the_row_its_sink_fails_on() {
+    let url = url();
+    let store = pg(&url).await;
+    let a = account();
+    assert!(store.create_table(&a, "t").await.unwrap());
+    for i in 0..20 {
+        put(&store, &a, "t", "p", &format!("r{i:02}"), b"v").await;
+    }
+    let mut sink = FailsAt { fail_at: 5, offered: 0 };
+    let request = ScanRequest {
+        ranges: vec![KeyRange::all()],
+        limit: 1000,
+        filter: None,
+        deadline: None,
+    };
+    let end = store.scan_into(&a, "t", request, &mut sink).await.unwrap();
+    assert_eq!(sink.offered, 5, "rows offered after the sink failed");
+    assert!(end.next.is_none(), "no continuation after the sink failed");
 }
