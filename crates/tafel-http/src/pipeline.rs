@@ -408,9 +408,10 @@ async fn run(
     }
     // The body memory is held, in the credential's and the account's shares,
     // until the request is answered.
-    let share = state
-        .limits
-        .body_share(&address.account, &limits::Credential::of(&parts.headers, &query));
+    let credential = limits::Credential::of(&parts.headers, &query);
+    let share = state.limits.body_share(&address.account, &credential);
+    // Only a SAS or a token can be revoked or expire within a request's life.
+    let revocable = !matches!(credential, limits::Credential::Key);
     let (body, _room) = body::read(body, declared, &state.limits, &share).await?;
     meta.bytes_in = body.len() as u64;
     check_content_md5(&parts.headers, &body)?;
@@ -450,11 +451,8 @@ async fn run(
         }
     }
     // A feed's long poll checks its credential again before each delivery.
-    let recheck = match (
-        route.operation(),
-        limits::Credential::of(&request.headers, &request.query),
-    ) {
-        (Operation::ReadChanges, limits::Credential::Sas(_) | limits::Credential::Token(_)) => Some(recheck(
+    let recheck = match (route.operation(), revocable) {
+        (Operation::ReadChanges, true) => Some(recheck(
             state.clone(),
             parts.method.as_str(),
             &address.account,
