@@ -153,8 +153,10 @@ def test_the_sdk_retry_policy_rides_out_server_busy(limited):
 
 def test_the_admitted_rate_holds_the_target_under_four_times_the_load(limited):
     """Eight clients hammer one partition; over a window after the first second's
-    burst, the entities admitted per second are the target within 5%."""
-    target = 100
+    burst, the entities admitted per second are the target within 5%. The target is
+    low enough that Python's threads offer four times it even on a loaded 2-core CI
+    machine (at 100/s they once offered 399/s, and the test measured itself)."""
+    target = 50
     srv = limited("--partition-limit", str(target))
     table = new_table(srv)
     warmup, window = 1.5, 5.0
