@@ -7,6 +7,7 @@ pub mod acl;
 mod blob;
 mod clock;
 mod error;
+pub mod index;
 pub mod model;
 mod ops;
 pub mod properties;

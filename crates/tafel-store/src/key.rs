@@ -28,7 +28,9 @@ fn map_byte(b: u8) -> u8 {
     }
 }
 
-fn push_mapped(out: &mut Vec<u8>, s: &str) {
+/// Appends `s` so that byte order is Azure's string order (the mapping above);
+/// secondary index entries use it too.
+pub fn push_mapped(out: &mut Vec<u8>, s: &str) {
     out.extend(s.bytes().map(map_byte));
 }
 

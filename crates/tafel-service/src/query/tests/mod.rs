@@ -1,6 +1,8 @@
-//! Tests of evaluation and planning; `prop` checks the planner against a full scan.
+//! Tests of evaluation and planning; `prop` checks the planner against a full scan,
+//! `index` the secondary-index encoding and plans against the evaluator.
 
 mod eval;
+mod index;
 mod plan;
 mod prop;
 

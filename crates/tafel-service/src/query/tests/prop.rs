@@ -43,7 +43,7 @@ fn timestamp() -> impl Strategy<Value = DateTime> {
 }
 
 /// Values from a small domain so that comparisons often hit equality.
-fn value() -> impl Strategy<Value = Value> {
+pub(super) fn value() -> impl Strategy<Value = Value> {
     prop_oneof![
         key().prop_map(Value::String),
         (-2i32..3).prop_map(Value::Int32),
@@ -56,7 +56,7 @@ fn value() -> impl Strategy<Value = Value> {
     ]
 }
 
-fn entity() -> impl Strategy<Value = Entity> {
+pub(super) fn entity() -> impl Strategy<Value = Entity> {
     (
         key(),
         key(),
@@ -73,11 +73,11 @@ fn entity() -> impl Strategy<Value = Entity> {
         })
 }
 
-fn op() -> impl Strategy<Value = CompareOp> {
+pub(super) fn op() -> impl Strategy<Value = CompareOp> {
     prop::sample::select(CompareOp::ALL.to_vec())
 }
 
-fn filter() -> impl Strategy<Value = Expr> {
+pub(super) fn filter() -> impl Strategy<Value = Expr> {
     let compare = |property: &'static str, value: BoxedStrategy<Value>| {
         (op(), value).prop_map(move |(op, value)| Expr::Compare {
             property: property.into(),
