@@ -2,10 +2,10 @@
 
 use redb::{Database, Durability};
 
-use super::apply::Tables;
 use super::checksums::seal;
 use super::schema::*;
 use super::wal::{self, decode_ops};
+use crate::embedded::apply::Tables;
 use crate::error::{FailureKind, StoreError};
 
 /// Applies the records found in the log on open and commits them durably, so
@@ -13,7 +13,12 @@ use crate::error::{FailureKind, StoreError};
 /// to `next`, the number the records after open count on from (see [`Wal::open`]).
 /// `sealed`: whether the store's values carry checksums (the records hold the
 /// values as stored, so they do too).
-pub(super) fn replay(db: &Database, records: &[wal::Record], next: u64, sealed: bool) -> Result<(), StoreError> {
+pub(in crate::embedded) fn replay(
+    db: &Database,
+    records: &[wal::Record],
+    next: u64,
+    sealed: bool,
+) -> Result<(), StoreError> {
     let mut txn = db.begin_write().map_err(to_store_error)?;
     txn.set_durability(Durability::Immediate).map_err(to_store_error)?;
     {
