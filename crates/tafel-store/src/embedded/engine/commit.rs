@@ -53,6 +53,15 @@ impl ReadView {
     }
 }
 
+#[cfg(test)]
+impl ReadView {
+    /// Leaf pages of the entity rows.
+    pub(in crate::embedded) fn entity_leaf_pages(&self) -> u64 {
+        use redb::ReadableTableMetadata;
+        self.entities.stats().map_or(0, |s| s.leaf_pages())
+    }
+}
+
 /// What readers read: the newest snapshot all of whose changes are durable.
 pub(in crate::embedded) type Published = ArcSwap<ReadView>;
 

@@ -5,14 +5,16 @@
 //!
 //! The store's logic (tables, entities, the change feed, savepoints, scans,
 //! stats, snapshots, `tafel check`) lives beside this module and reaches the
-//! data through named trees: a read [`Snapshot`](tree::Snapshot) with `get` and
-//! `range`, and a group transaction ([`GroupTx`](tree::GroupTx)) whose every
+//! data through named trees: a read snapshot (`commit::ReadView`, read through
+//! [`ReadTrees`](tree::ReadTrees)) with `get` and
+//! `range`, and a group transaction ([`GroupTx`](group::GroupTx)) whose every
 //! change is logged. See docs/design/embedded-store.md, "The engine seam".
 
 pub(super) mod checkpoint;
 pub(super) mod checksums;
 pub(super) mod commit;
 pub(super) mod disk;
+pub(super) mod group;
 pub(super) mod header_copy;
 pub(super) mod opening;
 pub(super) mod page_file;
@@ -22,5 +24,6 @@ pub(super) mod schema;
 pub(super) mod scratch_disk;
 #[cfg(test)]
 pub(super) mod sim_disk;
+pub(super) mod tree;
 pub(super) mod wal;
 pub(super) mod writer;

@@ -3,9 +3,10 @@
 use redb::{Database, Durability};
 
 use super::checksums::seal;
+use super::group::Trees;
 use super::schema::*;
+use super::tree::Tree;
 use super::wal::{self, decode_ops};
-use crate::embedded::apply::Tables;
 use crate::error::{FailureKind, StoreError};
 
 /// Applies the records found in the log on open and commits them durably, so
@@ -22,19 +23,19 @@ pub(in crate::embedded) fn replay(
     let mut txn = db.begin_write().map_err(to_store_error)?;
     txn.set_durability(Durability::Immediate).map_err(to_store_error)?;
     {
-        let mut tables = Tables::open(&txn).map_err(to_store_error)?;
+        let mut trees = Trees::open(&txn)?;
         for r in records {
             let ops = decode_ops(&r.payload)
                 .ok_or_else(|| StoreError::failure(FailureKind::Corrupt, format!("corrupt log record {}", r.seq)))?;
             for op in &ops {
-                tables.apply(op)?;
+                trees.apply(op)?;
             }
         }
         let next = match sealed {
             true => seal(WAL_SEQ.as_bytes(), &next.to_le_bytes()),
             false => next.to_le_bytes().to_vec(),
         };
-        tables.meta.insert(WAL_SEQ, next.as_slice()).map_err(to_store_error)?;
+        trees.insert_unlogged(Tree::Meta, WAL_SEQ.as_bytes(), &next)?;
     }
     txn.commit().map_err(to_store_error)
 }

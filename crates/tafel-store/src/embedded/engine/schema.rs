@@ -104,6 +104,14 @@ pub(in crate::embedded) fn backend_error<E: std::error::Error + Send + Sync + 's
     BackendError::caused_by(kind, "embedded store", e)
 }
 
+/// A store error as a backend failure, for the writer's commits.
+pub(in crate::embedded) fn as_backend(e: StoreError) -> BackendError {
+    match e {
+        StoreError::Backend(b) => b,
+        other => BackendError::new(FailureKind::Internal, other.to_string()),
+    }
+}
+
 /// Runs a read of the store file, taking a panic in it for damage. redb
 /// verifies its pages' checksums only in repairs and integrity checks: a plain
 /// read of a page holding garbage may panic (an offset out of bounds) instead

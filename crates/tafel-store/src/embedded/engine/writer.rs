@@ -1,5 +1,5 @@
 //! The writer thread: group commit (see the module invariants in `mod.rs`). What
-//! each job does to the write transaction is `apply.rs`'s; the log's replay on
+//! each job does in the group transaction (`group.rs`) is `apply.rs`'s; the log's replay on
 //! open, `replay.rs`'s.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -13,14 +13,16 @@ use redb::{Database, Durability};
 use super::checkpoint::SinceCheckpoint;
 use super::checksums::seal;
 use super::commit::{self, Checkpoint, Committed, ReadView, ToLog};
+use super::group::{GroupTx, Trees};
 use super::page_file::Durable;
 use super::schema::*;
+use super::tree::Tree;
 use super::wal::{LogBuf, Spare};
-use crate::embedded::apply::{Tables, Writer};
+use crate::embedded::apply::Writer;
 use crate::embedded::feed::FeedState;
 use crate::embedded::stats::EmbeddedStats;
 use crate::embedded::{savepoints, Job};
-use crate::error::{kind_of_io, BackendError, FailureKind, StoreError};
+use crate::error::{kind_of_io, BackendError, FailureKind};
 
 /// Upper bound of jobs folded into one commit, so one commit's latency stays bounded.
 pub(in crate::embedded) const MAX_GROUP: usize = 512;
@@ -162,17 +164,16 @@ fn run_group(db: &Database, state: &mut LogState, to_log: &ToLog, failed: &Atomi
         let unchanged;
         let mut seq = state.last_seq;
         {
-            let tables = Tables::open(&txn).map_err(backend_error)?;
+            let trees = Trees::open(&txn).map_err(as_backend)?;
             let feed = state.feed.settings.load();
             let mut w = Writer {
-                tables,
-                log: &mut log,
+                tx: GroupTx::new(trees, &mut log),
                 feed: &feed,
             };
             for job in group {
                 committed.pending.push(w.apply(job));
             }
-            let Writer { tables, .. } = w;
+            let mut trees = w.tx.into_trees();
             // A group too big for the rest of the log commits durably itself.
             checkpoint = checkpoint_alone || !state.fits(&log);
             unchanged = log.payload_len() == 0 && !checkpoint;
@@ -184,9 +185,10 @@ fn run_group(db: &Database, state: &mut LogState, to_log: &ToLog, failed: &Atomi
                 // never replayed: there it would be a page of the meta table
                 // copied, and its root updated, in every commit for nothing.
                 if to_log.keeps_records() {
-                    let mut meta = tables.meta;
                     let stored = seal(WAL_SEQ.as_bytes(), &seq.to_le_bytes());
-                    meta.insert(WAL_SEQ, stored.as_slice()).map_err(backend_error)?;
+                    trees
+                        .insert_unlogged(Tree::Meta, WAL_SEQ.as_bytes(), &stored)
+                        .map_err(as_backend)?;
                 }
             }
         }
@@ -228,10 +230,7 @@ fn run_group(db: &Database, state: &mut LogState, to_log: &ToLog, failed: &Atomi
             committed.record = Some((log, seq));
         }
         state.stats.log_fill.store(state.since.bytes, Ordering::Relaxed);
-        committed.snapshot = Some(ReadView::take(db).map_err(|e| match e {
-            StoreError::Backend(b) => b,
-            other => BackendError::new(FailureKind::Internal, other.to_string()),
-        })?);
+        committed.snapshot = Some(ReadView::take(db).map_err(as_backend)?);
         Ok(())
     });
     committed.result = catch_unwind(run).unwrap_or_else(|_| Err(garbage()));

@@ -1,0 +1,157 @@
+//! The seam's read side: the store's named trees, and reading them by name from
+//! a snapshot (the published [`ReadView`]) or from a group transaction
+//! ([`GroupTx`](super::group::GroupTx)) through one trait, [`ReadTrees`].
+//!
+//! Keys and values are bytes. A read hands out guards over the engine's pages
+//! ([`Bytes`]), not copies: a point read or a scan costs what it did when it
+//! opened redb tables itself.
+
+use std::ops::Bound;
+
+use redb::{AccessGuard, ReadableTable};
+
+use super::commit::ReadView;
+use super::schema::{to_store_error, CHANGES, META, TABLE_ORDER, T_CHANGES, T_ENTITIES, T_META, T_ORDER, T_TABLES};
+use crate::error::{FailureKind, StoreError};
+
+/// The store's trees. Each is an ordered map of bytes to bytes; the layouts of
+/// their keys and values are the store's business (`schema.rs`), not the engine's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(in crate::embedded) enum Tree {
+    /// `account 0x00 lowercase-table-name` → table record.
+    Tables,
+    /// `account 0x00 table-name-as-created` → empty: the listing order.
+    TableOrder,
+    /// `table id u64 BE ++ EntityKey` → entity value.
+    Entities,
+    /// `account 0x00 position u64 BE` → a recorded change.
+    Changes,
+    /// Counters and per-account settings; keys are UTF-8.
+    Meta,
+}
+
+impl Tree {
+    /// The tree's tag in log records.
+    pub(in crate::embedded) fn tag(self) -> u8 {
+        match self {
+            Tree::Tables => T_TABLES,
+            Tree::TableOrder => T_ORDER,
+            Tree::Entities => T_ENTITIES,
+            Tree::Changes => T_CHANGES,
+            Tree::Meta => T_META,
+        }
+    }
+}
+
+/// A key or value read from a tree: a guard over the engine's page.
+pub(in crate::embedded) enum Bytes<'a> {
+    Bytes(AccessGuard<'a, &'static [u8]>),
+    Str(AccessGuard<'a, &'static str>),
+    /// A value of the listing order, which holds none.
+    Empty,
+}
+
+impl Bytes<'_> {
+    pub(in crate::embedded) fn bytes(&self) -> &[u8] {
+        match self {
+            Bytes::Bytes(g) => g.value(),
+            Bytes::Str(g) => g.value().as_bytes(),
+            Bytes::Empty => &[],
+        }
+    }
+}
+
+/// The rows of one tree in a key range, in key order.
+pub(in crate::embedded) enum Range<'a> {
+    Bytes(redb::Range<'a, &'static [u8], &'static [u8]>),
+    Order(redb::Range<'a, &'static [u8], ()>),
+    Str(redb::Range<'a, &'static str, &'static [u8]>),
+}
+
+impl<'a> Iterator for Range<'a> {
+    type Item = Result<(Bytes<'a>, Bytes<'a>), StoreError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        Some(
+            match self {
+                Range::Bytes(r) => r.next()?.map(|(k, v)| (Bytes::Bytes(k), Bytes::Bytes(v))),
+                Range::Order(r) => r.next()?.map(|(k, _)| (Bytes::Bytes(k), Bytes::Empty)),
+                Range::Str(r) => r.next()?.map(|(k, v)| (Bytes::Str(k), Bytes::Bytes(v))),
+            }
+            .map_err(to_store_error),
+        )
+    }
+}
+
+/// Reading named trees: a snapshot's reads and a group transaction's.
+pub(in crate::embedded) trait ReadTrees {
+    fn get(&self, tree: Tree, key: &[u8]) -> Result<Option<Bytes<'_>>, StoreError>;
+    /// The rows with keys in `(lo, hi)`, in key order.
+    fn range(&self, tree: Tree, lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> Result<Range<'_>, StoreError>;
+
+    /// The rows with keys in `lo..hi`.
+    fn range_of(&self, tree: Tree, lo: &[u8], hi: &[u8]) -> Result<Range<'_>, StoreError> {
+        self.range(tree, Bound::Included(lo), Bound::Excluded(hi))
+    }
+}
+
+/// A META key: text (redb stores that table's keys as `&str`).
+pub(super) fn meta_key(key: &[u8]) -> Result<&str, StoreError> {
+    std::str::from_utf8(key).map_err(|_| StoreError::failure(FailureKind::Internal, "a META key that is not UTF-8"))
+}
+
+pub(super) fn meta_bounds<'k>(
+    lo: Bound<&'k [u8]>,
+    hi: Bound<&'k [u8]>,
+) -> Result<(Bound<&'k str>, Bound<&'k str>), StoreError> {
+    let text = |b: Bound<&'k [u8]>| -> Result<Bound<&'k str>, StoreError> {
+        Ok(match b {
+            Bound::Included(k) => Bound::Included(meta_key(k)?),
+            Bound::Excluded(k) => Bound::Excluded(meta_key(k)?),
+            Bound::Unbounded => Bound::Unbounded,
+        })
+    };
+    Ok((text(lo)?, text(hi)?))
+}
+
+impl ReadTrees for ReadView {
+    fn get(&self, tree: Tree, key: &[u8]) -> Result<Option<Bytes<'_>>, StoreError> {
+        let found = match tree {
+            Tree::Tables => self.tables.get(key).map(|g| g.map(Bytes::Bytes)),
+            Tree::Entities => self.entities.get(key).map(|g| g.map(Bytes::Bytes)),
+            Tree::Changes => {
+                let t = self.txn.open_table(CHANGES).map_err(to_store_error)?;
+                t.get(key).map(|g| g.map(Bytes::Bytes))
+            }
+            Tree::TableOrder => {
+                let t = self.txn.open_table(TABLE_ORDER).map_err(to_store_error)?;
+                t.get(key).map(|g| g.map(|_| Bytes::Empty))
+            }
+            Tree::Meta => {
+                let t = self.txn.open_table(META).map_err(to_store_error)?;
+                t.get(meta_key(key)?).map(|g| g.map(Bytes::Bytes))
+            }
+        };
+        found.map_err(to_store_error)
+    }
+
+    fn range(&self, tree: Tree, lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> Result<Range<'_>, StoreError> {
+        let range = match tree {
+            Tree::Tables => ReadableTable::range::<&[u8]>(&self.tables, (lo, hi)).map(Range::Bytes),
+            Tree::Entities => ReadableTable::range::<&[u8]>(&self.entities, (lo, hi)).map(Range::Bytes),
+            Tree::Changes => {
+                let t = self.txn.open_table(CHANGES).map_err(to_store_error)?;
+                t.range::<&[u8]>((lo, hi)).map(Range::Bytes)
+            }
+            Tree::TableOrder => {
+                let t = self.txn.open_table(TABLE_ORDER).map_err(to_store_error)?;
+                t.range::<&[u8]>((lo, hi)).map(Range::Order)
+            }
+            Tree::Meta => {
+                let t = self.txn.open_table(META).map_err(to_store_error)?;
+                t.range::<&str>(meta_bounds(lo, hi)?).map(Range::Str)
+            }
+        };
+        range.map_err(to_store_error)
+    }
+}
