@@ -20,14 +20,12 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use redb::{Database, Durability};
-
 use super::checksums::{seal, unseal};
 use super::commit::{self, Checkpoint, Committed, Pending, ReadView, ToLog};
-use super::engine::group::Trees;
+use super::engine::durable_tx::{Db, DurableTx};
 use super::engine::tree::{ReadTrees, Tree};
 use super::feed_restore;
-use super::schema::{backend_error, decode_u64, garbage, to_store_error, NEXT_TABLE_ID, WAL_SEQ};
+use super::schema::{as_backend, decode_u64, garbage, to_store_error, NEXT_TABLE_ID, WAL_SEQ};
 use super::writer::LogState;
 use super::Reply;
 use crate::error::{BackendError, FailureKind, StoreError};
@@ -100,14 +98,7 @@ fn now_ms() -> u64 {
 
 /// Runs one savepoint job on the writer thread (see the module comment) and
 /// hands its commit to the log thread, which answers once it is on disk.
-pub(super) fn run(
-    db: &Database,
-    state: &mut LogState,
-    to_log: &ToLog,
-    failed: &AtomicBool,
-    op: Op,
-    reply: Reply<Outcome>,
-) {
+pub(super) fn run(db: &Db, state: &mut LogState, to_log: &ToLog, failed: &AtomicBool, op: Op, reply: Reply<Outcome>) {
     let mut committed = Committed {
         // A restore may take tables away: remembered ids go.
         deletes_table: matches!(op, Op::Restore(_)),
@@ -132,13 +123,11 @@ pub(super) fn run(
             (Op::Restore(_) | Op::Delete(_), None) => return Ok(Outcome::NotFound),
             _ => {}
         }
-        let mut txn = db.begin_write().map_err(backend_error)?;
-        txn.set_durability(Durability::Immediate).map_err(backend_error)?;
+        let mut txn = DurableTx::begin(db).map_err(as_backend)?;
         let mut names = before;
         match (&op, found) {
             (Op::Save(name), _) => {
-                // Before any table is opened: redb's rule.
-                let id = txn.persistent_savepoint().map_err(backend_error)?;
+                let id = txn.save_point().map_err(as_backend)?;
                 names.insert(
                     name.clone(),
                     Saved {
@@ -148,13 +137,12 @@ pub(super) fn run(
                 );
             }
             (Op::Restore(_), Some(saved)) => {
-                let savepoint = txn.get_persistent_savepoint(saved.id).map_err(backend_error)?;
-                txn.restore_savepoint(&savepoint).map_err(backend_error)?;
+                txn.restore_point(saved.id).map_err(as_backend)?;
                 // redb deleted those saved after it.
                 names.retain(|_, s| s.id <= saved.id);
             }
             (Op::Delete(name), Some(saved)) => {
-                txn.delete_persistent_savepoint(saved.id).map_err(backend_error)?;
+                txn.delete_point(saved.id).map_err(as_backend)?;
                 names.remove(name);
             }
             _ => {
@@ -165,7 +153,7 @@ pub(super) fn run(
             }
         }
         {
-            let mut trees = Trees::open(&txn).map_err(store_error)?;
+            let mut trees = txn.trees().map_err(store_error)?;
             let stale: Vec<String> = self::names(&trees).map_err(store_error)?.into_keys().collect();
             for name in stale {
                 trees
@@ -194,7 +182,7 @@ pub(super) fn run(
         if state.since.any() {
             commit::wait_published(to_log);
         }
-        txn.commit().map_err(backend_error)?;
+        txn.commit().map_err(as_backend)?;
         state.since = Default::default();
         state.stats.log_fill.store(0, Ordering::Relaxed);
         committed.checkpoint = Some(Checkpoint {

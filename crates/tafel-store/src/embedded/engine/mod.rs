@@ -14,6 +14,7 @@ pub(super) mod checkpoint;
 pub(super) mod checksums;
 pub(super) mod commit;
 pub(super) mod disk;
+pub(super) mod durable_tx;
 pub(super) mod group;
 pub(super) mod header_copy;
 pub(super) mod opening;

@@ -285,3 +285,10 @@ impl Opening {
         Ok(self.writer.lock().map_err(poisoned)?.take())
     }
 }
+
+/// redb's own check of every page of the store on `disk` (`tafel check`): a
+/// failed one ends redb's use of the database, so it runs on one of its own.
+pub(in crate::embedded) fn verify_pages(disk: &dyn Disk) -> Result<bool, String> {
+    let (mut db, _) = open_db(disk, 64 << 20).map_err(|e| e.to_string())?;
+    db.check_integrity().map_err(|e| e.to_string())
+}

@@ -63,6 +63,8 @@ impl Bytes<'_> {
 
 /// The rows of one tree in a key range, in key order.
 pub(in crate::embedded) enum Range<'a> {
+    /// A tree the store never made (a store from before the change feed has no `changes`).
+    Empty,
     Bytes(redb::Range<'a, &'static [u8], &'static [u8]>),
     Order(redb::Range<'a, &'static [u8], ()>),
     Str(redb::Range<'a, &'static str, &'static [u8]>),
@@ -74,12 +76,52 @@ impl<'a> Iterator for Range<'a> {
     fn next(&mut self) -> Option<Self::Item> {
         Some(
             match self {
+                Range::Empty => return None,
                 Range::Bytes(r) => r.next()?.map(|(k, v)| (Bytes::Bytes(k), Bytes::Bytes(v))),
                 Range::Order(r) => r.next()?.map(|(k, _)| (Bytes::Bytes(k), Bytes::Empty)),
                 Range::Str(r) => r.next()?.map(|(k, v)| (Bytes::Str(k), Bytes::Bytes(v))),
             }
             .map_err(to_store_error),
         )
+    }
+}
+
+/// One entity row's key or value, for the scan's loop.
+pub(in crate::embedded) struct Row<'a>(AccessGuard<'a, &'static [u8]>);
+
+impl Row<'_> {
+    #[inline(always)]
+    pub(in crate::embedded) fn bytes(&self) -> &[u8] {
+        self.0.value()
+    }
+}
+
+/// Entity rows in a key range, typed for the scan's loop: no dispatch per row
+/// (a [`Range`] matches on its tree's type at each one).
+pub(in crate::embedded) struct EntityRows<'a>(redb::Range<'a, &'static [u8], &'static [u8]>);
+
+impl<'a> Iterator for EntityRows<'a> {
+    type Item = Result<(Row<'a>, Row<'a>), StoreError>;
+
+    #[inline(always)]
+    fn next(&mut self) -> Option<Self::Item> {
+        match self.0.next()? {
+            Ok((k, v)) => Some(Ok((Row(k), Row(v)))),
+            Err(e) => Some(Err(to_store_error(e))),
+        }
+    }
+}
+
+impl ReadView {
+    /// The entity rows with keys in `(lo, hi)`, in key order.
+    pub(in crate::embedded) fn entity_rows(
+        &self,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+    ) -> Result<EntityRows<'_>, StoreError> {
+        ReadableTable::range::<&[u8]>(&self.entities, (lo, hi))
+            .map(EntityRows)
+            .map_err(to_store_error)
     }
 }
 
@@ -139,10 +181,11 @@ impl ReadTrees for ReadView {
         let range = match tree {
             Tree::Tables => ReadableTable::range::<&[u8]>(&self.tables, (lo, hi)).map(Range::Bytes),
             Tree::Entities => ReadableTable::range::<&[u8]>(&self.entities, (lo, hi)).map(Range::Bytes),
-            Tree::Changes => {
-                let t = self.txn.open_table(CHANGES).map_err(to_store_error)?;
-                t.range::<&[u8]>((lo, hi)).map(Range::Bytes)
-            }
+            Tree::Changes => match self.txn.open_table(CHANGES) {
+                Ok(t) => t.range::<&[u8]>((lo, hi)).map(Range::Bytes),
+                Err(redb::TableError::TableDoesNotExist(_)) => Ok(Range::Empty),
+                Err(e) => return Err(to_store_error(e)),
+            },
             Tree::TableOrder => {
                 let t = self.txn.open_table(TABLE_ORDER).map_err(to_store_error)?;
                 t.range::<&[u8]>((lo, hi)).map(Range::Order)
