@@ -137,15 +137,15 @@ impl<'t> Trees<'t> {
 impl ReadTrees for Trees<'_> {
     fn get(&self, tree: Tree, key: &[u8]) -> Result<Option<Bytes<'_>>, StoreError> {
         let found = match tree {
-            Tree::Tables => self.tables.get(key).map(|g| g.map(Bytes::Bytes)),
-            Tree::Entities => self.entities.get(key).map(|g| g.map(Bytes::Bytes)),
+            Tree::Tables => self.tables.get(key).map(|g| g.map(Bytes::Slice)),
+            Tree::Entities => self.entities.get(key).map(|g| g.map(Bytes::Slice)),
             Tree::Changes => opened(self.txn, &self.changes, CHANGES)?
                 .get(key)
-                .map(|g| g.map(Bytes::Bytes)),
+                .map(|g| g.map(Bytes::Slice)),
             Tree::TableOrder => opened(self.txn, &self.order, TABLE_ORDER)?
                 .get(key)
                 .map(|g| g.map(|_| Bytes::Empty)),
-            Tree::Meta => self.meta.get(meta_key(key)?).map(|g| g.map(Bytes::Bytes)),
+            Tree::Meta => self.meta.get(meta_key(key)?).map(|g| g.map(Bytes::Slice)),
         };
         found.map_err(to_store_error)
     }

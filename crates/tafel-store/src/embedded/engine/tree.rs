@@ -45,7 +45,7 @@ impl Tree {
 
 /// A key or value read from a tree: a guard over the engine's page.
 pub(in crate::embedded) enum Bytes<'a> {
-    Bytes(AccessGuard<'a, &'static [u8]>),
+    Slice(AccessGuard<'a, &'static [u8]>),
     Str(AccessGuard<'a, &'static str>),
     /// A value of the listing order, which holds none.
     Empty,
@@ -54,7 +54,7 @@ pub(in crate::embedded) enum Bytes<'a> {
 impl Bytes<'_> {
     pub(in crate::embedded) fn bytes(&self) -> &[u8] {
         match self {
-            Bytes::Bytes(g) => g.value(),
+            Bytes::Slice(g) => g.value(),
             Bytes::Str(g) => g.value().as_bytes(),
             Bytes::Empty => &[],
         }
@@ -77,9 +77,9 @@ impl<'a> Iterator for Range<'a> {
         Some(
             match self {
                 Range::Empty => return None,
-                Range::Bytes(r) => r.next()?.map(|(k, v)| (Bytes::Bytes(k), Bytes::Bytes(v))),
-                Range::Order(r) => r.next()?.map(|(k, _)| (Bytes::Bytes(k), Bytes::Empty)),
-                Range::Str(r) => r.next()?.map(|(k, v)| (Bytes::Str(k), Bytes::Bytes(v))),
+                Range::Bytes(r) => r.next()?.map(|(k, v)| (Bytes::Slice(k), Bytes::Slice(v))),
+                Range::Order(r) => r.next()?.map(|(k, _)| (Bytes::Slice(k), Bytes::Empty)),
+                Range::Str(r) => r.next()?.map(|(k, v)| (Bytes::Str(k), Bytes::Slice(v))),
             }
             .map_err(to_store_error),
         )
@@ -159,11 +159,11 @@ pub(super) fn meta_bounds<'k>(
 impl ReadTrees for ReadView {
     fn get(&self, tree: Tree, key: &[u8]) -> Result<Option<Bytes<'_>>, StoreError> {
         let found = match tree {
-            Tree::Tables => self.tables.get(key).map(|g| g.map(Bytes::Bytes)),
-            Tree::Entities => self.entities.get(key).map(|g| g.map(Bytes::Bytes)),
+            Tree::Tables => self.tables.get(key).map(|g| g.map(Bytes::Slice)),
+            Tree::Entities => self.entities.get(key).map(|g| g.map(Bytes::Slice)),
             Tree::Changes => {
                 let t = self.txn.open_table(CHANGES).map_err(to_store_error)?;
-                t.get(key).map(|g| g.map(Bytes::Bytes))
+                t.get(key).map(|g| g.map(Bytes::Slice))
             }
             Tree::TableOrder => {
                 let t = self.txn.open_table(TABLE_ORDER).map_err(to_store_error)?;
@@ -171,7 +171,7 @@ impl ReadTrees for ReadView {
             }
             Tree::Meta => {
                 let t = self.txn.open_table(META).map_err(to_store_error)?;
-                t.get(meta_key(key)?).map(|g| g.map(Bytes::Bytes))
+                t.get(meta_key(key)?).map(|g| g.map(Bytes::Slice))
             }
         };
         found.map_err(to_store_error)
