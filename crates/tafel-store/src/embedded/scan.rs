@@ -6,9 +6,8 @@ use std::time::{Duration, Instant};
 
 use super::checksums::{payload, unseal};
 use super::commit::ReadView;
-use super::engine::tree::{EntityRows, ReadTrees, Row, Tree};
 use super::opening::Opening;
-use super::schema::{decode_table, guarded, guarded_from, row_key};
+use super::schema::{decode_table, guarded, guarded_from, row_key, to_store_error};
 use super::table_ids::TableIds;
 use crate::error::StoreError;
 use crate::key::KeyRef;
@@ -62,8 +61,8 @@ pub(super) fn table_id(
     if let Some(id) = ids.get(table_key) {
         return Ok(id);
     }
-    let id = match snapshot.get(Tree::Tables, table_key)? {
-        Some(v) => decode_table(table_key, v.bytes())?.id,
+    let id = match snapshot.tables.get(table_key).map_err(to_store_error)? {
+        Some(v) => decode_table(table_key, v.value())?.id,
         None => return Err(StoreError::TableNotFound),
     };
     ids.remember(table_key, id, generation);
@@ -103,7 +102,10 @@ pub(super) async fn scan(
         let hi = range.end.as_ref().map(|e| row_key(id, e));
         let upper = hi.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
         let mut rows = guarded(|| {
-            let iter = snapshot.entity_rows(Bound::Included(lo.as_slice()), upper)?;
+            let iter = snapshot
+                .entities
+                .range::<&[u8]>((Bound::Included(lo.as_slice()), upper))
+                .map_err(to_store_error)?;
             Ok(RangeScan::new(iter, id, verify))
         })?;
         // A slice at a time behind one guard (see `schema::guarded`): a guard
@@ -122,9 +124,11 @@ pub(super) async fn scan(
     Ok(page.finish())
 }
 
+type Row<'a> = redb::AccessGuard<'a, &'static [u8]>;
+
 /// One key range of a scan, pulled ahead.
 struct RangeScan<'a> {
-    iter: EntityRows<'a>,
+    iter: redb::Range<'a, &'static [u8], &'static [u8]>,
     /// Rows pulled, not yet offered, each with whether it matched the filter
     /// (once known; its checksum was verified then too, if the scan verifies).
     ahead: Ahead<(Row<'a>, Row<'a>, Option<bool>)>,
@@ -137,9 +141,9 @@ struct RangeScan<'a> {
 #[inline(always)]
 fn value<'r>(verify: bool, k: &Row<'_>, v: &'r Row<'_>) -> Result<&'r [u8], StoreError> {
     if verify {
-        unseal(k.bytes(), v.bytes())
+        unseal(k.value(), v.value())
     } else {
-        Ok(payload(v.bytes()))
+        Ok(payload(v.value()))
     }
 }
 
@@ -203,7 +207,7 @@ enum Slice {
 }
 
 impl<'a> RangeScan<'a> {
-    fn new(iter: EntityRows<'a>, id: u64, verify: bool) -> Self {
+    fn new(iter: redb::Range<'a, &'static [u8], &'static [u8]>, id: u64, verify: bool) -> Self {
         RangeScan {
             iter,
             ahead: Ahead::default(),
@@ -233,24 +237,24 @@ impl<'a> RangeScan<'a> {
             while !self.exhausted && self.ahead.len() < LOOKAHEAD {
                 match self.iter.next() {
                     Some(Ok((k, v))) => {
-                        prefetch(k.bytes());
+                        prefetch(k.value());
                         // All of it: its checksum reads every byte at FILTER_AT.
                         // Unverified (in memory), the first lines alone measured
                         // slower all the same (benchmark-history §24).
-                        prefetch_lines(v.bytes(), usize::MAX);
+                        prefetch_lines(v.value(), usize::MAX);
                         self.ahead.push((k, v, None));
                     }
-                    Some(Err(e)) => return Err(e),
+                    Some(Err(e)) => return Err(to_store_error(e)),
                     None => self.exhausted = true,
                 }
             }
             if let Some((k, v, matched)) = self.ahead.get_mut(FILTER_AT) {
-                if in_table(k.bytes()) {
+                if in_table(k.value()) {
                     // Checked here, where the filter reads the row anyway; a
                     // damaged row fails the scan rather than match or show wrongly.
                     let value = value(verify, k, v)?;
                     ours.set(true);
-                    let m = page.matches(entity_key(k.bytes()), value);
+                    let m = page.matches(entity_key(k.value()), value);
                     ours.set(false);
                     *matched = Some(m);
                 }
@@ -258,12 +262,12 @@ impl<'a> RangeScan<'a> {
             let Some((k, v, matched)) = self.ahead.front() else {
                 return Ok(Slice::RangeEnded);
             };
-            if !in_table(k.bytes()) {
+            if !in_table(k.value()) {
                 return Ok(Slice::RangeEnded);
             }
-            let key = entity_key(k.bytes());
+            let key = entity_key(k.value());
             let (value, matched) = match *matched {
-                Some(m) => (payload(v.bytes()), Some(m)),
+                Some(m) => (payload(v.value()), Some(m)),
                 None => (value(verify, k, v)?, None),
             };
             ours.set(true);
