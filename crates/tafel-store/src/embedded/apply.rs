@@ -1,127 +1,28 @@
-//! What the writer does to its write transaction: the store's redb tables, each
-//! logged change carried out on them (live, or replayed from the log), and the
-//! rules every job follows (tables, ACLs, service properties, entity writes),
-//! every change it makes logged.
+//! What the writer does in a group transaction (`engine/group.rs`): the rules
+//! every job follows (tables, ACLs, service properties, entity writes). The
+//! transaction logs every change it makes.
 
-use std::ops::Bound;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-
-use redb::{CursorError, ReadableTable};
 
 use super::checksums::{seal, seal_in_place, unseal};
 use super::commit::Pending;
+use super::engine::group::GroupTx;
+use super::engine::tree::{ReadTrees, Tree};
 use super::schema::*;
-use super::wal::{LogBuf, Op};
 use super::Job;
 use crate::error::{FailureKind, StoreError};
 use crate::feed::{ChangeOp, FeedSettings};
 use crate::key::EntityKey;
 use crate::traits::{Decide, Mutation};
 
-/// The store's redb tables, open in one write transaction. The two that
-/// entity writes do not touch open on first use: redb looks each open table
-/// up in its table tree twice (at the open and at the commit), in every
-/// group's commit (benchmark-history §23).
-pub(super) struct Tables<'t> {
-    txn: &'t redb::WriteTransaction,
-    tables: redb::Table<'t, &'static [u8], &'static [u8]>,
-    order: Option<redb::Table<'t, &'static [u8], ()>>,
-    entities: redb::Table<'t, &'static [u8], &'static [u8]>,
-    changes: Option<redb::Table<'t, &'static [u8], &'static [u8]>>,
-    pub(super) meta: redb::Table<'t, &'static str, &'static [u8]>,
-}
-
-/// The table in `slot`, opened in `txn` the first time it is asked for.
-fn opened<'s, 't, K: redb::Key + 'static, V: redb::Value + 'static>(
-    txn: &'t redb::WriteTransaction,
-    slot: &'s mut Option<redb::Table<'t, K, V>>,
-    table: redb::TableDefinition<'_, K, V>,
-) -> Result<&'s mut redb::Table<'t, K, V>, StoreError> {
-    match slot {
-        Some(t) => Ok(t),
-        None => Ok(slot.insert(txn.open_table(table).map_err(to_store_error)?)),
-    }
-}
-
-impl<'t> Tables<'t> {
-    pub(super) fn open(txn: &'t redb::WriteTransaction) -> Result<Self, redb::TableError> {
-        Ok(Tables {
-            txn,
-            tables: txn.open_table(TABLES)?,
-            order: None,
-            entities: txn.open_table(ENTITIES)?,
-            changes: None,
-            meta: txn.open_table(META)?,
-        })
-    }
-
-    fn order(&mut self) -> Result<&mut redb::Table<'t, &'static [u8], ()>, StoreError> {
-        opened(self.txn, &mut self.order, TABLE_ORDER)
-    }
-
-    pub(super) fn changes(&mut self) -> Result<&mut redb::Table<'t, &'static [u8], &'static [u8]>, StoreError> {
-        opened(self.txn, &mut self.changes, CHANGES)
-    }
-
-    /// The byte-keyed table a log op names.
-    fn by_tag(&mut self, t: u8) -> Result<&mut redb::Table<'t, &'static [u8], &'static [u8]>, StoreError> {
-        match t {
-            T_TABLES => Ok(&mut self.tables),
-            T_ENTITIES => Ok(&mut self.entities),
-            T_CHANGES => self.changes(),
-            _ => Err(StoreError::failure(
-                FailureKind::Corrupt,
-                format!("log op on table {t}"),
-            )),
-        }
-    }
-
-    /// Carries out one logged change (live, or replayed from the log).
-    pub(super) fn apply(&mut self, op: &Op<'_>) -> Result<(), StoreError> {
-        match *op {
-            Op::Insert {
-                table: T_ORDER, key, ..
-            } => self.order()?.insert(key, ()).map(drop).map_err(to_store_error),
-            Op::Remove { table: T_ORDER, key } => self.order()?.remove(key).map(drop).map_err(to_store_error),
-            Op::Remove { table: T_META, key } => {
-                let key = std::str::from_utf8(key).map_err(to_store_error)?;
-                self.meta.remove(key).map(drop).map_err(to_store_error)
-            }
-            Op::Insert {
-                table: T_META,
-                key,
-                value,
-            } => {
-                let key = std::str::from_utf8(key).map_err(to_store_error)?;
-                self.meta.insert(key, value).map(drop).map_err(to_store_error)
-            }
-            Op::Insert { table, key, value } => {
-                self.by_tag(table)?.insert(key, value).map(drop).map_err(to_store_error)
-            }
-            Op::Remove { table, key } => self.by_tag(table)?.remove(key).map(drop).map_err(to_store_error),
-            Op::RemoveRange { table, lo, hi } => self
-                .by_tag(table)?
-                .retain_in(lo..hi, |_, _| false)
-                .map_err(to_store_error),
-        }
-    }
-}
-
 /// Applies jobs, logging every change it makes.
 pub(super) struct Writer<'t, 'l> {
-    pub(super) tables: Tables<'t>,
-    pub(super) log: &'l mut LogBuf,
+    pub(super) tx: GroupTx<'t, 'l>,
     /// Which accounts record their changes (`feed.rs`).
     pub(super) feed: &'l FeedSettings,
 }
 
 impl Writer<'_, '_> {
-    pub(super) fn change(&mut self, op: Op<'_>) -> Result<(), StoreError> {
-        self.tables.apply(&op)?;
-        self.log.push(&op);
-        Ok(())
-    }
-
     pub(super) fn apply(&mut self, job: Job) -> Pending {
         match job {
             Job::CreateTable { account, name, reply } => Pending::Bool(reply, self.create_table(&account, &name)),
@@ -134,11 +35,9 @@ impl Writer<'_, '_> {
             } => Pending::Bool(reply, self.set_acl(&account, &name, &acl)),
             Job::SetProps { account, value, reply } => {
                 let key = props_key(&account);
-                let r = self.change(Op::Insert {
-                    table: T_META,
-                    key: key.as_bytes(),
-                    value: &seal(key.as_bytes(), &value),
-                });
+                let r = self
+                    .tx
+                    .insert(Tree::Meta, key.as_bytes(), &seal(key.as_bytes(), &value));
                 Pending::Unit(reply, r)
             }
             Job::Write {
@@ -160,34 +59,27 @@ impl Writer<'_, '_> {
 
     fn table(&self, account: &str, name: &str) -> Result<Option<TableValue>, StoreError> {
         let key = table_key(account, name);
-        let found = self.tables.tables.get(key.as_slice()).map_err(to_store_error)?;
-        found.map(|v| decode_table(&key, v.value())).transpose()
+        let found = self.tx.get(Tree::Tables, &key)?;
+        found.map(|v| decode_table(&key, v.bytes())).transpose()
     }
 
     fn create_table(&mut self, account: &str, name: &str) -> Result<bool, StoreError> {
         if self.table(account, name)?.is_some() {
             return Ok(false);
         }
-        let id = match self.tables.meta.get(NEXT_TABLE_ID).map_err(to_store_error)? {
-            Some(v) => decode_u64(NEXT_TABLE_ID, v.value())?,
+        let id = match self.tx.get(Tree::Meta, NEXT_TABLE_ID.as_bytes())? {
+            Some(v) => decode_u64(NEXT_TABLE_ID, v.bytes())?,
             None => 1,
         };
-        self.change(Op::Insert {
-            table: T_META,
-            key: NEXT_TABLE_ID.as_bytes(),
-            value: &seal(NEXT_TABLE_ID.as_bytes(), &(id + 1).to_le_bytes()),
-        })?;
+        self.tx.insert(
+            Tree::Meta,
+            NEXT_TABLE_ID.as_bytes(),
+            &seal(NEXT_TABLE_ID.as_bytes(), &(id + 1).to_le_bytes()),
+        )?;
         let key = table_key(account, name);
-        self.change(Op::Insert {
-            table: T_TABLES,
-            key: &key,
-            value: &seal(&key, &encode_table(id, name, &[])),
-        })?;
-        self.change(Op::Insert {
-            table: T_ORDER,
-            key: &order_key(account, name),
-            value: &[],
-        })?;
+        self.tx
+            .insert(Tree::Tables, &key, &seal(&key, &encode_table(id, name, &[])))?;
+        self.tx.insert(Tree::TableOrder, &order_key(account, name), &[])?;
         self.record(account, name, &[(ChangeOp::CreateTable, None, None)])?;
         Ok(true)
     }
@@ -196,19 +88,10 @@ impl Writer<'_, '_> {
         let Some(t) = self.table(account, name)? else {
             return Ok(false);
         };
-        self.change(Op::Remove {
-            table: T_TABLES,
-            key: &table_key(account, name),
-        })?;
-        self.change(Op::Remove {
-            table: T_ORDER,
-            key: &order_key(account, &t.record.name),
-        })?;
-        self.change(Op::RemoveRange {
-            table: T_ENTITIES,
-            lo: &t.id.to_be_bytes(),
-            hi: &(t.id + 1).to_be_bytes(),
-        })?;
+        self.tx.remove(Tree::Tables, &table_key(account, name))?;
+        self.tx.remove(Tree::TableOrder, &order_key(account, &t.record.name))?;
+        self.tx
+            .remove_range(Tree::Entities, &t.id.to_be_bytes(), &(t.id + 1).to_be_bytes())?;
         self.record(account, &t.record.name, &[(ChangeOp::DeleteTable, None, None)])?;
         Ok(true)
     }
@@ -220,25 +103,17 @@ impl Writer<'_, '_> {
         let mut hi = account.as_bytes().to_vec();
         hi.push(1);
         let mut names = Vec::new();
-        for item in self
-            .tables
-            .order()?
-            .range::<&[u8]>(lo.as_slice()..hi.as_slice())
-            .map_err(to_store_error)?
-        {
-            let (k, _) = item.map_err(to_store_error)?;
-            let name = k.value().get(lo.len()..).unwrap_or_default();
+        for item in self.tx.range_of(Tree::TableOrder, &lo, &hi)? {
+            let (k, _) = item?;
+            let name = k.bytes().get(lo.len()..).unwrap_or_default();
             names.push(String::from_utf8(name.to_vec()).map_err(to_store_error)?);
         }
         for name in &names {
             self.delete_table(account, name)?;
         }
         let props = props_key(account);
-        if self.tables.meta.get(props.as_str()).map_err(to_store_error)?.is_some() {
-            self.change(Op::Remove {
-                table: T_META,
-                key: props.as_bytes(),
-            })?;
+        if self.tx.get(Tree::Meta, props.as_bytes())?.is_some() {
+            self.tx.remove(Tree::Meta, props.as_bytes())?;
         }
         Ok(names.len() as u64)
     }
@@ -248,11 +123,11 @@ impl Writer<'_, '_> {
             return Ok(false);
         };
         let key = table_key(account, name);
-        self.change(Op::Insert {
-            table: T_TABLES,
-            key: &key,
-            value: &seal(&key, &encode_table(t.id, &t.record.name, acl)),
-        })?;
+        self.tx.insert(
+            Tree::Tables,
+            &key,
+            &seal(&key, &encode_table(t.id, &t.record.name, acl)),
+        )?;
         Ok(true)
     }
 
@@ -264,8 +139,8 @@ impl Writer<'_, '_> {
         let mut current: Vec<Option<Vec<u8>>> = Vec::with_capacity(keys.len());
         for k in &full {
             // A damaged row fails the write: nothing is built on what it holds.
-            let found = self.tables.entities.get(k.as_slice()).map_err(to_store_error)?;
-            current.push(found.map(|v| unseal(k, v.value()).map(<[u8]>::to_vec)).transpose()?);
+            let found = self.tx.get(Tree::Entities, k)?;
+            current.push(found.map(|v| unseal(k, v.bytes()).map(<[u8]>::to_vec)).transpose()?);
         }
         let views: Vec<Option<&[u8]>> = current.iter().map(|c| c.as_deref()).collect();
         let mutations = catch_unwind(AssertUnwindSafe(|| decide(&views)))
@@ -305,16 +180,9 @@ impl Writer<'_, '_> {
                             fresh.push((k, v));
                             continue;
                         }
-                        self.change(Op::Insert {
-                            table: T_ENTITIES,
-                            key: k,
-                            value: &v,
-                        })?
+                        self.tx.insert(Tree::Entities, k, &v)?
                     }
-                    Mutation::Delete => self.change(Op::Remove {
-                        table: T_ENTITIES,
-                        key: k,
-                    })?,
+                    Mutation::Delete => self.tx.remove(Tree::Entities, k)?,
                     Mutation::Keep => {}
                 }
             }
@@ -334,7 +202,7 @@ impl Writer<'_, '_> {
         rows.sort_unstable_by(|a, b| a.0.cmp(b.0));
         let mut rest = rows.as_slice();
         while rest.len() >= 2 {
-            let placed = insert_run(&mut self.tables.entities, self.log, rest)?;
+            let placed = self.tx.insert_entity_run(rest)?;
             rest = &rest[placed..];
             if placed == 1 {
                 // New rows alternate with existing ones: a run of one costs a
@@ -343,47 +211,10 @@ impl Writer<'_, '_> {
             }
         }
         for (key, value) in rest {
-            self.change(Op::Insert {
-                table: T_ENTITIES,
-                key,
-                value,
-            })?;
+            self.tx.insert(Tree::Entities, key, value)?;
         }
         Ok(())
     }
-}
-
-/// Inserts `rows` (sorted, absent) through one cursor, from the first row's gap
-/// up to the first row an existing one sorts before; returns how many went in.
-fn insert_run(
-    entities: &mut redb::Table<'_, &'static [u8], &'static [u8]>,
-    log: &mut LogBuf,
-    rows: &[(&[u8], Vec<u8>)],
-) -> Result<usize, StoreError> {
-    let Some((first, _)) = rows.first() else {
-        return Ok(0);
-    };
-    let mut cursor = entities
-        .lower_bound_mut(Bound::Included(*first))
-        .map_err(to_store_error)?;
-    let mut placed = 0;
-    for (key, value) in rows {
-        match cursor.insert_before(*key, value.as_slice()) {
-            Ok(()) => {}
-            // An existing row sorts before this one: the run ends here. (The
-            // first row, refused at its own gap, exists after all: an error.)
-            Err(CursorError::UnorderedKey) if placed > 0 => break,
-            Err(e) => return Err(to_store_error(e)),
-        }
-        log.push(&Op::Insert {
-            table: T_ENTITIES,
-            key,
-            value,
-        });
-        placed += 1;
-    }
-    cursor.close().map_err(to_store_error)?;
-    Ok(placed)
 }
 
 /// Whether no key repeats.

@@ -6,17 +6,16 @@
 
 use std::collections::HashMap;
 use std::fmt;
+use std::ops::Bound;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
 
-use redb::{Database, ReadableDatabase, ReadableTable};
-
 use super::checksums::{checked, printable};
+use super::commit::ReadView;
 use super::disk::Disk;
-use super::opening::{open_db, recover};
-use super::schema::{
-    decode_table, parse_table, table_key, to_store_error, CHANGES, ENTITIES, META, TABLES, TABLE_ORDER,
-};
+use super::engine::tree::{ReadTrees, Tree};
+use super::opening::{open_db, recover, verify_pages};
+use super::schema::{decode_table, parse_table, table_key, to_store_error};
 use super::scratch_disk::ScratchDisk;
 use super::STORE_FILE;
 use crate::error::{FailureKind, StoreError};
@@ -90,10 +89,7 @@ pub(super) fn check_on(disk: &dyn Disk, progress: &mut dyn FnMut(u64)) -> CheckR
     // Then redb's own check of every page, on the store as replayed: a
     // failed one ends redb's use of the database, so it comes last, on a
     // database of its own.
-    let verified = catch_unwind(AssertUnwindSafe(|| -> Result<bool, String> {
-        let (mut db, _) = open_db(disk, 64 << 20).map_err(|e| e.to_string())?;
-        db.check_integrity().map_err(|e| e.to_string())
-    }));
+    let verified = catch_unwind(AssertUnwindSafe(|| verify_pages(disk)));
     match verified {
         Ok(Ok(true)) => {}
         Ok(Ok(false)) => report.damaged(
@@ -132,14 +128,14 @@ fn walk_store(disk: &dyn Disk, report: &mut CheckReport, progress: &mut dyn FnMu
                 .into(),
         });
     }
-    if let Err(e) = walk(&db, report, progress) {
+    if let Err(e) = ReadView::take(&db).and_then(|view| walk(&view, report, progress)) {
         report.damaged("the store file", format!("reading it failed: {e}"));
     }
 }
 
 /// Reads every table record, listing entry, setting and entity.
-fn walk(db: &Database, report: &mut CheckReport, progress: &mut dyn FnMut(u64)) -> Result<(), StoreError> {
-    let txn = db.begin_read().map_err(to_store_error)?;
+fn walk(view: &ReadView, report: &mut CheckReport, progress: &mut dyn FnMut(u64)) -> Result<(), StoreError> {
+    let all = |tree| view.range(tree, Bound::Unbounded, Bound::Unbounded);
     let sealed = report.checksums;
     // A table record, checked if the store's values carry checksums.
     let record = |key: &[u8], stored: &[u8]| match sealed {
@@ -148,54 +144,47 @@ fn walk(db: &Database, report: &mut CheckReport, progress: &mut dyn FnMut(u64)) 
     };
     // Table id → "account/table".
     let mut names: HashMap<u64, String> = HashMap::new();
-    let tables = txn.open_table(TABLES).map_err(to_store_error)?;
-    for row in tables.iter().map_err(to_store_error)? {
-        let (k, v) = row.map_err(to_store_error)?;
-        let (account, _) = split_at_zero(k.value());
-        match record(k.value(), v.value()) {
+    for row in all(Tree::Tables)? {
+        let (k, v) = row?;
+        let (account, _) = split_at_zero(k.bytes());
+        match record(k.bytes(), v.bytes()) {
             Ok(t) => {
                 names.insert(t.id, format!("{account}/{}", t.record.name));
                 report.tables += 1;
             }
             Err(_) => report.damaged(
-                format!("table record {}", printable(k.value())),
+                format!("table record {}", printable(k.bytes())),
                 "failed its checksum: the table's name, id and access policies are unknown",
             ),
         }
     }
-    let order = txn.open_table(TABLE_ORDER).map_err(to_store_error)?;
-    for row in order.iter().map_err(to_store_error)? {
-        let (k, _) = row.map_err(to_store_error)?;
-        let (account, name) = split_at_zero(k.value());
+    for row in all(Tree::TableOrder)? {
+        let (k, _) = row?;
+        let (account, name) = split_at_zero(k.bytes());
         let key = table_key(&account, &name);
-        let listed = tables.get(key.as_slice()).map_err(to_store_error)?;
-        if !matches!(listed.map(|v| record(&key, v.value())), Some(Ok(t)) if t.record.name == name) {
+        let listed = view.get(Tree::Tables, &key)?;
+        if !matches!(listed.map(|v| record(&key, v.bytes())), Some(Ok(t)) if t.record.name == name) {
             report.damaged(
-                format!("table listing entry {}", printable(k.value())),
+                format!("table listing entry {}", printable(k.bytes())),
                 "names no table: the key is damaged, or the table's record is",
             );
         }
     }
-    let meta = txn.open_table(META).map_err(to_store_error)?;
-    for row in meta.iter().map_err(to_store_error)? {
-        let (k, v) = row.map_err(to_store_error)?;
-        if sealed && checked(k.value().as_bytes(), v.value()).is_none() {
-            report.damaged(
-                format!("setting {}", printable(k.value().as_bytes())),
-                "failed its checksum",
-            );
+    for row in all(Tree::Meta)? {
+        let (k, v) = row?;
+        if sealed && checked(k.bytes(), v.bytes()).is_none() {
+            report.damaged(format!("setting {}", printable(k.bytes())), "failed its checksum");
         }
     }
-    let entities = txn.open_table(ENTITIES).map_err(to_store_error)?;
-    for row in entities.iter().map_err(to_store_error)? {
-        let (k, v) = row.map_err(to_store_error)?;
-        let k = k.value();
+    for row in view.entity_rows(Bound::Unbounded, Bound::Unbounded)? {
+        let (k, v) = row?;
+        let k = k.bytes();
         report.entities += 1;
-        report.bytes += v.value().len() as u64;
+        report.bytes += v.bytes().len() as u64;
         if report.entities.is_multiple_of(65_536) {
             progress(report.entities);
         }
-        let intact = !sealed || checked(k, v.value()).is_some();
+        let intact = !sealed || checked(k, v.bytes()).is_some();
         let table = k
             .get(..8)
             .and_then(|id| names.get(&u64::from_be_bytes(id.try_into().unwrap_or_default())));
@@ -215,20 +204,14 @@ fn walk(db: &Database, report: &mut CheckReport, progress: &mut dyn FnMut(u64)) 
         }
     }
     // The change feed's rows (a store from before the feed has none).
-    match txn.open_table(CHANGES) {
-        Ok(changes) => {
-            for row in changes.iter().map_err(to_store_error)? {
-                let (k, v) = row.map_err(to_store_error)?;
-                if sealed && checked(k.value(), v.value()).is_none() {
-                    report.damaged(
-                        format!("change feed row {}", printable(k.value())),
-                        "failed its checksum",
-                    );
-                }
-            }
+    for row in all(Tree::Changes)? {
+        let (k, v) = row?;
+        if sealed && checked(k.bytes(), v.bytes()).is_none() {
+            report.damaged(
+                format!("change feed row {}", printable(k.bytes())),
+                "failed its checksum",
+            );
         }
-        Err(redb::TableError::TableDoesNotExist(_)) => {}
-        Err(e) => return Err(to_store_error(e)),
     }
     progress(report.entities);
     Ok(())

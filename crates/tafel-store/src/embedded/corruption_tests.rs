@@ -303,41 +303,30 @@ fn a_damaged_value_fails_its_reads_and_writes_and_check_names_it() {
 /// a Tafel from before checksums left it.
 fn without_checksums(image: Image) -> Image {
     use super::checksums::{payload, FORMAT_KEY};
-    use super::schema::{ENTITIES, META, TABLES};
-    use redb::{ReadableTable, TableDefinition};
-    fn strip(txn: &redb::WriteTransaction, def: TableDefinition<&[u8], &[u8]>) {
-        let mut table = txn.open_table(def).expect("table");
-        let rows: Vec<(Vec<u8>, Vec<u8>)> = table
-            .iter()
-            .expect("iter")
-            .map(|r| {
-                r.map(|(k, v)| (k.value().to_vec(), payload(v.value()).to_vec()))
-                    .expect("row")
-            })
-            .collect();
-        for (k, v) in rows {
-            table.insert(k.as_slice(), v.as_slice()).expect("insert");
-        }
-    }
+    use super::engine::durable_tx::DurableTx;
+    use super::engine::tree::{ReadTrees, Tree};
+    use std::ops::Bound::Unbounded;
     let disk = SimDisk::with(image);
     {
         let (db, _) = super::opening::open_db(&disk, 1 << 20).expect("open");
-        let txn = db.begin_write().expect("txn");
-        strip(&txn, TABLES);
-        strip(&txn, ENTITIES);
+        let txn = DurableTx::begin(&db).expect("txn");
         {
-            let mut meta = txn.open_table(META).expect("meta");
-            meta.remove(FORMAT_KEY).expect("remove");
-            let rows: Vec<(String, Vec<u8>)> = meta
-                .iter()
-                .expect("iter")
-                .map(|r| {
-                    r.map(|(k, v)| (k.value().to_owned(), payload(v.value()).to_vec()))
-                        .expect("row")
-                })
-                .collect();
-            for (k, v) in rows {
-                meta.insert(k.as_str(), v.as_slice()).expect("insert");
+            let mut trees = txn.trees().expect("trees");
+            trees
+                .remove_unlogged(Tree::Meta, FORMAT_KEY.as_bytes())
+                .expect("remove");
+            for tree in [Tree::Tables, Tree::Entities, Tree::Meta] {
+                let rows: Vec<(Vec<u8>, Vec<u8>)> = trees
+                    .range(tree, Unbounded, Unbounded)
+                    .expect("range")
+                    .map(|r| {
+                        r.map(|(k, v)| (k.bytes().to_vec(), payload(v.bytes()).to_vec()))
+                            .expect("row")
+                    })
+                    .collect();
+                for (k, v) in rows {
+                    trees.insert_unlogged(tree, &k, &v).expect("insert");
+                }
             }
         }
         txn.commit().expect("commit");

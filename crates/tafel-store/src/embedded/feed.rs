@@ -9,15 +9,13 @@
 use std::time::Instant;
 
 use arc_swap::ArcSwap;
-use redb::ReadableTable;
 use tokio::sync::Notify;
 
 use super::apply::Writer;
 use super::checksums::{seal, unseal};
 use super::commit::ReadView;
+use super::engine::tree::{ReadTrees, Tree};
 use super::feed_restore;
-use super::schema::{to_store_error, CHANGES, META, T_CHANGES, T_META};
-use super::wal::Op;
 use crate::error::{FailureKind, StoreError};
 use crate::feed::{
     check_from, decode_change, decode_head, encode_change, encode_head, ChangeOp, ChangesFrom, ChangesPage,
@@ -72,19 +70,16 @@ fn position_of(key: &[u8]) -> Result<u64, StoreError> {
 impl Writer<'_, '_> {
     fn feed_head(&self, account: &str) -> Result<(u64, u64), StoreError> {
         let key = head_key(account);
-        match self.tables.meta.get(key.as_str()).map_err(to_store_error)? {
-            Some(v) => decode_head(unseal(key.as_bytes(), v.value())?).ok_or_else(|| corrupt("head")),
-            None => Ok((0, 0)),
-        }
+        head_in(&self.tx, &key)
     }
 
     fn set_feed_head(&mut self, account: &str, head: u64, bytes: u64) -> Result<(), StoreError> {
         let key = head_key(account);
-        self.change(Op::Insert {
-            table: T_META,
-            key: key.as_bytes(),
-            value: &seal(key.as_bytes(), &encode_head(head, bytes)),
-        })
+        self.tx.insert(
+            Tree::Meta,
+            key.as_bytes(),
+            &seal(key.as_bytes(), &encode_head(head, bytes)),
+        )
     }
 
     /// Records the changes of one write (one transaction id) of `account`'s
@@ -99,11 +94,7 @@ impl Writer<'_, '_> {
             let k = change_key(account, txn + i as u64);
             let v = seal(&k, &encode_change(txn, time, *op, table, *key, *value));
             bytes += v.len() as u64;
-            self.change(Op::Insert {
-                table: T_CHANGES,
-                key: &k,
-                value: &v,
-            })?;
+            self.tx.insert(Tree::Changes, &k, &v)?;
         }
         self.set_feed_head(account, head + changes.len() as u64, bytes)
     }
@@ -111,9 +102,10 @@ impl Writer<'_, '_> {
     /// Drops every account's changes past its retention (age, then size).
     pub(super) fn trim_changes(&mut self, now_ns: u64) -> Result<(), StoreError> {
         let mut accounts = Vec::new();
-        for item in self.tables.meta.range("feed/".."feed0").map_err(to_store_error)? {
-            let (k, _) = item.map_err(to_store_error)?;
-            accounts.push(k.value()["feed/".len()..].to_owned());
+        for item in self.tx.range_of(Tree::Meta, b"feed/", b"feed0")? {
+            let (k, _) = item?;
+            let account = k.bytes().get("feed/".len()..).unwrap_or_default();
+            accounts.push(String::from_utf8(account.to_vec()).map_err(|_| corrupt("head key"))?);
         }
         for account in accounts {
             let Some(retention) = self.feed.for_account(&account) else {
@@ -123,28 +115,20 @@ impl Writer<'_, '_> {
             let (head, mut bytes) = self.feed_head(&account)?;
             let lo = change_key(&account, 0);
             let mut drop_to = None;
-            for item in self
-                .tables
-                .changes()?
-                .range::<&[u8]>(lo.as_slice()..account_end(&account).as_slice())
-                .map_err(to_store_error)?
-            {
-                let (k, v) = item.map_err(to_store_error)?;
-                let time = v.value().get(9..17).ok_or_else(|| corrupt("change"))?;
+            for item in self.tx.range_of(Tree::Changes, &lo, &account_end(&account))? {
+                let (k, v) = item?;
+                let time = v.bytes().get(9..17).ok_or_else(|| corrupt("change"))?;
                 let time = u64::from_le_bytes(time.try_into().map_err(|_| corrupt("change"))?);
                 let too_big = retention.max_bytes.is_some_and(|max| bytes > max);
                 if time >= cutoff && !too_big {
                     break;
                 }
-                bytes = bytes.saturating_sub(v.value().len() as u64);
-                drop_to = Some(position_of(k.value())?);
+                bytes = bytes.saturating_sub(v.bytes().len() as u64);
+                drop_to = Some(position_of(k.bytes())?);
             }
             if let Some(last) = drop_to {
-                self.change(Op::RemoveRange {
-                    table: T_CHANGES,
-                    lo: &lo,
-                    hi: &change_key(&account, last + 1),
-                })?;
+                self.tx
+                    .remove_range(Tree::Changes, &lo, &change_key(&account, last + 1))?;
                 self.set_feed_head(&account, head, bytes)?;
             }
         }
@@ -154,30 +138,26 @@ impl Writer<'_, '_> {
 
 /// The head of `account`'s feed as of `view`.
 pub(super) fn head(view: &ReadView, account: &str) -> Result<u64, StoreError> {
-    let meta = view.txn.open_table(META).map_err(to_store_error)?;
-    let key = head_key(account);
-    match meta.get(key.as_str()).map_err(to_store_error)? {
-        Some(v) => Ok(decode_head(unseal(key.as_bytes(), v.value())?)
-            .ok_or_else(|| corrupt("head"))?
-            .0),
-        None => Ok(0),
+    Ok(head_in(view, &head_key(account))?.0)
+}
+
+/// The feed head (last position, bytes kept) stored under `key` in `trees`.
+fn head_in(trees: &impl ReadTrees, key: &str) -> Result<(u64, u64), StoreError> {
+    match trees.get(Tree::Meta, key.as_bytes())? {
+        Some(v) => decode_head(unseal(key.as_bytes(), v.bytes())?).ok_or_else(|| corrupt("head")),
+        None => Ok((0, 0)),
     }
 }
 
 /// One page of `account`'s feed as of `view`.
 pub(super) fn read(view: &ReadView, account: &str, request: &ChangesRequest) -> Result<ChangesRead, StoreError> {
     let head = head(view, account)?;
-    let changes = view.txn.open_table(CHANGES).map_err(to_store_error)?;
     let (lo, hi) = (change_key(account, 0), account_end(account));
-    let oldest = match changes
-        .range::<&[u8]>(lo.as_slice()..hi.as_slice())
-        .map_err(to_store_error)?
-        .next()
-    {
-        Some(item) => position_of(item.map_err(to_store_error)?.0.value())?,
+    let oldest = match view.range_of(Tree::Changes, &lo, &hi)?.next() {
+        Some(item) => position_of(item?.0.bytes())?,
         None => head + 1,
     };
-    let gaps = feed_restore::gaps(&view.txn.open_table(META).map_err(to_store_error)?, account)?;
+    let gaps = feed_restore::gaps(view, account)?;
     let checked = match request.from {
         ChangesFrom::After(p) => {
             if let Some(restored) = feed_restore::undone(&gaps, p) {
@@ -204,17 +184,13 @@ pub(super) fn read(view: &ReadView, account: &str, request: &ChangesRequest) -> 
         return Ok(ChangesRead::Page(page));
     }
     let from = change_key(account, start + 1);
-    for item in changes
-        .range::<&[u8]>(from.as_slice()..hi.as_slice())
-        .map_err(to_store_error)?
-        .take(MAX_SCANNED)
-    {
+    for item in view.range_of(Tree::Changes, &from, &hi)?.take(MAX_SCANNED) {
         if page.changes.len() >= request.limit {
             break;
         }
-        let (k, v) = item.map_err(to_store_error)?;
-        let position = position_of(k.value())?;
-        let change = decode_change(position, unseal(k.value(), v.value())?).ok_or_else(|| corrupt("change"))?;
+        let (k, v) = item?;
+        let position = position_of(k.bytes())?;
+        let change = decode_change(position, unseal(k.bytes(), v.bytes())?).ok_or_else(|| corrupt("change"))?;
         page.next_after = position;
         if let ChangesFrom::Since(t) = request.from {
             if change.time_ns < t {

@@ -9,10 +9,9 @@
 
 use std::collections::BTreeMap;
 
-use redb::ReadableTable;
-
 use super::checksums::{seal, unseal};
-use super::schema::to_store_error;
+use super::engine::group::Trees;
+use super::engine::tree::{ReadTrees, Tree};
 use crate::error::{FailureKind, StoreError};
 use crate::feed::{decode_head, encode_head};
 
@@ -31,26 +30,25 @@ fn corrupt() -> StoreError {
     StoreError::failure(FailureKind::Corrupt, "corrupt change feed record")
 }
 
-/// Every account's feed head (last position, bytes kept) in `meta`.
-pub(super) fn heads(
-    meta: &impl ReadableTable<&'static str, &'static [u8]>,
-) -> Result<BTreeMap<String, (u64, u64)>, StoreError> {
+/// Every account's feed head (last position, bytes kept) in `trees`.
+pub(super) fn heads(trees: &impl ReadTrees) -> Result<BTreeMap<String, (u64, u64)>, StoreError> {
     let mut out = BTreeMap::new();
-    for item in meta.range::<&str>(HEADS.0..HEADS.1).map_err(to_store_error)? {
-        let (k, v) = item.map_err(to_store_error)?;
-        let head = decode_head(unseal(k.value().as_bytes(), v.value())?).ok_or_else(corrupt)?;
-        out.insert(k.value()[HEADS.0.len()..].to_owned(), head);
+    for item in trees.range_of(Tree::Meta, HEADS.0.as_bytes(), HEADS.1.as_bytes())? {
+        let (k, v) = item?;
+        let head = decode_head(unseal(k.bytes(), v.bytes())?).ok_or_else(corrupt)?;
+        let account = k.bytes().get(HEADS.0.len()..).unwrap_or_default();
+        out.insert(String::from_utf8(account.to_vec()).map_err(|_| corrupt())?, head);
     }
     Ok(out)
 }
 
 /// The ranges of `account`'s positions that restores undid.
-pub(super) fn gaps(meta: &impl ReadableTable<&'static str, &'static [u8]>, account: &str) -> Result<Gaps, StoreError> {
+pub(super) fn gaps(trees: &impl ReadTrees, account: &str) -> Result<Gaps, StoreError> {
     let key = gap_key(account);
-    let Some(v) = meta.get(key.as_str()).map_err(to_store_error)? else {
+    let Some(v) = trees.get(Tree::Meta, key.as_bytes())? else {
         return Ok(Vec::new());
     };
-    let v = unseal(key.as_bytes(), v.value())?;
+    let v = unseal(key.as_bytes(), v.bytes())?;
     if v.len() % 16 != 0 {
         return Err(corrupt());
     }
@@ -58,35 +56,37 @@ pub(super) fn gaps(meta: &impl ReadableTable<&'static str, &'static [u8]>, accou
     v.chunks_exact(16).map(|c| Ok((u(&c[..8])?, u(&c[8..])?))).collect()
 }
 
-/// After `txn` restored a savepoint: carries each account's head forward to
+/// After the savepoint job's transaction (`trees`) restored a savepoint: carries each account's head forward to
 /// `before` (the heads before the restore) and adds what the restore undid to
 /// the snapshot's own gaps (those recorded after it was saved lie above its
 /// heads, inside the new range, or below them in a history it does not hold).
 pub(super) fn carry_across_restore(
-    meta: &mut redb::Table<&'static str, &'static [u8]>,
+    trees: &mut Trees<'_>,
     before: &BTreeMap<String, (u64, u64)>,
 ) -> Result<(), StoreError> {
-    let restored = heads(meta)?;
+    let restored = heads(trees)?;
     for (account, &(was, _)) in before {
         let (head, bytes) = restored.get(account).copied().unwrap_or((0, 0));
         if was <= head {
             continue;
         }
-        let mut gaps = gaps(meta, account)?;
+        let mut gaps = gaps(trees, account)?;
         match gaps.last_mut() {
             Some(last) if last.1 == head => last.1 = was,
             _ => gaps.push((head, was)),
         }
         let key = format!("{}{account}", HEADS.0);
-        meta.insert(key.as_str(), seal(key.as_bytes(), &encode_head(was, bytes)).as_slice())
-            .map_err(to_store_error)?;
+        trees.insert_unlogged(
+            Tree::Meta,
+            key.as_bytes(),
+            &seal(key.as_bytes(), &encode_head(was, bytes)),
+        )?;
         let key = gap_key(account);
         let value: Vec<u8> = gaps
             .iter()
             .flat_map(|&(lo, hi)| lo.to_le_bytes().into_iter().chain(hi.to_le_bytes()))
             .collect();
-        meta.insert(key.as_str(), seal(key.as_bytes(), &value).as_slice())
-            .map_err(to_store_error)?;
+        trees.insert_unlogged(Tree::Meta, key.as_bytes(), &seal(key.as_bytes(), &value))?;
     }
     Ok(())
 }

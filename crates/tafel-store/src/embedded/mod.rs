@@ -14,10 +14,12 @@
 //!   table of the same name.
 //! - Reads use the published snapshot (redb MVCC) and never wait for the writer.
 //!
-//! Here: options, opening (replay included), and the `Store` methods. `schema.rs`
-//! holds the redb tables and key layouts, `writer.rs` the writer thread, `scan.rs`
-//! the scans; `commit.rs` the log thread, `wal.rs` the log, `page_file.rs` the
-//! file redb writes through.
+//! Here: options, opening (replay included), and the `Store` methods. `engine/`
+//! alone owns redb: `engine/schema.rs` the redb tables and key layouts,
+//! `engine/writer.rs` the writer thread, `engine/commit.rs` the log thread,
+//! `engine/wal.rs` the log, `engine/page_file.rs` the file redb writes through.
+//! Beside it, the store's logic: `scan.rs` the scans, `feed.rs` the change feed,
+//! `savepoints.rs`, `snapshot.rs`, `stats.rs`, `check.rs`.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -25,44 +27,38 @@ use std::sync::Arc;
 
 mod apply;
 mod check;
-mod checkpoint;
-mod checksums;
-mod commit;
 #[cfg(test)]
 mod corruption_tests;
-mod disk;
+mod engine;
 #[cfg(test)]
 mod fault_tests;
 mod feed;
 mod feed_restore;
 #[cfg(test)]
 mod feed_tests;
-mod header_copy;
-mod opening;
-mod page_file;
-mod reopen;
-mod replay;
 mod savepoints;
 #[cfg(test)]
 mod savepoints_tests;
 mod scan;
 #[cfg(test)]
 mod scan_tests;
-mod schema;
-mod scratch_disk;
-#[cfg(test)]
-mod sim_disk;
 #[cfg(test)]
 mod simulation;
 mod snapshot;
 mod stats;
 mod table_ids;
-mod wal;
 #[cfg(test)]
 mod write_tests;
-mod writer;
 
 pub use self::check::{check, CheckReport, Damage};
+
+// The engine's modules under their old names, while the store's logic still
+// reaches into them (docs/design/embedded-store.md, "The engine seam").
+#[cfg(test)]
+use self::engine::header_copy;
+#[cfg(test)]
+use self::engine::sim_disk;
+use self::engine::{checksums, commit, disk, opening, reopen, schema, scratch_disk, wal, writer};
 
 use arc_swap::ArcSwapOption;
 use async_trait::async_trait;
@@ -70,11 +66,10 @@ use tokio::sync::oneshot;
 
 use self::checksums::unseal;
 use self::disk::{Disk, OsDisk};
+use self::engine::tree::{ReadTrees, Tree};
 use self::opening::Opening;
 use self::scan::{scan, table_id};
-use self::schema::{
-    decode_table, guarded, order_key, props_key, row_key, table_key, to_store_error, TableValue, META, TABLE_ORDER,
-};
+use self::schema::{decode_table, guarded, order_key, props_key, row_key, table_key, to_store_error, TableValue};
 use self::scratch_disk::ScratchDisk;
 use self::stats::EmbeddedStats;
 use crate::error::{FailureKind, NotReady, StoreError};
@@ -231,8 +226,7 @@ impl EmbeddedStore {
     /// Leaf pages of the entity rows as of the published snapshot.
     #[cfg(test)]
     fn entity_leaf_pages(&self) -> u64 {
-        use redb::ReadableTableMetadata;
-        self.opening_now().view().entities.stats().expect("stats").leaf_pages()
+        self.opening_now().view().entity_leaf_pages()
     }
 
     /// Hands a write to the writer; once a full disk has broken the store,
@@ -299,28 +293,23 @@ impl Store for EmbeddedStore {
     ) -> Result<Vec<TableRecord>, StoreError> {
         let snapshot = self.opening()?.view();
         guarded(|| {
-            let order = snapshot.txn.open_table(TABLE_ORDER).map_err(to_store_error)?;
-            let tables = &snapshot.tables;
             let lo = order_key(account, from.unwrap_or(""));
             let mut hi = account.as_bytes().to_vec();
             hi.push(1);
             let prefix = account.len() + 1;
             let mut out = Vec::new();
-            for item in order
-                .range::<&[u8]>(lo.as_slice()..hi.as_slice())
-                .map_err(to_store_error)?
-            {
+            for item in snapshot.range_of(Tree::TableOrder, &lo, &hi)? {
                 if out.len() >= limit {
                     break;
                 }
-                let (k, _) = item.map_err(to_store_error)?;
-                let name = std::str::from_utf8(k.value().get(prefix..).unwrap_or_default()).map_err(to_store_error)?;
+                let (k, _) = item?;
+                let name = std::str::from_utf8(k.bytes().get(prefix..).unwrap_or_default()).map_err(to_store_error)?;
                 let key = table_key(account, name);
-                if let Some(v) = tables.get(key.as_slice()).map_err(to_store_error)? {
-                    let table = decode_table(&key, v.value())?;
+                if let Some(v) = snapshot.get(Tree::Tables, &key)? {
+                    let table = decode_table(&key, v.bytes())?;
                     // A damaged listing key would show a name no table has.
                     if table.record.name != name {
-                        return Err(checksums::damaged(k.value()));
+                        return Err(checksums::damaged(k.bytes()));
                     }
                     out.push(table.record);
                 }
@@ -335,8 +324,8 @@ impl Store for EmbeddedStore {
         guarded(|| {
             let id = table_id(&snapshot, &opening.ids, &table_key(account, table), generation)?;
             let key = row_key(id, key.as_bytes());
-            let found = snapshot.entities.get(key.as_slice()).map_err(to_store_error)?;
-            found.map(|v| unseal(&key, v.value()).map(<[u8]>::to_vec)).transpose()
+            let found = snapshot.get(Tree::Entities, &key)?;
+            found.map(|v| unseal(&key, v.bytes()).map(<[u8]>::to_vec)).transpose()
         })
     }
 
@@ -378,11 +367,10 @@ impl Store for EmbeddedStore {
     async fn get_service_properties(&self, account: &str) -> Result<Option<Vec<u8>>, StoreError> {
         let view = self.opening()?.view();
         guarded(|| {
-            let meta = view.txn.open_table(META).map_err(to_store_error)?;
             let key = props_key(account);
-            let found = meta.get(key.as_str()).map_err(to_store_error)?;
+            let found = view.get(Tree::Meta, key.as_bytes())?;
             found
-                .map(|v| unseal(key.as_bytes(), v.value()).map(<[u8]>::to_vec))
+                .map(|v| unseal(key.as_bytes(), v.bytes()).map(<[u8]>::to_vec))
                 .transpose()
         })
     }
@@ -412,16 +400,12 @@ impl Store for EmbeddedStore {
         // Guarded as `list_tables` is: redb can panic on a damaged page, which is
         // damage to report, not a reason to take the request's task down.
         guarded(|| {
-            let order = snapshot.txn.open_table(TABLE_ORDER).map_err(to_store_error)?;
             let lo = order_key(account, "");
             let mut hi = account.as_bytes().to_vec();
             hi.push(1);
             let mut n = 0;
-            for item in order
-                .range::<&[u8]>(lo.as_slice()..hi.as_slice())
-                .map_err(to_store_error)?
-            {
-                item.map_err(to_store_error)?;
+            for item in snapshot.range_of(Tree::TableOrder, &lo, &hi)? {
+                item?;
                 n += 1;
             }
             Ok(n)
@@ -442,7 +426,7 @@ impl Store for EmbeddedStore {
 
     async fn list_savepoints(&self) -> Result<Vec<SavepointInfo>, ResetError> {
         let view = self.opening()?.view();
-        let names = guarded(|| savepoints::names(&view.txn))?;
+        let names = guarded(|| savepoints::names(&*view))?;
         let mut list: Vec<_> = names
             .into_iter()
             .map(|(name, s)| {

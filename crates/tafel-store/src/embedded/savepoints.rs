@@ -20,12 +20,12 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use redb::{Database, Durability, ReadableDatabase, ReadableTable};
-
 use super::checksums::{seal, unseal};
 use super::commit::{self, Checkpoint, Committed, Pending, ReadView, ToLog};
+use super::engine::durable_tx::{Db, DurableTx};
+use super::engine::tree::{ReadTrees, Tree};
 use super::feed_restore;
-use super::schema::{backend_error, decode_u64, garbage, to_store_error, META, NEXT_TABLE_ID, WAL_SEQ};
+use super::schema::{as_backend, decode_u64, garbage, to_store_error, NEXT_TABLE_ID, WAL_SEQ};
 use super::writer::LogState;
 use super::Reply;
 use crate::error::{BackendError, FailureKind, StoreError};
@@ -74,24 +74,20 @@ fn encode(s: Saved) -> Vec<u8> {
     v
 }
 
-/// The names in a META table and their savepoints.
-fn names_in(meta: &impl ReadableTable<&'static str, &'static [u8]>) -> Result<BTreeMap<String, Saved>, StoreError> {
+/// The savepoint names in `trees` and their savepoints.
+pub(super) fn names(trees: &impl ReadTrees) -> Result<BTreeMap<String, Saved>, StoreError> {
     let mut out = BTreeMap::new();
-    for item in meta.range::<&str>(PREFIX..PREFIX_END).map_err(to_store_error)? {
-        let (k, v) = item.map_err(to_store_error)?;
-        let v = unseal(k.value().as_bytes(), v.value())?;
+    for item in trees.range_of(Tree::Meta, PREFIX.as_bytes(), PREFIX_END.as_bytes())? {
+        let (k, v) = item?;
+        let v = unseal(k.bytes(), v.bytes())?;
         let corrupt = || StoreError::failure(FailureKind::Corrupt, "corrupt savepoint record");
         let id = u64::from_le_bytes(v.get(..8).ok_or_else(corrupt)?.try_into().map_err(to_store_error)?);
         let created_ms = u64::from_le_bytes(v.get(8..16).ok_or_else(corrupt)?.try_into().map_err(to_store_error)?);
-        let name = k.value().get(PREFIX.len()..).unwrap_or_default().to_owned();
+        let name = k.bytes().get(PREFIX.len()..).unwrap_or_default();
+        let name = String::from_utf8(name.to_vec()).map_err(|_| corrupt())?;
         out.insert(name, Saved { id, created_ms });
     }
     Ok(out)
-}
-
-/// The savepoints named in a read transaction's state.
-pub(super) fn names(txn: &redb::ReadTransaction) -> Result<BTreeMap<String, Saved>, StoreError> {
-    names_in(&txn.open_table(META).map_err(to_store_error)?)
 }
 
 fn now_ms() -> u64 {
@@ -102,14 +98,7 @@ fn now_ms() -> u64 {
 
 /// Runs one savepoint job on the writer thread (see the module comment) and
 /// hands its commit to the log thread, which answers once it is on disk.
-pub(super) fn run(
-    db: &Database,
-    state: &mut LogState,
-    to_log: &ToLog,
-    failed: &AtomicBool,
-    op: Op,
-    reply: Reply<Outcome>,
-) {
+pub(super) fn run(db: &Db, state: &mut LogState, to_log: &ToLog, failed: &AtomicBool, op: Op, reply: Reply<Outcome>) {
     let mut committed = Committed {
         // A restore may take tables away: remembered ids go.
         deletes_table: matches!(op, Op::Restore(_)),
@@ -120,14 +109,13 @@ pub(super) fn run(
             return Err(BackendError::new(FailureKind::Stopped, "write-ahead log failed"));
         }
         let (before, next_id, feed_heads) = {
-            let txn = db.begin_read().map_err(backend_error)?;
-            let meta = txn.open_table(META).map_err(backend_error)?;
-            let next_id = match meta.get(NEXT_TABLE_ID).map_err(backend_error)? {
-                Some(v) => decode_u64(NEXT_TABLE_ID, v.value()).map_err(store_error)?,
+            let view = ReadView::take(db).map_err(store_error)?;
+            let next_id = match view.get(Tree::Meta, NEXT_TABLE_ID.as_bytes()).map_err(store_error)? {
+                Some(v) => decode_u64(NEXT_TABLE_ID, v.bytes()).map_err(store_error)?,
                 None => 1,
             };
-            let feed_heads = feed_restore::heads(&meta).map_err(store_error)?;
-            (names_in(&meta).map_err(store_error)?, next_id, feed_heads)
+            let feed_heads = feed_restore::heads(&*view).map_err(store_error)?;
+            (names(&*view).map_err(store_error)?, next_id, feed_heads)
         };
         let found = before.get(op.name()).copied();
         match (&op, found) {
@@ -135,13 +123,11 @@ pub(super) fn run(
             (Op::Restore(_) | Op::Delete(_), None) => return Ok(Outcome::NotFound),
             _ => {}
         }
-        let mut txn = db.begin_write().map_err(backend_error)?;
-        txn.set_durability(Durability::Immediate).map_err(backend_error)?;
+        let mut txn = DurableTx::begin(db).map_err(as_backend)?;
         let mut names = before;
         match (&op, found) {
             (Op::Save(name), _) => {
-                // Before any table is opened: redb's rule.
-                let id = txn.persistent_savepoint().map_err(backend_error)?;
+                let id = txn.save_point().map_err(as_backend)?;
                 names.insert(
                     name.clone(),
                     Saved {
@@ -151,13 +137,12 @@ pub(super) fn run(
                 );
             }
             (Op::Restore(_), Some(saved)) => {
-                let savepoint = txn.get_persistent_savepoint(saved.id).map_err(backend_error)?;
-                txn.restore_savepoint(&savepoint).map_err(backend_error)?;
+                txn.restore_point(saved.id).map_err(as_backend)?;
                 // redb deleted those saved after it.
                 names.retain(|_, s| s.id <= saved.id);
             }
             (Op::Delete(name), Some(saved)) => {
-                txn.delete_persistent_savepoint(saved.id).map_err(backend_error)?;
+                txn.delete_point(saved.id).map_err(as_backend)?;
                 names.remove(name);
             }
             _ => {
@@ -168,29 +153,36 @@ pub(super) fn run(
             }
         }
         {
-            let mut meta = txn.open_table(META).map_err(backend_error)?;
-            let stale: Vec<String> = names_in(&meta).map_err(store_error)?.into_keys().collect();
+            let mut trees = txn.trees().map_err(store_error)?;
+            let stale: Vec<String> = self::names(&trees).map_err(store_error)?.into_keys().collect();
             for name in stale {
-                meta.remove(key(&name).as_str()).map_err(backend_error)?;
+                trees
+                    .remove_unlogged(Tree::Meta, key(&name).as_bytes())
+                    .map_err(store_error)?;
             }
             for (name, saved) in &names {
                 let k = key(name);
-                meta.insert(k.as_str(), seal(k.as_bytes(), &encode(*saved)).as_slice())
-                    .map_err(backend_error)?;
+                trees
+                    .insert_unlogged(Tree::Meta, k.as_bytes(), &seal(k.as_bytes(), &encode(*saved)))
+                    .map_err(store_error)?;
             }
             if matches!(op, Op::Restore(_)) {
-                feed_restore::carry_across_restore(&mut meta, &feed_heads).map_err(store_error)?;
+                feed_restore::carry_across_restore(&mut trees, &feed_heads).map_err(store_error)?;
             }
             let next = seal(NEXT_TABLE_ID.as_bytes(), &next_id.to_le_bytes());
-            meta.insert(NEXT_TABLE_ID, next.as_slice()).map_err(backend_error)?;
+            trees
+                .insert_unlogged(Tree::Meta, NEXT_TABLE_ID.as_bytes(), &next)
+                .map_err(store_error)?;
             // Every record so far is in this state (or, after a restore, undone by it).
             let seq = seal(WAL_SEQ.as_bytes(), &state.last_seq.to_le_bytes());
-            meta.insert(WAL_SEQ, seq.as_slice()).map_err(backend_error)?;
+            trees
+                .insert_unlogged(Tree::Meta, WAL_SEQ.as_bytes(), &seq)
+                .map_err(store_error)?;
         }
         if state.since.any() {
             commit::wait_published(to_log);
         }
-        txn.commit().map_err(backend_error)?;
+        txn.commit().map_err(as_backend)?;
         state.since = Default::default();
         state.stats.log_fill.store(0, Ordering::Relaxed);
         committed.checkpoint = Some(Checkpoint {

@@ -6,12 +6,12 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use redb::ReadableTable;
 
 use super::checksums::{self, unseal};
 use super::commit::ReadView;
+use super::engine::tree::{ReadTrees, Tree};
 use super::scan::entity_key;
-use super::schema::{decode_table, guarded, row_key, table_key, to_store_error, META, TABLE_ORDER};
+use super::schema::{decode_table, guarded, row_key, table_key};
 use crate::error::{FailureKind, StoreError};
 use crate::key::EntityKey;
 use crate::snapshot::{Snapshot, SnapshotTable};
@@ -38,14 +38,15 @@ fn corrupt(what: &str) -> StoreError {
 impl Snapshot for EmbeddedSnapshot {
     async fn service_properties(&mut self) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
         guarded(|| {
-            let meta = self.view.txn.open_table(META).map_err(to_store_error)?;
             let mut out = Vec::new();
-            for row in meta.range(PROPS_PREFIX..).map_err(to_store_error)? {
-                let (k, v) = row.map_err(to_store_error)?;
-                let Some(account) = k.value().strip_prefix(PROPS_PREFIX) else {
+            let from = Bound::Included(PROPS_PREFIX.as_bytes());
+            for row in self.view.range(Tree::Meta, from, Bound::Unbounded)? {
+                let (k, v) = row?;
+                let Some(account) = k.bytes().strip_prefix(PROPS_PREFIX.as_bytes()) else {
                     break;
                 };
-                out.push((account.to_owned(), unseal(k.value().as_bytes(), v.value())?.to_vec()));
+                let account = std::str::from_utf8(account).map_err(|_| corrupt("account name"))?;
+                out.push((account.to_owned(), unseal(k.bytes(), v.bytes())?.to_vec()));
             }
             Ok(out)
         })
@@ -53,11 +54,10 @@ impl Snapshot for EmbeddedSnapshot {
 
     async fn tables(&mut self) -> Result<Vec<SnapshotTable>, StoreError> {
         guarded(|| {
-            let order = self.view.txn.open_table(TABLE_ORDER).map_err(to_store_error)?;
             let mut out = Vec::new();
-            for row in order.iter().map_err(to_store_error)? {
-                let (k, _) = row.map_err(to_store_error)?;
-                let k = k.value();
+            for row in self.view.range(Tree::TableOrder, Bound::Unbounded, Bound::Unbounded)? {
+                let (k, _) = row?;
+                let k = k.bytes();
                 let split = k
                     .iter()
                     .position(|&b| b == 0)
@@ -67,11 +67,9 @@ impl Snapshot for EmbeddedSnapshot {
                 let key = table_key(account, name);
                 let stored = self
                     .view
-                    .tables
-                    .get(key.as_slice())
-                    .map_err(to_store_error)?
+                    .get(Tree::Tables, &key)?
                     .ok_or_else(|| corrupt("table listing: a listed table has no record"))?;
-                let value = decode_table(&key, stored.value())?;
+                let value = decode_table(&key, stored.bytes())?;
                 if value.record.name != name {
                     return Err(checksums::damaged(k));
                 }
@@ -97,19 +95,14 @@ impl Snapshot for EmbeddedSnapshot {
             };
             let prefix = id.to_be_bytes();
             let mut n = 0;
-            for row in self
-                .view
-                .entities
-                .range::<&[u8]>((lower, Bound::Unbounded))
-                .map_err(to_store_error)?
-            {
-                let (k, v) = row.map_err(to_store_error)?;
-                if n == limit || !k.value().starts_with(&prefix) {
+            for row in self.view.range(Tree::Entities, lower, Bound::Unbounded)? {
+                let (k, v) = row?;
+                if n == limit || !k.bytes().starts_with(&prefix) {
                     break;
                 }
                 n += 1;
                 if sink
-                    .push(entity_key(k.value()), unseal(k.value(), v.value())?)
+                    .push(entity_key(k.bytes()), unseal(k.bytes(), v.bytes())?)
                     .is_break()
                 {
                     break;

@@ -41,12 +41,12 @@ const HEADER: usize = 16;
 /// Bytes of log file, written with zeros up front: `fdatasync` of an overwrite
 /// within the file's size need not update the inode, which keeps it cheap.
 /// Each half holds the records between two checkpoints.
-pub(super) const LOG_SIZE: u64 = 128 << 20;
-pub(super) const FILE_NAME: &str = "tafel.wal";
+pub(in crate::embedded) const LOG_SIZE: u64 = 128 << 20;
+pub(in crate::embedded) const FILE_NAME: &str = "tafel.wal";
 /// How far record numbers move on at each open: further than a log can hold.
 const SEQ_JUMP: u64 = 1 << 32;
 
-pub(super) struct Wal {
+pub(in crate::embedded) struct Wal {
     file: Arc<dyn DiskFile>,
     /// Where the next record goes.
     offset: u64,
@@ -56,28 +56,28 @@ pub(super) struct Wal {
     other_covered_by: u64,
     /// Number of the last record found on open (or of the one the durable state
     /// includes): the writer numbers the records after it.
-    pub(super) last_seq: u64,
+    pub(in crate::embedded) last_seq: u64,
 }
 
 /// A record being built: room for its header, then the ops appended to it, so
 /// the writer's log is written out without copying it into another buffer.
-pub(super) struct LogBuf(Vec<u8>);
+pub(in crate::embedded) struct LogBuf(Vec<u8>);
 
 impl LogBuf {
-    pub(super) fn new() -> Self {
+    pub(in crate::embedded) fn new() -> Self {
         LogBuf(vec![0; HEADER])
     }
 
-    pub(super) fn payload_len(&self) -> usize {
+    pub(in crate::embedded) fn payload_len(&self) -> usize {
         self.0.len() - HEADER
     }
 
     /// Bytes the record takes in the log, header included.
-    pub(super) fn len(&self) -> u64 {
+    pub(in crate::embedded) fn len(&self) -> u64 {
         self.0.len() as u64
     }
 
-    pub(super) fn push(&mut self, op: &Op<'_>) {
+    pub(in crate::embedded) fn push(&mut self, op: &Op<'_>) {
         op.encode(&mut self.0);
     }
 
@@ -93,7 +93,7 @@ impl LogBuf {
 /// record (megabytes under batch writes) is then built in memory that is
 /// already mapped, not in fresh pages the kernel must fault in and zero.
 #[derive(Default)]
-pub(super) struct Spare(std::sync::Mutex<Vec<Vec<u8>>>);
+pub(in crate::embedded) struct Spare(std::sync::Mutex<Vec<Vec<u8>>>);
 
 /// Buffers [`Spare`] keeps, and the largest it keeps.
 const SPARE_BUFS: usize = 4;
@@ -101,7 +101,7 @@ const SPARE_MAX: usize = 16 << 20;
 
 impl Spare {
     /// An empty record, in a spare buffer if there is one.
-    pub(super) fn take(&self) -> LogBuf {
+    pub(in crate::embedded) fn take(&self) -> LogBuf {
         let buf = self.0.lock().unwrap_or_else(|e| e.into_inner()).pop();
         match buf {
             Some(mut b) => {
@@ -114,7 +114,7 @@ impl Spare {
     }
 
     /// Keeps `record`'s buffer for a later [`Spare::take`].
-    pub(super) fn give(&self, record: LogBuf) {
+    pub(in crate::embedded) fn give(&self, record: LogBuf) {
         if record.0.capacity() <= SPARE_MAX {
             let mut bufs = self.0.lock().unwrap_or_else(|e| e.into_inner());
             if bufs.len() < SPARE_BUFS {
@@ -125,22 +125,22 @@ impl Spare {
 }
 
 /// What the log holds past the durable state.
-pub(super) struct Found {
+pub(in crate::embedded) struct Found {
     /// The records to replay.
-    pub(super) records: Vec<Record>,
+    pub(in crate::embedded) records: Vec<Record>,
     /// A record that failed its checksum while the next is intact (see
     /// `read_records`): replay stopped before it.
-    pub(super) damaged: Option<u64>,
+    pub(in crate::embedded) damaged: Option<u64>,
     /// A half that begins with a record newer than the last replayed one but
     /// one: records after a checkpoint that the store file does not hold, so
     /// it went back to an older state (see [`newer_half`]).
-    pub(super) newer: Option<u64>,
+    pub(in crate::embedded) newer: Option<u64>,
 }
 
 /// A record read back: its number and its payload.
-pub(super) struct Record {
-    pub(super) seq: u64,
-    pub(super) payload: Vec<u8>,
+pub(in crate::embedded) struct Record {
+    pub(in crate::embedded) seq: u64,
+    pub(in crate::embedded) payload: Vec<u8>,
 }
 
 impl Wal {
@@ -148,7 +148,7 @@ impl Wal {
     /// returns the intact records numbered `applied + 1, applied + 2, …` for
     /// replay. The caller makes `last_seq` (past them by [`SEQ_JUMP`]) the
     /// durable state's `wal_seq` along with them, before writing any record.
-    pub(super) fn open(disk: &dyn Disk, applied: u64, log_size: u64) -> io::Result<(Wal, Found)> {
+    pub(in crate::embedded) fn open(disk: &dyn Disk, applied: u64, log_size: u64) -> io::Result<(Wal, Found)> {
         let file = disk.open(FILE_NAME)?;
         let mut size = file.len()?;
         if size < log_size {
@@ -178,13 +178,13 @@ impl Wal {
     }
 
     /// Bytes a half holds: the records written since a checkpoint must fit.
-    pub(super) fn half(&self) -> u64 {
+    pub(in crate::embedded) fn half(&self) -> u64 {
         self.size / 2
     }
 
     /// Writes `record` as number `seq` after the records written since the last
     /// checkpoint. Not durable until [`Wal::sync`]; the writer checked that it fits.
-    pub(super) fn write(&mut self, record: &mut LogBuf, seq: u64) -> io::Result<()> {
+    pub(in crate::embedded) fn write(&mut self, record: &mut LogBuf, seq: u64) -> io::Result<()> {
         let buf = &mut record.0;
         let len = (buf.len() - HEADER) as u32;
         buf[0..4].copy_from_slice(&len.to_le_bytes());
@@ -197,14 +197,14 @@ impl Wal {
     }
 
     /// Makes every record written so far durable.
-    pub(super) fn sync(&self) -> io::Result<()> {
+    pub(in crate::embedded) fn sync(&self) -> io::Result<()> {
         self.file.sync_data()
     }
 
     /// At a checkpoint, whose redb sync is number `sync` and covers every record
     /// written so far: the next record goes to the start of the other half.
     /// Returns the sync that must be on disk before that record is written.
-    pub(super) fn next_half(&mut self, sync: u64) -> u64 {
+    pub(in crate::embedded) fn next_half(&mut self, sync: u64) -> u64 {
         self.offset = if self.offset < self.half() { self.half() } else { 0 };
         std::mem::replace(&mut self.other_covered_by, sync)
     }
@@ -212,7 +212,7 @@ impl Wal {
 
 /// Whether no record was ever written to the log on `disk` (both halves start
 /// with zeros, as the log is made).
-pub(super) fn never_written(disk: &dyn Disk) -> io::Result<bool> {
+pub(in crate::embedded) fn never_written(disk: &dyn Disk) -> io::Result<bool> {
     let file = disk.open(FILE_NAME)?;
     let size = file.len()?;
     for at in [0, size / 2] {
@@ -333,7 +333,7 @@ fn read_record(file: &dyn DiskFile, size: u64, offset: u64, seq: u64) -> io::Res
 
 /// A physical change to one of the store's redb tables, as logged.
 #[derive(Debug, PartialEq)]
-pub(super) enum Op<'a> {
+pub(in crate::embedded) enum Op<'a> {
     Insert {
         table: u8,
         key: &'a [u8],
@@ -356,7 +356,7 @@ const REMOVE: u8 = 2;
 const REMOVE_RANGE: u8 = 3;
 
 impl Op<'_> {
-    pub(super) fn encode(&self, out: &mut Vec<u8>) {
+    pub(in crate::embedded) fn encode(&self, out: &mut Vec<u8>) {
         let mut put = |b: &[u8]| {
             out.extend_from_slice(&(b.len() as u32).to_le_bytes());
             out.extend_from_slice(b);
@@ -381,7 +381,7 @@ impl Op<'_> {
 }
 
 /// Decodes the ops of a payload; `None` if it is malformed.
-pub(super) fn decode_ops(mut payload: &[u8]) -> Option<Vec<Op<'_>>> {
+pub(in crate::embedded) fn decode_ops(mut payload: &[u8]) -> Option<Vec<Op<'_>>> {
     fn field<'a>(b: &mut &'a [u8]) -> Option<&'a [u8]> {
         let len = u32::from_le_bytes(b.get(..4)?.try_into().ok()?) as usize;
         let v = b.get(4..4 + len)?;

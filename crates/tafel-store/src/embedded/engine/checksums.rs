@@ -15,9 +15,9 @@ use super::schema::{to_store_error, ENTITIES, META, TABLES, WAL_SEQ};
 use crate::error::{FailureKind, StoreError};
 
 /// Bytes of the checksum after every stored value.
-pub(super) const SEAL: usize = 4;
+pub(in crate::embedded) const SEAL: usize = 4;
 /// META key saying every value carries a checksum; its value is [`FORMAT`], sealed.
-pub(super) const FORMAT_KEY: &str = "format";
+pub(in crate::embedded) const FORMAT_KEY: &str = "format";
 const FORMAT: &[u8] = &[1];
 
 fn checksum(key: &[u8], value: &[u8]) -> u32 {
@@ -28,13 +28,13 @@ fn checksum(key: &[u8], value: &[u8]) -> u32 {
 }
 
 /// Appends the checksum of `key` and `value` to `value`: it is now as stored.
-pub(super) fn seal_in_place(key: &[u8], value: &mut Vec<u8>) {
+pub(in crate::embedded) fn seal_in_place(key: &[u8], value: &mut Vec<u8>) {
     let crc = checksum(key, value);
     value.extend_from_slice(&crc.to_le_bytes());
 }
 
 /// `value` as stored under `key`.
-pub(super) fn seal(key: &[u8], value: &[u8]) -> Vec<u8> {
+pub(in crate::embedded) fn seal(key: &[u8], value: &[u8]) -> Vec<u8> {
     let mut v = Vec::with_capacity(value.len() + SEAL);
     v.extend_from_slice(value);
     seal_in_place(key, &mut v);
@@ -42,23 +42,23 @@ pub(super) fn seal(key: &[u8], value: &[u8]) -> Vec<u8> {
 }
 
 /// The value stored under `key`, if its checksum holds.
-pub(super) fn checked<'a>(key: &[u8], stored: &'a [u8]) -> Option<&'a [u8]> {
+pub(in crate::embedded) fn checked<'a>(key: &[u8], stored: &'a [u8]) -> Option<&'a [u8]> {
     let (value, crc) = stored.split_at_checked(stored.len().checked_sub(SEAL)?)?;
     let crc = u32::from_le_bytes(crc.try_into().ok()?);
     (checksum(key, value) == crc).then_some(value)
 }
 
 /// The value stored under `key`, or the error a damaged one is.
-pub(super) fn unseal<'a>(key: &[u8], stored: &'a [u8]) -> Result<&'a [u8], StoreError> {
+pub(in crate::embedded) fn unseal<'a>(key: &[u8], stored: &'a [u8]) -> Result<&'a [u8], StoreError> {
     checked(key, stored).ok_or_else(|| damaged(key))
 }
 
 /// The value of a row already checked, without checking it again.
-pub(super) fn payload(stored: &[u8]) -> &[u8] {
+pub(in crate::embedded) fn payload(stored: &[u8]) -> &[u8] {
     &stored[..stored.len().saturating_sub(SEAL)]
 }
 
-pub(super) fn damaged(key: &[u8]) -> StoreError {
+pub(in crate::embedded) fn damaged(key: &[u8]) -> StoreError {
     StoreError::failure(
         FailureKind::Corrupt,
         format!(
@@ -70,14 +70,14 @@ pub(super) fn damaged(key: &[u8]) -> StoreError {
 }
 
 /// A key's bytes for a message: text as is, other bytes escaped.
-pub(super) fn printable(key: &[u8]) -> String {
+pub(in crate::embedded) fn printable(key: &[u8]) -> String {
     key.escape_ascii().to_string()
 }
 
 /// Whether the store's values carry checksums. A store nothing was ever
 /// written to (no log position recorded yet) is marked as one that does.
 /// Called in the transaction that creates the tables.
-pub(super) fn prepare(txn: &redb::WriteTransaction) -> Result<bool, StoreError> {
+pub(in crate::embedded) fn prepare(txn: &redb::WriteTransaction) -> Result<bool, StoreError> {
     let mut meta = txn.open_table(META).map_err(to_store_error)?;
     if let Some(v) = meta.get(FORMAT_KEY).map_err(to_store_error)? {
         return match checked(FORMAT_KEY.as_bytes(), v.value()) {
@@ -99,7 +99,7 @@ pub(super) fn prepare(txn: &redb::WriteTransaction) -> Result<bool, StoreError> 
 
 /// Seals every value of a store from before checksums, and marks it, in one
 /// durable transaction: a crash leaves it as it was, to be sealed at the next open.
-pub(super) fn migrate(db: &Database) -> Result<(), StoreError> {
+pub(in crate::embedded) fn migrate(db: &Database) -> Result<(), StoreError> {
     let mut txn = db.begin_write().map_err(to_store_error)?;
     txn.set_durability(Durability::Immediate).map_err(to_store_error)?;
     let mut rows = 0u64;

@@ -25,11 +25,11 @@ use super::disk::{Disk, DiskFile};
 
 const COPY_FILE: &str = "tafel.redb.header";
 /// redb's magic number, the first bytes of its file.
-pub(super) const MAGIC: [u8; 9] = [b'r', b'e', b'd', b'b', 0x1A, 0x0A, 0xA9, 0x0D, 0x0A];
+pub(in crate::embedded) const MAGIC: [u8; 9] = [b'r', b'e', b'd', b'b', 0x1A, 0x0A, 0xA9, 0x0D, 0x0A];
 /// Bytes of the file read at open as the synced header: redb's header fits.
 const FIRST_PAGE: usize = 4096;
 
-pub(super) struct HeaderCopy {
+pub(in crate::embedded) struct HeaderCopy {
     copy: Arc<dyn DiskFile>,
     /// The header as of the last sync of the store file (the start of the file
     /// at open, until redb writes a header), and whether the copy holds it.
@@ -42,7 +42,7 @@ pub(super) struct HeaderCopy {
 impl HeaderCopy {
     /// Repairs `file`'s header from the copy if a power loss tore it, and
     /// returns the header's state for the flusher.
-    pub(super) fn open(disk: &dyn Disk, file: &dyn DiskFile) -> io::Result<Self> {
+    pub(in crate::embedded) fn open(disk: &dyn Disk, file: &dyn DiskFile) -> io::Result<Self> {
         let copy = disk.open(COPY_FILE)?;
         let saved = read_copy(&*copy)?;
         let len = file.len()?;
@@ -76,7 +76,7 @@ impl HeaderCopy {
     }
 
     /// Before a header of `len` bytes is written: the synced one goes to the copy.
-    pub(super) fn before_writing(&mut self, len: usize) -> io::Result<()> {
+    pub(in crate::embedded) fn before_writing(&mut self, len: usize) -> io::Result<()> {
         if self.copied || !self.synced.starts_with(&MAGIC) {
             return Ok(());
         }
@@ -92,12 +92,12 @@ impl HeaderCopy {
     }
 
     /// A header was written (not yet synced).
-    pub(super) fn wrote(&mut self, header: &[u8]) {
+    pub(in crate::embedded) fn wrote(&mut self, header: &[u8]) {
         self.written = Some(header.to_vec());
     }
 
     /// The store file was synced: the last header written is the synced one.
-    pub(super) fn synced(&mut self) {
+    pub(in crate::embedded) fn synced(&mut self) {
         if let Some(h) = self.written.take() {
             self.synced = h;
             self.copied = false;

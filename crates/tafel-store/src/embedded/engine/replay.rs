@@ -2,9 +2,10 @@
 
 use redb::{Database, Durability};
 
-use super::apply::Tables;
 use super::checksums::seal;
+use super::group::Trees;
 use super::schema::*;
+use super::tree::Tree;
 use super::wal::{self, decode_ops};
 use crate::error::{FailureKind, StoreError};
 
@@ -13,23 +14,28 @@ use crate::error::{FailureKind, StoreError};
 /// to `next`, the number the records after open count on from (see [`Wal::open`]).
 /// `sealed`: whether the store's values carry checksums (the records hold the
 /// values as stored, so they do too).
-pub(super) fn replay(db: &Database, records: &[wal::Record], next: u64, sealed: bool) -> Result<(), StoreError> {
+pub(in crate::embedded) fn replay(
+    db: &Database,
+    records: &[wal::Record],
+    next: u64,
+    sealed: bool,
+) -> Result<(), StoreError> {
     let mut txn = db.begin_write().map_err(to_store_error)?;
     txn.set_durability(Durability::Immediate).map_err(to_store_error)?;
     {
-        let mut tables = Tables::open(&txn).map_err(to_store_error)?;
+        let mut trees = Trees::open(&txn)?;
         for r in records {
             let ops = decode_ops(&r.payload)
                 .ok_or_else(|| StoreError::failure(FailureKind::Corrupt, format!("corrupt log record {}", r.seq)))?;
             for op in &ops {
-                tables.apply(op)?;
+                trees.apply(op)?;
             }
         }
         let next = match sealed {
             true => seal(WAL_SEQ.as_bytes(), &next.to_le_bytes()),
             false => next.to_le_bytes().to_vec(),
         };
-        tables.meta.insert(WAL_SEQ, next.as_slice()).map_err(to_store_error)?;
+        trees.insert_unlogged(Tree::Meta, WAL_SEQ.as_bytes(), &next)?;
     }
     txn.commit().map_err(to_store_error)
 }

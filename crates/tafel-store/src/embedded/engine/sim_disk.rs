@@ -22,7 +22,7 @@ use super::disk::{Disk, DiskFile};
 
 /// What the test marks in the trace.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Mark {
+pub(in crate::embedded) enum Mark {
     /// Operation `n` was handed to the store.
     Sent(usize),
     /// The store answered operation `n` with success.
@@ -39,14 +39,14 @@ enum Event {
 
 /// Faults the disk shows while the store runs.
 #[derive(Default, Clone)]
-pub(super) struct Faults {
+pub(in crate::embedded) struct Faults {
     /// A write past this many bytes of all files together fails: the disk is full.
-    pub(super) capacity: Option<u64>,
+    pub(in crate::embedded) capacity: Option<u64>,
     /// Every sync of the file of this name fails with EIO.
-    pub(super) failing_sync: Option<&'static str>,
+    pub(in crate::embedded) failing_sync: Option<&'static str>,
     /// Every write to the file of this name first takes this long (a slow
     /// disk, or a thread the scheduler left waiting).
-    pub(super) slow_writes: Option<(&'static str, std::time::Duration)>,
+    pub(in crate::embedded) slow_writes: Option<(&'static str, std::time::Duration)>,
 }
 
 #[derive(Default)]
@@ -64,14 +64,14 @@ struct Sim {
 }
 
 /// The files a power loss left: name and bytes.
-pub(super) type Image = BTreeMap<String, Vec<u8>>;
+pub(in crate::embedded) type Image = BTreeMap<String, Vec<u8>>;
 
 #[derive(Clone, Default)]
-pub(super) struct SimDisk(Arc<Mutex<Sim>>);
+pub(in crate::embedded) struct SimDisk(Arc<Mutex<Sim>>);
 
 impl SimDisk {
     /// A disk holding `image`'s files, all of them durable.
-    pub(super) fn with(image: Image) -> Self {
+    pub(in crate::embedded) fn with(image: Image) -> Self {
         let (names, files): (Vec<String>, Vec<Vec<u8>>) = image.into_iter().unzip();
         SimDisk(Arc::new(Mutex::new(Sim {
             names,
@@ -86,26 +86,26 @@ impl SimDisk {
         self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    pub(super) fn set_faults(&self, faults: Faults) {
+    pub(in crate::embedded) fn set_faults(&self, faults: Faults) {
         self.lock().faults = faults;
     }
 
     /// Bytes of all files together, as the store sees them.
-    pub(super) fn bytes_used(&self) -> u64 {
+    pub(in crate::embedded) fn bytes_used(&self) -> u64 {
         self.lock().written.iter().sum()
     }
 
-    pub(super) fn mark(&self, mark: Mark) {
+    pub(in crate::embedded) fn mark(&self, mark: Mark) {
         self.lock().trace.push(Event::Mark(mark));
     }
 
     /// Points of the trace a power loss can strike: 0 (before anything) to its length.
-    pub(super) fn trace_len(&self) -> usize {
+    pub(in crate::embedded) fn trace_len(&self) -> usize {
         self.lock().trace.len()
     }
 
     /// The marks among the first `cut` events.
-    pub(super) fn marks(&self, cut: usize) -> Vec<Mark> {
+    pub(in crate::embedded) fn marks(&self, cut: usize) -> Vec<Mark> {
         let sim = self.lock();
         let events = sim.trace.get(..cut).unwrap_or(&sim.trace);
         events
@@ -118,7 +118,7 @@ impl SimDisk {
     }
 
     /// Syncs of the file `name` among the first `cut` events.
-    pub(super) fn syncs(&self, cut: usize, name: &str) -> usize {
+    pub(in crate::embedded) fn syncs(&self, cut: usize, name: &str) -> usize {
         let sim = self.lock();
         let events = sim.trace.get(..cut).unwrap_or(&sim.trace);
         let id = sim.names.iter().position(|n| n == name);
@@ -129,7 +129,7 @@ impl SimDisk {
     }
 
     /// The trace, one event a line, the power loss marked after event `cut`.
-    pub(super) fn describe(&self, cut: usize) -> String {
+    pub(in crate::embedded) fn describe(&self, cut: usize) -> String {
         let sim = self.lock();
         let mut out = String::new();
         for (i, e) in sim.trace.iter().enumerate() {
@@ -150,7 +150,7 @@ impl SimDisk {
     }
 
     /// The index of the first write to the file `name`, if any.
-    pub(super) fn first_write_to(&self, name: &str) -> Option<usize> {
+    pub(in crate::embedded) fn first_write_to(&self, name: &str) -> Option<usize> {
         let sim = self.lock();
         let id = sim.names.iter().position(|n| n == name)?;
         sim.trace
@@ -160,13 +160,13 @@ impl SimDisk {
 
     /// The files as a power loss right after the first `cut` events leaves
     /// them if it loses every write not yet synced.
-    pub(super) fn synced(&self, cut: usize) -> Image {
+    pub(in crate::embedded) fn synced(&self, cut: usize) -> Image {
         self.power_loss_with(cut, |_, _| {})
     }
 
     /// The files as a power loss right after the first `cut` events leaves
     /// them, the unsynced writes' fate drawn from `rng`.
-    pub(super) fn power_loss(&self, cut: usize, rng: &mut fastrand::Rng) -> Image {
+    pub(in crate::embedded) fn power_loss(&self, cut: usize, rng: &mut fastrand::Rng) -> Image {
         self.power_loss_with(cut, |file, ops| lose(file, ops, rng))
     }
 

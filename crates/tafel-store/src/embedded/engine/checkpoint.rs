@@ -25,9 +25,9 @@ const SMALL_WRITE: u64 = 8 << 10;
 
 /// The non-durable commits since the last checkpoint, which the next one covers.
 #[derive(Default)]
-pub(super) struct SinceCheckpoint {
+pub(in crate::embedded) struct SinceCheckpoint {
     /// Bytes of their log records.
-    pub(super) bytes: u64,
+    pub(in crate::embedded) bytes: u64,
     /// Jobs in their groups.
     jobs: u64,
     /// When the first of them was made; `None` while there is none.
@@ -41,22 +41,22 @@ pub(super) struct SinceCheckpoint {
 }
 
 impl SinceCheckpoint {
-    pub(super) fn add(&mut self, bytes: u64, jobs: u64, now: Instant) {
+    pub(in crate::embedded) fn add(&mut self, bytes: u64, jobs: u64, now: Instant) {
         self.bytes += bytes;
         self.jobs += jobs;
         self.first.get_or_insert(now);
     }
 
-    pub(super) fn any(&self) -> bool {
+    pub(in crate::embedded) fn any(&self) -> bool {
         self.first.is_some()
     }
 
     /// Whether the writes since the last checkpoint were small ones.
-    pub(super) fn small_writes(&self) -> bool {
+    pub(in crate::embedded) fn small_writes(&self) -> bool {
         self.bytes <= self.jobs.saturating_mul(SMALL_WRITE)
     }
 
-    pub(super) fn checkpoint_due(&self, now: Instant) -> bool {
+    pub(in crate::embedded) fn checkpoint_due(&self, now: Instant) -> bool {
         let bytes = if self.small_writes() {
             SMALL_CHECKPOINT_BYTES
         } else {

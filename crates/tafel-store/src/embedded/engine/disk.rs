@@ -14,7 +14,7 @@ use redb::backends::FileBackend;
 use redb::StorageBackend;
 
 /// One file of the store.
-pub(super) trait DiskFile: Send + Sync {
+pub(in crate::embedded) trait DiskFile: Send + Sync {
     fn len(&self) -> io::Result<u64>;
     fn set_len(&self, len: u64) -> io::Result<()>;
     /// Fills `out` from `offset`; `UnexpectedEof` if the file ends first.
@@ -34,7 +34,7 @@ pub(super) trait DiskFile: Send + Sync {
 }
 
 /// Where the store's files live.
-pub(super) trait Disk: Send + Sync {
+pub(in crate::embedded) trait Disk: Send + Sync {
     /// Opens the file `name`, created empty if missing.
     fn open(&self, name: &str) -> io::Result<Arc<dyn DiskFile>>;
     /// Makes the creation of the files durable.
@@ -61,16 +61,16 @@ pub(super) trait Disk: Send + Sync {
 }
 
 /// The data directory, held by this process alone while the value lives.
-pub(super) struct OsDisk {
+pub(in crate::embedded) struct OsDisk {
     dir: PathBuf,
     _lock: File,
 }
 
 /// The file whose lock says a process has the data directory.
-pub(super) const LOCK_FILE: &str = "tafel.lock";
+pub(in crate::embedded) const LOCK_FILE: &str = "tafel.lock";
 
 impl OsDisk {
-    pub(super) fn new(dir: &Path) -> io::Result<Self> {
+    pub(in crate::embedded) fn new(dir: &Path) -> io::Result<Self> {
         std::fs::create_dir_all(dir)?;
         // Before anything is read or mended: a second process must not take a
         // store another is still creating for one whose creation was cut short.

@@ -23,7 +23,7 @@ use super::wal;
 
 const PAGE: u64 = 4096;
 
-pub(super) struct ScratchDisk {
+pub(in crate::embedded) struct ScratchDisk {
     /// The directory read; none for a disk in memory only.
     dir: Option<PathBuf>,
     files: Mutex<HashMap<String, Arc<ScratchFile>>>,
@@ -36,7 +36,7 @@ pub(super) struct ScratchDisk {
 }
 
 impl ScratchDisk {
-    pub(super) fn new(dir: &Path) -> io::Result<Self> {
+    pub(in crate::embedded) fn new(dir: &Path) -> io::Result<Self> {
         let lock = match File::open(dir.join(LOCK_FILE)) {
             Ok(f) => Some(f),
             Err(e) if e.kind() == io::ErrorKind::NotFound => None,
@@ -70,7 +70,7 @@ impl ScratchDisk {
     }
 
     /// A disk in memory only, whose files may hold `cap` bytes together.
-    pub(super) fn memory(cap: u64) -> Self {
+    pub(in crate::embedded) fn memory(cap: u64) -> Self {
         ScratchDisk {
             dir: None,
             files: Mutex::default(),

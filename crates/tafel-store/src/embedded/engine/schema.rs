@@ -9,28 +9,28 @@ use crate::error::{kind_of_io, BackendError, FailureKind, StoreError};
 use crate::traits::TableRecord;
 
 /// `account 0x00 lowercase-table-name` → `id u64 LE, name len u16 LE, name, acl`.
-pub(super) const TABLES: TableDefinition<&[u8], &[u8]> = TableDefinition::new("tables");
+pub(in crate::embedded) const TABLES: TableDefinition<&[u8], &[u8]> = TableDefinition::new("tables");
 /// `account 0x00 table-name-as-created` → nothing: the listing order, which is
 /// ordinal on the stored name while lookups ignore case.
-pub(super) const TABLE_ORDER: TableDefinition<&[u8], ()> = TableDefinition::new("table_order");
+pub(in crate::embedded) const TABLE_ORDER: TableDefinition<&[u8], ()> = TableDefinition::new("table_order");
 /// `table id u64 BE ++ EntityKey` → entity value.
-pub(super) const ENTITIES: TableDefinition<&[u8], &[u8]> = TableDefinition::new("entities");
+pub(in crate::embedded) const ENTITIES: TableDefinition<&[u8], &[u8]> = TableDefinition::new("entities");
 /// `account 0x00 position u64 BE` → a recorded change (`crate::feed`), sealed.
-pub(super) const CHANGES: TableDefinition<&[u8], &[u8]> = TableDefinition::new("changes");
+pub(in crate::embedded) const CHANGES: TableDefinition<&[u8], &[u8]> = TableDefinition::new("changes");
 /// Counters and per-account settings.
-pub(super) const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
+pub(in crate::embedded) const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
 
-pub(super) const NEXT_TABLE_ID: &str = "next_table_id";
+pub(in crate::embedded) const NEXT_TABLE_ID: &str = "next_table_id";
 /// META key of the number of the last log record the state includes.
-pub(super) const WAL_SEQ: &str = "wal_seq";
+pub(in crate::embedded) const WAL_SEQ: &str = "wal_seq";
 /// Table tags in log records.
-pub(super) const T_TABLES: u8 = 0;
-pub(super) const T_ORDER: u8 = 1;
-pub(super) const T_ENTITIES: u8 = 2;
-pub(super) const T_META: u8 = 3;
-pub(super) const T_CHANGES: u8 = 4;
+pub(in crate::embedded) const T_TABLES: u8 = 0;
+pub(in crate::embedded) const T_ORDER: u8 = 1;
+pub(in crate::embedded) const T_ENTITIES: u8 = 2;
+pub(in crate::embedded) const T_META: u8 = 3;
+pub(in crate::embedded) const T_CHANGES: u8 = 4;
 
-pub(super) fn order_key(account: &str, name: &str) -> Vec<u8> {
+pub(in crate::embedded) fn order_key(account: &str, name: &str) -> Vec<u8> {
     let mut k = Vec::with_capacity(account.len() + 1 + name.len());
     k.extend_from_slice(account.as_bytes());
     k.push(0);
@@ -38,7 +38,7 @@ pub(super) fn order_key(account: &str, name: &str) -> Vec<u8> {
     k
 }
 
-pub(super) fn table_key(account: &str, name: &str) -> Vec<u8> {
+pub(in crate::embedded) fn table_key(account: &str, name: &str) -> Vec<u8> {
     let mut k = Vec::with_capacity(account.len() + 1 + name.len());
     k.extend_from_slice(account.as_bytes());
     k.push(0);
@@ -46,16 +46,16 @@ pub(super) fn table_key(account: &str, name: &str) -> Vec<u8> {
     k
 }
 
-pub(super) fn props_key(account: &str) -> String {
+pub(in crate::embedded) fn props_key(account: &str) -> String {
     format!("props/{account}")
 }
 
-pub(super) struct TableValue {
-    pub(super) id: u64,
-    pub(super) record: TableRecord,
+pub(in crate::embedded) struct TableValue {
+    pub(in crate::embedded) id: u64,
+    pub(in crate::embedded) record: TableRecord,
 }
 
-pub(super) fn encode_table(id: u64, name: &str, acl: &[u8]) -> Vec<u8> {
+pub(in crate::embedded) fn encode_table(id: u64, name: &str, acl: &[u8]) -> Vec<u8> {
     let mut v = Vec::with_capacity(10 + name.len() + acl.len());
     v.extend_from_slice(&id.to_le_bytes());
     v.extend_from_slice(&(name.len() as u16).to_le_bytes());
@@ -65,12 +65,12 @@ pub(super) fn encode_table(id: u64, name: &str, acl: &[u8]) -> Vec<u8> {
 }
 
 /// The table record stored under `key` (a [`table_key`]).
-pub(super) fn decode_table(key: &[u8], stored: &[u8]) -> Result<TableValue, StoreError> {
+pub(in crate::embedded) fn decode_table(key: &[u8], stored: &[u8]) -> Result<TableValue, StoreError> {
     parse_table(unseal(key, stored)?)
 }
 
 /// A table record's value without its checksum.
-pub(super) fn parse_table(v: &[u8]) -> Result<TableValue, StoreError> {
+pub(in crate::embedded) fn parse_table(v: &[u8]) -> Result<TableValue, StoreError> {
     let corrupt = || StoreError::failure(FailureKind::Corrupt, "corrupt table record");
     let id = u64::from_le_bytes(v.get(..8).ok_or_else(corrupt)?.try_into().map_err(|_| corrupt())?);
     let len = u16::from_le_bytes(v.get(8..10).ok_or_else(corrupt)?.try_into().map_err(|_| corrupt())?) as usize;
@@ -85,7 +85,7 @@ pub(super) fn parse_table(v: &[u8]) -> Result<TableValue, StoreError> {
     })
 }
 
-pub(super) fn row_key(id: u64, key: &[u8]) -> Vec<u8> {
+pub(in crate::embedded) fn row_key(id: u64, key: &[u8]) -> Vec<u8> {
     let mut k = Vec::with_capacity(8 + key.len());
     k.extend_from_slice(&id.to_be_bytes());
     k.extend_from_slice(key);
@@ -95,26 +95,34 @@ pub(super) fn row_key(id: u64, key: &[u8]) -> Vec<u8> {
 /// A redb (or other) error as a backend failure, kept as its cause. Its kind
 /// comes from the `io::Error` inside: redb's errors hold it without exposing
 /// it as their `source()`, so they are looked into here.
-pub(super) fn to_store_error<E: std::error::Error + Send + Sync + 'static>(e: E) -> StoreError {
+pub(in crate::embedded) fn to_store_error<E: std::error::Error + Send + Sync + 'static>(e: E) -> StoreError {
     StoreError::Backend(backend_error(e))
 }
 
-pub(super) fn backend_error<E: std::error::Error + Send + Sync + 'static>(e: E) -> BackendError {
+pub(in crate::embedded) fn backend_error<E: std::error::Error + Send + Sync + 'static>(e: E) -> BackendError {
     let kind = redb_failure(&e).unwrap_or(FailureKind::Internal);
     BackendError::caused_by(kind, "embedded store", e)
+}
+
+/// A store error as a backend failure, for the writer's commits.
+pub(in crate::embedded) fn as_backend(e: StoreError) -> BackendError {
+    match e {
+        StoreError::Backend(b) => b,
+        other => BackendError::new(FailureKind::Internal, other.to_string()),
+    }
 }
 
 /// Runs a read of the store file, taking a panic in it for damage. redb
 /// verifies its pages' checksums only in repairs and integrity checks: a plain
 /// read of a page holding garbage may panic (an offset out of bounds) instead
 /// of failing, and a panic must not take a request, or the writer, with it.
-pub(super) fn guarded<T>(read: impl FnOnce() -> Result<T, StoreError>) -> Result<T, StoreError> {
+pub(in crate::embedded) fn guarded<T>(read: impl FnOnce() -> Result<T, StoreError>) -> Result<T, StoreError> {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(read)).unwrap_or_else(|_| Err(garbage().into()))
 }
 
 /// [`guarded`], for a read that also runs our own code (the service's filter,
 /// the encoder): a panic while `ours` is set is a bug, reported as one.
-pub(super) fn guarded_from<T>(
+pub(in crate::embedded) fn guarded_from<T>(
     ours: &Cell<bool>,
     read: impl FnOnce() -> Result<T, StoreError>,
 ) -> Result<T, StoreError> {
@@ -126,14 +134,14 @@ pub(super) fn guarded_from<T>(
     })
 }
 
-pub(super) fn garbage() -> BackendError {
+pub(in crate::embedded) fn garbage() -> BackendError {
     BackendError::new(
         FailureKind::Corrupt,
         "reading the store file failed: a page of it holds garbage (`tafel check` lists the damage)",
     )
 }
 
-pub(super) fn poisoned<T>(_: std::sync::PoisonError<T>) -> StoreError {
+pub(in crate::embedded) fn poisoned<T>(_: std::sync::PoisonError<T>) -> StoreError {
     StoreError::failure(FailureKind::Internal, "a store lock was poisoned by a panic")
 }
 
@@ -169,7 +177,7 @@ fn redb_failure(e: &(dyn std::error::Error + 'static)) -> Option<FailureKind> {
 }
 
 /// The counter stored under META `key`.
-pub(super) fn decode_u64(key: &str, stored: &[u8]) -> Result<u64, StoreError> {
+pub(in crate::embedded) fn decode_u64(key: &str, stored: &[u8]) -> Result<u64, StoreError> {
     let v = unseal(key.as_bytes(), stored)?;
     Ok(u64::from_le_bytes(v.try_into().map_err(to_store_error)?))
 }

@@ -1,5 +1,5 @@
 //! The writer thread: group commit (see the module invariants in `mod.rs`). What
-//! each job does to the write transaction is `apply.rs`'s; the log's replay on
+//! each job does in the group transaction (`group.rs`) is `apply.rs`'s; the log's replay on
 //! open, `replay.rs`'s.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -10,41 +10,43 @@ use std::time::{Duration, Instant};
 
 use redb::{Database, Durability};
 
-use super::apply::{Tables, Writer};
 use super::checkpoint::SinceCheckpoint;
 use super::checksums::seal;
 use super::commit::{self, Checkpoint, Committed, ReadView, ToLog};
-use super::feed::FeedState;
+use super::group::{GroupTx, Trees};
 use super::page_file::Durable;
 use super::schema::*;
-use super::stats::EmbeddedStats;
+use super::tree::Tree;
 use super::wal::{LogBuf, Spare};
-use super::{savepoints, Job};
-use crate::error::{kind_of_io, BackendError, FailureKind, StoreError};
+use crate::embedded::apply::Writer;
+use crate::embedded::feed::FeedState;
+use crate::embedded::stats::EmbeddedStats;
+use crate::embedded::{savepoints, Job};
+use crate::error::{kind_of_io, BackendError, FailureKind};
 
 /// Upper bound of jobs folded into one commit, so one commit's latency stays bounded.
-pub(super) const MAX_GROUP: usize = 512;
+pub(in crate::embedded) const MAX_GROUP: usize = 512;
 /// An idle writer checkpoints after this long without a write.
-pub(super) const IDLE_CHECKPOINT: Duration = Duration::from_secs(1);
+pub(in crate::embedded) const IDLE_CHECKPOINT: Duration = Duration::from_secs(1);
 /// How often the change feed's retention drops what it no longer keeps.
 const TRIM_EVERY: Duration = Duration::from_secs(1);
 
 /// The writer's account of the log, and of when redb itself last made the state
 /// durable. The log thread writes the records in the order the writer numbers
 /// them, so the writer knows what the log holds without waiting for it.
-pub(super) struct LogState {
+pub(in crate::embedded) struct LogState {
     /// Number of the last record (or of the one the last checkpoint includes).
-    pub(super) last_seq: u64,
+    pub(in crate::embedded) last_seq: u64,
     /// Bytes a log half holds: the records since the last checkpoint must fit.
-    pub(super) size: u64,
-    pub(super) since: SinceCheckpoint,
+    pub(in crate::embedded) size: u64,
+    pub(in crate::embedded) since: SinceCheckpoint,
     /// Record buffers the log thread is done with.
-    pub(super) spare: Arc<Spare>,
+    pub(in crate::embedded) spare: Arc<Spare>,
     /// When redb's syncs are on disk.
-    pub(super) durable: Durable,
-    pub(super) stats: Arc<EmbeddedStats>,
+    pub(in crate::embedded) durable: Durable,
+    pub(in crate::embedded) stats: Arc<EmbeddedStats>,
     /// The change feed's settings (and when its retention last ran).
-    pub(super) feed: Arc<FeedState>,
+    pub(in crate::embedded) feed: Arc<FeedState>,
 }
 
 impl LogState {
@@ -57,7 +59,7 @@ impl LogState {
 /// (the store file's failure first: its kind says whether the disk is full).
 /// Until a restart, except after a full disk: then until the store reopens
 /// itself (`reopen.rs`).
-pub(super) fn broken(durable: &Durable, failed: &AtomicBool) -> Option<(FailureKind, String)> {
+pub(in crate::embedded) fn broken(durable: &Durable, failed: &AtomicBool) -> Option<(FailureKind, String)> {
     if let Some((kind, e)) = durable.failure() {
         let kind = kind_of_io(kind);
         let until = match kind {
@@ -75,7 +77,7 @@ pub(super) fn broken(durable: &Durable, failed: &AtomicBool) -> Option<(FailureK
 }
 
 /// The writer thread: group commit, see the module invariants.
-pub(super) fn writer_loop(
+pub(in crate::embedded) fn writer_loop(
     db: &Database,
     mut state: LogState,
     rx: mpsc::Receiver<Job>,
@@ -162,17 +164,16 @@ fn run_group(db: &Database, state: &mut LogState, to_log: &ToLog, failed: &Atomi
         let unchanged;
         let mut seq = state.last_seq;
         {
-            let tables = Tables::open(&txn).map_err(backend_error)?;
+            let trees = Trees::open(&txn).map_err(as_backend)?;
             let feed = state.feed.settings.load();
             let mut w = Writer {
-                tables,
-                log: &mut log,
+                tx: GroupTx::new(trees, &mut log),
                 feed: &feed,
             };
             for job in group {
                 committed.pending.push(w.apply(job));
             }
-            let Writer { tables, .. } = w;
+            let mut trees = w.tx.into_trees();
             // A group too big for the rest of the log commits durably itself.
             checkpoint = checkpoint_alone || !state.fits(&log);
             unchanged = log.payload_len() == 0 && !checkpoint;
@@ -184,9 +185,10 @@ fn run_group(db: &Database, state: &mut LogState, to_log: &ToLog, failed: &Atomi
                 // never replayed: there it would be a page of the meta table
                 // copied, and its root updated, in every commit for nothing.
                 if to_log.keeps_records() {
-                    let mut meta = tables.meta;
                     let stored = seal(WAL_SEQ.as_bytes(), &seq.to_le_bytes());
-                    meta.insert(WAL_SEQ, stored.as_slice()).map_err(backend_error)?;
+                    trees
+                        .insert_unlogged(Tree::Meta, WAL_SEQ.as_bytes(), &stored)
+                        .map_err(as_backend)?;
                 }
             }
         }
@@ -228,10 +230,7 @@ fn run_group(db: &Database, state: &mut LogState, to_log: &ToLog, failed: &Atomi
             committed.record = Some((log, seq));
         }
         state.stats.log_fill.store(state.since.bytes, Ordering::Relaxed);
-        committed.snapshot = Some(ReadView::take(db).map_err(|e| match e {
-            StoreError::Backend(b) => b,
-            other => BackendError::new(FailureKind::Internal, other.to_string()),
-        })?);
+        committed.snapshot = Some(ReadView::take(db).map_err(as_backend)?);
         Ok(())
     });
     committed.result = catch_unwind(run).unwrap_or_else(|_| Err(garbage()));

@@ -11,19 +11,19 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use super::opening::Opening;
-use super::Inner;
+use crate::embedded::Inner;
 
 /// Free bytes the disk must have before the store is opened again: room for
 /// the log's replay and a checkpoint or two, so the reopened store does not
 /// fill the disk again at once.
-pub(super) const ROOM: u64 = 32 << 20;
+pub(in crate::embedded) const ROOM: u64 = 32 << 20;
 /// How often the disk's free space is looked at.
 const POLL: Duration = Duration::from_millis(250);
 /// How long requests still holding the broken opening are waited for.
 const DRAIN: Duration = Duration::from_secs(10);
 
 /// Starts the reopen thread, unless one is at work.
-pub(super) fn start(inner: &Arc<Inner>) {
+pub(in crate::embedded) fn start(inner: &Arc<Inner>) {
     if inner.reopening.swap(true, Ordering::AcqRel) {
         return;
     }

@@ -1,5 +1,5 @@
 //! One opening of the store: the redb database, the writer and log threads,
-//! the published snapshot. [`super::EmbeddedStore`] holds one at a time, and
+//! the published snapshot. [`crate::embedded::EmbeddedStore`] holds one at a time, and
 //! opens a new one when a full disk has broken the last (`reopen.rs`).
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -14,7 +14,6 @@ use super::checkpoint::SinceCheckpoint;
 use super::checksums;
 use super::commit::{self, Published, ReadView, ToLog};
 use super::disk::Disk;
-use super::feed::FeedState;
 use super::header_copy::HeaderCopy;
 use super::page_file::{Durable, PageFile};
 use super::replay::replay;
@@ -22,27 +21,28 @@ use super::schema::{
     decode_table, decode_u64, guarded, poisoned, table_key, to_store_error, TableValue, CHANGES, ENTITIES, META,
     TABLES, TABLE_ORDER, WAL_SEQ,
 };
-use super::stats::EmbeddedStats;
-use super::table_ids::TableIds;
 use super::wal::{Found, Wal};
 use super::writer::{broken, writer_loop, LogState};
-use super::{EmbeddedOptions, Job, Reply, STORE_FILE};
+use crate::embedded::feed::FeedState;
+use crate::embedded::stats::EmbeddedStats;
+use crate::embedded::table_ids::TableIds;
+use crate::embedded::{EmbeddedOptions, Job, Reply, STORE_FILE};
 use crate::error::{FailureKind, NotReady, StoreError};
 
-pub(super) struct Opening {
-    pub(super) published: Arc<Published>,
-    pub(super) ids: Arc<TableIds>,
+pub(in crate::embedded) struct Opening {
+    pub(in crate::embedded) published: Arc<Published>,
+    pub(in crate::embedded) ids: Arc<TableIds>,
     jobs: Mutex<Option<mpsc::Sender<Job>>>,
     writer: Mutex<Option<thread::JoinHandle<()>>>,
     /// Set once a log write or sync failed: every write fails until a restart.
-    pub(super) failed: Arc<AtomicBool>,
+    pub(in crate::embedded) failed: Arc<AtomicBool>,
     /// When redb's syncs are on disk, and whether the page flusher failed.
-    pub(super) pages: Durable,
+    pub(in crate::embedded) pages: Durable,
 }
 
 /// The store file's redb database, its torn header mended if need be (see
 /// `header_copy.rs`), and when its syncs are on disk.
-pub(super) fn open_db(disk: &dyn Disk, cache_size: usize) -> Result<(Database, Durable), StoreError> {
+pub(in crate::embedded) fn open_db(disk: &dyn Disk, cache_size: usize) -> Result<(Database, Durable), StoreError> {
     let locks = disk.locks(STORE_FILE).map_err(to_store_error)?;
     let file = disk.open(STORE_FILE).map_err(to_store_error)?;
     let header = HeaderCopy::open(disk, &*file).map_err(to_store_error)?;
@@ -61,19 +61,19 @@ pub(super) fn open_db(disk: &dyn Disk, cache_size: usize) -> Result<(Database, D
 }
 
 /// What [`recover`] found.
-pub(super) struct Recovered {
-    pub(super) wal: Wal,
+pub(in crate::embedded) struct Recovered {
+    pub(in crate::embedded) wal: Wal,
     /// Whether the store's values carry checksums (see `checksums.rs`).
-    pub(super) sealed: bool,
+    pub(in crate::embedded) sealed: bool,
     /// Log records replayed.
-    pub(super) replayed: usize,
+    pub(in crate::embedded) replayed: usize,
     /// A damaged record replay stopped at, with intact ones after it.
-    pub(super) damaged_record: Option<u64>,
+    pub(in crate::embedded) damaged_record: Option<u64>,
 }
 
 /// Brings `db` up to date with the log: creates the tables if new, replays
 /// the log's records and commits them durably.
-pub(super) fn recover(db: &Database, disk: &dyn Disk, log_size: u64) -> Result<Recovered, StoreError> {
+pub(in crate::embedded) fn recover(db: &Database, disk: &dyn Disk, log_size: u64) -> Result<Recovered, StoreError> {
     // Create the tables up front so readers never see them missing.
     let txn = db.begin_write().map_err(to_store_error)?;
     {
@@ -137,7 +137,7 @@ impl Opening {
     /// Opens (or creates) the store on `disk`; no group becomes durable (nor
     /// visible, nor answered) while `hold` is locked (for tests of the commit
     /// pipeline).
-    pub(super) fn open(
+    pub(in crate::embedded) fn open(
         disk: &dyn Disk,
         options: &EmbeddedOptions,
         stats: Arc<EmbeddedStats>,
@@ -216,7 +216,7 @@ impl Opening {
         })
     }
 
-    pub(super) async fn submit<T>(&self, make: impl FnOnce(Reply<T>) -> Job) -> Result<T, StoreError> {
+    pub(in crate::embedded) async fn submit<T>(&self, make: impl FnOnce(Reply<T>) -> Job) -> Result<T, StoreError> {
         let (reply, rx) = oneshot::channel();
         {
             let guard = self.jobs.lock().map_err(poisoned)?;
@@ -235,18 +235,18 @@ impl Opening {
     }
 
     /// The newest durable state.
-    pub(super) fn view(&self) -> Arc<ReadView> {
+    pub(in crate::embedded) fn view(&self) -> Arc<ReadView> {
         self.published.load_full()
     }
 
     /// The table-id generation, then the snapshot, in that order (see
     /// `TableIds`), for reads that look a table's id up.
-    pub(super) fn id_view(&self) -> (u64, Arc<ReadView>) {
+    pub(in crate::embedded) fn id_view(&self) -> (u64, Arc<ReadView>) {
         let generation = self.ids.generation();
         (generation, self.view())
     }
 
-    pub(super) fn read_table(&self, account: &str, name: &str) -> Result<Option<TableValue>, StoreError> {
+    pub(in crate::embedded) fn read_table(&self, account: &str, name: &str) -> Result<Option<TableValue>, StoreError> {
         let snapshot = self.view();
         let key = table_key(account, name);
         let found = snapshot.tables.get(key.as_slice()).map_err(to_store_error)?;
@@ -254,11 +254,11 @@ impl Opening {
     }
 
     /// Why writes fail, if they do.
-    pub(super) fn broken(&self) -> Option<(FailureKind, String)> {
+    pub(in crate::embedded) fn broken(&self) -> Option<(FailureKind, String)> {
         broken(&self.pages, &self.failed)
     }
 
-    pub(super) fn ready(&self) -> Result<(), NotReady> {
+    pub(in crate::embedded) fn ready(&self) -> Result<(), NotReady> {
         if self.jobs.lock().map_err(poisoned)?.is_none() {
             return Err(NotReady::ShutDown);
         }
@@ -279,9 +279,16 @@ impl Opening {
 
     /// Takes no more writes, and waits for the writer to finish the queued
     /// ones (and its last checkpoint) and end.
-    pub(super) fn stop(&self) -> Result<Option<thread::JoinHandle<()>>, StoreError> {
+    pub(in crate::embedded) fn stop(&self) -> Result<Option<thread::JoinHandle<()>>, StoreError> {
         // Dropping the sender lets the writer finish the queued jobs and exit.
         self.jobs.lock().map_err(poisoned)?.take();
         Ok(self.writer.lock().map_err(poisoned)?.take())
     }
+}
+
+/// redb's own check of every page of the store on `disk` (`tafel check`): a
+/// failed one ends redb's use of the database, so it runs on one of its own.
+pub(in crate::embedded) fn verify_pages(disk: &dyn Disk) -> Result<bool, String> {
+    let (mut db, _) = open_db(disk, 64 << 20).map_err(|e| e.to_string())?;
+    db.check_integrity().map_err(|e| e.to_string())
 }

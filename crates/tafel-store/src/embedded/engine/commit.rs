@@ -26,26 +26,26 @@ use arc_swap::ArcSwap;
 use redb::{Database, ReadOnlyTable, ReadTransaction, ReadableDatabase};
 
 use super::page_file::Durable;
-use super::savepoints::Outcome;
 use super::schema::{to_store_error, ENTITIES, TABLES};
-use super::stats::EmbeddedStats;
-use super::table_ids::TableIds;
 use super::wal::{LogBuf, Spare, Wal};
 use super::writer::MAX_GROUP;
-use super::Reply;
+use crate::embedded::savepoints::Outcome;
+use crate::embedded::stats::EmbeddedStats;
+use crate::embedded::table_ids::TableIds;
+use crate::embedded::Reply;
 use crate::error::{BackendError, FailureKind, StoreError};
 
 /// A read-only view of the store as of one commit, with the two tables every
 /// read needs already open, so a point read opens nothing.
-pub(super) struct ReadView {
-    pub(super) txn: ReadTransaction,
-    pub(super) tables: ReadOnlyTable<&'static [u8], &'static [u8]>,
-    pub(super) entities: ReadOnlyTable<&'static [u8], &'static [u8]>,
+pub(in crate::embedded) struct ReadView {
+    pub(in crate::embedded) txn: ReadTransaction,
+    pub(in crate::embedded) tables: ReadOnlyTable<&'static [u8], &'static [u8]>,
+    pub(in crate::embedded) entities: ReadOnlyTable<&'static [u8], &'static [u8]>,
 }
 
 impl ReadView {
     /// The store as of its latest commit.
-    pub(super) fn take(db: &Database) -> Result<Arc<ReadView>, StoreError> {
+    pub(in crate::embedded) fn take(db: &Database) -> Result<Arc<ReadView>, StoreError> {
         let txn = db.begin_read().map_err(to_store_error)?;
         let tables = txn.open_table(TABLES).map_err(to_store_error)?;
         let entities = txn.open_table(ENTITIES).map_err(to_store_error)?;
@@ -53,11 +53,20 @@ impl ReadView {
     }
 }
 
+#[cfg(test)]
+impl ReadView {
+    /// Leaf pages of the entity rows.
+    pub(in crate::embedded) fn entity_leaf_pages(&self) -> u64 {
+        use redb::ReadableTableMetadata;
+        self.entities.stats().map_or(0, |s| s.leaf_pages())
+    }
+}
+
 /// What readers read: the newest snapshot all of whose changes are durable.
-pub(super) type Published = ArcSwap<ReadView>;
+pub(in crate::embedded) type Published = ArcSwap<ReadView>;
 
 /// A reply waiting for its group to be durable.
-pub(super) enum Pending {
+pub(in crate::embedded) enum Pending {
     Bool(Reply<bool>, Result<bool, StoreError>),
     Unit(Reply<()>, Result<(), StoreError>),
     Count(Reply<u64>, Result<u64, StoreError>),
@@ -81,33 +90,33 @@ impl Pending {
 }
 
 /// One group, committed or not, on its way to its writers.
-pub(super) struct Committed {
+pub(in crate::embedded) struct Committed {
     /// The group's log record and its number, for a non-durable commit.
-    pub(super) record: Option<(LogBuf, u64)>,
+    pub(in crate::embedded) record: Option<(LogBuf, u64)>,
     /// The group committed durably: a checkpoint.
-    pub(super) checkpoint: Option<Checkpoint>,
+    pub(in crate::embedded) checkpoint: Option<Checkpoint>,
     /// Taken right after the commit; `None` when nothing was committed.
-    pub(super) snapshot: Option<Arc<ReadView>>,
+    pub(in crate::embedded) snapshot: Option<Arc<ReadView>>,
     /// Table ids read before this commit may be wrong after it.
-    pub(super) deletes_table: bool,
-    pub(super) pending: Vec<Pending>,
+    pub(in crate::embedded) deletes_table: bool,
+    pub(in crate::embedded) pending: Vec<Pending>,
     /// How the commit went.
-    pub(super) result: Result<(), BackendError>,
+    pub(in crate::embedded) result: Result<(), BackendError>,
     /// Told once this and every group before it are published ([`wait_published`]).
-    pub(super) published: Option<mpsc::SyncSender<()>>,
+    pub(in crate::embedded) published: Option<mpsc::SyncSender<()>>,
 }
 
 /// A durable commit whose pages are on their way to disk.
-pub(super) struct Checkpoint {
+pub(in crate::embedded) struct Checkpoint {
     /// The number of redb's sync of it: the log half the records before it
     /// fill is written over only once that sync is on disk.
-    pub(super) sync: u64,
+    pub(in crate::embedded) sync: u64,
     /// The log waits for it to be on disk before going on. While the flusher
     /// writes tens of megabytes, the log's syncs share the disk with it and take
     /// several times as long: under small writes that slows far more of them
     /// than the wait stalls (those in flight), under batches the other way round
     /// (BENCHMARKS.md, "Checkpoints every 48 MiB against 16 under small writes and batches").
-    pub(super) on_disk_first: bool,
+    pub(in crate::embedded) on_disk_first: bool,
 }
 
 impl Default for Committed {
@@ -126,7 +135,7 @@ impl Default for Committed {
 }
 
 impl Committed {
-    pub(super) fn answer(self, result: &Result<(), BackendError>) {
+    pub(in crate::embedded) fn answer(self, result: &Result<(), BackendError>) {
         for p in self.pending {
             p.send(result);
         }
@@ -148,7 +157,7 @@ impl Committed {
 /// "Merges with and without checkpoints waiting for readers"). A long
 /// checkpoint gave the log time to catch up; a short one right after a commit
 /// did not.
-pub(super) fn wait_published(to_log: &ToLog) {
+pub(in crate::embedded) fn wait_published(to_log: &ToLog) {
     let (tx, rx) = mpsc::sync_channel(1);
     let marker = Committed {
         published: Some(tx),
@@ -159,7 +168,11 @@ pub(super) fn wait_published(to_log: &ToLog) {
 }
 
 /// The log thread: see the module comment.
-pub(super) fn log_loop(mut log: LogSide, rx: mpsc::Receiver<Committed>, hold: Option<&std::sync::Mutex<()>>) {
+pub(in crate::embedded) fn log_loop(
+    mut log: LogSide,
+    rx: mpsc::Receiver<Committed>,
+    hold: Option<&std::sync::Mutex<()>>,
+) {
     while let Ok(first) = rx.recv() {
         let mut batch = vec![first];
         batch.extend(rx.try_iter().take(MAX_GROUP));
@@ -172,10 +185,10 @@ pub(super) fn log_loop(mut log: LogSide, rx: mpsc::Receiver<Committed>, hold: Op
 /// state on disk is unknown, so every later group fails too, `failed` tells the
 /// writer to stop, and readers keep the last durable snapshot; a restart
 /// replays what the log holds.
-pub(super) struct LogSide {
-    pub(super) wal: Wal,
-    pub(super) shared: LogShared,
-    pub(super) broken: Option<BackendError>,
+pub(in crate::embedded) struct LogSide {
+    pub(in crate::embedded) wal: Wal,
+    pub(in crate::embedded) shared: LogShared,
+    pub(in crate::embedded) broken: Option<BackendError>,
 }
 
 impl LogSide {
@@ -223,7 +236,7 @@ impl LogSide {
 }
 
 /// Where the writer hands its committed groups.
-pub(super) enum ToLog {
+pub(in crate::embedded) enum ToLog {
     /// The log thread, which syncs one group's record while the writer applies
     /// the next.
     Thread(mpsc::Sender<Committed>),
@@ -236,12 +249,12 @@ pub(super) enum ToLog {
 
 impl ToLog {
     /// Whether records are kept, to be replayed after a crash.
-    pub(super) fn keeps_records(&self) -> bool {
+    pub(in crate::embedded) fn keeps_records(&self) -> bool {
         matches!(self, ToLog::Thread(_))
     }
 
     /// Hands `c` on; a stopped log thread fails it.
-    pub(super) fn send(&self, c: Committed) {
+    pub(in crate::embedded) fn send(&self, c: Committed) {
         match self {
             ToLog::Thread(tx) => {
                 if let Err(mpsc::SendError(c)) = tx.send(c) {
@@ -256,14 +269,14 @@ impl ToLog {
 }
 
 /// What the log thread shares with the store and the writer.
-pub(super) struct LogShared {
-    pub(super) published: Arc<Published>,
-    pub(super) ids: Arc<TableIds>,
-    pub(super) failed: Arc<AtomicBool>,
-    pub(super) spare: Arc<Spare>,
-    pub(super) durable: Durable,
-    pub(super) stats: Arc<EmbeddedStats>,
-    pub(super) feed: Arc<super::feed::FeedState>,
+pub(in crate::embedded) struct LogShared {
+    pub(in crate::embedded) published: Arc<Published>,
+    pub(in crate::embedded) ids: Arc<TableIds>,
+    pub(in crate::embedded) failed: Arc<AtomicBool>,
+    pub(in crate::embedded) spare: Arc<Spare>,
+    pub(in crate::embedded) durable: Durable,
+    pub(in crate::embedded) stats: Arc<EmbeddedStats>,
+    pub(in crate::embedded) feed: Arc<crate::embedded::feed::FeedState>,
 }
 
 /// Writes the batch's records in order, going on in the log's other half at

@@ -235,7 +235,7 @@ fn overlay(out: &mut [u8], offset: u64, start: u64, data: &[u8]) {
 /// out by the flusher as described above, and redb's locks left to `locks`.
 /// A *direct* one has no flusher: each write goes to the file at once, each
 /// sync is durable when it returns (`Disk::files_in_memory`, a file in memory).
-pub(super) struct PageFile {
+pub(in crate::embedded) struct PageFile {
     file: Arc<dyn DiskFile>,
     locks: Box<dyn StorageBackend>,
     shared: Arc<Shared>,
@@ -245,32 +245,32 @@ pub(super) struct PageFile {
 
 /// Tells when what redb synced is on disk.
 #[derive(Clone)]
-pub(super) struct Durable(Arc<Shared>);
+pub(in crate::embedded) struct Durable(Arc<Shared>);
 
 impl Durable {
     /// The number of the last sync redb asked for.
-    pub(super) fn last_requested(&self) -> u64 {
+    pub(in crate::embedded) fn last_requested(&self) -> u64 {
         self.0.lock().closed
     }
 
     /// Bytes of pages written to the file so far.
-    pub(super) fn bytes_written(&self) -> u64 {
+    pub(in crate::embedded) fn bytes_written(&self) -> u64 {
         self.0.written.load(Ordering::Relaxed)
     }
 
     /// Why the flusher stopped writing, if it failed.
-    pub(super) fn failure(&self) -> Option<(io::ErrorKind, String)> {
+    pub(in crate::embedded) fn failure(&self) -> Option<(io::ErrorKind, String)> {
         self.0.lock().failed.clone()
     }
 
     /// Holds the flusher back while the guard lives.
     #[cfg(test)]
-    pub(super) fn pause(&self) -> MutexGuard<'_, ()> {
+    pub(in crate::embedded) fn pause(&self) -> MutexGuard<'_, ()> {
         self.0.pause.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Waits until sync number `n` is done; an error if the flusher failed first.
-    pub(super) fn wait(&self, n: u64) -> io::Result<()> {
+    pub(in crate::embedded) fn wait(&self, n: u64) -> io::Result<()> {
         let mut state = self.0.lock();
         if state.durable < n {
             self.0.awaited.fetch_max(n, Ordering::AcqRel);
@@ -298,7 +298,7 @@ impl std::fmt::Debug for PageFile {
 }
 
 impl PageFile {
-    pub(super) fn new(
+    pub(in crate::embedded) fn new(
         file: Arc<dyn DiskFile>,
         locks: Box<dyn StorageBackend>,
         header: HeaderCopy,
@@ -338,7 +338,7 @@ impl PageFile {
         })
     }
 
-    pub(super) fn durable(&self) -> Durable {
+    pub(in crate::embedded) fn durable(&self) -> Durable {
         Durable(self.shared.clone())
     }
 

@@ -1,0 +1,254 @@
+//! The seam's write side: a group transaction. The writer thread opens one per
+//! group (`writer.rs`); the store's logic reads and changes named trees through
+//! it, and every change it makes goes into the group's log record as it is
+//! made, so what the log replays is exactly what was applied.
+
+use std::cell::OnceCell;
+use std::ops::Bound;
+
+use redb::{CursorError, ReadableTable};
+
+use super::schema::{
+    to_store_error, CHANGES, ENTITIES, META, TABLES, TABLE_ORDER, T_CHANGES, T_ENTITIES, T_META, T_ORDER, T_TABLES,
+};
+use super::tree::{meta_bounds, meta_key, Bytes, Range, ReadTrees, Tree};
+use super::wal::{LogBuf, Op};
+use crate::error::{FailureKind, StoreError};
+
+/// The store's redb tables, open in one write transaction. The two that
+/// entity writes do not touch open on first use: redb looks each open table
+/// up in its table tree twice (at the open and at the commit), in every
+/// group's commit (benchmark-history §23).
+pub(in crate::embedded) struct Trees<'t> {
+    txn: &'t redb::WriteTransaction,
+    tables: redb::Table<'t, &'static [u8], &'static [u8]>,
+    order: OnceCell<redb::Table<'t, &'static [u8], ()>>,
+    entities: redb::Table<'t, &'static [u8], &'static [u8]>,
+    changes: OnceCell<redb::Table<'t, &'static [u8], &'static [u8]>>,
+    meta: redb::Table<'t, &'static str, &'static [u8]>,
+}
+
+/// The table in `slot`, opened in `txn` the first time it is asked for.
+fn opened<'s, 't, K: redb::Key + 'static, V: redb::Value + 'static>(
+    txn: &'t redb::WriteTransaction,
+    slot: &'s OnceCell<redb::Table<'t, K, V>>,
+    table: redb::TableDefinition<'_, K, V>,
+) -> Result<&'s redb::Table<'t, K, V>, StoreError> {
+    if slot.get().is_none() {
+        // Set only here, just checked empty: the set cannot fail.
+        let _ = slot.set(txn.open_table(table).map_err(to_store_error)?);
+    }
+    slot.get()
+        .ok_or_else(|| StoreError::failure(FailureKind::Internal, "a tree that did not open"))
+}
+
+/// [`opened`], for a change.
+fn opened_mut<'s, 't, K: redb::Key + 'static, V: redb::Value + 'static>(
+    txn: &'t redb::WriteTransaction,
+    slot: &'s mut OnceCell<redb::Table<'t, K, V>>,
+    table: redb::TableDefinition<'_, K, V>,
+) -> Result<&'s mut redb::Table<'t, K, V>, StoreError> {
+    opened(txn, slot, table)?;
+    slot.get_mut()
+        .ok_or_else(|| StoreError::failure(FailureKind::Internal, "a tree that did not open"))
+}
+
+impl<'t> Trees<'t> {
+    pub(in crate::embedded) fn open(txn: &'t redb::WriteTransaction) -> Result<Self, StoreError> {
+        Ok(Trees {
+            txn,
+            tables: txn.open_table(TABLES).map_err(to_store_error)?,
+            order: OnceCell::new(),
+            entities: txn.open_table(ENTITIES).map_err(to_store_error)?,
+            changes: OnceCell::new(),
+            meta: txn.open_table(META).map_err(to_store_error)?,
+        })
+    }
+
+    /// The byte-keyed table a log op names.
+    fn by_tag(&mut self, t: u8) -> Result<&mut redb::Table<'t, &'static [u8], &'static [u8]>, StoreError> {
+        match t {
+            T_TABLES => Ok(&mut self.tables),
+            T_ENTITIES => Ok(&mut self.entities),
+            T_CHANGES => opened_mut(self.txn, &mut self.changes, CHANGES),
+            _ => Err(StoreError::failure(
+                FailureKind::Corrupt,
+                format!("log op on table {t}"),
+            )),
+        }
+    }
+
+    /// Carries out one logged change (live, or replayed from the log).
+    pub(super) fn apply(&mut self, op: &Op<'_>) -> Result<(), StoreError> {
+        match *op {
+            Op::Insert {
+                table: T_ORDER, key, ..
+            } => opened_mut(self.txn, &mut self.order, TABLE_ORDER)?
+                .insert(key, ())
+                .map(drop)
+                .map_err(to_store_error),
+            Op::Remove { table: T_ORDER, key } => opened_mut(self.txn, &mut self.order, TABLE_ORDER)?
+                .remove(key)
+                .map(drop)
+                .map_err(to_store_error),
+            Op::Remove { table: T_META, key } => self.meta.remove(meta_key(key)?).map(drop).map_err(to_store_error),
+            Op::Insert {
+                table: T_META,
+                key,
+                value,
+            } => self
+                .meta
+                .insert(meta_key(key)?, value)
+                .map(drop)
+                .map_err(to_store_error),
+            Op::Insert { table, key, value } => {
+                self.by_tag(table)?.insert(key, value).map(drop).map_err(to_store_error)
+            }
+            Op::Remove { table, key } => self.by_tag(table)?.remove(key).map(drop).map_err(to_store_error),
+            Op::RemoveRange { table, lo, hi } => self
+                .by_tag(table)?
+                .retain_in(lo..hi, |_, _| false)
+                .map_err(to_store_error),
+        }
+    }
+
+    /// Sets `key` without logging it: for a commit that is durable itself (a
+    /// savepoint job, replay) or the log's own bookkeeping (which record the
+    /// state includes).
+    pub(in crate::embedded) fn insert_unlogged(
+        &mut self,
+        tree: Tree,
+        key: &[u8],
+        value: &[u8],
+    ) -> Result<(), StoreError> {
+        self.apply(&Op::Insert {
+            table: tree.tag(),
+            key,
+            value,
+        })
+    }
+
+    /// Removes `key` without logging it, as [`Trees::insert_unlogged`] sets one.
+    pub(in crate::embedded) fn remove_unlogged(&mut self, tree: Tree, key: &[u8]) -> Result<(), StoreError> {
+        self.apply(&Op::Remove { table: tree.tag(), key })
+    }
+}
+
+impl ReadTrees for Trees<'_> {
+    fn get(&self, tree: Tree, key: &[u8]) -> Result<Option<Bytes<'_>>, StoreError> {
+        let found = match tree {
+            Tree::Tables => self.tables.get(key).map(|g| g.map(Bytes::Slice)),
+            Tree::Entities => self.entities.get(key).map(|g| g.map(Bytes::Slice)),
+            Tree::Changes => opened(self.txn, &self.changes, CHANGES)?
+                .get(key)
+                .map(|g| g.map(Bytes::Slice)),
+            Tree::TableOrder => opened(self.txn, &self.order, TABLE_ORDER)?
+                .get(key)
+                .map(|g| g.map(|_| Bytes::Empty)),
+            Tree::Meta => self.meta.get(meta_key(key)?).map(|g| g.map(Bytes::Slice)),
+        };
+        found.map_err(to_store_error)
+    }
+
+    fn range(&self, tree: Tree, lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> Result<Range<'_>, StoreError> {
+        let range = match tree {
+            Tree::Tables => self.tables.range::<&[u8]>((lo, hi)).map(Range::Bytes),
+            Tree::Entities => self.entities.range::<&[u8]>((lo, hi)).map(Range::Bytes),
+            Tree::Changes => opened(self.txn, &self.changes, CHANGES)?
+                .range::<&[u8]>((lo, hi))
+                .map(Range::Bytes),
+            Tree::TableOrder => opened(self.txn, &self.order, TABLE_ORDER)?
+                .range::<&[u8]>((lo, hi))
+                .map(Range::Order),
+            Tree::Meta => self.meta.range::<&str>(meta_bounds(lo, hi)?).map(Range::Str),
+        };
+        range.map_err(to_store_error)
+    }
+}
+
+/// One group's transaction: reads see the group's own changes so far, and
+/// every change is applied and logged together.
+pub(in crate::embedded) struct GroupTx<'t, 'l> {
+    trees: Trees<'t>,
+    log: &'l mut LogBuf,
+}
+
+impl<'t, 'l> GroupTx<'t, 'l> {
+    pub(super) fn new(trees: Trees<'t>, log: &'l mut LogBuf) -> Self {
+        GroupTx { trees, log }
+    }
+
+    pub(super) fn into_trees(self) -> Trees<'t> {
+        self.trees
+    }
+
+    fn change(&mut self, op: Op<'_>) -> Result<(), StoreError> {
+        self.trees.apply(&op)?;
+        self.log.push(&op);
+        Ok(())
+    }
+
+    pub(in crate::embedded) fn insert(&mut self, tree: Tree, key: &[u8], value: &[u8]) -> Result<(), StoreError> {
+        self.change(Op::Insert {
+            table: tree.tag(),
+            key,
+            value,
+        })
+    }
+
+    pub(in crate::embedded) fn remove(&mut self, tree: Tree, key: &[u8]) -> Result<(), StoreError> {
+        self.change(Op::Remove { table: tree.tag(), key })
+    }
+
+    /// Removes the rows with keys in `lo..hi`. Not for META or the listing order.
+    pub(in crate::embedded) fn remove_range(&mut self, tree: Tree, lo: &[u8], hi: &[u8]) -> Result<(), StoreError> {
+        self.change(Op::RemoveRange {
+            table: tree.tag(),
+            lo,
+            hi,
+        })
+    }
+
+    /// Inserts entity rows (sorted by key, none of them present) through one
+    /// cursor, from the first row's gap up to the first row an existing one
+    /// sorts before; returns how many went in. redb packs such a run into full
+    /// leaves, where inserting rows one by one splits each full leaf in half.
+    pub(in crate::embedded) fn insert_entity_run(&mut self, rows: &[(&[u8], Vec<u8>)]) -> Result<usize, StoreError> {
+        let Some((first, _)) = rows.first() else {
+            return Ok(0);
+        };
+        let mut cursor = self
+            .trees
+            .entities
+            .lower_bound_mut(Bound::Included(*first))
+            .map_err(to_store_error)?;
+        let mut placed = 0;
+        for (key, value) in rows {
+            match cursor.insert_before(*key, value.as_slice()) {
+                Ok(()) => {}
+                // An existing row sorts before this one: the run ends here. (The
+                // first row, refused at its own gap, exists after all: an error.)
+                Err(CursorError::UnorderedKey) if placed > 0 => break,
+                Err(e) => return Err(to_store_error(e)),
+            }
+            self.log.push(&Op::Insert {
+                table: T_ENTITIES,
+                key,
+                value,
+            });
+            placed += 1;
+        }
+        cursor.close().map_err(to_store_error)?;
+        Ok(placed)
+    }
+}
+
+impl ReadTrees for GroupTx<'_, '_> {
+    fn get(&self, tree: Tree, key: &[u8]) -> Result<Option<Bytes<'_>>, StoreError> {
+        self.trees.get(tree, key)
+    }
+
+    fn range(&self, tree: Tree, lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> Result<Range<'_>, StoreError> {
+        self.trees.range(tree, lo, hi)
+    }
+}

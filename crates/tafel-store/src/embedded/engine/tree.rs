@@ -1,0 +1,200 @@
+//! The seam's read side: the store's named trees, and reading them by name from
+//! a snapshot (the published [`ReadView`]) or from a group transaction
+//! ([`GroupTx`](super::group::GroupTx)) through one trait, [`ReadTrees`].
+//!
+//! Keys and values are bytes. A read hands out guards over the engine's pages
+//! ([`Bytes`]), not copies: a point read or a scan costs what it did when it
+//! opened redb tables itself.
+
+use std::ops::Bound;
+
+use redb::{AccessGuard, ReadableTable};
+
+use super::commit::ReadView;
+use super::schema::{to_store_error, CHANGES, META, TABLE_ORDER, T_CHANGES, T_ENTITIES, T_META, T_ORDER, T_TABLES};
+use crate::error::{FailureKind, StoreError};
+
+/// The store's trees. Each is an ordered map of bytes to bytes; the layouts of
+/// their keys and values are the store's business (`schema.rs`), not the engine's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(in crate::embedded) enum Tree {
+    /// `account 0x00 lowercase-table-name` → table record.
+    Tables,
+    /// `account 0x00 table-name-as-created` → empty: the listing order.
+    TableOrder,
+    /// `table id u64 BE ++ EntityKey` → entity value.
+    Entities,
+    /// `account 0x00 position u64 BE` → a recorded change.
+    Changes,
+    /// Counters and per-account settings; keys are UTF-8.
+    Meta,
+}
+
+impl Tree {
+    /// The tree's tag in log records.
+    pub(in crate::embedded) fn tag(self) -> u8 {
+        match self {
+            Tree::Tables => T_TABLES,
+            Tree::TableOrder => T_ORDER,
+            Tree::Entities => T_ENTITIES,
+            Tree::Changes => T_CHANGES,
+            Tree::Meta => T_META,
+        }
+    }
+}
+
+/// A key or value read from a tree: a guard over the engine's page.
+pub(in crate::embedded) enum Bytes<'a> {
+    Slice(AccessGuard<'a, &'static [u8]>),
+    Str(AccessGuard<'a, &'static str>),
+    /// A value of the listing order, which holds none.
+    Empty,
+}
+
+impl Bytes<'_> {
+    pub(in crate::embedded) fn bytes(&self) -> &[u8] {
+        match self {
+            Bytes::Slice(g) => g.value(),
+            Bytes::Str(g) => g.value().as_bytes(),
+            Bytes::Empty => &[],
+        }
+    }
+}
+
+/// The rows of one tree in a key range, in key order.
+pub(in crate::embedded) enum Range<'a> {
+    /// A tree the store never made (a store from before the change feed has no `changes`).
+    Empty,
+    Bytes(redb::Range<'a, &'static [u8], &'static [u8]>),
+    Order(redb::Range<'a, &'static [u8], ()>),
+    Str(redb::Range<'a, &'static str, &'static [u8]>),
+}
+
+impl<'a> Iterator for Range<'a> {
+    type Item = Result<(Bytes<'a>, Bytes<'a>), StoreError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        Some(
+            match self {
+                Range::Empty => return None,
+                Range::Bytes(r) => r.next()?.map(|(k, v)| (Bytes::Slice(k), Bytes::Slice(v))),
+                Range::Order(r) => r.next()?.map(|(k, _)| (Bytes::Slice(k), Bytes::Empty)),
+                Range::Str(r) => r.next()?.map(|(k, v)| (Bytes::Str(k), Bytes::Slice(v))),
+            }
+            .map_err(to_store_error),
+        )
+    }
+}
+
+/// One entity row's key or value, for the scan's loop.
+pub(in crate::embedded) struct Row<'a>(AccessGuard<'a, &'static [u8]>);
+
+impl Row<'_> {
+    #[inline(always)]
+    pub(in crate::embedded) fn bytes(&self) -> &[u8] {
+        self.0.value()
+    }
+}
+
+/// Entity rows in a key range, typed for the scan's loop: no dispatch per row
+/// (a [`Range`] matches on its tree's type at each one).
+pub(in crate::embedded) struct EntityRows<'a>(redb::Range<'a, &'static [u8], &'static [u8]>);
+
+impl<'a> Iterator for EntityRows<'a> {
+    type Item = Result<(Row<'a>, Row<'a>), StoreError>;
+
+    #[inline(always)]
+    fn next(&mut self) -> Option<Self::Item> {
+        match self.0.next()? {
+            Ok((k, v)) => Some(Ok((Row(k), Row(v)))),
+            Err(e) => Some(Err(to_store_error(e))),
+        }
+    }
+}
+
+impl ReadView {
+    /// The entity rows with keys in `(lo, hi)`, in key order.
+    pub(in crate::embedded) fn entity_rows(
+        &self,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+    ) -> Result<EntityRows<'_>, StoreError> {
+        ReadableTable::range::<&[u8]>(&self.entities, (lo, hi))
+            .map(EntityRows)
+            .map_err(to_store_error)
+    }
+}
+
+/// Reading named trees: a snapshot's reads and a group transaction's.
+pub(in crate::embedded) trait ReadTrees {
+    fn get(&self, tree: Tree, key: &[u8]) -> Result<Option<Bytes<'_>>, StoreError>;
+    /// The rows with keys in `(lo, hi)`, in key order.
+    fn range(&self, tree: Tree, lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> Result<Range<'_>, StoreError>;
+
+    /// The rows with keys in `lo..hi`.
+    fn range_of(&self, tree: Tree, lo: &[u8], hi: &[u8]) -> Result<Range<'_>, StoreError> {
+        self.range(tree, Bound::Included(lo), Bound::Excluded(hi))
+    }
+}
+
+/// A META key: text (redb stores that table's keys as `&str`).
+pub(super) fn meta_key(key: &[u8]) -> Result<&str, StoreError> {
+    std::str::from_utf8(key).map_err(|_| StoreError::failure(FailureKind::Internal, "a META key that is not UTF-8"))
+}
+
+pub(super) fn meta_bounds<'k>(
+    lo: Bound<&'k [u8]>,
+    hi: Bound<&'k [u8]>,
+) -> Result<(Bound<&'k str>, Bound<&'k str>), StoreError> {
+    let text = |b: Bound<&'k [u8]>| -> Result<Bound<&'k str>, StoreError> {
+        Ok(match b {
+            Bound::Included(k) => Bound::Included(meta_key(k)?),
+            Bound::Excluded(k) => Bound::Excluded(meta_key(k)?),
+            Bound::Unbounded => Bound::Unbounded,
+        })
+    };
+    Ok((text(lo)?, text(hi)?))
+}
+
+impl ReadTrees for ReadView {
+    fn get(&self, tree: Tree, key: &[u8]) -> Result<Option<Bytes<'_>>, StoreError> {
+        let found = match tree {
+            Tree::Tables => self.tables.get(key).map(|g| g.map(Bytes::Slice)),
+            Tree::Entities => self.entities.get(key).map(|g| g.map(Bytes::Slice)),
+            Tree::Changes => {
+                let t = self.txn.open_table(CHANGES).map_err(to_store_error)?;
+                t.get(key).map(|g| g.map(Bytes::Slice))
+            }
+            Tree::TableOrder => {
+                let t = self.txn.open_table(TABLE_ORDER).map_err(to_store_error)?;
+                t.get(key).map(|g| g.map(|_| Bytes::Empty))
+            }
+            Tree::Meta => {
+                let t = self.txn.open_table(META).map_err(to_store_error)?;
+                t.get(meta_key(key)?).map(|g| g.map(Bytes::Slice))
+            }
+        };
+        found.map_err(to_store_error)
+    }
+
+    fn range(&self, tree: Tree, lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> Result<Range<'_>, StoreError> {
+        let range = match tree {
+            Tree::Tables => ReadableTable::range::<&[u8]>(&self.tables, (lo, hi)).map(Range::Bytes),
+            Tree::Entities => ReadableTable::range::<&[u8]>(&self.entities, (lo, hi)).map(Range::Bytes),
+            Tree::Changes => match self.txn.open_table(CHANGES) {
+                Ok(t) => t.range::<&[u8]>((lo, hi)).map(Range::Bytes),
+                Err(redb::TableError::TableDoesNotExist(_)) => Ok(Range::Empty),
+                Err(e) => return Err(to_store_error(e)),
+            },
+            Tree::TableOrder => {
+                let t = self.txn.open_table(TABLE_ORDER).map_err(to_store_error)?;
+                t.range::<&[u8]>((lo, hi)).map(Range::Order)
+            }
+            Tree::Meta => {
+                let t = self.txn.open_table(META).map_err(to_store_error)?;
+                t.range::<&str>(meta_bounds(lo, hi)?).map(Range::Str)
+            }
+        };
+        range.map_err(to_store_error)
+    }
+}
