@@ -142,6 +142,9 @@ impl std::error::Error for LostAnswer {}
 /// before it runs (`server.rs` runs it where the route's lane says).
 pub(crate) struct Routed {
     query: Vec<(String, String)>,
+    /// The account and the path below it, from the host or the path (`None`: the
+    /// request names no account), resolved once here.
+    address: Option<addressing::Address>,
     pub route: Route<'static>,
     peer: Peer,
 }
@@ -150,12 +153,18 @@ impl Routed {
     pub(crate) fn of(req: &hyper::Request<Incoming>, peer: Peer) -> Self {
         let query = parse_query(req.uri().query());
         let host = addressing::host(req.headers(), req.uri());
+        let address = addressing::resolve(host, req.uri().path(), peer.https);
         // Without an account the request is refused before its route counts.
-        let path = addressing::split(host, req.uri().path()).map_or("", |s| s.path);
+        let path = address.as_ref().map_or("", |a| a.path.as_str());
         // Owned, as it goes with the request, perhaps to another runtime: it copies
         // the names and keys the handler's own parse of the path copied before.
         let route = Route::of(req.method(), path, &query, req.headers()).into_owned();
-        Routed { query, route, peer }
+        Routed {
+            query,
+            address,
+            route,
+            peer,
+        }
     }
 }
 
@@ -372,7 +381,12 @@ async fn run(
 ) -> Result<Response, Error> {
     let (parts, body) = req.into_parts();
     let raw_path = parts.uri.path().to_owned();
-    let Routed { query, route, peer } = routed;
+    let Routed {
+        query,
+        address,
+        route,
+        peer,
+    } = routed;
     if query.iter().any(|(k, _)| k == "comp" || k == "restype") {
         meta.error_level = None;
     }
@@ -385,9 +399,8 @@ async fn run(
             ));
         }
     }
-    let host = addressing::host(&parts.headers, &parts.uri);
     let https = peer.https;
-    let address = addressing::resolve(host, &raw_path, https)
+    let address = address
         .ok_or_else(|| Error::with_message(ErrorCode::InvalidUri, "The request URI names no storage account."))?;
     meta.account = Some(address.account.clone());
     meta.operation = route.operation();
@@ -438,7 +451,7 @@ async fn run(
 
     // Everything the head decides is decided before a byte of body is held: the
     // verb, whether the credential may do this at all, whether a body belongs.
-    let method = tafel_protocol::effective_method(&parts.method, &parts.headers)?;
+    let method = route.method()?;
     route.admit(&access)?;
     let has_body = match declared {
         Some(n) => n > 0,
