@@ -138,6 +138,8 @@ pub fn check_exposure(addr: &SocketAddr, token: Option<&str>) -> Result<(), Stri
 }
 
 pub(crate) type Resp = hyper::Response<Full<Bytes>>;
+/// An answer from memory, or a backup's stream.
+type AnyResp = hyper::Response<Either<Full<Bytes>, crate::backup::BackupBody>>;
 
 pub(crate) fn text(status: StatusCode, body: impl Into<Bytes>) -> Resp {
     let mut r = hyper::Response::new(Full::new(body.into()));
@@ -204,15 +206,16 @@ fn guard(state: &AdminState, req: &hyper::Request<hyper::body::Incoming>) -> Opt
     crate::cross_site::refusal(req.method(), req.headers())
 }
 
-async fn route(state: &AdminState, req: hyper::Request<hyper::body::Incoming>, peer: SocketAddr) -> Resp {
+/// Every route of the admin listener, in one place; `guard` has passed.
+async fn route(state: &AdminState, req: hyper::Request<hyper::body::Incoming>, peer: SocketAddr) -> AnyResp {
+    let path = req.uri().path();
     if let Some(app) = &state.explorer {
-        let path = req.uri().path();
         if path.starts_with(explorer::API_PREFIX) {
-            return explorer::forward(app.clone(), req, peer).await;
+            return explorer::forward(app.clone(), req, peer).await.map(Either::Left);
         }
         if req.method() == Method::GET || req.method() == Method::HEAD {
             if let Some(r) = explorer::asset(path) {
-                return r;
+                return r.map(Either::Left);
             }
             if path == "/explorer.json" {
                 let config = serde_json::json!({
@@ -220,23 +223,23 @@ async fn route(state: &AdminState, req: hyper::Request<hyper::body::Incoming>, p
                     "version": env!("CARGO_PKG_VERSION"),
                     "backend": state.backend,
                 });
-                return json_response(StatusCode::OK, &config);
+                return json_response(StatusCode::OK, &config).map(Either::Left);
             }
         }
     }
-    if crate::snapshots::owns(req.uri().path()) {
-        return crate::snapshots::route(state, &req).await;
+    if crate::snapshots::owns(path) {
+        return crate::snapshots::route(state, &req).await.map(Either::Left);
     }
-    if req.uri().path() == "/faults" {
-        return crate::faults::route(state, req).await;
+    if path == "/faults" {
+        return crate::faults::route(state, req).await.map(Either::Left);
     }
     if req.method() != Method::GET && req.method() != Method::HEAD {
         let mut r = text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n");
         r.headers_mut()
             .insert(header::ALLOW, http::HeaderValue::from_static("GET, HEAD"));
-        return r;
+        return r.map(Either::Left);
     }
-    match req.uri().path() {
+    let r = match path {
         "/health" => text(StatusCode::OK, "ok\n"),
         "/ready" => match state.readiness().await {
             Ok(()) => text(StatusCode::OK, "ready\n"),
@@ -247,8 +250,16 @@ async fn route(state: &AdminState, req: hyper::Request<hyper::body::Incoming>, p
         },
         "/metrics" if !state.authorized(&req) => unauthorized(),
         "/metrics" => metrics(state).await,
+        // The one route whose answer streams.
+        "/backup" if req.method() == Method::GET => {
+            return match crate::backup::backup(state, &req).await {
+                Ok(r) => r.map(Either::Right),
+                Err(r) => r.map(Either::Left),
+            }
+        }
         _ => text(StatusCode::NOT_FOUND, "not found\n"),
-    }
+    };
+    r.map(Either::Left)
 }
 
 async fn metrics(state: &AdminState) -> Resp {
@@ -336,14 +347,7 @@ pub async fn serve_admin(
                     if let Some(refused) = guard(&state, &req) {
                         return Ok(refused.map(Either::Left));
                     }
-                    // The one route whose answer streams; the rest are `route`'s.
-                    if req.uri().path() == "/backup" && req.method() == Method::GET {
-                        return Ok::<_, Infallible>(match crate::backup::backup(&state, &req).await {
-                            Ok(r) => r.map(Either::Right),
-                            Err(r) => r.map(Either::Left),
-                        });
-                    }
-                    Ok(route(&state, req, peer).await.map(Either::Left))
+                    Ok::<_, Infallible>(route(&state, req, peer).await)
                 }
             });
             // A spare connection is for one health check: its head must come at once.

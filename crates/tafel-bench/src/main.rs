@@ -287,18 +287,7 @@ async fn run(args: RunArgs) -> Result<ExitCode, String> {
         .max(100)
         .div_ceil(100)
         * 100;
-    let mut selected: Vec<String> = args
-        .workloads
-        .iter()
-        .map(|w| w.trim().to_ascii_lowercase())
-        .filter(|w| !w.is_empty())
-        .collect();
-    if selected.is_empty() || selected.iter().any(|w| w == "all") {
-        selected = ALL.iter().map(|s| s.to_string()).collect();
-    }
-    if let Some(bad) = selected.iter().find(|w| !ALL.contains(&w.as_str())) {
-        return Err(format!("unknown workload {bad:?} (known: {})", ALL.join(", ")));
-    }
+    let selected = selected_workloads(&args.workloads)?;
     let merge_verb = match args.merge_verb.to_ascii_uppercase().as_str() {
         "MERGE" => Method::from_bytes(b"MERGE").map_err(|e| e.to_string())?,
         "PATCH" => Method::PATCH,
@@ -338,23 +327,9 @@ async fn run(args: RunArgs) -> Result<ExitCode, String> {
         if args.verify { ", verifying" } else { "" }
     );
     // The reference server is not verified against: its replies are fixed.
-    let ceiling = if args.ceiling {
-        let child = ceiling::Child::spawn(entities, args.ceiling_threads)?;
-        let url = format!("http://{}/{account}", child.addr);
-        let ep = Endpoint::new(&url, None, &args.key, args.timeout, None)?;
-        eprintln!("tafel-bench: ceiling server on {url} (each workload runs there first)");
-        if entities > ceiling::MAX_SCAN_ENTITIES {
-            eprintln!(
-                "tafel-bench: warning: the ceiling's scan covers the first {} entities only, so its \
-                 scan-filter rate is too high",
-                ceiling::MAX_SCAN_ENTITIES
-            );
-        }
-        let b = Arc::new(Bench::new(ep, make_cfg(false), &args.table_prefix));
-        b.setup().await?;
-        Some((child, b))
-    } else {
-        None
+    let ceiling = match args.ceiling {
+        true => Some(start_ceiling(&args, &account, make_cfg(false)).await?),
+        false => None,
     };
     bench.setup().await?;
 
@@ -386,19 +361,7 @@ async fn run(args: RunArgs) -> Result<ExitCode, String> {
         eprintln!("{w}: running for {duration:?}…");
         let mut row = bench.workload(w).await?;
         row.ceiling = ceiling_rate;
-        eprintln!(
-            "{w}: {:.1} {} ({} errors{}{})",
-            row.rate,
-            row.unit,
-            row.errors,
-            if row.verified > 0 {
-                format!(", {} of {} checks failed", row.mismatches, row.verified)
-            } else {
-                String::new()
-            },
-            row.of_ceiling()
-                .map_or(String::new(), |f| format!(", {:.0}% of the ceiling", f * 100.0))
-        );
+        eprintln!("{w}: {}", summary(&row));
         rows.push(row);
     }
     drop(ceiling);
@@ -423,25 +386,83 @@ async fn run(args: RunArgs) -> Result<ExitCode, String> {
         print!("{table}");
     }
 
+    Ok(verdict(&rows, preload_ok, args.verify))
+}
+
+/// Starts the do-nothing reference server (`--ceiling`) and sets its tables up.
+async fn start_ceiling(args: &RunArgs, account: &str, cfg: Config) -> Result<(ceiling::Child, Arc<Bench>), String> {
+    let entities = cfg.entities;
+    let child = ceiling::Child::spawn(entities, args.ceiling_threads)?;
+    let url = format!("http://{}/{account}", child.addr);
+    let ep = Endpoint::new(&url, None, &args.key, args.timeout, None)?;
+    eprintln!("tafel-bench: ceiling server on {url} (each workload runs there first)");
+    if entities > ceiling::MAX_SCAN_ENTITIES {
+        eprintln!(
+            "tafel-bench: warning: the ceiling's scan covers the first {} entities only, so its \
+             scan-filter rate is too high",
+            ceiling::MAX_SCAN_ENTITIES
+        );
+    }
+    let b = Arc::new(Bench::new(ep, cfg, &args.table_prefix));
+    b.setup().await?;
+    Ok((child, b))
+}
+
+/// The workloads `--workloads` names (all of them for none or `all`), checked.
+fn selected_workloads(named: &[String]) -> Result<Vec<String>, String> {
+    let mut selected: Vec<String> = named
+        .iter()
+        .map(|w| w.trim().to_ascii_lowercase())
+        .filter(|w| !w.is_empty())
+        .collect();
+    if selected.is_empty() || selected.iter().any(|w| w == "all") {
+        selected = ALL.iter().map(|s| s.to_string()).collect();
+    }
+    if let Some(bad) = selected.iter().find(|w| !ALL.contains(&w.as_str())) {
+        return Err(format!("unknown workload {bad:?} (known: {})", ALL.join(", ")));
+    }
+    Ok(selected)
+}
+
+/// A workload's result in one line: rate, errors, failed checks, share of the ceiling.
+fn summary(row: &report::Row) -> String {
+    format!(
+        "{:.1} {} ({} errors{}{})",
+        row.rate,
+        row.unit,
+        row.errors,
+        if row.verified > 0 {
+            format!(", {} of {} checks failed", row.mismatches, row.verified)
+        } else {
+            String::new()
+        },
+        row.of_ceiling()
+            .map_or(String::new(), |f| format!(", {:.0}% of the ceiling", f * 100.0))
+    )
+}
+
+/// The run's exit status: a failure when the preload did not complete or, with
+/// `--verify`, when anything failed or nothing was checked.
+fn verdict(rows: &[report::Row], preload_ok: bool, verify: bool) -> ExitCode {
     let errors: u64 = rows.iter().map(|r| r.errors).sum();
     let mismatches: u64 = rows.iter().map(|r| r.mismatches).sum();
     let verified: u64 = rows.iter().map(|r| r.verified).sum();
     if !preload_ok {
         eprintln!("tafel-bench: the preload did not complete; read results are not meaningful");
-        return Ok(ExitCode::FAILURE);
+        return ExitCode::FAILURE;
     }
-    if args.verify {
+    if verify {
         if errors > 0 || mismatches > 0 {
             eprintln!("tafel-bench: VERIFY FAILED: {mismatches} mismatches in {verified} checks, {errors} errors");
-            return Ok(ExitCode::FAILURE);
+            return ExitCode::FAILURE;
         }
         if verified == 0 {
             eprintln!("tafel-bench: VERIFY FAILED: nothing was checked");
-            return Ok(ExitCode::FAILURE);
+            return ExitCode::FAILURE;
         }
         eprintln!("tafel-bench: verify OK ({verified} checks)");
     }
-    Ok(ExitCode::SUCCESS)
+    ExitCode::SUCCESS
 }
 
 #[cfg(test)]

@@ -41,7 +41,8 @@ pub fn set_path_style_only(on: bool) {
     PATH_STYLE_ONLY.store(on, Ordering::Relaxed);
 }
 
-pub(crate) fn is_path_style(host: &str) -> bool {
+/// Whether a request to `host` (a `Host` header) names its account in the path.
+pub fn is_path_style(host: &str) -> bool {
     if PATH_STYLE_ONLY.load(Ordering::Relaxed) {
         return true;
     }

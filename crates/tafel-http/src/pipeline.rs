@@ -34,19 +34,61 @@ use crate::throttle::Throttle;
 pub(crate) const DEFAULT_VERSION: &str = "2019-02-02";
 
 pub struct AppState {
-    pub service: Service,
-    pub accounts: Accounts,
+    pub(crate) service: Service,
+    pub(crate) accounts: Accounts,
     /// Metrics, access log and drain state (`ops/`).
-    pub ops: Arc<Ops>,
+    pub(crate) ops: Arc<Ops>,
     /// Bearer tokens, when `--oauth` accepts them.
-    pub oauth: Option<Arc<OAuth>>,
-    /// The admin listener serving the web explorer, where a browser opening
-    /// the bare root is sent.
-    pub explorer: Option<SocketAddr>,
+    pub(crate) oauth: Option<Arc<OAuth>>,
+    /// What a browser opening the bare root gets (the binary hands the
+    /// explorer's redirect in); `None`: the root is the Table API's like any path.
+    pub(crate) root_page: Option<RootPage>,
     /// Connections, body memory, timeouts.
-    pub limits: Limits,
+    pub(crate) limits: Limits,
     /// Azure's scalability targets, when `--azure-limits` is on.
-    pub throttle: Option<Throttle>,
+    pub(crate) throttle: Option<Throttle>,
+}
+
+/// The answer to a request for the Table API port's bare root, if it is not the
+/// Table API's (`None`): given the request and the peer's address.
+pub type RootPage =
+    Arc<dyn Fn(&hyper::Request<Incoming>, SocketAddr) -> Option<hyper::Response<Full<Bytes>>> + Send + Sync>;
+
+impl AppState {
+    pub fn new(service: Service, accounts: Accounts, ops: Arc<Ops>, limits: Limits) -> Self {
+        AppState {
+            service,
+            accounts,
+            ops,
+            oauth: None,
+            root_page: None,
+            limits,
+            throttle: None,
+        }
+    }
+
+    /// Accepts bearer tokens (`--oauth`).
+    pub fn with_oauth(mut self, oauth: Option<Arc<OAuth>>) -> Self {
+        self.oauth = oauth;
+        self
+    }
+
+    /// Throttles to Azure's scalability targets (`--azure-limits`).
+    pub fn with_throttle(mut self, throttle: Option<Throttle>) -> Self {
+        self.throttle = throttle;
+        self
+    }
+
+    /// Answers the bare root with `page` where it gives an answer.
+    pub fn with_root_page(mut self, page: Option<RootPage>) -> Self {
+        self.root_page = page;
+        self
+    }
+
+    /// The accounts served.
+    pub fn accounts(&self) -> &Accounts {
+        &self.accounts
+    }
 }
 
 /// Where a request came from: the client's address, and whether its connection
@@ -86,7 +128,7 @@ struct Meta {
 /// A response withheld by a fault rule: the server closes the connection
 /// instead of sending it.
 #[derive(Debug)]
-pub(crate) struct LostAnswer;
+pub struct LostAnswer;
 
 impl std::fmt::Display for LostAnswer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -100,6 +142,9 @@ impl std::error::Error for LostAnswer {}
 /// before it runs (`server.rs` runs it where the route's lane says).
 pub(crate) struct Routed {
     query: Vec<(String, String)>,
+    /// The account and the path below it, from the host or the path (`None`: the
+    /// request names no account), resolved once here.
+    address: Option<addressing::Address>,
     pub route: Route<'static>,
     peer: Peer,
 }
@@ -108,24 +153,32 @@ impl Routed {
     pub(crate) fn of(req: &hyper::Request<Incoming>, peer: Peer) -> Self {
         let query = parse_query(req.uri().query());
         let host = addressing::host(req.headers(), req.uri());
+        let address = addressing::resolve(host, req.uri().path(), peer.https);
         // Without an account the request is refused before its route counts.
-        let path = addressing::split(host, req.uri().path()).map_or("", |s| s.path);
+        let path = address.as_ref().map_or("", |a| a.path.as_str());
         // Owned, as it goes with the request, perhaps to another runtime: it copies
         // the names and keys the handler's own parse of the path copied before.
         let route = Route::of(req.method(), path, &query, req.headers()).into_owned();
-        Routed { query, route, peer }
+        Routed {
+            query,
+            address,
+            route,
+            peer,
+        }
     }
 }
 
-/// The response to `req`, or [`LostAnswer`] when a fault rule withholds it
-/// (the request was served all the same).
-pub(crate) async fn handle(
+/// The response to `req` from `peer` (over TLS or as safe: `https`), as the
+/// Table API port would answer it, or [`LostAnswer`] when a fault rule withholds
+/// it (the request was served all the same): the explorer's way in.
+pub async fn handle(
     state: Arc<AppState>,
     req: hyper::Request<Incoming>,
-    peer: Peer,
-) -> Result<Response, LostAnswer> {
-    let routed = Routed::of(&req, peer);
-    handle_routed(state, req, routed).await
+    peer: SocketAddr,
+    https: bool,
+) -> Result<hyper::Response<Full<Bytes>>, LostAnswer> {
+    let routed = Routed::of(&req, Peer { addr: peer, https });
+    handle_routed(state, req, routed).await.map(into_hyper)
 }
 
 /// [`handle`] for a request already classified.
@@ -328,7 +381,12 @@ async fn run(
 ) -> Result<Response, Error> {
     let (parts, body) = req.into_parts();
     let raw_path = parts.uri.path().to_owned();
-    let Routed { query, route, peer } = routed;
+    let Routed {
+        query,
+        address,
+        route,
+        peer,
+    } = routed;
     if query.iter().any(|(k, _)| k == "comp" || k == "restype") {
         meta.error_level = None;
     }
@@ -341,9 +399,8 @@ async fn run(
             ));
         }
     }
-    let host = addressing::host(&parts.headers, &parts.uri);
     let https = peer.https;
-    let address = addressing::resolve(host, &raw_path, https)
+    let address = address
         .ok_or_else(|| Error::with_message(ErrorCode::InvalidUri, "The request URI names no storage account."))?;
     meta.account = Some(address.account.clone());
     meta.operation = route.operation();
@@ -394,7 +451,7 @@ async fn run(
 
     // Everything the head decides is decided before a byte of body is held: the
     // verb, whether the credential may do this at all, whether a body belongs.
-    let method = tafel_protocol::effective_method(&parts.method, &parts.headers)?;
+    let method = route.method()?;
     route.admit(&access)?;
     let has_body = match declared {
         Some(n) => n > 0,

@@ -36,7 +36,6 @@ use tokio::runtime::Handle;
 use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
 use tokio_rustls::server::TlsStream;
 
-use crate::explorer_api;
 use crate::head_budget::{Charge, Metered, MAX_HEAD};
 use crate::pipeline::{busy, handle_routed, into_hyper, AppState, LostAnswer, Peer, Routed};
 use crate::tls::{self, TlsAcceptor};
@@ -377,10 +376,7 @@ impl ConnState {
             fresh.arrived();
             let (state, long, charge) = (state.clone(), long.clone(), charge.clone());
             async move {
-                if let Some(r) = state
-                    .explorer
-                    .and_then(|at| explorer_api::redirect_to_explorer(at, &req, peer.addr))
-                {
+                if let Some(r) = state.root_page.as_ref().and_then(|page| page(&req, peer.addr)) {
                     charge.answered();
                     return Ok::<_, LostAnswer>(r);
                 }

@@ -119,7 +119,8 @@ pub(crate) fn of(method: &Method, shape: Shape, query: &[(String, String)], head
             _ => Unknown,
         },
         Shape::EntitySet if read => QueryEntities,
-        Shape::EntitySet if method == Method::POST => InsertEntity,
+        // Azure takes a POST to `/name/Tables` or `/name/$batch` as an insert into `name`.
+        Shape::EntitySet | Shape::BelowTable if method == Method::POST => InsertEntity,
         Shape::Entity => match method.as_str() {
             "GET" | "HEAD" => QueryEntity,
             "PUT" if conditional() => UpdateEntity,

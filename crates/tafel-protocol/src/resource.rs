@@ -76,8 +76,10 @@ pub enum Shape {
     Batch,
     /// `/$changes`, the change feed (ours, not Azure's).
     Changes,
-    /// `/name/Tables`, `/name/$batch`, `/name/Tables('x')`.
+    /// `/name/Tables`, `/name/$batch`: Azure inserts into `name`.
     BelowTable,
+    /// `/name/Tables('x')`.
+    KeyedBelowTable,
 }
 
 impl From<&Resource<'_>> for Shape {
@@ -90,7 +92,8 @@ impl From<&Resource<'_>> for Shape {
             Resource::Entity { .. } => Shape::Entity,
             Resource::Batch => Shape::Batch,
             Resource::Changes => Shape::Changes,
-            Resource::BelowTable(_) | Resource::KeyedBelowTable(_) => Shape::BelowTable,
+            Resource::BelowTable(_) => Shape::BelowTable,
+            Resource::KeyedBelowTable(_) => Shape::KeyedBelowTable,
         }
     }
 }

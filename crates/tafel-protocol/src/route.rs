@@ -36,21 +36,18 @@ pub struct Route<'a> {
     /// An entity query's `$filter`, parsed (`None` when it has none, or the request
     /// is no entity query).
     filter: Option<Result<Expr, Error>>,
+    /// The verb after `X-HTTP-Method`, or why that header is refused.
+    method: Result<Method, Error>,
 }
 
 impl<'a> Route<'a> {
     /// Classifies `method` (as sent; a POST's `X-HTTP-Method` is followed here, a
-    /// bad one is refused later) on `path` (below the account root, as sent) with
-    /// the form-decoded `query`. Names and keys are borrowed from `path`.
+    /// bad one is classified as the verb sent and refused by [`Route::method`]) on
+    /// `path` (below the account root, as sent) with the form-decoded `query`. Names
+    /// and keys are borrowed from `path`.
     pub fn of(method: &Method, path: &'a str, query: &[(String, String)], headers: &HeaderMap) -> Self {
-        let tunnelled;
-        let method = match *method {
-            Method::POST => {
-                tunnelled = effective_method(method, headers).unwrap_or(Method::POST);
-                &tunnelled
-            }
-            _ => method,
-        };
+        let effective = effective_method(method, headers);
+        let method = effective.as_ref().unwrap_or(method);
         let resource = resource::parse_shaped(path);
         let shape = match &resource {
             Ok(r) => Some(Shape::from(r)),
@@ -85,7 +82,14 @@ impl<'a> Route<'a> {
             operation,
             lane,
             filter,
+            method: effective,
         }
+    }
+
+    /// The verb the request asks for (`X-HTTP-Method` followed), or why its
+    /// `X-HTTP-Method` is refused: decided once, in [`Route::of`].
+    pub fn method(&self) -> Result<Method, Error> {
+        self.method.clone()
     }
 
     /// The operation, as metrics and the access log name it.
@@ -100,7 +104,11 @@ impl<'a> Route<'a> {
     /// The table the path names, if any.
     pub fn table(&self) -> Option<&str> {
         match self.resource.as_ref().ok()? {
-            Resource::Table(t) | Resource::EntitySet(t) | Resource::Entity { table: t, .. } => Some(t),
+            Resource::Table(t)
+            | Resource::EntitySet(t)
+            | Resource::Entity { table: t, .. }
+            | Resource::BelowTable(t)
+            | Resource::KeyedBelowTable(t) => Some(t),
             _ => None,
         }
     }
@@ -191,6 +199,7 @@ impl<'a> Route<'a> {
             operation: self.operation,
             lane: self.lane,
             filter: self.filter,
+            method: self.method,
         }
     }
 

@@ -24,12 +24,9 @@ use serve_args::{Backend, LogFormatArg, ServeArgs};
 use anyhow::Context as _;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use tafel_admin::{self as admin, AdminState};
-use tafel_http::limits::{self, Limits};
 use tafel_http::ops::Ops;
-use tafel_http::server::Threads;
-use tafel_http::throttle::Throttle;
 use tafel_http::tls;
-use tafel_http::{Accounts, AppState};
+use tafel_http::{Accounts, AppState, LimitSettings, Limits, Threads, Throttle};
 use tafel_service::Service;
 
 // Request handling allocates many short-lived buffers from every runtime thread,
@@ -344,7 +341,7 @@ fn bind(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
 /// The limits `args` ask for, with as many connections as open files allow
 /// (the soft limit raised to the hard one first: the usual 1024 would cap a
 /// server far below its memory).
-fn limit_settings(args: &ServeArgs) -> limits::Settings {
+fn limit_settings(args: &ServeArgs) -> LimitSettings {
     use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
     let mut files = getrlimit(Resource::Nofile);
     if files.current < files.maximum {
@@ -358,7 +355,7 @@ fn limit_settings(args: &ServeArgs) -> limits::Settings {
     }
     // Files besides connections: the store's, the log, listeners, the database pool.
     const OTHER_FILES: u64 = 256;
-    let defaults = limits::Settings::default();
+    let defaults = LimitSettings::default();
     let asked = args.max_connections.map(u64::from);
     let mut max_connections = asked.unwrap_or(defaults.max_connections as u64);
     if let Some(open_files) = files.current {
@@ -374,7 +371,7 @@ fn limit_settings(args: &ServeArgs) -> limits::Settings {
             max_connections = room;
         }
     }
-    limits::Settings {
+    LimitSettings {
         max_connections: usize::try_from(max_connections).unwrap_or(usize::MAX),
         body_memory: (args.max_body_memory_mb as usize) << 20,
         head_memory: (args.max_header_memory_mb as usize) << 20,
@@ -433,17 +430,20 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         Some(l) if !args.no_explorer => Some(l.local_addr()?),
         _ => None,
     };
-    let state = Arc::new(AppState {
-        service: Service::new(store.clone()),
-        accounts,
-        ops: ops.clone(),
-        oauth,
-        explorer,
-        limits: Limits::new(limit_settings(&args)),
-        throttle: args
-            .azure_limits
-            .then(|| Throttle::new(args.partition_limit, args.account_limit)),
-    });
+    let state = Arc::new(
+        AppState::new(
+            Service::new(store.clone()),
+            accounts,
+            ops.clone(),
+            Limits::new(limit_settings(&args)),
+        )
+        .with_oauth(oauth)
+        .with_root_page(explorer.map(admin::explorer::root_page))
+        .with_throttle(
+            args.azure_limits
+                .then(|| Throttle::new(args.partition_limit, args.account_limit)),
+        ),
+    );
     let certificate = match args.tls_source() {
         Some(source) => Some(tls::Certificate::open(source).context("loading the TLS certificate")?),
         None => None,
@@ -489,7 +489,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             )))
         }
     };
-    let names: Vec<&str> = state.accounts.names().collect();
+    let names: Vec<&str> = state.accounts().names().collect();
     match args.store.backend {
         Backend::Embedded if args.in_memory => {
             tracing::info!(in_memory = true, accounts = ?names, scheme, "listening on {}", listener.local_addr()?)

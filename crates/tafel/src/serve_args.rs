@@ -181,11 +181,11 @@ pub(crate) struct ServeArgs {
     pub(crate) azure_limits: bool,
     /// Entities per second one partition (table and PartitionKey) serves under
     /// --azure-limits (without it, no limit applies).
-    #[arg(long, env = "TAFEL_PARTITION_LIMIT", default_value_t = tafel_http::throttle::AZURE_PARTITION_LIMIT,
+    #[arg(long, env = "TAFEL_PARTITION_LIMIT", default_value_t = tafel_http::AZURE_PARTITION_LIMIT,
           value_parser = clap::value_parser!(u32).range(1..))]
     pub(crate) partition_limit: u32,
     /// Entities per second one account serves under --azure-limits.
-    #[arg(long, env = "TAFEL_ACCOUNT_LIMIT", default_value_t = tafel_http::throttle::AZURE_ACCOUNT_LIMIT,
+    #[arg(long, env = "TAFEL_ACCOUNT_LIMIT", default_value_t = tafel_http::AZURE_ACCOUNT_LIMIT,
           value_parser = clap::value_parser!(u32).range(1..))]
     pub(crate) account_limit: u32,
 }

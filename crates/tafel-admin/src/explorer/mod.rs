@@ -1,6 +1,7 @@
 //! The web explorer, served by the admin listener: static assets compiled into
-//! the binary, and `/api/…`, which tafel-http's [`forward`] hands to the Table
-//! API pipeline unchanged but for the prefix.
+//! the binary, and `/api/…`, which [`forward`] hands to the Table API pipeline
+//! unchanged but for the prefix; the Table API port's bare root sends a browser
+//! here ([`root_page`]).
 //!
 //! The explorer holds no credential of its own: the browser signs each call
 //! (Shared Key) or carries the caller's SAS or bearer token, exactly as an SDK
@@ -12,7 +13,9 @@ use bytes::Bytes;
 use http::{header, HeaderValue};
 use http_body_util::Full;
 
-pub use tafel_http::explorer_api::{forward, API_PREFIX};
+mod api;
+
+pub use api::{forward, root_page, API_PREFIX};
 
 type Resp = hyper::Response<Full<Bytes>>;
 

@@ -96,7 +96,7 @@ impl OAuth {
     }
 
     /// Checks the token of `Authorization: Bearer <token>`; what it grants.
-    pub async fn verify(&self, req: &Signed<'_>, token: &str) -> Result<Access> {
+    pub(crate) async fn verify(&self, req: &Signed<'_>, token: &str) -> Result<Access> {
         // Azure's answers to a token sent over http or with too old a version: 403
         // AuthenticationFailed, without a challenge (a new token would not help).
         if !req.https {

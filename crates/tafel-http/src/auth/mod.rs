@@ -18,7 +18,7 @@ use tafel_service::{Access, Error, ErrorCode, Result, Service};
 use crate::accounts::{AccountKey, Accounts};
 
 /// What the auth layer needs to know of a request.
-pub struct Signed<'a> {
+pub(crate) struct Signed<'a> {
     pub method: &'a str,
     pub account: &'a str,
     /// The URI path as sent (percent-encoded), including a path-style account.
@@ -35,7 +35,7 @@ pub struct Signed<'a> {
 /// A bearer token when `oauth` is on and the `Authorization` header says
 /// `Bearer`, Shared Key for any other `Authorization` header, else a SAS when the
 /// query has `sig`; stored access policies are looked up through `service`.
-pub async fn authenticate(
+pub(crate) async fn authenticate(
     accounts: &Accounts,
     service: &Service,
     oauth: Option<&bearer::OAuth>,

@@ -58,7 +58,10 @@ fn each_operation_is_named_from_resource_and_verb() {
         (op("OPTIONS", "/t", false), Preflight),
         (op("DELETE", "/Tables", false), Unknown),
         (op("GET", "/a/b", false), Unknown),
-        (op("POST", "/t/Tables", false), Unknown),
+        // Azure inserts into `t` (charge.rs's regression test).
+        (op("POST", "/t/Tables", false), InsertEntity),
+        (op("POST", "/t/$batch", false), InsertEntity),
+        (op("POST", "/t/Tables('x')", false), Unknown),
         // A malformed entity path is still an entity operation (answered InvalidUri).
         (op("GET", "/t(PartitionKey='a')", false), QueryEntity),
         (op("GET", "/Tables(x)", false), QueryTable),

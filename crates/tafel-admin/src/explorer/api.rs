@@ -1,7 +1,7 @@
-//! The Table API's side of the web explorer (tafel-admin serves its page):
-//! `/api/…` on the admin listener comes in here to the same pipeline the Table
-//! API port runs, and a browser opening the Table API's bare root is sent to the
-//! explorer.
+//! The explorer's way to the Table API: `/api/…` on the admin listener goes to
+//! the same pipeline the Table API port runs ([`tafel_http::handle`]), and the
+//! Table API port sends a browser opening its bare root here (the page the
+//! binary hands tafel-http as its [`RootPage`]).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -11,8 +11,7 @@ use http::{header, HeaderValue, Method, StatusCode};
 use http_body_util::Full;
 use hyper::body::Incoming;
 
-use crate::addressing;
-use crate::pipeline::{handle, into_hyper, AppState, Peer};
+use tafel_http::{handle, is_path_style, AppState, RootPage};
 
 /// Where the explorer's calls to the Table API go on the admin listener.
 pub const API_PREFIX: &str = "/api/";
@@ -50,7 +49,7 @@ pub async fn forward(app: Arc<AppState>, mut req: hyper::Request<Incoming>, peer
         .get(header::HOST)
         .and_then(|h| h.to_str().ok())
         .unwrap_or("");
-    if !addressing::is_path_style(host) {
+    if !is_path_style(host) {
         let port = host
             .rsplit_once(':')
             .map(|(_, p)| p)
@@ -63,15 +62,18 @@ pub async fn forward(app: Arc<AppState>, mut req: hyper::Request<Incoming>, peer
             req.headers_mut().insert(header::HOST, v);
         }
     }
-    let peer = Peer {
-        addr: peer,
-        https: peer.ip().is_loopback(),
-    };
-    handle(app, req, peer).await.map(into_hyper).unwrap_or_else(|lost| {
+    let https = peer.ip().is_loopback();
+    handle(app, req, peer, https).await.unwrap_or_else(|lost| {
         let mut r = hyper::Response::new(Full::new(Bytes::from(format!("{lost}\n"))));
         *r.status_mut() = StatusCode::BAD_GATEWAY;
         r
     })
+}
+
+/// The Table API port's bare root for an explorer at `explorer`: see
+/// [`redirect_to_explorer`].
+pub fn root_page(explorer: SocketAddr) -> RootPage {
+    Arc::new(move |req: &hyper::Request<Incoming>, peer: SocketAddr| redirect_to_explorer(explorer, req, peer))
 }
 
 /// On the Table API port, a browser that opens the bare root (no credential, no
@@ -82,7 +84,7 @@ pub async fn forward(app: Arc<AppState>, mut req: hyper::Request<Incoming>, peer
 /// container's published port, another machine — would be sent to its own
 /// loopback, where nothing answers: it gets a page saying how to reach the
 /// explorer instead.
-pub fn redirect_to_explorer(explorer: SocketAddr, req: &hyper::Request<Incoming>, peer: SocketAddr) -> Option<Resp> {
+fn redirect_to_explorer(explorer: SocketAddr, req: &hyper::Request<Incoming>, peer: SocketAddr) -> Option<Resp> {
     if req.method() != Method::GET
         || req.uri().path() != "/"
         || req.uri().query().is_some()
@@ -100,7 +102,7 @@ pub fn redirect_to_explorer(explorer: SocketAddr, req: &hyper::Request<Incoming>
     // An admin listener on every address is reached by the name the browser used.
     let host = if explorer.ip().is_unspecified() {
         let sent = req.headers().get(header::HOST).and_then(|h| h.to_str().ok())?;
-        addressing::hostname(sent).to_owned()
+        tafel_http::hostname(sent).to_owned()
     } else {
         match explorer {
             SocketAddr::V4(a) => a.ip().to_string(),
