@@ -21,7 +21,7 @@ pub mod throttle;
 pub mod tls;
 
 pub use accounts::Accounts;
-pub use addressing::{hostname, set_path_style_only};
+pub use addressing::{hostname, set_path_style_only, set_root_account};
 pub use head_budget::MAX_HEAD;
 pub use pipeline::AppState;
 pub use server::serve;

@@ -244,6 +244,12 @@ fn error_response(e: &Error, meta: &Meta, oauth: Option<&OAuth>) -> Response {
     let status = StatusCode::from_u16(e.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let mut resp = Response::with_body(status, ct, body);
     resp.set_static(X_MS_ERROR_CODE, e.code.as_str());
+    if e.code == ErrorCode::TooManyRequests {
+        resp.set_static(
+            tafel_protocol::names::X_MS_RETRY_AFTER_MS,
+            tafel_protocol::cosmos::RETRY_AFTER_MS,
+        );
+    }
     if let (Some(oauth), ErrorCode::InvalidBearerToken | ErrorCode::NoAuthenticationInformation) = (oauth, e.code) {
         // The tenant is configuration, always header text; a failure is logged by `set`.
         let _ = resp.set(WWW_AUTHENTICATE, oauth.challenge());
@@ -342,6 +348,7 @@ async fn run(
         }
     }
     let host = addressing::host(&parts.headers, &parts.uri);
+    let dialect = tafel_protocol::cosmos::Dialect::of_host(addressing::hostname(host));
     let https = peer.https;
     let address = addressing::resolve(host, &raw_path, https)
         .ok_or_else(|| Error::with_message(ErrorCode::InvalidUri, "The request URI names no storage account."))?;
@@ -473,13 +480,16 @@ async fn run(
         request_id: meta.request_id.clone(),
         secondary: address.secondary,
         page_limit,
+        dialect,
     };
     // Off by default: then this is the one check the request pays.
     let answer = match &state.throttle {
         None => tafel_protocol::handle(&state.service, &cx, &request, route).await,
         Some(throttle) => {
             let charge = tafel_protocol::charge::of(&cx.caller.account, &request, &route);
-            throttle.admit(&cx.caller.account, &charge)?;
+            throttle
+                .admit(&cx.caller.account, &charge)
+                .map_err(|e| dialect.throttled(e))?;
             let resp = tafel_protocol::handle(&state.service, &cx, &request, route).await;
             if let (true, Ok(r)) = (charge.query, &resp) {
                 throttle.settle(&cx.caller.account, &charge, r.entities);
