@@ -95,6 +95,11 @@ impl Accounts {
         Accounts::from_specs(&[format!("{DEV_ACCOUNT}:{DEV_KEY}")]).unwrap_or_default()
     }
 
+    /// Adds `other`'s accounts (an account in both keeps `other`'s keys).
+    pub fn merge(&mut self, other: Accounts) {
+        self.keys.extend(other.keys);
+    }
+
     pub fn keys(&self, account: &str) -> Option<&[AccountKey]> {
         self.keys.get(account).map(Vec::as_slice)
     }

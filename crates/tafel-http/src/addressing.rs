@@ -41,6 +41,25 @@ pub fn set_path_style_only(on: bool) {
     PATH_STYLE_ONLY.store(on, Ordering::Relaxed);
 }
 
+/// Set by `--cosmos`: the account a path-style request is for when its first
+/// segment names none of the served accounts, and those accounts. The Cosmos
+/// emulator's endpoint is a root (`http://localhost:8902/Tables`), not
+/// `/account/Tables`. Process-wide: set once, before serving.
+static ROOT_ACCOUNT: std::sync::OnceLock<(String, Vec<String>)> = std::sync::OnceLock::new();
+
+/// Serves `account` at the root of a path-style endpoint; `accounts` keep their
+/// `/account/…` paths.
+pub fn set_root_account(account: &str, accounts: Vec<String>) {
+    let _ = ROOT_ACCOUNT.set((account.to_owned(), accounts));
+}
+
+/// The root account, when the first path segment (`account`) names no served one.
+fn root_account(account: &str) -> Option<&'static str> {
+    let (root, accounts) = ROOT_ACCOUNT.get()?;
+    let named = split_secondary(account).0;
+    (!accounts.iter().any(|a| a == named)).then_some(root.as_str())
+}
+
 /// Whether a request to `host` (a `Host` header) names its account in the path.
 pub fn is_path_style(host: &str) -> bool {
     if PATH_STYLE_ONLY.load(Ordering::Relaxed) {
@@ -84,6 +103,14 @@ pub(crate) fn split<'a>(host: &'a str, raw_path: &'a str) -> Option<Split<'a>> {
             Some(i) => (&trimmed[..i], &trimmed[i..]),
             None => (trimmed, ""),
         };
+        if let Some(root) = root_account(account) {
+            return Some(Split {
+                account: root,
+                path: raw_path,
+                secondary: false,
+                path_style: false,
+            });
+        }
         if account.is_empty() {
             return None;
         }

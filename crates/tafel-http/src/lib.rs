@@ -20,7 +20,7 @@ mod throttle;
 pub mod tls;
 
 pub use accounts::Accounts;
-pub use addressing::{hostname, is_path_style, set_path_style_only};
+pub use addressing::{hostname, is_path_style, set_path_style_only, set_root_account};
 pub use head_budget::MAX_HEAD;
 pub use limits::{Limits, Settings as LimitSettings};
 pub use pipeline::{handle, AppState, LostAnswer, RootPage};

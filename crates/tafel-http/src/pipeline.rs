@@ -145,6 +145,8 @@ pub(crate) struct Routed {
     /// The account and the path below it, from the host or the path (`None`: the
     /// request names no account), resolved once here.
     address: Option<addressing::Address>,
+    /// Table Storage's answers, or Cosmos DB for Table's (from the host name).
+    dialect: tafel_protocol::cosmos::Dialect,
     pub route: Route<'static>,
     peer: Peer,
 }
@@ -154,6 +156,7 @@ impl Routed {
         let query = parse_query(req.uri().query());
         let host = addressing::host(req.headers(), req.uri());
         let address = addressing::resolve(host, req.uri().path(), peer.https);
+        let dialect = tafel_protocol::cosmos::Dialect::of_host(addressing::hostname(host));
         // Without an account the request is refused before its route counts.
         let path = address.as_ref().map_or("", |a| a.path.as_str());
         // Owned, as it goes with the request, perhaps to another runtime: it copies
@@ -162,6 +165,7 @@ impl Routed {
         Routed {
             query,
             address,
+            dialect,
             route,
             peer,
         }
@@ -297,6 +301,12 @@ fn error_response(e: &Error, meta: &Meta, oauth: Option<&OAuth>) -> Response {
     let status = StatusCode::from_u16(e.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let mut resp = Response::with_body(status, ct, body);
     resp.set_static(X_MS_ERROR_CODE, e.code.as_str());
+    if e.code == ErrorCode::TooManyRequests {
+        resp.set_static(
+            tafel_protocol::names::X_MS_RETRY_AFTER_MS,
+            tafel_protocol::cosmos::RETRY_AFTER_MS,
+        );
+    }
     if let (Some(oauth), ErrorCode::InvalidBearerToken | ErrorCode::NoAuthenticationInformation) = (oauth, e.code) {
         // The tenant is configuration, always header text; a failure is logged by `set`.
         let _ = resp.set(WWW_AUTHENTICATE, oauth.challenge());
@@ -384,6 +394,7 @@ async fn run(
     let Routed {
         query,
         address,
+        dialect,
         route,
         peer,
     } = routed;
@@ -530,13 +541,16 @@ async fn run(
         request_id: meta.request_id.clone(),
         secondary: address.secondary,
         page_limit,
+        dialect,
     };
     // Off by default: then this is the one check the request pays.
     let answer = match &state.throttle {
         None => tafel_protocol::handle(&state.service, &cx, &request, route).await,
         Some(throttle) => {
             let charge = tafel_protocol::charge::of(&cx.caller.account, &request, &route);
-            throttle.admit(&cx.caller.account, &charge)?;
+            throttle
+                .admit(&cx.caller.account, &charge)
+                .map_err(|e| dialect.throttled(e))?;
             let resp = tafel_protocol::handle(&state.service, &cx, &request, route).await;
             if let (true, Ok(r)) = (charge.query, &resp) {
                 throttle.settle(&cx.caller.account, &charge, r.entities);

@@ -6,6 +6,7 @@
 pub mod batch;
 pub mod charge;
 mod continuation;
+pub mod cosmos;
 pub mod error_body;
 pub mod filter;
 pub mod handlers;

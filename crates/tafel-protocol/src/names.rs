@@ -15,6 +15,7 @@ pub const PREFERENCE_APPLIED: HeaderName = HeaderName::from_static("preference-a
 pub const X_MS_REQUEST_ID: HeaderName = HeaderName::from_static("x-ms-request-id");
 pub const X_MS_VERSION: HeaderName = HeaderName::from_static("x-ms-version");
 pub const X_HTTP_METHOD: HeaderName = HeaderName::from_static("x-http-method");
+pub const X_MS_RETRY_AFTER_MS: HeaderName = HeaderName::from_static("x-ms-retry-after-ms");
 pub const X_MS_ERROR_CODE: HeaderName = HeaderName::from_static("x-ms-error-code");
 pub const X_MS_CONTINUATION_NEXTPARTITIONKEY: HeaderName =
     HeaderName::from_static("x-ms-continuation-nextpartitionkey");

@@ -18,6 +18,18 @@ pub struct Context {
     /// Ends an entity query's page after this many entities, with a
     /// continuation token, as Azure may (a fault rule's `end-page-early`).
     pub page_limit: Option<usize>,
+    /// Table Storage's rules, or Cosmos DB's where it differs ([`crate::cosmos`]).
+    pub dialect: crate::cosmos::Dialect,
+}
+
+impl Context {
+    /// A table name in a request's path, checked by the dialect's rules.
+    pub fn table_name(&self, name: &str) -> Result<()> {
+        match self.dialect {
+            crate::cosmos::Dialect::Storage => tafel_service::validate::table_name(name),
+            crate::cosmos::Dialect::Cosmos => crate::cosmos::table_name_in_path(name),
+        }
+    }
 }
 
 #[derive(Debug, Clone)]

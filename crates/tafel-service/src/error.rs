@@ -90,6 +90,12 @@ codes! {
     CorsPreflightFailure => 403, "CORS not enabled or no matching rule found for this request.";
     OperationTimedOut => 500, "Operation could not be completed within the specified time.";
     InternalError => 500, "The server encountered an internal error. Please retry the request.";
+    // Cosmos DB for Table's own codes (tafel-protocol's `cosmos` module), which the
+    // SDKs match with their messages to tell a bad table name.
+    CosmosInternalServerError as "InternalServerError" => 500, "The resource name presented contains invalid character.";
+    CosmosBadRequest as "BadRequest" => 400, "The input name is invalid.";
+    // Cosmos throttles by request units: 429, with x-ms-retry-after-ms.
+    TooManyRequests => 429, "Message: {\"Errors\":[\"Request rate is large. More Request Units may be needed, so no changes were made. Please retry this request later.\"]}";
     ServerBusy => 503, "The server is currently unable to receive requests. Please retry your request.";
     // `--azure-limits`: an account past its entities per second. A partition past
     // its own is plain `ServerBusy`, whose message is Azure's for that case too.

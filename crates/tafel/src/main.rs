@@ -258,6 +258,9 @@ fn main() -> anyhow::Result<()> {
     };
     let log_given = given("log");
     args.admin_port_given = given("admin_port");
+    if args.cosmos && !given("port") {
+        args.port = tafel_protocol::cosmos::EMULATOR_PORT;
+    }
     // Azurite's `--location` beside `--inMemoryPersistence` is said to be unused; the
     // image's TAFEL_DATA_DIR is not.
     if args.in_memory && serve_matches.value_source("data_dir") == Some(clap::parser::ValueSource::CommandLine) {
@@ -275,6 +278,7 @@ fn main() -> anyhow::Result<()> {
         }
     }
     tafel_http::set_path_style_only(args.azurite.disable_product_style_url);
+    tafel_protocol::cosmos::set_server_cosmos(args.cosmos);
     // This runtime only accepts connections and runs the store's background
     // work; serving threads and long requests run on their own (tafel_http::serve).
     tokio::runtime::Builder::new_current_thread()
@@ -391,11 +395,18 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             tracing::info!("accounts from {}", azurite::ACCOUNTS_VAR);
         }
     }
-    let accounts = if specs.is_empty() {
+    let mut accounts = if specs.is_empty() {
         Accounts::dev()
     } else {
         Accounts::from_specs(&specs).map_err(anyhow::Error::msg)?
     };
+    if args.cosmos {
+        // The Cosmos emulator's connection string, unchanged: its account at the root.
+        use tafel_protocol::cosmos::{EMULATOR_ACCOUNT, EMULATOR_KEY};
+        accounts
+            .merge(Accounts::from_specs(&[format!("{EMULATOR_ACCOUNT}:{EMULATOR_KEY}")]).map_err(anyhow::Error::msg)?);
+        tafel_http::set_root_account(EMULATOR_ACCOUNT, accounts.names().map(str::to_owned).collect());
+    }
     let store = args.open_store().await?;
     args.change_feed.apply(store.as_ref())?;
     if let Some(what) = tafel_backup::unfinished_restore(store.as_ref()).await? {

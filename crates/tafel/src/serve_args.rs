@@ -174,6 +174,11 @@ pub(crate) struct ServeArgs {
     /// then it is answered 500 OperationTimedOut, as Azure answers a request past its timeout.
     #[arg(long, env = "TAFEL_BODY_TIMEOUT", default_value_t = 30, value_parser = clap::value_parser!(u32).range(1..))]
     pub(crate) body_timeout: u32,
+    /// Answer as Azure Cosmos DB for Table does, whatever host a request names
+    /// (docs/cosmos.md); also serve the Cosmos emulator's account `localhost` with its
+    /// well-known key at the endpoint's root, on its Table port 8902 unless --port is given.
+    #[arg(long, env = "TAFEL_COSMOS", value_parser = clap::builder::BoolishValueParser::new())]
+    pub(crate) cosmos: bool,
     /// Throttle as Azure does past its scalability targets: 503 ServerBusy for a
     /// partition past --partition-limit entities per second, an account past
     /// --account-limit (docs/testing.md). Off by default.

@@ -142,7 +142,7 @@ fn decode_op(cx: &Context, index: usize, sub: &mut SubRequest) -> std::result::R
     req.headers = std::mem::take(&mut sub.headers);
     let decoded = (|| {
         let level = negotiate(None, req.header("accept"))?;
-        let Some((table, write)) = decode_write(&req, resource::parse(&req.path)?)? else {
+        let Some((table, write)) = decode_write(cx, &req, resource::parse(&req.path)?)? else {
             return Err(Error::invalid_input(
                 "A changeset may only contain entity insert, update, merge and delete operations.",
             ));
@@ -167,6 +167,14 @@ fn decode_op(cx: &Context, index: usize, sub: &mut SubRequest) -> std::result::R
 
 /// The error part of a failed changeset.
 fn error_part(cx: &Context, error: &Error, index: usize, content_id: &str, level: MetadataLevel) -> SubResponse {
+    let cosmos;
+    let error = match cx.dialect {
+        crate::cosmos::Dialect::Cosmos => {
+            cosmos = crate::cosmos::batch_error(error);
+            &cosmos
+        }
+        crate::cosmos::Dialect::Storage => error,
+    };
     let (ct, body) = error_body::json(error, level, &cx.request_id, Some(index));
     SubResponse::new(error.status())
         .header("Content-ID", content_id.to_owned())

@@ -3,9 +3,7 @@
 use http::StatusCode;
 use tafel_service::model::{etag_bytes, DateTime, Entity, StoredRef};
 use tafel_service::query::Expr;
-use tafel_service::{
-    validate, EntityQuery, EntitySink, Error, ErrorCode, IfMatch, Result, Service, WriteKind, WriteOp,
-};
+use tafel_service::{EntityQuery, EntitySink, Error, ErrorCode, IfMatch, Result, Service, WriteKind, WriteOp};
 
 use super::{apply_prefer, metadata_level, open_query_body, prefer, require_json_body, top, unsupported_options};
 use crate::continuation;
@@ -59,7 +57,7 @@ pub(crate) async fn get(
     (pk, rk): (&str, &str),
 ) -> Result<Response> {
     let level = metadata_level(req)?;
-    validate::table_name(table)?;
+    cx.table_name(table)?;
     let entity = svc.get_entity(&cx.caller, table, pk, rk).await?;
     let sel = select(req)?;
     let f = EntityFormat::new(level, &cx.base_url, &cx.caller.account, table, sel.as_ref());
@@ -79,7 +77,7 @@ pub async fn query(
     filter: Option<Result<Expr>>,
 ) -> Result<Response> {
     let level = metadata_level(req)?;
-    validate::table_name(table)?;
+    cx.table_name(table)?;
     unsupported_options(req)?;
     let filter = filter.transpose()?;
     let resume = match req.param("NextPartitionKey") {
@@ -168,7 +166,7 @@ impl EntitySink for JsonRows<'_> {
 /// Decodes an entity write — insert, update, merge, delete and the two upserts — the
 /// same way for top-level requests and `$batch` sub-requests. `None` when the verb
 /// names no write on this resource.
-pub(crate) fn decode_write(req: &Request, resource: Resource<'_>) -> Result<Option<(String, WriteOp)>> {
+pub(crate) fn decode_write(cx: &Context, req: &Request, resource: Resource<'_>) -> Result<Option<(String, WriteOp)>> {
     let (table, kind, keys) = match (resource, req.method.as_str()) {
         (Resource::EntitySet(table), "POST") => (table, WriteKind::Insert, None),
         (
@@ -189,7 +187,7 @@ pub(crate) fn decode_write(req: &Request, resource: Resource<'_>) -> Result<Opti
         }
         _ => return Ok(None),
     };
-    validate::table_name(&table)?;
+    cx.table_name(&table)?;
     let entity = match (kind, keys) {
         (WriteKind::Delete, Some((pk, rk))) => Entity::new(pk, rk),
         (_, keys) => {
@@ -224,7 +222,7 @@ fn set_etag(resp: &mut Response, ts: DateTime) -> Result<()> {
 /// updates and merges, 204 for deletes.
 pub async fn write(svc: &Service, cx: &Context, req: &Request, resource: Resource<'_>) -> Result<Response> {
     let level = metadata_level(req)?;
-    let Some((table, op)) = decode_write(req, resource)? else {
+    let Some((table, op)) = decode_write(cx, req, resource)? else {
         return Err(Error::new(ErrorCode::MethodNotAllowed));
     };
     let kind = op.kind;

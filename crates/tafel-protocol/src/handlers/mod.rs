@@ -8,7 +8,7 @@ mod service;
 mod tables;
 
 use http::{HeaderValue, Method, StatusCode};
-use tafel_service::{validate, Action, Error, ErrorCode, Result, Service};
+use tafel_service::{Action, Error, ErrorCode, Result, Service};
 
 use crate::json::{negotiate, write_json_str, MetadataLevel};
 use crate::request::{Context, Request, Response};
@@ -59,7 +59,11 @@ pub async fn handle(svc: &Service, cx: &Context, req: &Request, route: Route<'_>
         ));
     }
     let (resource, filter) = route.into_parts();
-    match resource? {
+    let resource = resource?;
+    if cx.dialect.is_cosmos() {
+        crate::cosmos::admit(&resource)?;
+    }
+    match resource {
         Resource::Tables => match req.method {
             Method::GET | Method::HEAD => tables::query(svc, cx, req).await,
             Method::POST => tables::create(svc, cx, req).await,
@@ -75,7 +79,7 @@ pub async fn handle(svc: &Service, cx: &Context, req: &Request, route: Route<'_>
             Err(Error::new(ErrorCode::InvalidQueryParameterValue))
         }
         Resource::EntitySet(table) if req.param("comp") == Some("acl") => {
-            validate::table_name(&table)?;
+            cx.table_name(&table)?;
             match req.method {
                 Method::GET | Method::HEAD => acl::get(svc, cx, &table).await,
                 Method::PUT => acl::set(svc, cx, req, &table).await,
@@ -110,7 +114,7 @@ pub async fn handle(svc: &Service, cx: &Context, req: &Request, route: Route<'_>
         // exist, else the body's missing keys (or a batch's media type) refused.
         Resource::BelowTable(table) => match req.method {
             Method::POST => {
-                validate::table_name(&table)?;
+                cx.table_name(&table)?;
                 svc.require_table(&cx.caller, &table, Action::InsertEntity).await?;
                 entities::write(svc, cx, req, Resource::EntitySet(table)).await
             }
@@ -121,7 +125,7 @@ pub async fn handle(svc: &Service, cx: &Context, req: &Request, route: Route<'_>
         // the SDKs' delete_table takes as done, else one key where `t`'s entities
         // have two.
         Resource::KeyedBelowTable(table) => {
-            validate::table_name(&table)?;
+            cx.table_name(&table)?;
             svc.require_table(&cx.caller, &table, keyed_below_table_action(&req.method))
                 .await?;
             Err(Error::with_message(

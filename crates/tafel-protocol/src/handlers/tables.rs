@@ -1,5 +1,6 @@
 //! Query Tables (all, or one by name), Create Table, Delete Table.
 
+use crate::cosmos::{self, Dialect};
 use http::StatusCode;
 use tafel_service::{Result, Service, TableQuery};
 
@@ -70,11 +71,15 @@ pub async fn create(svc: &Service, cx: &Context, req: &Request) -> Result<Respon
     let level = metadata_level(req)?;
     require_json_body(req)?;
     let name = decode_table_name(&req.body)?;
-    let name = svc.create_table(&cx.caller, &name).await?;
+    let name = match cx.dialect {
+        Dialect::Storage => svc.create_table(&cx.caller, &name).await?,
+        Dialect::Cosmos => svc.create_table_named_by(&cx.caller, &name, cosmos::table_name).await?,
+    };
     let mut out = Vec::with_capacity(128);
     write_table(&mut out, cx, level, &name, true);
     let mut resp = Response::with_body(StatusCode::CREATED, content_type(level), out);
-    let location = format!("{}/Tables('{name}')", cx.base_url);
+    // Escaped: a Cosmos table's name may be any Unicode, which a header cannot hold.
+    let location = format!("{}/Tables('{}')", cx.base_url, cosmos::escape_name(&name));
     resp.set(crate::names::LOCATION, &location)?;
     resp.set(crate::names::DATASERVICEID, &location)?;
     apply_prefer(&mut resp, prefer(req));
@@ -82,6 +87,12 @@ pub async fn create(svc: &Service, cx: &Context, req: &Request) -> Result<Respon
 }
 
 pub async fn delete(svc: &Service, cx: &Context, name: &str) -> Result<Response> {
-    svc.delete_table(&cx.caller, name).await?;
+    match cx.dialect {
+        Dialect::Storage => svc.delete_table(&cx.caller, name).await?,
+        Dialect::Cosmos => {
+            svc.delete_table_named_by(&cx.caller, name, cosmos::table_name_in_path)
+                .await?
+        }
+    }
     Ok(Response::new(StatusCode::NO_CONTENT))
 }

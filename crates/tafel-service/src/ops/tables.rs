@@ -26,8 +26,13 @@ pub struct TablePage {
 impl Service {
     /// Creates a table; returns its name as stored.
     pub async fn create_table(&self, ctx: &Ctx, name: &str) -> Result<String> {
+        self.create_table_named_by(ctx, name, validate::table_name).await
+    }
+
+    /// [`Service::create_table`] with another service's naming rule (Cosmos DB's).
+    pub async fn create_table_named_by(&self, ctx: &Ctx, name: &str, rule: fn(&str) -> Result<()>) -> Result<String> {
         ctx.access.check(Action::CreateTable, Some(name), None)?;
-        validate::table_name(name)?;
+        rule(name)?;
         if self.store.create_table(&ctx.account, name).await? {
             Ok(name.to_owned())
         } else {
@@ -36,8 +41,16 @@ impl Service {
     }
 
     pub async fn delete_table(&self, ctx: &Ctx, name: &str) -> Result<()> {
+        self.delete_table_named_by(ctx, name, |n| {
+            validate::table_name(n).map_err(|_| Error::new(ErrorCode::TableNotFound))
+        })
+        .await
+    }
+
+    /// [`Service::delete_table`] with another service's naming rule (Cosmos DB's).
+    pub async fn delete_table_named_by(&self, ctx: &Ctx, name: &str, rule: fn(&str) -> Result<()>) -> Result<()> {
         ctx.access.check(Action::DeleteTable, Some(name), None)?;
-        validate::table_name(name).map_err(|_| Error::new(ErrorCode::TableNotFound))?;
+        rule(name)?;
         if self.store.delete_table(&ctx.account, name).await? {
             Ok(())
         } else {
