@@ -385,28 +385,7 @@ fn limit_settings(args: &ServeArgs) -> LimitSettings {
 }
 
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {
-    let mut specs = args.accounts.clone();
-    if let Some(path) = &args.accounts_file {
-        specs.extend(Accounts::specs_from_file(path).map_err(anyhow::Error::msg)?);
-    }
-    if specs.is_empty() {
-        specs = azurite::accounts_from_env();
-        if !specs.is_empty() {
-            tracing::info!("accounts from {}", azurite::ACCOUNTS_VAR);
-        }
-    }
-    let mut accounts = if specs.is_empty() {
-        Accounts::dev()
-    } else {
-        Accounts::from_specs(&specs).map_err(anyhow::Error::msg)?
-    };
-    if args.cosmos {
-        // The Cosmos emulator's connection string, unchanged: its account at the root.
-        use tafel_protocol::cosmos::{EMULATOR_ACCOUNT, EMULATOR_KEY};
-        accounts
-            .merge(Accounts::from_specs(&[format!("{EMULATOR_ACCOUNT}:{EMULATOR_KEY}")]).map_err(anyhow::Error::msg)?);
-        tafel_http::set_root_account(EMULATOR_ACCOUNT, accounts.names().map(str::to_owned).collect());
-    }
+    let accounts = accounts(&args)?;
     let store = args.open_store().await?;
     args.change_feed.apply(store.as_ref())?;
     if let Some(what) = tafel_backup::unfinished_restore(store.as_ref()).await? {
@@ -455,18 +434,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 .then(|| Throttle::new(args.partition_limit, args.account_limit)),
         ),
     );
-    let certificate = match args.tls_source() {
-        Some(source) => Some(tls::Certificate::open(source).context("loading the TLS certificate")?),
-        None => None,
-    };
-    let acceptor = certificate
-        .as_ref()
-        .map(|c| c.acceptor())
-        .transpose()
-        .context("setting up TLS")?;
-    if let Some(certificate) = certificate.clone() {
-        tokio::spawn(reload_on_hangup(certificate));
-    }
+    let acceptor = tls_acceptor(&args)?;
     let scheme = if acceptor.is_some() { "https" } else { "http" };
     let addr: SocketAddr = format!("{}:{}", args.host, args.port)
         .parse()
@@ -500,18 +468,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             )))
         }
     };
-    let names: Vec<&str> = state.accounts().names().collect();
-    match args.store.backend {
-        Backend::Embedded if args.in_memory => {
-            tracing::info!(in_memory = true, accounts = ?names, scheme, "listening on {}", listener.local_addr()?)
-        }
-        Backend::Embedded => {
-            tracing::info!(data_dir = %args.store.data_dir.display(), accounts = ?names, scheme, "listening on {}", listener.local_addr()?)
-        }
-        Backend::Postgres => {
-            tracing::info!(backend = "postgres", accounts = ?names, scheme, "listening on {}", listener.local_addr()?)
-        }
-    }
+    log_listening(&args, state.accounts(), scheme, listener.local_addr()?);
     let _listeners_file = args.listeners_file.as_deref().and_then(|path| {
         listeners::ListenersFile::write(
             path,
@@ -539,6 +496,67 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     }
     tracing::info!("stopped");
     Ok(())
+}
+
+/// The accounts served: `--account`s and `--accounts-file`, else Azurite's
+/// `AZURITE_ACCOUNTS`, else the development account.
+fn accounts(args: &ServeArgs) -> anyhow::Result<Accounts> {
+    let mut specs = args.accounts.clone();
+    if let Some(path) = &args.accounts_file {
+        specs.extend(Accounts::specs_from_file(path).map_err(anyhow::Error::msg)?);
+    }
+    if specs.is_empty() {
+        specs = azurite::accounts_from_env();
+        if !specs.is_empty() {
+            tracing::info!("accounts from {}", azurite::ACCOUNTS_VAR);
+        }
+    }
+    let mut accounts = if specs.is_empty() {
+        Accounts::dev()
+    } else {
+        Accounts::from_specs(&specs).map_err(anyhow::Error::msg)?
+    };
+    if args.cosmos {
+        // The Cosmos emulator's connection string, unchanged: its account at the root.
+        use tafel_protocol::cosmos::{EMULATOR_ACCOUNT, EMULATOR_KEY};
+        accounts
+            .merge(Accounts::from_specs(&[format!("{EMULATOR_ACCOUNT}:{EMULATOR_KEY}")]).map_err(anyhow::Error::msg)?);
+        tafel_http::set_root_account(EMULATOR_ACCOUNT, accounts.names().map(str::to_owned).collect());
+    }
+    Ok(accounts)
+}
+
+/// The TLS acceptor when `--cert`/`--pfx` is given, its certificate reloaded on SIGHUP.
+fn tls_acceptor(args: &ServeArgs) -> anyhow::Result<Option<tls::TlsAcceptor>> {
+    let certificate = match args.tls_source() {
+        Some(source) => Some(tls::Certificate::open(source).context("loading the TLS certificate")?),
+        None => None,
+    };
+    let acceptor = certificate
+        .as_ref()
+        .map(|c| c.acceptor())
+        .transpose()
+        .context("setting up TLS")?;
+    if let Some(certificate) = certificate.clone() {
+        tokio::spawn(reload_on_hangup(certificate));
+    }
+    Ok(acceptor)
+}
+
+/// Logs where the Table API listens, for which accounts, over which store.
+fn log_listening(args: &ServeArgs, accounts: &Accounts, scheme: &str, addr: SocketAddr) {
+    let names: Vec<&str> = accounts.names().collect();
+    match args.store.backend {
+        Backend::Embedded if args.in_memory => {
+            tracing::info!(in_memory = true, accounts = ?names, scheme, "listening on {}", addr)
+        }
+        Backend::Embedded => {
+            tracing::info!(data_dir = %args.store.data_dir.display(), accounts = ?names, scheme, "listening on {}", addr)
+        }
+        Backend::Postgres => {
+            tracing::info!(backend = "postgres", accounts = ?names, scheme, "listening on {}", addr)
+        }
+    }
 }
 
 /// On each SIGHUP, loads the certificate files again: new handshakes get the new
