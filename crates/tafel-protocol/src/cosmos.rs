@@ -132,6 +132,25 @@ pub(crate) fn batch_error(e: &Error) -> Error {
     }
 }
 
+/// Cosmos refuses an empty PartitionKey or RowKey, which Table Storage takes (the
+/// SDK's Cosmos tests expect the insert to fail).
+pub(crate) fn nonempty_keys(partition_key: &str, row_key: &str) -> Result<()> {
+    if partition_key.is_empty() || row_key.is_empty() {
+        return Err(Error::with_message(
+            ErrorCode::InvalidInput,
+            "The PartitionKey and RowKey must not be empty.",
+        ));
+    }
+    Ok(())
+}
+
+/// Whether writes are taken at the account's `-secondary` host: Cosmos's is a
+/// regional endpoint of the same account (the SDK's Cosmos tests write through it
+/// with `location_mode=SECONDARY`); Table Storage's is a read-only replica.
+pub fn secondary_writes(dialect: Dialect) -> bool {
+    dialect.is_cosmos()
+}
+
 /// How long a throttled client is told to wait, in `x-ms-retry-after-ms`: the
 /// throttle counts per second, and a tenth of one lets most retries land in time.
 pub const RETRY_AFTER_MS: &str = "100";

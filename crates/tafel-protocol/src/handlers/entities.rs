@@ -195,6 +195,9 @@ pub(crate) fn decode_write(cx: &Context, req: &Request, resource: Resource<'_>) 
             decode_entity(&req.body, keys.as_ref().map(|(p, r)| (p.as_ref(), r.as_ref())))?
         }
     };
+    if cx.dialect.is_cosmos() && kind != WriteKind::Delete {
+        crate::cosmos::nonempty_keys(&entity.partition_key, &entity.row_key)?;
+    }
     // Insert takes no If-Match (whatever a client sends with one is ignored); Delete needs one.
     let if_match = match kind {
         WriteKind::Insert => IfMatch::None,

@@ -51,8 +51,9 @@ fn is_write(method: &Method) -> bool {
 
 /// Runs one operation: `req`, as `route` (classified from it) tells.
 pub async fn handle(svc: &Service, cx: &Context, req: &Request, route: Route<'_>) -> Result<Response> {
-    // The secondary endpoint is a read-only replica (an RA-GRS account's).
-    if cx.secondary && is_write(&req.method) {
+    // The secondary endpoint is a read-only replica (an RA-GRS account's); a
+    // Cosmos account's `-secondary` endpoint takes writes (`cosmos::secondary_writes`).
+    if cx.secondary && is_write(&req.method) && !crate::cosmos::secondary_writes(cx.dialect) {
         return Err(Error::with_message(
             ErrorCode::InsufficientAccountPermissions,
             "Write operations are not allowed.",
