@@ -88,8 +88,13 @@ def test_a_partition_past_its_limit_is_busy_while_another_is_served(limited):
 def test_an_account_past_its_limit_is_busy_across_partitions(limited):
     srv = limited("--account-limit", "30")
     table = new_table(srv)
+    start = time.monotonic()
     accepted, refusal = insert_until_busy(srv, table, lambda i: f"p{i}", 300)
-    assert 28 <= accepted < 60, accepted  # the table's creation counted one
+    elapsed = time.monotonic() - start
+    # One second's burst (the table's creation counted one), plus what the rate
+    # earned while the inserts ran: on a loaded machine they are slow, and a fixed
+    # bound (< 60) failed with 63 accepted.
+    assert 28 <= accepted <= 30 + 30 * elapsed + 2, (accepted, elapsed)
     assert_busy(refusal, ACCOUNT_MESSAGE)
     # A partition never used is refused too: the account's rate is spent.
     assert_busy(insert(srv, table, "fresh"), ACCOUNT_MESSAGE)
