@@ -133,12 +133,13 @@ pub(crate) fn batch_error(e: &Error) -> Error {
 }
 
 /// Cosmos refuses an empty PartitionKey or RowKey, which Table Storage takes (the
-/// SDK's Cosmos tests expect the insert to fail).
+/// SDK's Cosmos tests, run live against Cosmos, expect the insert to fail with a
+/// message holding "PartitionKey/RowKey cannot be empty").
 pub(crate) fn nonempty_keys(partition_key: &str, row_key: &str) -> Result<()> {
     if partition_key.is_empty() || row_key.is_empty() {
         return Err(Error::with_message(
             ErrorCode::InvalidInput,
-            "The PartitionKey and RowKey must not be empty.",
+            "PartitionKey/RowKey cannot be empty.",
         ));
     }
     Ok(())
