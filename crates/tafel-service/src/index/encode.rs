@@ -94,8 +94,7 @@ fn escape_from(out: &mut Vec<u8>, start: usize) {
 }
 
 /// The smallest byte string greater than every string that starts with `prefix`.
-/// Encodings never end in 0xFF runs only (a tag or terminator ends them), so
-/// this always exists for the prefixes used here.
+/// It exists for every encoding: each starts with a tag byte below 0xFF.
 pub fn prefix_end(prefix: &[u8]) -> Vec<u8> {
     let mut end = prefix.to_vec();
     while let Some(last) = end.pop() {
@@ -104,7 +103,8 @@ pub fn prefix_end(prefix: &[u8]) -> Vec<u8> {
             return end;
         }
     }
-    // All 0xFF: nothing is greater by incrementing; an empty end means "no bound".
+    // Only for a prefix of 0xFF bytes, which no encoding is: an empty end makes
+    // an empty range, never one that holds too much.
     Vec::new()
 }
 
@@ -192,10 +192,13 @@ pub fn intersect(a: &[ByteRange], b: &[ByteRange]) -> Vec<ByteRange> {
     let (mut i, mut j) = (0, 0);
     let mut out = Vec::new();
     while i < a.len() && j < b.len() {
-        let start = a[i].start.clone().max(b[j].start.clone());
-        let end = a[i].end.clone().min(b[j].end.clone());
+        let start = (&a[i].start).max(&b[j].start);
+        let end = (&a[i].end).min(&b[j].end);
         if start < end {
-            out.push(ByteRange { start, end });
+            out.push(ByteRange {
+                start: start.clone(),
+                end: end.clone(),
+            });
         }
         if a[i].end <= b[j].end {
             i += 1;
