@@ -1,5 +1,6 @@
-//! One request's path through the HTTP layer: address → version → body →
-//! authenticate → protocol handler → common response headers. Every failure
+//! One request's path through the HTTP layer: address → the head's checks
+//! (version, credential, permission) → body (`admit`) → fault rules
+//! (`injected`) → protocol handler → common response headers. Every failure
 //! becomes Azure's error response here, in one place.
 
 use std::net::SocketAddr;
@@ -7,24 +8,24 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
-use http::{HeaderMap, HeaderValue, Method, StatusCode};
+use http::{HeaderValue, Method, StatusCode};
 use http_body_util::Full;
 use hyper::body::Incoming;
 use tafel_protocol::json::MetadataLevel;
-use tafel_protocol::operation::{self, Operation};
+use tafel_protocol::operation::Operation;
 use tafel_protocol::{error_body, handlers, parse_query, Context, Request, Response, Route};
-use tafel_service::{Ctx, Error, ErrorCode, Recheck, Service};
+use tafel_service::{Ctx, Error, ErrorCode, Service};
+
+mod admit;
+mod injected;
 
 use crate::accounts::Accounts;
 use crate::addressing;
 use crate::auth::bearer::OAuth;
-use crate::auth::{self, Signed};
-use crate::body;
 use crate::cors;
-use crate::faults::{Effect, Fault, RuleSet, Target};
-use crate::limits::{self, Limits};
+use crate::limits::Limits;
 use crate::names::{
-    CACHE_CONTROL, CONNECTION, CONTENT_MD5, DATASERVICEVERSION, SERVER, WWW_AUTHENTICATE, X_CONTENT_TYPE_OPTIONS,
+    CACHE_CONTROL, CONNECTION, DATASERVICEVERSION, SERVER, WWW_AUTHENTICATE, X_CONTENT_TYPE_OPTIONS,
     X_MS_CLIENT_REQUEST_ID, X_MS_ERROR_CODE, X_MS_REQUEST_ID, X_MS_VERSION,
 };
 use crate::ops::{self, Credential, Ops};
@@ -125,6 +126,37 @@ struct Meta {
     lose_answer: bool,
 }
 
+impl Meta {
+    /// What the answer and the log take from the request's head, before it runs.
+    fn of(req: &hyper::Request<Incoming>) -> Self {
+        let headers = req.headers();
+        Meta {
+            request_id: uuid::Uuid::new_v4().to_string(),
+            // The request's own value (shares its buffer, no copy) when it is text.
+            version: headers
+                .get(&X_MS_VERSION)
+                .filter(|v| v.to_str().is_ok())
+                .cloned()
+                .unwrap_or(HeaderValue::from_static(DEFAULT_VERSION)),
+            client_request_id: headers.get(&X_MS_CLIENT_REQUEST_ID).cloned(),
+            error_level: Some(MetadataLevel::Minimal),
+            account: None,
+            origin: headers
+                .get(http::header::ORIGIN)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned),
+            method: req.method().clone(),
+            operation: Operation::Unknown,
+            error: None,
+            table: String::new(),
+            bytes_in: 0,
+            fault: "",
+            fault_status: None,
+            lose_answer: false,
+        }
+    }
+}
+
 /// A response withheld by a fault rule: the server closes the connection
 /// instead of sending it.
 #[derive(Debug)]
@@ -193,45 +225,21 @@ pub(crate) async fn handle_routed(
 ) -> Result<Response, LostAnswer> {
     let started = Instant::now();
     let _in_flight = state.ops.in_flight();
-    let request_id = uuid::Uuid::new_v4().to_string();
-    let headers = req.headers();
     // What only the access log needs is gathered only while it is on.
-    let logs_access = state.ops.logs_access();
-    let (credential, peer, user_agent) = match logs_access {
+    let (credential, peer, user_agent) = match state.ops.logs_access() {
         true => (
             Credential::of(
-                headers.get(http::header::AUTHORIZATION).map(HeaderValue::as_bytes),
+                req.headers()
+                    .get(http::header::AUTHORIZATION)
+                    .map(HeaderValue::as_bytes),
                 req.uri().query(),
             ),
             Some(routed.peer.addr),
-            headers.get(http::header::USER_AGENT).cloned(),
+            req.headers().get(http::header::USER_AGENT).cloned(),
         ),
         false => (Credential::Anonymous, None, None),
     };
-    let mut meta = Meta {
-        request_id,
-        // The request's own value (shares its buffer, no copy) when it is text.
-        version: headers
-            .get(&X_MS_VERSION)
-            .filter(|v| v.to_str().is_ok())
-            .cloned()
-            .unwrap_or(HeaderValue::from_static(DEFAULT_VERSION)),
-        client_request_id: headers.get(&X_MS_CLIENT_REQUEST_ID).cloned(),
-        error_level: Some(MetadataLevel::Minimal),
-        account: None,
-        origin: headers
-            .get(http::header::ORIGIN)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned),
-        method: req.method().clone(),
-        operation: Operation::Unknown,
-        error: None,
-        table: String::new(),
-        bytes_in: 0,
-        fault: "",
-        fault_status: None,
-        lose_answer: false,
-    };
+    let mut meta = Meta::of(&req);
     let head_request = req.method() == Method::HEAD;
     let mut resp = match run(&state, req, routed, &mut meta).await {
         Ok(r) => r,
@@ -339,50 +347,6 @@ fn finish(resp: &mut Response, meta: &Meta) {
     }
 }
 
-/// A `Content-MD5` header must match the body it came with.
-fn check_content_md5(headers: &HeaderMap, body: &[u8]) -> Result<(), Error> {
-    use base64::Engine;
-    use md5::Digest;
-    let Some(sent) = headers.get(&CONTENT_MD5) else {
-        return Ok(());
-    };
-    let sent = base64::engine::general_purpose::STANDARD
-        .decode(sent.as_bytes())
-        .map_err(|_| Error::with_message(ErrorCode::InvalidHeaderValue, "Content-MD5 is not valid base64."))?;
-    if sent.as_slice() != md5::Md5::digest(body).as_slice() {
-        return Err(Error::new(ErrorCode::Md5Mismatch));
-    }
-    Ok(())
-}
-
-/// Every published `x-ms-version` is accepted (clients.md: never reject a request for
-/// its version alone); only a value that is not a version at all is refused.
-fn check_version(headers: &HeaderMap) -> Result<(), Error> {
-    let Some(v) = headers.get(&X_MS_VERSION) else {
-        return Ok(());
-    };
-    let v = v
-        .to_str()
-        .map_err(|_| Error::new(ErrorCode::InvalidHeaderValue))?
-        .trim();
-    let b = v.as_bytes();
-    let well_formed = b.len() == 10
-        && b.iter().enumerate().all(|(i, c)| {
-            if i == 4 || i == 7 {
-                *c == b'-'
-            } else {
-                c.is_ascii_digit()
-            }
-        });
-    if !well_formed {
-        return Err(Error::with_message(
-            ErrorCode::InvalidHeaderValue,
-            format!("The value '{v}' of x-ms-version is not a version."),
-        ));
-    }
-    Ok(())
-}
-
 async fn run(
     state: &Arc<AppState>,
     req: hyper::Request<Incoming>,
@@ -398,94 +362,30 @@ async fn run(
         route,
         peer,
     } = routed;
-    if query.iter().any(|(k, _)| k == "comp" || k == "restype") {
-        meta.error_level = None;
-    }
-    if let Some(id) = &meta.client_request_id {
-        if id.len() > 1024 {
-            meta.client_request_id = None;
-            return Err(Error::with_message(
-                ErrorCode::InvalidHeaderValue,
-                "x-ms-client-request-id exceeds 1024 characters.",
-            ));
-        }
-    }
-    let https = peer.https;
-    let address = address
-        .ok_or_else(|| Error::with_message(ErrorCode::InvalidUri, "The request URI names no storage account."))?;
-    meta.account = Some(address.account.clone());
-    meta.operation = route.operation();
-    if state.ops.logs_access() {
-        meta.table = route.table().unwrap_or_default().to_owned();
-    }
+    let address = classify(state, meta, &query, address, &route)?;
     if parts.method == Method::OPTIONS {
         // CORS preflight: unauthenticated, answered from the stored rules.
         meta.error_level = None;
         return cors::preflight(&state.service, &state.accounts, &address.account, &parts.headers).await;
     }
-    check_version(&parts.headers)?;
-
-    let declared = parts
-        .headers
-        .get(http::header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
-    // Known from the head to be too large, whoever sends it: answered as Azure
-    // answers it, after the body is drained (bounded; no memory held).
-    if declared.is_some_and(|n| n > body::MAX_BODY) {
-        return Err(body::too_large(body).await);
-    }
-    // Credentials are checked from the head alone, before any body memory is
-    // reserved or a byte of the body read: a peer without them holds nothing.
-    let peer = Some(peer.addr.ip());
-    let authenticated = auth::authenticate(
-        &state.accounts,
-        &state.service,
-        state.oauth.as_deref(),
-        &Signed {
-            method: parts.method.as_str(),
-            account: &address.account,
-            raw_path: &raw_path,
-            query: &query,
-            headers: &parts.headers,
-            peer,
-            https,
-        },
-    )
-    .await;
-    let access = match authenticated {
-        Ok(access) => access,
-        Err(e) => {
-            body::discard(body, &state.limits).await;
-            return Err(e);
-        }
+    let caller = admit::Caller {
+        method: parts.method.clone(),
+        account: &address.account,
+        raw_path: &raw_path,
+        peer: Some(peer.addr.ip()),
+        https: peer.https,
     };
-
-    // Everything the head decides is decided before a byte of body is held: the
-    // verb, whether the credential may do this at all, whether a body belongs.
     let method = route.method()?;
-    route.admit(&access)?;
-    let has_body = match declared {
-        Some(n) => n > 0,
-        None => !hyper::body::Body::is_end_stream(&body),
-    };
-    if has_body && !route.takes_body() {
-        return Err(Error::with_message(
-            ErrorCode::InvalidInput,
-            "This operation does not take a request body.",
-        ));
-    }
-    // The body memory is held, in the credential's and the account's shares,
-    // until the request is answered.
-    let credential = limits::Credential::of(&parts.headers, &query);
-    let share = state.limits.body_share(&address.account, &credential);
-    // Only a SAS or a token can be revoked or expire within a request's life.
-    let revocable = !matches!(credential, limits::Credential::Key);
-    let (body, _room) = body::read(body, declared, &state.limits, &share).await?;
+    let admit::Admitted {
+        access,
+        body,
+        room: _room,
+        revocable,
+    } = admit::admit(state, &caller.head(&parts.headers, &query), &route, body).await?;
     meta.bytes_in = body.len() as u64;
-    check_content_md5(&parts.headers, &body)?;
     let request = Request {
         method,
-        path: address.path,
+        path: address.path.clone(),
         query,
         headers: parts.headers,
         body,
@@ -493,41 +393,12 @@ async fn run(
     if !handlers::wants_xml_errors(&request) {
         meta.error_level = Some(handlers::metadata_level(&request).unwrap_or(MetadataLevel::Minimal));
     }
-    // After authentication: a fault never lets a request through that would
-    // have been refused, nor hides its 403.
-    let fault = match state.ops.faults.active() {
-        Some(set) => fire(&set, &address.account, &route, &request),
-        None => None,
-    };
-    let mut page_limit = None;
-    let mut lost = None;
-    let mut delay_after = None;
-    if let Some(f) = fault {
-        delay_after = f.delay_after;
-        meta.fault = f.effect.kind();
-        if let Some(d) = f.delay {
-            tokio::time::sleep(d).await;
-        }
-        match f.effect {
-            Effect::Delay => {}
-            Effect::Error(e) => {
-                meta.fault_status = Some(e.status);
-                return Err(e.error());
-            }
-            Effect::EndPageEarly(n) => page_limit = Some(n),
-            Effect::LoseAnswer(e) => lost = Some(e),
-        }
-    }
+    let fired = injected::before(state, &address.account, &route, &request, meta).await?;
     // A feed's long poll checks its credential again before each delivery.
     let recheck = match (route.operation(), revocable) {
-        (Operation::ReadChanges, true) => Some(recheck(
+        (Operation::ReadChanges, true) => Some(admit::recheck(
             state.clone(),
-            parts.method.as_str(),
-            &address.account,
-            &raw_path,
-            &request,
-            peer,
-            https,
+            &caller.head(&request.headers, &request.query),
         )),
         _ => None,
     };
@@ -540,107 +411,57 @@ async fn run(
         base_url: address.base_url,
         request_id: meta.request_id.clone(),
         secondary: address.secondary,
-        page_limit,
+        page_limit: fired.page_limit,
         dialect,
     };
+    let answer = dispatch(state, &cx, &request, route).await;
+    fired.after(answer, meta).await
+}
+
+/// Checks what the request's head says of itself and names what it addresses
+/// in `meta`: the error format, the client's request id, the account.
+fn classify(
+    state: &AppState,
+    meta: &mut Meta,
+    query: &[(String, String)],
+    address: Option<addressing::Address>,
+    route: &Route<'_>,
+) -> Result<addressing::Address, Error> {
+    if query.iter().any(|(k, _)| k == "comp" || k == "restype") {
+        meta.error_level = None;
+    }
+    if meta.client_request_id.as_ref().is_some_and(|id| id.len() > 1024) {
+        meta.client_request_id = None;
+        return Err(Error::with_message(
+            ErrorCode::InvalidHeaderValue,
+            "x-ms-client-request-id exceeds 1024 characters.",
+        ));
+    }
+    let address = address
+        .ok_or_else(|| Error::with_message(ErrorCode::InvalidUri, "The request URI names no storage account."))?;
+    meta.account = Some(address.account.clone());
+    meta.operation = route.operation();
+    if state.ops.logs_access() {
+        meta.table = route.table().unwrap_or_default().to_owned();
+    }
+    Ok(address)
+}
+
+/// Runs the request in the protocol layer, throttled when `--azure-limits` is on.
+async fn dispatch(state: &AppState, cx: &Context, request: &Request, route: Route<'static>) -> Result<Response, Error> {
     // Off by default: then this is the one check the request pays.
-    let answer = match &state.throttle {
-        None => tafel_protocol::handle(&state.service, &cx, &request, route).await,
-        Some(throttle) => {
-            let charge = tafel_protocol::charge::of(&cx.caller.account, &request, &route);
-            throttle
-                .admit(&cx.caller.account, &charge)
-                .map_err(|e| dialect.throttled(e))?;
-            let resp = tafel_protocol::handle(&state.service, &cx, &request, route).await;
-            if let (true, Ok(r)) = (charge.query, &resp) {
-                throttle.settle(&cx.caller.account, &charge, r.entities);
-            }
-            resp
-        }
+    let Some(throttle) = &state.throttle else {
+        return tafel_protocol::handle(&state.service, cx, request, route).await;
     };
-    if let Some(d) = delay_after {
-        tokio::time::sleep(d).await;
+    let charge = tafel_protocol::charge::of(&cx.caller.account, request, &route);
+    throttle
+        .admit(&cx.caller.account, &charge)
+        .map_err(|e| cx.dialect.throttled(e))?;
+    let resp = tafel_protocol::handle(&state.service, cx, request, route).await;
+    if let (true, Ok(r)) = (charge.query, &resp) {
+        throttle.settle(&cx.caller.account, &charge, r.entities);
     }
-    match lost {
-        None => answer,
-        // The operation is applied; its answer, whatever it was, is replaced.
-        Some(Some(e)) => {
-            meta.fault_status = Some(e.status);
-            Err(e.error())
-        }
-        Some(None) => {
-            meta.lose_answer = true;
-            answer
-        }
-    }
-}
-
-/// The request's authentication, to run again later ([`Recheck`]): it owns what
-/// the head said, and fails as the first verification would now.
-fn recheck(
-    state: Arc<AppState>,
-    method: &str,
-    account: &str,
-    raw_path: &str,
-    request: &Request,
-    peer: Option<std::net::IpAddr>,
-    https: bool,
-) -> Recheck {
-    let (method, account, raw_path) = (method.to_owned(), account.to_owned(), raw_path.to_owned());
-    let (query, headers) = (request.query.clone(), request.headers.clone());
-    Recheck(Arc::new(move || {
-        let (state, account, raw_path) = (state.clone(), account.clone(), raw_path.clone());
-        let (query, headers, method) = (query.clone(), headers.clone(), method.clone());
-        Box::pin(async move {
-            let signed = Signed {
-                method: &method,
-                account: &account,
-                raw_path: &raw_path,
-                query: &query,
-                headers: &headers,
-                peer,
-                https,
-            };
-            auth::authenticate(&state.accounts, &state.service, state.oauth.as_deref(), &signed)
-                .await
-                .map(|_| ())
-        })
-    }))
-}
-
-/// The fault a rule injects into `request`, if one fires for it.
-fn fire(set: &RuleSet, account: &str, route: &Route<'_>, request: &Request) -> Option<Fault> {
-    let operation = route.operation();
-    let (batch, body_partition);
-    let (table, partition) = match operation {
-        // A batch's table and partition are in its body.
-        Operation::EntityGroupTransaction => {
-            batch = request
-                .header("content-type")
-                .and_then(|ct| operation::batch_target(account, ct, &request.body));
-            batch
-                .as_ref()
-                .map_or((None, None), |(t, p)| (Some(t.as_str()), p.as_deref()))
-        }
-        _ => {
-            body_partition = match (set.wants_partition(), operation) {
-                (true, Operation::InsertEntity) => operation::body_partition(&request.body),
-                _ => None,
-            };
-            let partition = match set.wants_partition() {
-                false => None,
-                true => route.partition().or(body_partition.as_deref()),
-            };
-            (route.table(), partition)
-        }
-    };
-    set.fire(&Target {
-        account,
-        table,
-        partition,
-        operation,
-        method: request.method.as_str(),
-    })
+    resp
 }
 
 /// Converts a protocol response into hyper's.
