@@ -128,37 +128,19 @@ pub async fn import(
     opts: &Options,
     progress: &dyn Progress,
 ) -> Result<Summary, TransferError> {
-    let (start, mut summary) = match &opts.checkpoint {
-        Some(path) if opts.resume && path.exists() => read_checkpoint(path)?,
-        _ => (0, Summary::default()),
-    };
+    let mut ledger = Ledger::open(opts)?;
     // The stopped run may have written rows past its checkpoint (chunks that finished
     // ahead of it): a resumed run finds them as its own earlier success.
     let resumed = opts.resume;
-    let mut rejects_file = std::fs::OpenOptions::new()
-        .create(true)
-        .append(opts.resume)
-        .write(true)
-        .truncate(!opts.resume)
-        .open(&opts.rejects)
-        .map_err(|e| TransferError::Usage(format!("opening {}: {e}", opts.rejects.display())))?;
-
     let (tx, mut chunks) = mpsc::channel::<Chunk>(opts.in_flight.max(1));
+    let start = ledger.watermark;
     let reader = tokio::task::spawn_blocking(move || make_chunks(rows, start, &tx));
 
     let mut running = JoinSet::new();
-    let mut finished: BTreeMap<u64, Done> = BTreeMap::new();
-    // What the done chunks of the window the checkpoint has not passed yet did.
-    let (mut window_written, mut window_rejects) = (0u64, Vec::new());
-    let (mut next_seq, mut watermark) = (0u64, start);
-    let mut last_save = Instant::now();
     let (mut reading, mut interrupted) = (true, false);
     let ctrl_c = tokio::signal::ctrl_c();
     tokio::pin!(ctrl_c);
-    loop {
-        if !reading && running.is_empty() {
-            break;
-        }
+    while reading || !running.is_empty() {
         let room = running.len() < opts.in_flight.max(1);
         tokio::select! {
             chunk = chunks.recv(), if reading && room => match chunk {
@@ -172,29 +154,9 @@ pub async fn import(
                 let Some(done) = done else { continue };
                 let done = done.map_err(|e| TransferError::Protocol(format!("a writer stopped: {e}")))?;
                 progress.add(done.written + done.rejects.len() as u64, 0);
-                finished.insert(done.seq, done);
-                // Counts and rejects are kept as of the checkpoint's line, a window's
-                // once all of it is done: a resumed run does what lies past that line
-                // again, and must not count or report it twice.
-                while let Some(done) = finished.remove(&next_seq) {
-                    next_seq += 1;
-                    window_written += done.written;
-                    window_rejects.extend(done.rejects);
-                    if done.last_line != watermark {
-                        for r in window_rejects.drain(..) {
-                            writeln!(rejects_file, "{r}")?;
-                            summary.rejected += 1;
-                        }
-                        summary.written += std::mem::take(&mut window_written);
-                        watermark = done.last_line;
-                    }
-                }
-                if last_save.elapsed() >= CHECKPOINT_EVERY {
-                    rejects_file.flush()?;
-                    if let Some(path) = &opts.checkpoint {
-                        save_checkpoint(path, watermark, &summary)?;
-                    }
-                    last_save = Instant::now();
+                ledger.record(done)?;
+                if ledger.last_save.elapsed() >= CHECKPOINT_EVERY {
+                    ledger.save()?;
                 }
             }
             _ = &mut ctrl_c, if reading => {
@@ -203,10 +165,7 @@ pub async fn import(
             }
         }
     }
-    rejects_file.flush()?;
-    if let Some(path) = &opts.checkpoint {
-        save_checkpoint(path, watermark, &summary)?;
-    }
+    ledger.save()?;
     // A reader still sending finds the channel closed and stops.
     drop(chunks);
     reader
@@ -215,14 +174,93 @@ pub async fn import(
     if interrupted {
         return Err(TransferError::Interrupted);
     }
-    // Done: nothing to resume, and no empty rejects file left behind.
-    if let Some(path) = &opts.checkpoint {
-        let _ = std::fs::remove_file(path);
+    Ok(ledger.finish(opts))
+}
+
+/// What the import has done as of its checkpoint's line: the counts, the rejects
+/// file, and the chunks done ahead of that line.
+struct Ledger {
+    summary: Summary,
+    rejects_file: std::fs::File,
+    checkpoint: Option<std::path::PathBuf>,
+    /// Chunks done out of order, by sequence number, until those before them are.
+    finished: BTreeMap<u64, Done>,
+    next_seq: u64,
+    /// What the done chunks of the window the checkpoint has not passed yet did.
+    window_written: u64,
+    window_rejects: Vec<Value>,
+    /// The line the checkpoint stands at.
+    watermark: u64,
+    last_save: Instant,
+}
+
+impl Ledger {
+    /// A fresh ledger, or the checkpoint's when resuming.
+    fn open(opts: &Options) -> Result<Self, TransferError> {
+        let (watermark, summary) = match &opts.checkpoint {
+            Some(path) if opts.resume && path.exists() => read_checkpoint(path)?,
+            _ => (0, Summary::default()),
+        };
+        let rejects_file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(opts.resume)
+            .write(true)
+            .truncate(!opts.resume)
+            .open(&opts.rejects)
+            .map_err(|e| TransferError::Usage(format!("opening {}: {e}", opts.rejects.display())))?;
+        Ok(Ledger {
+            summary,
+            rejects_file,
+            checkpoint: opts.checkpoint.clone(),
+            finished: BTreeMap::new(),
+            next_seq: 0,
+            window_written: 0,
+            window_rejects: Vec::new(),
+            watermark,
+            last_save: Instant::now(),
+        })
     }
-    if summary.rejected == 0 {
-        let _ = std::fs::remove_file(&opts.rejects);
+
+    /// Counts and rejects are kept as of the checkpoint's line, a window's once
+    /// all of it is done: a resumed run does what lies past that line again, and
+    /// must not count or report it twice.
+    fn record(&mut self, done: Done) -> Result<(), TransferError> {
+        self.finished.insert(done.seq, done);
+        while let Some(done) = self.finished.remove(&self.next_seq) {
+            self.next_seq += 1;
+            self.window_written += done.written;
+            self.window_rejects.extend(done.rejects);
+            if done.last_line != self.watermark {
+                for r in self.window_rejects.drain(..) {
+                    writeln!(self.rejects_file, "{r}")?;
+                    self.summary.rejected += 1;
+                }
+                self.summary.written += std::mem::take(&mut self.window_written);
+                self.watermark = done.last_line;
+            }
+        }
+        Ok(())
     }
-    Ok(summary)
+
+    fn save(&mut self) -> Result<(), TransferError> {
+        self.rejects_file.flush()?;
+        if let Some(path) = &self.checkpoint {
+            save_checkpoint(path, self.watermark, &self.summary)?;
+        }
+        self.last_save = Instant::now();
+        Ok(())
+    }
+
+    /// The import is done: nothing to resume, and no empty rejects file left behind.
+    fn finish(self, opts: &Options) -> Summary {
+        if let Some(path) = &self.checkpoint {
+            let _ = std::fs::remove_file(path);
+        }
+        if self.summary.rejected == 0 {
+            let _ = std::fs::remove_file(&opts.rejects);
+        }
+        self.summary
+    }
 }
 
 /// Rows read at once and grouped by partition before they are cut into changesets,

@@ -262,10 +262,7 @@ fn finish(
             );
             std::process::exit(EXIT_INTERRUPTED);
         }
-        Err(TransferError::Interrupted) => {
-            eprintln!("interrupted: run the same command with --resume to go on");
-            std::process::exit(EXIT_INTERRUPTED);
-        }
+        Err(TransferError::Interrupted) => interrupted(),
         Err(e) => Err(e.into()),
     }
 }
@@ -432,21 +429,7 @@ async fn copy_following(
         if !resuming {
             state.since = a.since.clone();
         }
-        let progress = Progress::new(what, None, a.write.quiet);
-        let interval = std::time::Duration::from_secs_f64(a.poll_interval.clamp(0.05, 3600.0));
-        let polled = poll::Polled {
-            source,
-            table: &a.table,
-            filter: a.filter.as_deref(),
-            interval,
-        };
-        poll::follow(&polled, &applier, &mut state, &path, &progress).await?;
-        if !a.write.quiet {
-            let since = state.since.as_deref().unwrap_or("the start");
-            progress.finish(&format!(", up to Timestamp {since}"));
-        }
-        eprintln!("interrupted: run the same command with --resume to go on");
-        std::process::exit(EXIT_INTERRUPTED);
+        return follow_by_polling(a, source, &applier, &mut state, &path, what).await;
     }
     if resuming && state.after.is_none() {
         bail!(
@@ -457,39 +440,11 @@ async fn copy_following(
     if !resuming {
         // Noted before the copy: every change from here on is applied after it, and
         // those the copy already saw are applied again, harmlessly (after-images).
-        match follow::head(source, &a.table).await {
-            Ok(head) => state.after = Some(head),
-            Err(TransferError::NoFeed(why)) => bail!(
-                "{why}\n--follow reads the source's change feed: start that Tafel with --change-retention, \
-                 or add --poll to follow by Timestamps (deletes are then not seen)"
-            ),
-            Err(e) => return Err(anyhow::Error::from(e).context("reading the source's change feed")),
-        }
+        state.after = Some(feed_head(source, &a.table).await?);
         state.save(&path)?;
     }
     if !state.copied {
-        // The initial copy writes over whatever is there: following upserts anyway.
-        let (result, progress, rejects) =
-            full_copy(a, source, target, to_table, filter, ModeArg::Replace, resuming).await?;
-        match result {
-            Ok(s) => {
-                if !a.write.quiet {
-                    progress.finish(&format!(", {} written, {} rejected", s.written, s.rejected));
-                }
-                if s.rejected > 0 {
-                    eprintln!(
-                        "{} rows were refused; they are in {} with Azure's errors (following goes on)",
-                        s.rejected,
-                        rejects.display()
-                    );
-                }
-            }
-            Err(TransferError::Interrupted) => {
-                eprintln!("interrupted: run the same command with --resume to go on");
-                std::process::exit(EXIT_INTERRUPTED);
-            }
-            Err(e) => return Err(e.into()),
-        }
+        initial_copy(a, source, target, to_table, filter, resuming).await?;
         state.copied = true;
         state.save(&path)?;
     }
@@ -502,6 +457,79 @@ async fn copy_following(
             state.after.as_deref().unwrap_or("?")
         ));
     }
+    interrupted()
+}
+
+/// `copy --follow --poll`: rounds of the rows whose Timestamp moved, until Ctrl-C.
+async fn follow_by_polling(
+    a: &CopyArgs,
+    source: &Arc<TableClient>,
+    applier: &follow::Applier,
+    state: &mut follow::State,
+    path: &std::path::Path,
+    what: String,
+) -> anyhow::Result<()> {
+    let progress = Progress::new(what, None, a.write.quiet);
+    let interval = std::time::Duration::from_secs_f64(a.poll_interval.clamp(0.05, 3600.0));
+    let polled = poll::Polled {
+        source,
+        table: &a.table,
+        filter: a.filter.as_deref(),
+        interval,
+    };
+    poll::follow(&polled, applier, state, path, &progress).await?;
+    if !a.write.quiet {
+        let since = state.since.as_deref().unwrap_or("the start");
+        progress.finish(&format!(", up to Timestamp {since}"));
+    }
+    interrupted()
+}
+
+/// The position of the source's change feed now, or why it has none.
+async fn feed_head(source: &Arc<TableClient>, table: &str) -> anyhow::Result<String> {
+    match follow::head(source, table).await {
+        Ok(head) => Ok(head),
+        Err(TransferError::NoFeed(why)) => bail!(
+            "{why}\n--follow reads the source's change feed: start that Tafel with --change-retention, \
+             or add --poll to follow by Timestamps (deletes are then not seen)"
+        ),
+        Err(e) => Err(anyhow::Error::from(e).context("reading the source's change feed")),
+    }
+}
+
+/// `copy --follow`'s first step: the whole table, written over whatever is there
+/// (following upserts anyway). Refused rows are reported and following goes on.
+async fn initial_copy(
+    a: &CopyArgs,
+    source: &Arc<TableClient>,
+    target: &Arc<TableClient>,
+    to_table: &str,
+    filter: Option<String>,
+    resuming: bool,
+) -> anyhow::Result<()> {
+    let (result, progress, rejects) =
+        full_copy(a, source, target, to_table, filter, ModeArg::Replace, resuming).await?;
+    match result {
+        Ok(s) => {
+            if !a.write.quiet {
+                progress.finish(&format!(", {} written, {} rejected", s.written, s.rejected));
+            }
+            if s.rejected > 0 {
+                eprintln!(
+                    "{} rows were refused; they are in {} with Azure's errors (following goes on)",
+                    s.rejected,
+                    rejects.display()
+                );
+            }
+            Ok(())
+        }
+        Err(TransferError::Interrupted) => interrupted(),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Ctrl-C ended the work: the exit that tells a script to run the command again with --resume.
+fn interrupted() -> ! {
     eprintln!("interrupted: run the same command with --resume to go on");
     std::process::exit(EXIT_INTERRUPTED);
 }
