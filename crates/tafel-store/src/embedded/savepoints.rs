@@ -17,12 +17,13 @@
 
 use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::checksums::{seal, unseal};
 use super::commit::{self, Checkpoint, Committed, Pending, ReadView, ToLog};
 use super::engine::durable_tx::{Db, DurableTx};
+use super::engine::health::Health;
 use super::engine::tree::{ReadTrees, Tree};
 use super::feed_restore;
 use super::schema::{as_backend, decode_u64, garbage, to_store_error, NEXT_TABLE_ID, WAL_SEQ};
@@ -98,14 +99,14 @@ fn now_ms() -> u64 {
 
 /// Runs one savepoint job on the writer thread (see the module comment) and
 /// hands its commit to the log thread, which answers once it is on disk.
-pub(super) fn run(db: &Db, state: &mut LogState, to_log: &ToLog, failed: &AtomicBool, op: Op, reply: Reply<Outcome>) {
+pub(super) fn run(db: &Db, state: &mut LogState, to_log: &ToLog, health: &Health, op: Op, reply: Reply<Outcome>) {
     let mut committed = Committed {
         // A restore may take tables away: remembered ids go.
         deletes_table: matches!(op, Op::Restore(_)),
         ..Committed::default()
     };
     let run = AssertUnwindSafe(|| -> Result<Outcome, BackendError> {
-        if failed.load(Ordering::Acquire) {
+        if health.log_failure().is_some() {
             return Err(BackendError::new(FailureKind::Stopped, "write-ahead log failed"));
         }
         let (before, next_id, feed_heads) = {

@@ -102,7 +102,6 @@ impl EmbeddedStats {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::atomic::Ordering;
     use std::sync::Arc;
 
     use crate::embedded::scan_tests::{open, runtime, tempdir, ACCOUNT};
@@ -126,14 +125,20 @@ mod tests {
         runtime().block_on(async {
             let store = open(dir.path());
             store.ready().await.expect("a fresh store is ready");
-            store.opening_now().failed.store(true, Ordering::Release);
-            let reason = store.ready().await.expect_err("a failed log is not ready");
-            assert!(matches!(reason, NotReady::Failing { .. }), "{reason:?}");
-            assert!(reason.to_string().contains("write-ahead log"), "{reason}");
-            store.opening_now().failed.store(false, Ordering::Release);
             store.shutdown().await.expect("shutdown");
             let reason = store.ready().await.expect_err("a shut down store is not ready");
             assert!(reason.to_string().contains("shut down"), "{reason}");
+        });
+        let dir = tempdir().expect("temp dir");
+        runtime().block_on(async {
+            let store = open(dir.path());
+            store
+                .opening_now()
+                .health()
+                .log_failed(std::io::Error::other("a failed sync, for the test"));
+            let reason = store.ready().await.expect_err("a failed log is not ready");
+            assert!(matches!(reason, NotReady::Failing { .. }), "{reason:?}");
+            assert!(reason.to_string().contains("write-ahead log"), "{reason}");
         });
     }
 

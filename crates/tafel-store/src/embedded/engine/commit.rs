@@ -18,13 +18,14 @@
 //! is answered only after every group before it is durable, since what it saw
 //! (and so its answer) may depend on them.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::mpsc;
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 use redb::{Database, ReadOnlyTable, ReadTransaction, ReadableDatabase};
 
+use super::health::Health;
 use super::page_file::Durable;
 use super::schema::{to_store_error, ENTITIES, TABLES};
 use super::wal::{LogBuf, Spare, Wal};
@@ -181,14 +182,11 @@ pub(in crate::embedded) fn log_loop(
 }
 
 /// What the log thread does with the groups the writer committed: write their
-/// records, sync, publish, answer. After a failed log write or sync the log's
-/// state on disk is unknown, so every later group fails too, `failed` tells the
-/// writer to stop, and readers keep the last durable snapshot; a restart
-/// replays what the log holds.
+/// records, sync, publish, answer. After a failed log write or sync every later
+/// group fails too (`health.rs`).
 pub(in crate::embedded) struct LogSide {
     pub(in crate::embedded) wal: Wal,
     pub(in crate::embedded) shared: LogShared,
-    pub(in crate::embedded) broken: Option<BackendError>,
 }
 
 impl LogSide {
@@ -197,23 +195,22 @@ impl LogSide {
         let LogShared {
             published,
             ids,
-            failed,
+            health,
             spare,
             durable,
             stats,
             feed,
         } = &self.shared;
-        if self.broken.is_none() {
+        if health.log_failure().is_none() {
             let held = hold.map(|h| h.lock().unwrap_or_else(|p| p.into_inner()));
             let written = write_all(&mut self.wal, durable, stats, &mut batch);
             drop(held);
             if let Err(e) = written {
-                tracing::error!(error = %e, "write-ahead log failed; failing every write until restart");
-                failed.store(true, Ordering::Release);
-                self.broken = Some(BackendError::caused_by(FailureKind::Io, "write-ahead log", e));
+                health.log_failed(e);
             }
         }
-        if self.broken.is_none() {
+        let broken = health.log_failure();
+        if broken.is_none() {
             if let Some(s) = batch.iter().rev().find_map(|c| c.snapshot.clone()) {
                 published.store(s);
                 feed.published.notify_waiters();
@@ -223,7 +220,7 @@ impl LogSide {
             }
         }
         for mut c in batch {
-            let result = match &self.broken {
+            let result = match broken {
                 Some(e) => Err(e.clone()),
                 None => c.result.clone(),
             };
@@ -272,7 +269,7 @@ impl ToLog {
 pub(in crate::embedded) struct LogShared {
     pub(in crate::embedded) published: Arc<Published>,
     pub(in crate::embedded) ids: Arc<TableIds>,
-    pub(in crate::embedded) failed: Arc<AtomicBool>,
+    pub(in crate::embedded) health: Arc<Health>,
     pub(in crate::embedded) spare: Arc<Spare>,
     pub(in crate::embedded) durable: Durable,
     pub(in crate::embedded) stats: Arc<EmbeddedStats>,

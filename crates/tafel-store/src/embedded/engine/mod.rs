@@ -17,6 +17,7 @@ pub(super) mod disk;
 pub(super) mod durable_tx;
 pub(super) mod group;
 pub(super) mod header_copy;
+pub(super) mod health;
 pub(super) mod opening;
 pub(super) mod page_file;
 pub(super) mod reopen;

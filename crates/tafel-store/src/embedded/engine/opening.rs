@@ -2,7 +2,7 @@
 //! the published snapshot. [`crate::embedded::EmbeddedStore`] holds one at a time, and
 //! opens a new one when a full disk has broken the last (`reopen.rs`).
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc, Mutex};
 use std::thread;
 
@@ -15,6 +15,7 @@ use super::checksums;
 use super::commit::{self, Published, ReadView, ToLog};
 use super::disk::Disk;
 use super::header_copy::HeaderCopy;
+use super::health::Health;
 use super::page_file::{Durable, PageFile};
 use super::replay::replay;
 use super::schema::{
@@ -22,7 +23,7 @@ use super::schema::{
     TABLES, TABLE_ORDER, WAL_SEQ,
 };
 use super::wal::{Found, Wal};
-use super::writer::{broken, writer_loop, LogState};
+use super::writer::{writer_loop, LogState};
 use crate::embedded::feed::FeedState;
 use crate::embedded::stats::EmbeddedStats;
 use crate::embedded::table_ids::TableIds;
@@ -34,9 +35,9 @@ pub(in crate::embedded) struct Opening {
     pub(in crate::embedded) ids: Arc<TableIds>,
     jobs: Mutex<Option<mpsc::Sender<Job>>>,
     writer: Mutex<Option<thread::JoinHandle<()>>>,
-    /// Set once a log write or sync failed: every write fails until a restart.
-    pub(in crate::embedded) failed: Arc<AtomicBool>,
-    /// When redb's syncs are on disk, and whether the page flusher failed.
+    /// Whether writes fail, and why.
+    health: Arc<Health>,
+    /// When redb's syncs are on disk.
     pub(in crate::embedded) pages: Durable,
 }
 
@@ -159,7 +160,7 @@ impl Opening {
         let published = Arc::new(ArcSwap::new(ReadView::take(&db)?));
         let ids = Arc::new(TableIds::default());
         let (tx, rx) = mpsc::channel();
-        let failed = Arc::new(AtomicBool::new(false));
+        let health = Arc::new(Health::new(durable.clone()));
         stats.log_capacity.store(wal.half(), Ordering::Relaxed);
         let state = LogState {
             last_seq: wal.last_seq,
@@ -175,13 +176,12 @@ impl Opening {
             shared: commit::LogShared {
                 published: published.clone(),
                 ids: ids.clone(),
-                failed: failed.clone(),
+                health: health.clone(),
                 spare: state.spare.clone(),
                 durable,
                 stats: stats.clone(),
                 feed: feed.clone(),
             },
-            broken: None,
         };
         // A log that keeps nothing has no sync to overlap: the writer answers.
         let (to_log, log_thread) = if disk.files_in_memory() && hold.is_none() {
@@ -194,11 +194,11 @@ impl Opening {
                 .map_err(to_store_error)?;
             (ToLog::Thread(log_tx), Some(thread))
         };
-        let writer_failed = failed.clone();
+        let writer_health = health.clone();
         let writer = thread::Builder::new()
             .name("tafel-writer".into())
             .spawn(move || {
-                writer_loop(&db, state, rx, &to_log, &writer_failed);
+                writer_loop(&db, state, rx, &to_log, &writer_health);
                 // The log thread answers what is left, then ends with the channel.
                 drop(to_log);
                 if log_thread.is_some_and(|t| t.join().is_err()) {
@@ -211,7 +211,7 @@ impl Opening {
             ids,
             jobs: Mutex::new(Some(tx)),
             writer: Mutex::new(Some(writer)),
-            failed,
+            health,
             pages,
         })
     }
@@ -228,7 +228,7 @@ impl Opening {
                 .map_err(|_| StoreError::failure(FailureKind::Stopped, "writer stopped"))?;
         }
         // A dropped request: the writer stopped taking writes after a failure; say which.
-        rx.await.map_err(|_| match broken(&self.pages, &self.failed) {
+        rx.await.map_err(|_| match self.health.broken() {
             Some((kind, why)) => StoreError::failure(kind, why),
             None => StoreError::failure(FailureKind::Stopped, "writer dropped a request"),
         })?
@@ -253,9 +253,14 @@ impl Opening {
         found.map(|v| decode_table(&key, v.value())).transpose()
     }
 
+    #[cfg(test)]
+    pub(in crate::embedded) fn health(&self) -> &Health {
+        &self.health
+    }
+
     /// Why writes fail, if they do.
     pub(in crate::embedded) fn broken(&self) -> Option<(FailureKind, String)> {
-        broken(&self.pages, &self.failed)
+        self.health.broken()
     }
 
     pub(in crate::embedded) fn ready(&self) -> Result<(), NotReady> {

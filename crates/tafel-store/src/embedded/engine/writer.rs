@@ -3,7 +3,7 @@
 //! open, `replay.rs`'s.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -14,6 +14,7 @@ use super::checkpoint::SinceCheckpoint;
 use super::checksums::seal;
 use super::commit::{self, Checkpoint, Committed, ReadView, ToLog};
 use super::group::{GroupTx, Trees};
+use super::health::Health;
 use super::page_file::Durable;
 use super::schema::*;
 use super::tree::Tree;
@@ -55,54 +56,30 @@ impl LogState {
     }
 }
 
-/// Why every write fails, once the store file or the log could not be written
-/// (the store file's failure first: its kind says whether the disk is full).
-/// Until a restart, except after a full disk: then until the store reopens
-/// itself (`reopen.rs`).
-pub(in crate::embedded) fn broken(durable: &Durable, failed: &AtomicBool) -> Option<(FailureKind, String)> {
-    if let Some((kind, e)) = durable.failure() {
-        let kind = kind_of_io(kind);
-        let until = match kind {
-            FailureKind::DiskFull => "writes fail until space is freed",
-            _ => "writes fail until a restart",
-        };
-        return Some((kind, format!("writing the store file failed ({e}); {until}")));
-    }
-    failed.load(Ordering::Acquire).then(|| {
-        (
-            FailureKind::Io,
-            "the write-ahead log failed; writes fail until a restart".to_owned(),
-        )
-    })
-}
-
 /// The writer thread: group commit, see the module invariants.
 pub(in crate::embedded) fn writer_loop(
     db: &Database,
     mut state: LogState,
     rx: mpsc::Receiver<Job>,
     log: &ToLog,
-    failed: &AtomicBool,
+    health: &Health,
 ) {
     let mut trimmed = Instant::now();
     loop {
         // The feed's retention runs on this thread, as a job of its own, each second.
-        if trimmed.elapsed() >= TRIM_EVERY
-            && state.feed.settings.load().any()
-            && broken(&state.durable, failed).is_none()
-        {
+        if trimmed.elapsed() >= TRIM_EVERY && state.feed.settings.load().any() && health.broken().is_none() {
             trimmed = Instant::now();
             let (reply, _) = tokio::sync::oneshot::channel();
             let now_ns = crate::feed::now_ns();
-            run_group(db, &mut state, log, failed, vec![Job::TrimChanges { now_ns, reply }]);
+            run_group(db, &mut state, log, health, vec![Job::TrimChanges { now_ns, reply }]);
         }
         let first = match rx.recv_timeout(IDLE_CHECKPOINT) {
             Ok(job) => job,
             Err(mpsc::RecvTimeoutError::Timeout) => {
                 // After a failed log or store-file write every commit fails until a
                 // restart: an idle checkpoint would only fail (and log it) each second.
-                if state.since.any() && broken(&state.durable, failed).is_none() {
-                    run_group(db, &mut state, log, failed, Vec::new());
+                if state.since.any() && health.broken().is_none() {
+                    run_group(db, &mut state, log, health, Vec::new());
                 }
                 continue;
             }
@@ -122,26 +99,26 @@ pub(in crate::embedded) fn writer_loop(
             }
         }
         if !group.is_empty() {
-            run_group(db, &mut state, log, failed, group);
+            run_group(db, &mut state, log, health, group);
             // Now make everything durable in redb if due.
             if state.since.checkpoint_due(Instant::now()) {
-                run_group(db, &mut state, log, failed, Vec::new());
+                run_group(db, &mut state, log, health, Vec::new());
             }
         }
         if let Some((op, reply)) = alone {
-            savepoints::run(db, &mut state, log, failed, op, reply);
+            savepoints::run(db, &mut state, log, health, op, reply);
         }
     }
     // Shutting down: leave nothing to replay.
     if state.since.any() {
-        run_group(db, &mut state, log, failed, Vec::new());
+        run_group(db, &mut state, log, health, Vec::new());
     }
 }
 
 /// Runs one group of jobs in one transaction, commits it (non-durably, or as a
 /// checkpoint) and hands it to the log thread. An empty group with pending
 /// non-durable commits is a plain checkpoint.
-fn run_group(db: &Database, state: &mut LogState, to_log: &ToLog, failed: &AtomicBool, group: Vec<Job>) {
+fn run_group(db: &Database, state: &mut LogState, to_log: &ToLog, health: &Health, group: Vec<Job>) {
     let mut committed = Committed {
         deletes_table: group
             .iter()
@@ -154,7 +131,7 @@ fn run_group(db: &Database, state: &mut LogState, to_log: &ToLog, failed: &Atomi
     // A panic in redb (a damaged page, see `schema::guarded`) fails the group;
     // its transaction, dropped unfinished, changes nothing.
     let run = AssertUnwindSafe(|| -> Result<(), BackendError> {
-        if failed.load(Ordering::Acquire) {
+        if health.log_failure().is_some() {
             // The log is broken: change nothing more. Dropping the jobs fails them.
             return Err(BackendError::new(FailureKind::Stopped, "write-ahead log failed"));
         }
