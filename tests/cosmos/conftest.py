@@ -117,16 +117,9 @@ KNOWN = {
     "test_table_batch_cosmos_async.py::TestTableBatchCosmosAsync::test_new_invalid_key":
         "addresses <account>.table.core.windows.net (endpoint type \"table\"), a Table Storage URL: "
         "answered by Azure Storage, not Cosmos",
-    "::test_encoder_upsert_entity_complex_keys":
-        "Cosmos refuses an update or upsert whose body types its keys (Edm.DateTime, Edm.Guid, Edm.Binary) "
-        "with InvalidInput; Tafel takes the keys from the URL, as Table Storage does (not yet Cosmos's answer)",
-    "::test_encoder_update_entity_complex_keys": "as test_encoder_upsert_entity_complex_keys",
     "::test_table_client_with_token_credential": "Microsoft Entra tokens for Cosmos are not accepted (docs/cosmos.md)",
     "::test_table_service_client_with_token_credential": "Microsoft Entra tokens for Cosmos are not accepted",
     "::test_create_service_with_token_async": "Microsoft Entra tokens for Cosmos are not accepted",
-    "::test_etag_duplicate_field":
-        "Cosmos keeps `etag` and drops `Etag` from one entity (property names compared without case?); "
-        "Tafel keeps both, as Table Storage does, until Azure's recorded answer says which rule it is",
     "::test_table_client_with_named_key_credential":
         "passes when this harness has port 443; on another port its own connection string "
         "(EndpointSuffix=cosmos.azure.com) still goes to 443",

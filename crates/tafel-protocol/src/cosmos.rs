@@ -5,7 +5,11 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use tafel_service::model::{Entity, Property};
+use tafel_service::validate::EntityLimit;
 use tafel_service::{Error, ErrorCode, Result};
+
+use crate::json::DecodedEntity;
 
 /// Which service a request is answered as.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -110,15 +114,31 @@ pub fn escape_name(name: &str) -> std::borrow::Cow<'_, str> {
     percent_encoding::utf8_percent_encode(name, ESCAPED).into()
 }
 
+/// What Cosmos answers an operation it does not support with.
+const NOT_SUPPORTED: &str = "The requested operation is not supported.";
+
 /// Cosmos's answers that come before the operation's own: an account URL that ends
 /// in a table name (`/t/Tables`, `/t/Tables('x')`) is an invalid URL to Cosmos,
-/// which Table Storage takes as a request on table `t`.
-pub(crate) fn admit(resource: &crate::resource::Resource<'_>) -> Result<()> {
+/// which Table Storage takes as a request on table `t`. Service properties
+/// (analytics, CORS) cannot be set and there are no service stats: Azure's
+/// recorded answers are 405 `MethodNotAllowed` (Set Service Properties,
+/// azure-data-tables' `test_too_many_cors_rules`, 2026) and 501 `NotImplemented`
+/// (Get Service Stats, `test_table_service_stats_f`).
+pub(crate) fn admit(resource: &crate::resource::Resource<'_>, req: &crate::request::Request) -> Result<()> {
     use crate::resource::Resource;
     match resource {
         Resource::BelowTable(_) | Resource::KeyedBelowTable(_) => {
             Err(Error::with_message(ErrorCode::InvalidInput, "Request url is invalid."))
         }
+        Resource::Service if req.param("restype") == Some("service") => match (&req.method, req.param("comp")) {
+            (&http::Method::PUT, Some("properties")) => {
+                Err(Error::with_message(ErrorCode::MethodNotAllowed, NOT_SUPPORTED))
+            }
+            (&http::Method::GET | &http::Method::HEAD, Some("stats")) => {
+                Err(Error::with_message(ErrorCode::NotImplemented, NOT_SUPPORTED))
+            }
+            _ => Ok(()),
+        },
         _ => Ok(()),
     }
 }
@@ -132,17 +152,66 @@ pub(crate) fn batch_error(e: &Error) -> Error {
     }
 }
 
-/// Cosmos refuses an empty PartitionKey or RowKey, which Table Storage takes (the
-/// SDK's Cosmos tests, run live against Cosmos, expect the insert to fail with a
-/// message holding "PartitionKey/RowKey cannot be empty").
-pub(crate) fn nonempty_keys(partition_key: &str, row_key: &str) -> Result<()> {
-    if partition_key.is_empty() || row_key.is_empty() {
-        return Err(Error::with_message(
-            ErrorCode::InvalidInput,
-            "PartitionKey/RowKey cannot be empty.",
-        ));
+impl Dialect {
+    /// An entity a write's body gave (not a delete's), as this dialect takes it.
+    /// Cosmos refuses an empty PartitionKey or RowKey, which Table Storage takes
+    /// (the SDK's Cosmos tests expect a message holding "PartitionKey/RowKey cannot
+    /// be empty"); refuses an update or upsert whose body types its keys
+    /// (`PartitionKey@odata.type: Edm.DateTime`, Guid, Binary), which Table Storage
+    /// takes with the URL's keys (Azure's recorded answer to
+    /// `test_encoder_upsert_entity_complex_keys`: 400 `InvalidInput` "One of the
+    /// input values is invalid."); and of properties named `etag` in any case keeps
+    /// the first (recorded for `test_etag_duplicate_field`: `etag` and `Etag`
+    /// written, `etag` read back), where Table Storage keeps each. Only `etag`: the
+    /// same recordings' entities keep both `Birthday` and `birthday`.
+    pub(crate) fn admit_entity(self, decoded: DecodedEntity) -> Result<Entity> {
+        let DecodedEntity { mut entity, typed_keys } = decoded;
+        if !self.is_cosmos() {
+            return Ok(entity);
+        }
+        if typed_keys {
+            return Err(Error::with_message(
+                ErrorCode::InvalidInput,
+                "One of the input values is invalid.",
+            ));
+        }
+        if entity.partition_key.is_empty() || entity.row_key.is_empty() {
+            return Err(Error::with_message(
+                ErrorCode::InvalidInput,
+                "PartitionKey/RowKey cannot be empty.",
+            ));
+        }
+        keep_first_etag(&mut entity.properties);
+        Ok(entity)
     }
-    Ok(())
+}
+
+/// Cosmos DB for Table's largest entity: 2 MB (its FAQ and service limits), where
+/// Table Storage's is 1 MiB.
+const COSMOS_MAX_ENTITY_BYTES: usize = 2 << 20;
+
+impl Dialect {
+    /// How large an entity this dialect takes.
+    pub(crate) fn entity_limit(self) -> EntityLimit {
+        match self {
+            Dialect::Storage => EntityLimit::STORAGE,
+            Dialect::Cosmos => EntityLimit {
+                bytes: COSMOS_MAX_ENTITY_BYTES,
+                name: "2MB",
+            },
+        }
+    }
+}
+
+/// Keeps the first of the properties named `etag` without regard to case.
+fn keep_first_etag(properties: &mut Vec<Property>) {
+    let mut seen = false;
+    properties.retain(|p| {
+        if !p.name.eq_ignore_ascii_case("etag") {
+            return true;
+        }
+        !std::mem::replace(&mut seen, true)
+    });
 }
 
 /// Whether writes are taken at the account's `-secondary` host: Cosmos's is a
@@ -184,6 +253,25 @@ mod tests {
         assert_eq!(Dialect::of_host("acct.table.core.windows.net"), Dialect::Storage);
         assert_eq!(Dialect::of_host("table.cosmos.azure.com"), Dialect::Storage);
         assert_eq!(Dialect::of_host("127.0.0.1"), Dialect::Storage);
+    }
+
+    #[test]
+    fn only_the_first_etag_in_any_case_is_kept() {
+        use tafel_service::model::Value;
+        let prop = |name: &str, v: i32| Property {
+            name: name.to_owned(),
+            value: Value::Int32(v),
+        };
+        let mut props = vec![
+            prop("etag", 1),
+            prop("Birthday", 2),
+            prop("Etag", 3),
+            prop("birthday", 4),
+            prop("ETAG", 5),
+        ];
+        keep_first_etag(&mut props);
+        let names: Vec<_> = props.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(names, ["etag", "Birthday", "birthday"]);
     }
 
     #[test]

@@ -28,6 +28,25 @@ pub fn json(err: &Error, level: MetadataLevel, request_id: &str, index: Option<u
     (content_type(level), out)
 }
 
+/// Cosmos DB for Table's error body: OData JSON whatever the request asked for
+/// (Azure's recorded Cosmos answers carry `application/json; odata=fullmetadata`,
+/// to XML requests too), `lang` `en-us`, and the message followed by the activity
+/// and request ids as Cosmos appends them (its own build string there is Tafel's).
+pub fn cosmos_json(err: &Error, request_id: &str) -> (&'static str, Vec<u8>) {
+    let value = format!(
+        "{}\r\nActivityId: {request_id}, tafel/{}\nRequestID:{request_id}\n",
+        err.message,
+        env!("CARGO_PKG_VERSION")
+    );
+    let mut out = Vec::with_capacity(256);
+    out.extend_from_slice(b"{\"odata.error\":{\"code\":");
+    write_json_str(&mut out, err.code.as_str());
+    out.extend_from_slice(b",\"message\":{\"lang\":\"en-us\",\"value\":");
+    write_json_str(&mut out, &value);
+    out.extend_from_slice(b"}}}");
+    ("application/json; odata=fullmetadata", out)
+}
+
 pub(crate) fn xml_escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {

@@ -82,11 +82,33 @@ pub fn value(v: &Value) -> Result<()> {
     }
 }
 
+/// The most an entity may hold, in Azure's measure ([`azure_size`]): Table Storage's
+/// 1 MiB, or Cosmos DB for Table's 2 MB (tafel-protocol's `cosmos` chooses).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EntityLimit {
+    pub bytes: usize,
+    /// The limit as the refusal names it ("1MB").
+    pub name: &'static str,
+}
+
+impl EntityLimit {
+    pub const STORAGE: EntityLimit = EntityLimit {
+        bytes: MAX_ENTITY_BYTES,
+        name: "1MB",
+    };
+}
+
+impl Default for EntityLimit {
+    fn default() -> Self {
+        EntityLimit::STORAGE
+    }
+}
+
 /// Every rule for an entity about to be written, in Azure's order: an entity over
 /// the size limit is `EntityTooLarge` even when its keys or some of its values are
 /// also wrong (errors.md §3).
-pub fn entity(e: &Entity) -> Result<()> {
-    entity_size(e)?;
+pub fn entity(e: &Entity, limit: EntityLimit) -> Result<()> {
+    entity_size(e, limit)?;
     key(&e.partition_key, "PartitionKey")?;
     key(&e.row_key, "RowKey")?;
     for p in &e.properties {
@@ -97,9 +119,9 @@ pub fn entity(e: &Entity) -> Result<()> {
 }
 
 /// The whole-entity limits: property count and size.
-pub(crate) fn entity_limits(e: &Entity) -> Result<()> {
+pub(crate) fn entity_limits(e: &Entity, limit: EntityLimit) -> Result<()> {
     property_count(e)?;
-    entity_size(e)
+    entity_size(e, limit)
 }
 
 fn property_count(e: &Entity) -> Result<()> {
@@ -109,9 +131,12 @@ fn property_count(e: &Entity) -> Result<()> {
     Ok(())
 }
 
-fn entity_size(e: &Entity) -> Result<()> {
-    if azure_size(e) > MAX_ENTITY_BYTES {
-        return Err(Error::new(ErrorCode::EntityTooLarge));
+fn entity_size(e: &Entity, limit: EntityLimit) -> Result<()> {
+    if azure_size(e) > limit.bytes {
+        return Err(Error::with_message(
+            ErrorCode::EntityTooLarge,
+            format!("The entity is larger than the maximum allowed size ({}).", limit.name),
+        ));
     }
     Ok(())
 }

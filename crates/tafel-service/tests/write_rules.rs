@@ -56,6 +56,7 @@ fn op(kind: WriteKind, e: Entity, if_match: IfMatch) -> WriteOp {
         kind,
         entity: e,
         if_match,
+        limit: tafel_service::validate::EntityLimit::STORAGE,
     }
 }
 

@@ -107,6 +107,8 @@ struct Meta {
     client_request_id: Option<HeaderValue>,
     /// Error body format: `None` = XML.
     error_level: Option<MetadataLevel>,
+    /// Cosmos answers its errors in its own form (`error_body::cosmos_json`).
+    dialect: tafel_protocol::cosmos::Dialect,
     /// The addressed account, once known (for CORS).
     account: Option<String>,
     /// `Origin` of a cross-origin request, and the request's verb.
@@ -128,7 +130,7 @@ struct Meta {
 
 impl Meta {
     /// What the answer and the log take from the request's head, before it runs.
-    fn of(req: &hyper::Request<Incoming>) -> Self {
+    fn of(req: &hyper::Request<Incoming>, dialect: tafel_protocol::cosmos::Dialect) -> Self {
         let headers = req.headers();
         Meta {
             request_id: uuid::Uuid::new_v4().to_string(),
@@ -140,6 +142,7 @@ impl Meta {
                 .unwrap_or(HeaderValue::from_static(DEFAULT_VERSION)),
             client_request_id: headers.get(&X_MS_CLIENT_REQUEST_ID).cloned(),
             error_level: Some(MetadataLevel::Minimal),
+            dialect,
             account: None,
             origin: headers
                 .get(http::header::ORIGIN)
@@ -239,7 +242,7 @@ pub(crate) async fn handle_routed(
         ),
         false => (Credential::Anonymous, None, None),
     };
-    let mut meta = Meta::of(&req);
+    let mut meta = Meta::of(&req, routed.dialect);
     let head_request = req.method() == Method::HEAD;
     let mut resp = match run(&state, req, routed, &mut meta).await {
         Ok(r) => r,
@@ -302,9 +305,10 @@ fn error_response(e: &Error, meta: &Meta, oauth: Option<&OAuth>) -> Response {
     if let Some(detail) = &e.detail {
         tracing::debug!(request_id = %meta.request_id, code = e.code.as_str(), detail = %detail, "refused");
     }
-    let (ct, body) = match meta.error_level {
-        Some(level) => error_body::json(e, level, &meta.request_id, None),
-        None => error_body::xml(e, &meta.request_id),
+    let (ct, body) = match (meta.dialect, meta.error_level) {
+        (tafel_protocol::cosmos::Dialect::Cosmos, _) => error_body::cosmos_json(e, &meta.request_id),
+        (_, Some(level)) => error_body::json(e, level, &meta.request_id, None),
+        (_, None) => error_body::xml(e, &meta.request_id),
     };
     let status = StatusCode::from_u16(e.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let mut resp = Response::with_body(status, ct, body);

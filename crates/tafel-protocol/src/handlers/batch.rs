@@ -48,6 +48,7 @@ impl Op {
         WriteOp {
             kind: self.write.kind,
             if_match: self.write.if_match.clone(),
+            limit: self.write.limit,
             entity: Entity {
                 partition_key: e.partition_key.clone(),
                 row_key: e.row_key.clone(),

@@ -7,7 +7,7 @@ use tafel_service::{EntityQuery, EntitySink, Error, ErrorCode, IfMatch, Result, 
 
 use super::{apply_prefer, metadata_level, open_query_body, prefer, require_json_body, top, unsupported_options};
 use crate::continuation;
-use crate::json::{content_type_value, decode_entity, EntityFormat, MetadataLevel, Select};
+use crate::json::{content_type_value, decode_entity_write, EntityFormat, MetadataLevel, Select};
 use crate::request::{Context, Request, Response};
 use crate::resource::{entity_url, Resource};
 
@@ -192,12 +192,10 @@ pub(crate) fn decode_write(cx: &Context, req: &Request, resource: Resource<'_>) 
         (WriteKind::Delete, Some((pk, rk))) => Entity::new(pk, rk),
         (_, keys) => {
             require_json_body(req)?;
-            decode_entity(&req.body, keys.as_ref().map(|(p, r)| (p.as_ref(), r.as_ref())))?
+            let decoded = decode_entity_write(&req.body, keys.as_ref().map(|(p, r)| (p.as_ref(), r.as_ref())))?;
+            cx.dialect.admit_entity(decoded)?
         }
     };
-    if cx.dialect.is_cosmos() && kind != WriteKind::Delete {
-        crate::cosmos::nonempty_keys(&entity.partition_key, &entity.row_key)?;
-    }
     // Insert takes no If-Match (whatever a client sends with one is ignored); Delete needs one.
     let if_match = match kind {
         WriteKind::Insert => IfMatch::None,
@@ -211,7 +209,16 @@ pub(crate) fn decode_write(cx: &Context, req: &Request, resource: Resource<'_>) 
             m => m,
         },
     };
-    Ok(Some((table.into_owned(), WriteOp { kind, entity, if_match })))
+    let limit = cx.dialect.entity_limit();
+    Ok(Some((
+        table.into_owned(),
+        WriteOp {
+            kind,
+            entity,
+            if_match,
+            limit,
+        },
+    )))
 }
 
 /// The `ETag` header from the stack: no String made to be copied again.

@@ -62,7 +62,7 @@ pub async fn handle(svc: &Service, cx: &Context, req: &Request, route: Route<'_>
     let (resource, filter) = route.into_parts();
     let resource = resource?;
     if cx.dialect.is_cosmos() {
-        crate::cosmos::admit(&resource)?;
+        crate::cosmos::admit(&resource, req)?;
     }
     match resource {
         Resource::Tables => match req.method {

@@ -192,8 +192,22 @@ impl<'m, 'a> Index<'m, 'a> {
 
 /// Decodes an entity body. `url_keys` are the keys from the request URL (update,
 /// merge, upsert), which win over the body's.
+#[cfg(test)]
 pub(crate) fn decode_entity(body: &[u8], url_keys: Option<(&str, &str)>) -> Result<Entity> {
+    decode_entity_write(body, url_keys).map(|d| d.entity)
+}
+
+/// An entity body as decoded, with what of it a dialect may refuse (`cosmos.rs`).
+pub(crate) struct DecodedEntity {
+    pub entity: Entity,
+    /// The body gave a key of another type than Edm.String, beside the URL's keys.
+    pub typed_keys: bool,
+}
+
+/// [`decode_entity`], telling also whether the body typed its keys.
+pub(crate) fn decode_entity_write(body: &[u8], url_keys: Option<(&str, &str)>) -> Result<DecodedEntity> {
     let members = parse_members(body)?;
+    let mut typed_keys = false;
     let index = Index::new(&members)?;
     let mut pk = None;
     let mut rk = None;
@@ -219,6 +233,7 @@ pub(crate) fn decode_entity(body: &[u8], url_keys: Option<(&str, &str)>) -> Resu
             // Edm.DateTime key there; an insert's keys must be strings).
             "PartitionKey" | "RowKey" if url_keys.is_some() && declared.is_some_and(|t| t != EdmType::String) => {
                 typed_value(name, raw, declared)?;
+                typed_keys = true;
             }
             "PartitionKey" | "RowKey" => {
                 let s = match (raw, declared) {
@@ -257,11 +272,14 @@ pub(crate) fn decode_entity(body: &[u8], url_keys: Option<(&str, &str)>) -> Resu
             )),
         },
     };
-    Ok(Entity {
-        partition_key,
-        row_key,
-        timestamp: None,
-        properties,
+    Ok(DecodedEntity {
+        entity: Entity {
+            partition_key,
+            row_key,
+            timestamp: None,
+            properties,
+        },
+        typed_keys,
     })
 }
 

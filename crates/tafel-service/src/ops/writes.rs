@@ -90,6 +90,8 @@ pub struct WriteOp {
     /// The entity to write; for deletes only its keys matter.
     pub entity: Entity,
     pub if_match: IfMatch,
+    /// How large the written entity may be (merged, for a merge).
+    pub limit: validate::EntityLimit,
 }
 
 /// Why a batch failed: the index of the failing operation and its error.
@@ -107,6 +109,7 @@ struct Prepared {
     bytes: Vec<u8>,
     /// Merge: the entity whose properties are laid over the current ones.
     merge: Entity,
+    limit: validate::EntityLimit,
 }
 
 impl Service {
@@ -141,7 +144,7 @@ impl Service {
                 validate::key(&e.partition_key, "PartitionKey").map_err(fail(i))?;
                 validate::key(&e.row_key, "RowKey").map_err(fail(i))?;
             } else {
-                validate::entity(e).map_err(fail(i))?;
+                validate::entity(e, op.limit).map_err(fail(i))?;
             }
             keys.push(EntityKey::new(&e.partition_key, &e.row_key));
             let (bytes, merge) = match op.kind {
@@ -156,6 +159,7 @@ impl Service {
                 if_match: op.if_match,
                 bytes,
                 merge,
+                limit: op.limit,
             });
         }
         let clock = self.clock.clone();
@@ -249,7 +253,7 @@ fn decide(
                     }
                 }
                 // The limits hold for the merged entity, not only for the request's part.
-                validate::entity_limits(&merged).map_err(|error| BatchFailure { index: i, error })?;
+                validate::entity_limits(&merged, op.limit).map_err(|error| BatchFailure { index: i, error })?;
                 Mutation::Merge(codec::encode(ts, &merged.properties))
             }
         });
