@@ -64,6 +64,21 @@ CREATE TABLE IF NOT EXISTS tafel_changes (
     PRIMARY KEY (account, position)
 );
 ",
+    // 4: each table's counters (`counts.rs`), as rows of deltas summed on read;
+    // the tables already there counted once.
+    "
+CREATE TABLE IF NOT EXISTS tafel_table_counts (
+    table_id BIGINT NOT NULL,
+    slot INT NOT NULL,
+    entities BIGINT NOT NULL,
+    bytes BIGINT NOT NULL,
+    PRIMARY KEY (table_id, slot)
+);
+INSERT INTO tafel_table_counts (table_id, slot, entities, bytes)
+    SELECT table_id, 0, count(*), sum(octet_length(key) + octet_length(value)) FROM tafel_entities
+    GROUP BY table_id
+    ON CONFLICT (table_id, slot) DO NOTHING;
+",
 ];
 
 /// The schema version this node knows: it migrates older databases to it and
@@ -132,11 +147,38 @@ pub(crate) const INSERT_ENTITIES: &str = "INSERT INTO tafel_entities (table_id, 
 /// locking clause on the whole SELECT would lock it again for every row); no
 /// table, no rows. In key order, as rows are locked everywhere else: two inserts
 /// of overlapping keys wait for each other instead of deadlocking.
-pub(crate) const INSERT_NEW_ENTITIES: &str = "INSERT INTO tafel_entities (table_id, key, value)
-     SELECT t.id, u.k, u.v FROM
-         (SELECT id FROM tafel_tables WHERE account = $1 AND lname = $2 AND NOT deleting FOR SHARE) t,
-         UNNEST($3::BYTEA[], $4::BYTEA[]) AS u(k, v)
-     ORDER BY u.k";
+/// It also adds its rows to the table's counter slot `$5` (`counts.rs`), in the
+/// same statement: one round trip still. No table, no rows,
+/// no counter row: 0 rows.
+pub(crate) const INSERT_NEW_ENTITIES: &str = "WITH t AS
+         (SELECT id FROM tafel_tables WHERE account = $1 AND lname = $2 AND NOT deleting FOR SHARE),
+     ins AS (INSERT INTO tafel_entities (table_id, key, value)
+         SELECT t.id, u.k, u.v FROM t, UNNEST($3::BYTEA[], $4::BYTEA[]) AS u(k, v)
+         ORDER BY u.k
+         RETURNING table_id, octet_length(key) + octet_length(value) AS b)
+     INSERT INTO tafel_table_counts (table_id, slot, entities, bytes)
+         SELECT table_id, $5, count(*), sum(b) FROM ins GROUP BY table_id
+     ON CONFLICT (table_id, slot) DO UPDATE SET entities = tafel_table_counts.entities + excluded.entities,
+         bytes = tafel_table_counts.bytes + excluded.bytes";
+/// Adds a write's change to one counter slot of its table (`counts.rs`).
+pub(crate) const ADD_COUNTS: &str = "INSERT INTO tafel_table_counts (table_id, slot, entities, bytes)
+     VALUES ($1, $2, $3, $4)
+     ON CONFLICT (table_id, slot) DO UPDATE SET entities = tafel_table_counts.entities + excluded.entities,
+         bytes = tafel_table_counts.bytes + excluded.bytes";
+/// A table's counters, its slots summed: no row means no table.
+pub(crate) const TABLE_COUNTS: &str = "SELECT CAST(COALESCE(sum(c.entities), 0) AS BIGINT),
+         CAST(COALESCE(sum(c.bytes), 0) AS BIGINT)
+     FROM tafel_tables t LEFT JOIN tafel_table_counts c ON c.table_id = t.id
+     WHERE t.account = $1 AND t.lname = $2 AND NOT t.deleting GROUP BY t.id";
+/// Every table's counters.
+pub(crate) const ALL_TABLE_COUNTS: &str = "SELECT t.account, t.name, CAST(COALESCE(sum(c.entities), 0) AS BIGINT),
+         CAST(COALESCE(sum(c.bytes), 0) AS BIGINT)
+     FROM tafel_tables t LEFT JOIN tafel_table_counts c ON c.table_id = t.id
+     WHERE NOT t.deleting GROUP BY t.id, t.account, t.name";
+/// A deleted table's counters (after its mark: no write reaches it any more).
+pub(crate) const DROP_COUNTS_NAMED: &str = "DELETE FROM tafel_table_counts WHERE table_id IN
+     (SELECT id FROM tafel_tables WHERE account = $1 AND lname = $2 AND deleting)";
+
 /// Puts of keys the write saw (and locked).
 pub(crate) const PUT_ENTITIES: &str = "INSERT INTO tafel_entities (table_id, key, value)
      SELECT $1, u.k, u.v FROM UNNEST($2::BYTEA[], $3::BYTEA[]) AS u(k, v)
