@@ -1,27 +1,21 @@
 //! Each table's counters (entities, and bytes: encoded key plus stored value), as
-//! rows of `tafel_table_counts` that each write adds its change to, in its own
-//! transaction. A table's counters are spread over [`SLOTS`] rows, summed on
-//! read: one row per table would be a lock every concurrent write of the table
-//! waits on until the writer before it commits, where now two writes wait for
-//! each other only when their first keys fall on the same slot (one in
-//! [`SLOTS`]). A count reads at most [`SLOTS`] rows, whatever the table's size.
+//! rows of `tafel_table_counts`: each write inserts a row of its change, in its
+//! own transaction, and a count sums the table's rows. Only inserts, never an
+//! update: one row per table updated by every write would be a lock each
+//! concurrent write of the table waits on until the writer before it commits,
+//! and at SERIALIZABLE a conflict that runs one of them again. The reaper
+//! (`reaper.rs`) folds a table's rows into one every few seconds once there are
+//! more than 32 (`schema::FOLD_COUNTS`, one statement), so a count sums few rows.
 
 use super::txn::DbError;
 use super::{schema, PostgresStore};
 use crate::error::StoreError;
 use crate::traits::{TableSize, TableStats};
 
-/// Rows per table that its writes spread their counts over.
-pub(super) const SLOTS: u32 = 16;
-
-/// The slot a write whose first key is `key` adds its change to: by the key, so
-/// writes of different rows mostly take different slots (FNV-1a).
-pub(super) fn slot(key: &[u8]) -> i32 {
-    let mut h: u32 = 0x811c_9dc5;
-    for &b in key {
-        h = (h ^ u32::from(b)).wrapping_mul(0x0100_0193);
-    }
-    (h % SLOTS) as i32
+/// The id of a new change row: random, as table ids are (a repeat fails the
+/// write's transaction as a unique violation, and the write runs again).
+pub(super) fn change_id() -> i64 {
+    fastrand::i64(..)
 }
 
 /// The bytes one entity counts for.

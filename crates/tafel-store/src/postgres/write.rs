@@ -103,13 +103,13 @@ impl PostgresStore {
     ) -> Result<bool, DbError> {
         let client = self.client().await?;
         let insert = client.prepare_cached(schema::INSERT_NEW_ENTITIES).await?;
-        let slot = keys.first().map_or(0, |k| counts::slot(k));
+        let change = counts::change_id();
         // One statement, its own transaction: it reads the table's row and locks it
         // in the same snapshot, so a table created or deleted meanwhile is seen
         // whole or not at all, and a delete's mark waits for the rows; and it
         // counts the rows in the table's counters.
         match client
-            .execute(&insert, &[&account, &lname, &keys, &values, &slot])
+            .execute(&insert, &[&account, &lname, &keys, &values, &change])
             .await
         {
             Ok(0) => Err(StoreError::TableNotFound.into()),
@@ -219,7 +219,7 @@ impl PostgresStore {
         let put = client.prepare_cached(schema::PUT_ENTITIES).await?;
         let delete = client.prepare_cached(schema::DELETE_ENTITIES).await?;
         let add_counts = client.prepare_cached(schema::ADD_COUNTS).await?;
-        let slot = keys.first().map_or(0, |k| counts::slot(k));
+        let change = counts::change_id();
         // The feed's statement and parameters (when the feed is on), declared
         // before the futures that borrow them.
         let record = match feed.ops.is_empty() {
@@ -241,7 +241,7 @@ impl PostgresStore {
             // The counters, in the same transaction as the rows they count.
             (
                 &add_counts,
-                &[&id, &slot, &entities, &bytes],
+                &[&id, &change, &entities, &bytes],
                 entities != 0 || bytes != 0,
             ),
         ];

@@ -1,6 +1,6 @@
 //! Tables' counters: the same writes on both backends leave the same counts, equal
-//! to what a scan finds; concurrent writers of one table lose no change; a
-//! deleted table's counters go with it.
+//! to what a scan finds; concurrent writers of one table lose no change, and
+//! their change rows are folded; a deleted table's counters go with it.
 
 use super::*;
 
@@ -122,4 +122,17 @@ async fn concurrent_writers_of_one_table_lose_no_count() {
     }
     assert_eq!(counted(&*p, &acct, "t").await, truth(&*p, &acct, "t").await);
     assert_eq!(counted(&*p, &acct, "t").await.0, 8 * 20);
+    // 240 writes, a change row each: the reaper folds them into one (every 5 s), the
+    // counts unchanged.
+    let client = sql(&url).await;
+    let rows = format!(
+        "SELECT count(*) FROM tafel_table_counts WHERE table_id = \
+         (SELECT id FROM tafel_tables WHERE account = '{acct}' AND lname = 't')"
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while scalar(&client, &rows).await > 1 {
+        assert!(Instant::now() < deadline, "the change rows were not folded");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(counted(&*p, &acct, "t").await, truth(&*p, &acct, "t").await);
 }
