@@ -1,7 +1,8 @@
 //! The admin listener of Tafel and what it serves, on a port of its own that no
 //! Table API path reaches: `/health`, `/ready` and `/metrics` ([`listener`],
 //! [`scrape`]), the fault rules in force ([`faults`]), online backups
-//! ([`backup`]), instant resets for test suites ([`snapshots`]), and the web
+//! ([`backup`]), instant resets for test suites ([`snapshots`]), tables'
+//! statistics ([`table_stats`]), and the web
 //! explorer ([`explorer`]), whose calls reach the Table API through tafel-http's
 //! pipeline as any client's would.
 //!
@@ -17,5 +18,6 @@ pub mod faults;
 pub mod listener;
 pub mod scrape;
 mod snapshots;
+pub mod table_stats;
 
 pub use listener::{check_exposure, serve_admin, AdminState};

@@ -9,6 +9,8 @@
 //!   ([`crate::backup`]).
 //! - `/snapshots…` and `DELETE /accounts/NAME/data`: instant resets for test
 //!   suites ([`crate::snapshots`]).
+//! - `GET /stats` and `GET /accounts/NAME/tables/TABLE/stats`: tables' entities,
+//!   partitions and bytes ([`crate::table_stats`]).
 //! - the web explorer (`GET /` and its assets) and `/api/…`, its way to the
 //!   Table API ([`crate::explorer`]), unless turned off.
 //!
@@ -227,6 +229,9 @@ async fn route(state: &AdminState, req: hyper::Request<hyper::body::Incoming>, p
             }
         }
     }
+    if crate::table_stats::owns(path) {
+        return crate::table_stats::route(state, &req).await.map(Either::Left);
+    }
     if crate::snapshots::owns(path) {
         return crate::snapshots::route(state, &req).await.map(Either::Left);
     }
@@ -271,6 +276,18 @@ async fn metrics(state: &AdminState) -> Resp {
             Err(e) => tracing::debug!(error = %e, account, "could not count tables"),
         }
     }
+    let table_sizes = match state.store.table_sizes().await {
+        Ok(mut sizes) => {
+            sizes.retain(|t| state.accounts.contains(&t.account));
+            crate::table_stats::largest_first(&mut sizes);
+            sizes.truncate(crate::table_stats::TOP_TABLES);
+            sizes
+        }
+        Err(e) => {
+            tracing::debug!(error = %e, "could not read the tables' counters");
+            Vec::new()
+        }
+    };
     let scrape = Scrape {
         ready,
         draining: state.ops.draining(),
@@ -281,6 +298,7 @@ async fn metrics(state: &AdminState) -> Resp {
             .map_or(0.0, |d| d.as_secs_f64()),
         store: state.store.metrics(),
         tables,
+        table_sizes,
     };
     match state.ops.metrics.render(Box::new(scrape)) {
         Ok(body) => {

@@ -18,6 +18,14 @@ pub struct Scrape {
     pub store: Vec<StoreMetric>,
     /// Tables per account (accounts whose count could not be read are left out).
     pub tables: Vec<(String, u64)>,
+    /// The largest tables' counters (at most `table_stats::TOP_TABLES`).
+    pub table_sizes: Vec<tafel_store::TableSize>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TableLabels {
+    account: String,
+    table: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -92,6 +100,31 @@ impl Collector for Scrape {
                     .encode_gauge(&i64::try_from(*n).unwrap_or(i64::MAX))?;
             }
         }
+        type Size = fn(&tafel_store::TableSize) -> u64;
+        let sizes: [(&str, &str, Size); 2] = [
+            (
+                "tafel_table_entities",
+                "Entities in each of the largest tables by bytes (at most 20 tables)",
+                |t| t.entities,
+            ),
+            (
+                "tafel_table_bytes",
+                "Bytes of keys and values stored in each of the largest tables (at most 20 tables)",
+                |t| t.bytes,
+            ),
+        ];
+        for (name, text, value) in sizes {
+            let mut family = encoder.encode_descriptor(name, text, None, MetricType::Gauge)?;
+            for t in &self.table_sizes {
+                let labels = TableLabels {
+                    account: t.account.clone(),
+                    table: t.table.clone(),
+                };
+                family
+                    .encode_family(&labels)?
+                    .encode_gauge(&i64::try_from(value(t)).unwrap_or(i64::MAX))?;
+            }
+        }
         for m in &self.store {
             let name = format!("tafel_store_{}", m.name);
             match &m.value {
@@ -133,6 +166,12 @@ mod tests {
                 }),
             }],
             tables: vec![("acct".into(), 4)],
+            table_sizes: vec![tafel_store::TableSize {
+                account: "acct".into(),
+                table: "orders".into(),
+                entities: 7,
+                bytes: 700,
+            }],
         }
     }
 
@@ -162,6 +201,8 @@ mod tests {
             r#"tafel_request_duration_seconds_bucket{operation="InsertEntity",le="0.0025"} 3"#,
             r#"tafel_request_body_bytes_total{operation="InsertEntity"} 300"#,
             r#"tafel_account_tables{account="acct"} 4"#,
+            r#"tafel_table_entities{account="acct",table="orders"} 7"#,
+            r#"tafel_table_bytes{account="acct",table="orders"} 700"#,
             r#"tafel_store_log_sync_seconds_bucket{le="+Inf"} 3"#,
             "tafel_ready 1",
             "process_start_time_seconds 1700000000.5",

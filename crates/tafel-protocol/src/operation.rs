@@ -119,6 +119,8 @@ pub(crate) fn of(method: &Method, shape: Shape, query: &[(String, String)], head
             _ => Unknown,
         },
         Shape::EntitySet if read => QueryEntities,
+        // A count is a query of the table that answers how many, not which.
+        Shape::Count if read => QueryEntities,
         // Azure takes a POST to `/name/Tables` or `/name/$batch` as an insert into `name`.
         Shape::EntitySet | Shape::BelowTable if method == Method::POST => InsertEntity,
         Shape::Entity => match method.as_str() {

@@ -19,6 +19,8 @@ pub enum Resource<'a> {
     Table(Cow<'a, str>),
     /// `/name` or `/name()`.
     EntitySet(Cow<'a, str>),
+    /// `/name/$count` or `/name()/$count`: how many entities (OData's count path).
+    Count(Cow<'a, str>),
     /// `/name(PartitionKey='p',RowKey='r')`.
     Entity {
         table: Cow<'a, str>,
@@ -48,6 +50,7 @@ impl Resource<'_> {
             Resource::Tables => Resource::Tables,
             Resource::Table(t) => Resource::Table(own(t)),
             Resource::EntitySet(t) => Resource::EntitySet(own(t)),
+            Resource::Count(t) => Resource::Count(own(t)),
             Resource::Entity {
                 table,
                 partition_key,
@@ -72,6 +75,8 @@ pub enum Shape {
     Tables,
     Table,
     EntitySet,
+    /// `/name/$count`.
+    Count,
     Entity,
     Batch,
     /// `/$changes`, the change feed (ours, not Azure's).
@@ -89,6 +94,7 @@ impl From<&Resource<'_>> for Shape {
             Resource::Tables => Shape::Tables,
             Resource::Table(_) => Shape::Table,
             Resource::EntitySet(_) => Shape::EntitySet,
+            Resource::Count(_) => Shape::Count,
             Resource::Entity { .. } => Shape::Entity,
             Resource::Batch => Shape::Batch,
             Resource::Changes => Shape::Changes,
@@ -170,6 +176,13 @@ fn parse_decoded(decoded: &str, slashes: Slashes) -> std::result::Result<Resourc
     }
     if path == "$changes" || path == "$changes/" {
         return Ok(Resource::Changes);
+    }
+    if let Some(set) = path.strip_suffix("/$count").filter(|_| slashes == Slashes::Separate) {
+        return match parse_decoded(set, slashes) {
+            Ok(Resource::EntitySet(table)) => Ok(Resource::Count(table)),
+            Ok(_) => Err(shapeless(invalid_uri())),
+            Err(e) => Err(e),
+        };
     }
     let (name, args) = match path.find('(') {
         Some(i) => {

@@ -106,6 +106,7 @@ impl<'a> Route<'a> {
         match self.resource.as_ref().ok()? {
             Resource::Table(t)
             | Resource::EntitySet(t)
+            | Resource::Count(t)
             | Resource::Entity { table: t, .. }
             | Resource::BelowTable(t)
             | Resource::KeyedBelowTable(t) => Some(t),

@@ -22,6 +22,26 @@ pub struct TableRecord {
     pub acl: Vec<u8>,
 }
 
+/// A table's counters as of one commit: its entities and their bytes (each
+/// entity's encoded key and stored value), kept exact by every write in the
+/// write's own commit; and, where the backend counts them, its partitions.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TableStats {
+    pub entities: u64,
+    pub bytes: u64,
+    /// `None` where a backend does not count partitions for this answer.
+    pub partitions: Option<u64>,
+}
+
+/// One table's counters, for listings of every table (metrics).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TableSize {
+    pub account: String,
+    pub table: String,
+    pub entities: u64,
+    pub bytes: u64,
+}
+
 /// Decides, from a row's key and value, whether a scan returns it. Runs on the
 /// backend's threads, so it must be cheap and must not block.
 pub type RowFilter = Arc<dyn Fn(KeyRef<'_>, &[u8]) -> bool + Send + Sync>;
@@ -245,6 +265,17 @@ pub trait Store: Send + Sync + 'static {
     fn metrics(&self) -> Vec<StoreMetric> {
         Vec::new()
     }
+
+    /// How many entities `table` holds, from its counter (no scan);
+    /// `TableNotFound` when there is no such table.
+    async fn count_entities(&self, account: &str, table: &str) -> Result<u64, StoreError>;
+
+    /// A table's counters, partitions included (counted, so it costs a seek per
+    /// partition on the embedded backend); `None` when there is no such table.
+    async fn table_stats(&self, account: &str, table: &str) -> Result<Option<TableStats>, StoreError>;
+
+    /// Every table's counters, of every account, in no particular order.
+    async fn table_sizes(&self) -> Result<Vec<TableSize>, StoreError>;
 
     /// How many tables `account` has.
     async fn count_tables(&self, account: &str) -> Result<u64, StoreError> {

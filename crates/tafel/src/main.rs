@@ -17,6 +17,7 @@ mod listeners;
 mod progress;
 mod serve_args;
 mod snapshot;
+mod stats;
 mod transfer;
 
 use serve_args::{Backend, LogFormatArg, ServeArgs};
@@ -123,6 +124,9 @@ enum Command {
     /// Save, restore, list or delete named snapshots of a running server's whole
     /// store (its admin listener), to reset it between tests in milliseconds.
     Snapshot(snapshot::SnapshotArgs),
+    /// Show tables' entities, partitions and bytes (a running server's admin
+    /// listener), from the counters kept with every write.
+    Stats(stats::StatsArgs),
     /// The configuration.
     Config {
         #[command(subcommand)]
@@ -234,6 +238,7 @@ fn main() -> anyhow::Result<()> {
             return health::run(a);
         }
         Some(Command::Snapshot(a)) => return snapshot::run(a),
+        Some(Command::Stats(a)) => return stats::run(a),
         None => cli.serve,
     };
     args.check_tls_flags()?;

@@ -68,6 +68,33 @@ pub(crate) async fn get(
     Ok(resp)
 }
 
+/// `GET /{table}/$count[?$filter=…]`: the number of entities the caller may read
+/// that match, as `text/plain` (OData's count path). `filter` as for [`query`].
+pub async fn count(
+    svc: &Service,
+    cx: &Context,
+    req: &Request,
+    table: &str,
+    filter: Option<Result<Expr>>,
+) -> Result<Response> {
+    cx.table_name(table)?;
+    for opt in ["$top", "$select", "NextPartitionKey", "NextRowKey"] {
+        if req.param(opt).is_some() {
+            return Err(Error::with_message(
+                ErrorCode::InvalidQueryParameterValue,
+                format!("The query option {opt} does not apply to $count."),
+            ));
+        }
+    }
+    let filter = filter.transpose()?;
+    let n = svc.count_entities(&cx.caller, table, filter.as_ref()).await?;
+    Ok(Response::with_body_typed(
+        StatusCode::OK,
+        http::HeaderValue::from_static("text/plain;charset=utf-8"),
+        n.to_string().into_bytes(),
+    ))
+}
+
 /// An entity query; `filter` is its `$filter` as the request's route parsed it.
 pub async fn query(
     svc: &Service,

@@ -91,6 +91,10 @@ pub async fn handle(svc: &Service, cx: &Context, req: &Request, route: Route<'_>
             Method::GET | Method::HEAD => entities::query(svc, cx, req, &table, filter).await,
             _ => entities::write(svc, cx, req, Resource::EntitySet(table)).await,
         },
+        Resource::Count(table) => match req.method {
+            Method::GET | Method::HEAD => entities::count(svc, cx, req, &table, filter).await,
+            _ => Err(method_not_allowed()),
+        },
         Resource::Entity {
             table,
             partition_key,

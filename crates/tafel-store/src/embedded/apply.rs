@@ -6,6 +6,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use super::checksums::{seal, seal_in_place, unseal};
 use super::commit::Pending;
+use super::counts::{self, Counts};
 use super::engine::group::GroupTx;
 use super::engine::tree::{ReadTrees, Tree};
 use super::schema::*;
@@ -20,9 +21,17 @@ pub(super) struct Writer<'t, 'l> {
     pub(super) tx: GroupTx<'t, 'l>,
     /// Which accounts record their changes (`feed.rs`).
     pub(super) feed: &'l FeedSettings,
+    /// The group's changes to tables' counters, written by [`Writer::finish`].
+    pub(super) counts: Counts,
 }
 
 impl Writer<'_, '_> {
+    /// Ends the group's jobs: writes what they did to the tables' counters. An
+    /// error fails the group, so a change is never committed without its count.
+    pub(super) fn finish(&mut self) -> Result<(), StoreError> {
+        self.counts.flush(&mut self.tx)
+    }
+
     pub(super) fn apply(&mut self, job: Job) -> Pending {
         match job {
             Job::CreateTable { account, name, reply } => Pending::Bool(reply, self.create_table(&account, &name)),
@@ -79,6 +88,7 @@ impl Writer<'_, '_> {
         let key = table_key(account, name);
         self.tx
             .insert(Tree::Tables, &key, &seal(&key, &encode_table(id, name, &[])))?;
+        counts::start(&mut self.tx, id)?;
         self.tx.insert(Tree::TableOrder, &order_key(account, name), &[])?;
         self.record(account, name, &[(ChangeOp::CreateTable, None, None)])?;
         Ok(true)
@@ -92,6 +102,8 @@ impl Writer<'_, '_> {
         self.tx.remove(Tree::TableOrder, &order_key(account, &t.record.name))?;
         self.tx
             .remove_range(Tree::Entities, &t.id.to_be_bytes(), &(t.id + 1).to_be_bytes())?;
+        counts::remove(&mut self.tx, t.id)?;
+        self.counts.forget(t.id);
         self.record(account, &t.record.name, &[(ChangeOp::DeleteTable, None, None)])?;
         Ok(true)
     }
@@ -160,7 +172,23 @@ impl Writer<'_, '_> {
             let runs = full.len() > 1 && distinct_keys(&full);
             let recording = self.feed.for_account(account).is_some();
             let mut changes = Vec::new();
-            for (((k, m), old), key) in full.iter().zip(mutations).zip(&current).zip(keys) {
+            // What each row was and is: a repeated key is counted once, from
+            // its state before the job to its state after its last mutation.
+            let mut after: Vec<Option<usize>> = current.iter().map(|c| c.as_ref().map(Vec::len)).collect();
+            for (i, (((k, m), old), key)) in full.iter().zip(mutations).zip(&current).zip(keys).enumerate() {
+                let state = match &m {
+                    Mutation::Put(v) | Mutation::Merge(v) => Some(Some(v.len())),
+                    Mutation::Delete => Some(None),
+                    Mutation::Keep => None,
+                };
+                if let Some(state) = state {
+                    // A repeated key's state is kept at its first position.
+                    let at = match runs {
+                        true => i,
+                        false => full[..i].iter().position(|f| f == k).unwrap_or(i),
+                    };
+                    after[at] = state;
+                }
                 if recording {
                     let (key, existed) = (key.as_bytes(), old.is_some());
                     match &m {
@@ -187,6 +215,17 @@ impl Writer<'_, '_> {
                 }
             }
             self.insert_new_rows(fresh)?;
+            let (mut entities, mut bytes) = (0i64, 0i64);
+            for ((before, now), key) in current.iter().zip(&after).zip(keys) {
+                let size = |len: usize| counts::row_bytes(key.as_bytes().len(), len);
+                match (before.as_ref().map(Vec::len), *now) {
+                    (None, Some(n)) => (entities, bytes) = (entities + 1, bytes + size(n)),
+                    (Some(o), None) => (entities, bytes) = (entities - 1, bytes - size(o)),
+                    (Some(o), Some(n)) => bytes += size(n) - size(o),
+                    (None, None) => {}
+                }
+            }
+            self.counts.add(t.id, entities, bytes);
             let changes: Vec<_> = changes.iter().map(|(op, k, v)| (*op, *k, v.as_deref())).collect();
             self.record(account, &t.record.name, &changes)?;
         }

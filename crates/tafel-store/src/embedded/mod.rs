@@ -29,6 +29,9 @@ mod apply;
 mod check;
 #[cfg(test)]
 mod corruption_tests;
+mod counts;
+#[cfg(test)]
+mod counts_tests;
 mod engine;
 #[cfg(test)]
 mod fault_tests;
@@ -76,7 +79,7 @@ use crate::error::{FailureKind, NotReady, StoreError};
 use crate::key::EntityKey;
 use crate::reset::{ResetError, SavepointInfo};
 use crate::stats::StoreMetric;
-use crate::traits::{Decide, RowSink, ScanEnd, ScanRequest, Store, TableRecord};
+use crate::traits::{Decide, RowSink, ScanEnd, ScanRequest, Store, TableRecord, TableSize, TableStats};
 
 pub struct EmbeddedOptions {
     /// Bytes of page cache redb may use.
@@ -393,6 +396,51 @@ impl Store for EmbeddedStore {
             .map_or(0, |e| e.pages.bytes_written());
         let before = self.inner.written_before.load(Ordering::Relaxed);
         self.inner.stats.metrics(before + now)
+    }
+
+    async fn count_entities(&self, account: &str, table: &str) -> Result<u64, StoreError> {
+        let opening = self.opening()?;
+        let (generation, snapshot) = opening.id_view();
+        guarded(|| {
+            let id = table_id(&snapshot, &opening.ids, &table_key(account, table), generation)?;
+            match counts::read(&*snapshot, id)? {
+                Some((entities, _)) => Ok(entities),
+                None => Ok(counts::recount(&*snapshot, id)?.0),
+            }
+        })
+    }
+
+    async fn table_stats(&self, account: &str, table: &str) -> Result<Option<TableStats>, StoreError> {
+        let opening = self.opening()?;
+        let (generation, snapshot) = opening.id_view();
+        guarded(|| {
+            let id = match table_id(&snapshot, &opening.ids, &table_key(account, table), generation) {
+                Ok(id) => id,
+                Err(StoreError::TableNotFound) => return Ok(None),
+                Err(e) => return Err(e),
+            };
+            counts::stats(&*snapshot, id).map(Some)
+        })
+    }
+
+    async fn table_sizes(&self) -> Result<Vec<TableSize>, StoreError> {
+        let snapshot = self.opening()?.view();
+        guarded(|| {
+            let mut out = Vec::new();
+            for row in snapshot.range(Tree::Tables, std::ops::Bound::Unbounded, std::ops::Bound::Unbounded)? {
+                let (k, v) = row?;
+                let t = decode_table(k.bytes(), v.bytes())?;
+                let account = k.bytes().split(|&b| b == 0).next().unwrap_or_default();
+                let (entities, bytes) = counts::read(&*snapshot, t.id)?.unwrap_or_default();
+                out.push(TableSize {
+                    account: String::from_utf8_lossy(account).into_owned(),
+                    table: t.record.name,
+                    entities,
+                    bytes,
+                });
+            }
+            Ok(out)
+        })
     }
 
     async fn count_tables(&self, account: &str) -> Result<u64, StoreError> {

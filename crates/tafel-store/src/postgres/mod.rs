@@ -24,6 +24,7 @@
 //! - Reads are single statements (a scan page: one per chunk, [`scan`]).
 
 mod connect;
+mod counts;
 mod feed;
 mod migrate;
 mod pipelined;
@@ -41,7 +42,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime, Timeouts};
-use futures_util::future::join3;
+use futures_util::future::join4;
 use tokio_postgres::error::SqlState;
 
 use self::stats::PgStats;
@@ -51,7 +52,7 @@ use crate::error::{BackendError, FailureKind, NotReady, StoreError};
 use crate::key::EntityKey;
 use crate::reset::ResetError;
 use crate::stats::StoreMetric;
-use crate::traits::{Decide, RowSink, ScanEnd, ScanRequest, Store, TableRecord};
+use crate::traits::{Decide, RowSink, ScanEnd, ScanRequest, Store, TableRecord, TableSize, TableStats};
 
 pub use self::schema::SCHEMA_VERSION;
 pub use self::tls::{SslMode, SslOptions, TlsError};
@@ -261,12 +262,16 @@ impl PostgresStore {
         };
         let chunk = client.prepare_cached(schema::DELETE_CHUNK_NAMED).await?;
         let drop_empty = client.prepare_cached(schema::DROP_EMPTY_NAMED).await?;
+        let drop_counts = client.prepare_cached(schema::DROP_COUNTS_NAMED).await?;
         let limit = reaper::CHUNK;
         // Not short-circuiting: the mark's answer is the delete's; the chunk and the
         // drop are the reaper's work done early, which it finishes if they failed.
-        let (marked, chunk, dropped) = join3(
+        // The counters go after the mark (no write reaches the table then), before
+        // the drop frees the name; left behind, they would count for no table.
+        let (marked, chunk, _, dropped) = join4(
             client.query_opt(&mark, mark_params),
             client.execute(&chunk, &[&account, &lname, &limit]),
+            client.execute(&drop_counts, &[&account, &lname]),
             client.execute(&drop_empty, &[&account, &lname]),
         )
         .await;
@@ -506,6 +511,26 @@ impl Store for PostgresStore {
 
     fn metrics(&self) -> Vec<StoreMetric> {
         self.stats.metrics(&self.pool)
+    }
+
+    async fn count_entities(&self, account: &str, table: &str) -> Result<u64, StoreError> {
+        let lname = lower(table);
+        self.retry("count entities", || async {
+            match self.counts_once(account, &lname).await? {
+                Some(s) => Ok(s.entities),
+                None => Err(counts::not_found()),
+            }
+        })
+        .await
+    }
+
+    async fn table_stats(&self, account: &str, table: &str) -> Result<Option<TableStats>, StoreError> {
+        let lname = lower(table);
+        self.retry("table stats", || self.counts_once(account, &lname)).await
+    }
+
+    async fn table_sizes(&self) -> Result<Vec<TableSize>, StoreError> {
+        self.retry("table sizes", || self.sizes_once()).await
     }
 
     async fn count_tables(&self, account: &str) -> Result<u64, StoreError> {

@@ -1,4 +1,5 @@
-//! Deleted tables' entities, removed in the background in bounded chunks.
+//! Deleted tables' entities, removed in the background in bounded chunks; and
+//! tables' counters, their change rows folded together (`counts.rs`).
 //!
 //! Deleting a table marks its row (`schema::MARK_DELETING`) and removes a first
 //! chunk of its entities; this task, on every node, removes the rest: a chunk per
@@ -64,7 +65,26 @@ async fn run(pool: Pool, wake: Arc<Notify>) {
             Err(e) if e.is_conflict() => {}
             Err(e) => tracing::warn!(error = %e.into_store(), "removing deleted tables' entities; retrying later"),
         }
+        match fold_counts(&pool).await {
+            Ok(()) => {}
+            // Another node folded the same rows at once: they are folded.
+            Err(e) if e.is_conflict() => {}
+            Err(e) => tracing::warn!(error = %e.into_store(), "folding tables' counters; retrying later"),
+        }
     }
+}
+
+/// Folds the change rows of each table's counters that has many into one
+/// (`counts.rs`): a count then sums few rows.
+async fn fold_counts(pool: &Pool) -> Result<(), DbError> {
+    let client = pool.get().await?;
+    let many = client.prepare_cached(schema::COUNTS_TO_FOLD).await?;
+    let fold = client.prepare_cached(schema::FOLD_COUNTS).await?;
+    for row in client.query(&many, &[]).await? {
+        let id: i64 = row.try_get(0)?;
+        client.execute(&fold, &[&id, &super::counts::change_id()]).await?;
+    }
+    Ok(())
 }
 
 /// Empties every table marked deleted and drops its row; the entities removed.
@@ -73,6 +93,7 @@ async fn pass(pool: &Pool) -> Result<u64, DbError> {
     let tables = client.prepare_cached(schema::DELETING_TABLES).await?;
     let chunk = client.prepare_cached(schema::DELETE_CHUNK).await?;
     let drop_empty = client.prepare_cached(schema::DROP_EMPTY).await?;
+    let drop_counts = client.prepare_cached(schema::DROP_COUNTS).await?;
     let mut removed = 0;
     for row in client.query(&tables, &[]).await? {
         let id: i64 = row.try_get(0)?;
@@ -87,7 +108,9 @@ async fn pass(pool: &Pool) -> Result<u64, DbError> {
                 _ => break,
             }
         }
-        client.execute(&drop_empty, &[&id]).await?;
+        if client.execute(&drop_empty, &[&id]).await? == 1 {
+            client.execute(&drop_counts, &[&id]).await?;
+        }
     }
     Ok(removed)
 }

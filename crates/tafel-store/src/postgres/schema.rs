@@ -64,6 +64,21 @@ CREATE TABLE IF NOT EXISTS tafel_changes (
     PRIMARY KEY (account, position)
 );
 ",
+    // 4: each table's counters (`counts.rs`): rows of changes, summed on read and
+    // folded together by the reaper; the tables already there counted once.
+    "
+CREATE TABLE IF NOT EXISTS tafel_table_counts (
+    table_id BIGINT NOT NULL,
+    id BIGINT NOT NULL,
+    entities BIGINT NOT NULL,
+    bytes BIGINT NOT NULL,
+    PRIMARY KEY (table_id, id)
+);
+INSERT INTO tafel_table_counts (table_id, id, entities, bytes)
+    SELECT table_id, 0, count(*), sum(octet_length(key) + octet_length(value)) FROM tafel_entities
+    GROUP BY table_id
+    ON CONFLICT (table_id, id) DO NOTHING;
+",
 ];
 
 /// The schema version this node knows: it migrates older databases to it and
@@ -132,11 +147,45 @@ pub(crate) const INSERT_ENTITIES: &str = "INSERT INTO tafel_entities (table_id, 
 /// locking clause on the whole SELECT would lock it again for every row); no
 /// table, no rows. In key order, as rows are locked everywhere else: two inserts
 /// of overlapping keys wait for each other instead of deadlocking.
-pub(crate) const INSERT_NEW_ENTITIES: &str = "INSERT INTO tafel_entities (table_id, key, value)
-     SELECT t.id, u.k, u.v FROM
-         (SELECT id FROM tafel_tables WHERE account = $1 AND lname = $2 AND NOT deleting FOR SHARE) t,
-         UNNEST($3::BYTEA[], $4::BYTEA[]) AS u(k, v)
-     ORDER BY u.k";
+/// It also records its rows in the table's counters (a change row of id `$5`,
+/// `counts.rs`), in the same statement: one round trip still. No table, no rows,
+/// no change row: 0 rows.
+pub(crate) const INSERT_NEW_ENTITIES: &str = "WITH t AS
+         (SELECT id FROM tafel_tables WHERE account = $1 AND lname = $2 AND NOT deleting FOR SHARE),
+     ins AS (INSERT INTO tafel_entities (table_id, key, value)
+         SELECT t.id, u.k, u.v FROM t, UNNEST($3::BYTEA[], $4::BYTEA[]) AS u(k, v)
+         ORDER BY u.k
+         RETURNING table_id, octet_length(key) + octet_length(value) AS b)
+     INSERT INTO tafel_table_counts (table_id, id, entities, bytes)
+         SELECT table_id, $5, count(*), sum(b) FROM ins GROUP BY table_id";
+/// Records a write's change to its table's counters, a row of its own (`counts.rs`).
+pub(crate) const ADD_COUNTS: &str =
+    "INSERT INTO tafel_table_counts (table_id, id, entities, bytes) VALUES ($1, $2, $3, $4)";
+/// Tables whose counters have more than 32 change rows: the reaper folds them.
+pub(crate) const COUNTS_TO_FOLD: &str = "SELECT table_id FROM tafel_table_counts
+     GROUP BY table_id HAVING count(*) > 32 LIMIT 64";
+/// Folds a table's change rows into one (`$2` its id), in one statement: a write
+/// committed meanwhile is a row the DELETE did not see, kept.
+pub(crate) const FOLD_COUNTS: &str = "WITH gone AS
+         (DELETE FROM tafel_table_counts WHERE table_id = $1 RETURNING entities, bytes)
+     INSERT INTO tafel_table_counts (table_id, id, entities, bytes)
+         SELECT $1, $2, CAST(COALESCE(sum(entities), 0) AS BIGINT), CAST(COALESCE(sum(bytes), 0) AS BIGINT) FROM gone";
+/// A dropped table's counters (a fold that raced its delete may leave a row of zeros).
+pub(crate) const DROP_COUNTS: &str = "DELETE FROM tafel_table_counts WHERE table_id = $1";
+/// A table's counters, its change rows summed: no row means no table.
+pub(crate) const TABLE_COUNTS: &str = "SELECT CAST(COALESCE(sum(c.entities), 0) AS BIGINT),
+         CAST(COALESCE(sum(c.bytes), 0) AS BIGINT)
+     FROM tafel_tables t LEFT JOIN tafel_table_counts c ON c.table_id = t.id
+     WHERE t.account = $1 AND t.lname = $2 AND NOT t.deleting GROUP BY t.id";
+/// Every table's counters.
+pub(crate) const ALL_TABLE_COUNTS: &str = "SELECT t.account, t.name, CAST(COALESCE(sum(c.entities), 0) AS BIGINT),
+         CAST(COALESCE(sum(c.bytes), 0) AS BIGINT)
+     FROM tafel_tables t LEFT JOIN tafel_table_counts c ON c.table_id = t.id
+     WHERE NOT t.deleting GROUP BY t.id, t.account, t.name";
+/// A deleted table's counters (after its mark: no write reaches it any more).
+pub(crate) const DROP_COUNTS_NAMED: &str = "DELETE FROM tafel_table_counts WHERE table_id IN
+     (SELECT id FROM tafel_tables WHERE account = $1 AND lname = $2 AND deleting)";
+
 /// Puts of keys the write saw (and locked).
 pub(crate) const PUT_ENTITIES: &str = "INSERT INTO tafel_entities (table_id, key, value)
      SELECT $1, u.k, u.v FROM UNNEST($2::BYTEA[], $3::BYTEA[]) AS u(k, v)

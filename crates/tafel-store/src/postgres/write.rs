@@ -20,7 +20,7 @@ use tokio_postgres::Statement;
 
 use super::pipelined::{self, OpenTxn};
 use super::txn::DbError;
-use super::{schema, PostgresStore};
+use super::{counts, schema, PostgresStore};
 use crate::error::{FailureKind, StoreError};
 use crate::feed::ChangeOp;
 use crate::traits::{Decide, Mutation};
@@ -103,10 +103,15 @@ impl PostgresStore {
     ) -> Result<bool, DbError> {
         let client = self.client().await?;
         let insert = client.prepare_cached(schema::INSERT_NEW_ENTITIES).await?;
+        let change = counts::change_id();
         // One statement, its own transaction: it reads the table's row and locks it
         // in the same snapshot, so a table created or deleted meanwhile is seen
-        // whole or not at all, and a delete's mark waits for the rows.
-        match client.execute(&insert, &[&account, &lname, &keys, &values]).await {
+        // whole or not at all, and a delete's mark waits for the rows; and it
+        // counts the rows in the table's counters.
+        match client
+            .execute(&insert, &[&account, &lname, &keys, &values, &change])
+            .await
+        {
             Ok(0) => Err(StoreError::TableNotFound.into()),
             Ok(_) => Ok(true),
             Err(e) if e.code() == Some(&SqlState::UNIQUE_VIOLATION) => Ok(false),
@@ -184,15 +189,26 @@ impl PostgresStore {
         }
         let (mut puts, mut inserts, mut deletes) = (Puts::default(), Puts::default(), Vec::new());
         let mut feed = FeedRows::default();
+        // The write's change to the table's counters, from what it writes.
+        let (mut entities, mut bytes) = (0i64, 0i64);
         for ((key, m), cur) in keys.iter().zip(&mutations).zip(&current) {
             if recorded {
                 feed.push(key, m, cur.is_some());
             }
             match (m, cur) {
-                (Mutation::Put(v) | Mutation::Merge(v), Some(_)) => puts.push(key, v),
-                (Mutation::Put(v) | Mutation::Merge(v), None) => inserts.push(key, v),
+                (Mutation::Put(v) | Mutation::Merge(v), Some(old)) => {
+                    bytes += counts::row_bytes(key, v) - counts::row_bytes(key, old);
+                    puts.push(key, v)
+                }
+                (Mutation::Put(v) | Mutation::Merge(v), None) => {
+                    (entities, bytes) = (entities + 1, bytes + counts::row_bytes(key, v));
+                    inserts.push(key, v)
+                }
                 // An absent row has nothing to delete.
-                (Mutation::Delete, Some(_)) => deletes.push(*key),
+                (Mutation::Delete, Some(old)) => {
+                    (entities, bytes) = (entities - 1, bytes - counts::row_bytes(key, old));
+                    deletes.push(*key)
+                }
                 (Mutation::Delete, None) | (Mutation::Keep, _) => {}
             }
         }
@@ -202,6 +218,8 @@ impl PostgresStore {
         let insert = client.prepare_cached(schema::INSERT_ENTITIES).await?;
         let put = client.prepare_cached(schema::PUT_ENTITIES).await?;
         let delete = client.prepare_cached(schema::DELETE_ENTITIES).await?;
+        let add_counts = client.prepare_cached(schema::ADD_COUNTS).await?;
+        let change = counts::change_id();
         // The feed's statement and parameters (when the feed is on), declared
         // before the futures that borrow them.
         let record = match feed.ops.is_empty() {
@@ -212,7 +230,7 @@ impl PostgresStore {
         let now = i64::try_from(crate::feed::now_ns()).unwrap_or(i64::MAX);
         let record_params: [&(dyn ToSql + Sync); 8] =
             [&account, &n, &now, &id, &feed.ops, &feed.keys, &feed.values, &lname];
-        let changes: [(&Statement, &Params, bool); 3] = [
+        let changes: [(&Statement, &Params, bool); 4] = [
             (
                 &insert,
                 &[&id, &inserts.keys, &inserts.values],
@@ -220,6 +238,12 @@ impl PostgresStore {
             ),
             (&put, &[&id, &puts.keys, &puts.values], !puts.keys.is_empty()),
             (&delete, &[&id, &deletes], !deletes.is_empty()),
+            // The counters, in the same transaction as the rows they count.
+            (
+                &add_counts,
+                &[&id, &change, &entities, &bytes],
+                entities != 0 || bytes != 0,
+            ),
         ];
         let mut changes: Vec<_> = changes
             .iter()

@@ -19,6 +19,7 @@ use tafel_store::{
 
 mod big_tables;
 mod concurrency;
+mod counts;
 mod feed;
 mod lifecycle;
 mod migrations;

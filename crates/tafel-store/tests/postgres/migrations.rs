@@ -92,7 +92,10 @@ async fn an_older_database_is_migrated_and_a_newer_one_refused() {
     // Back to version 1, as a node of the release before it left the database.
     let client = sql(&db).await;
     client
-        .batch_execute("ALTER TABLE tafel_tables DROP COLUMN deleting; UPDATE tafel_meta SET value = 1 WHERE name = 'schema_version'")
+        .batch_execute(
+            "ALTER TABLE tafel_tables DROP COLUMN deleting; DROP TABLE tafel_table_counts; \
+             UPDATE tafel_meta SET value = 1 WHERE name = 'schema_version'",
+        )
         .await
         .unwrap();
     let node = pg(&db).await;
@@ -100,6 +103,12 @@ async fn an_older_database_is_migrated_and_a_newer_one_refused() {
     assert_eq!(
         node.get_entity(&a, "kept", &key("p", "r")).await.unwrap().as_deref(),
         Some(&b"v"[..])
+    );
+    // The table from before the counters was counted by the migration.
+    let stats = node.table_stats(&a, "kept").await.unwrap().expect("the table");
+    assert_eq!(
+        (stats.entities, stats.bytes),
+        (1, (key("p", "r").as_bytes().len() + 1) as u64)
     );
     assert!(node.delete_table(&a, "kept").await.unwrap());
     drop(node);

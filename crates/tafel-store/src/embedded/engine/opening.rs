@@ -134,6 +134,27 @@ pub(in crate::embedded) fn recover(db: &Database, disk: &dyn Disk, log_size: u64
     })
 }
 
+/// Gives every table without counters (a store from before them) its counters,
+/// counted, in a durable commit of their own before the writer starts.
+fn fill_counts(db: &Database) -> Result<(), StoreError> {
+    let mut txn = db.begin_write().map_err(to_store_error)?;
+    txn.set_durability(redb::Durability::Immediate)
+        .map_err(to_store_error)?;
+    let filled = {
+        let mut trees = super::group::Trees::open(&txn)?;
+        crate::embedded::counts::fill_missing(&mut trees)?
+    };
+    if filled == 0 {
+        return txn.abort().map_err(to_store_error);
+    }
+    txn.commit().map_err(to_store_error)?;
+    tracing::info!(
+        tables = filled,
+        "counted the entities of tables from before table counters"
+    );
+    Ok(())
+}
+
 impl Opening {
     /// Opens (or creates) the store on `disk`; no group becomes durable (nor
     /// visible, nor answered) while `hold` is locked (for tests of the commit
@@ -151,6 +172,7 @@ impl Opening {
             if !sealed {
                 checksums::migrate(&db)?;
             }
+            fill_counts(&db)?;
             Ok((db, durable, wal))
         })?;
         let pages = durable.clone();

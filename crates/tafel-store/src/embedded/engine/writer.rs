@@ -146,10 +146,12 @@ fn run_group(db: &Database, state: &mut LogState, to_log: &ToLog, health: &Healt
             let mut w = Writer {
                 tx: GroupTx::new(trees, &mut log),
                 feed: &feed,
+                counts: Default::default(),
             };
             for job in group {
                 committed.pending.push(w.apply(job));
             }
+            w.finish().map_err(as_backend)?;
             let mut trees = w.tx.into_trees();
             // A group too big for the rest of the log commits durably itself.
             checkpoint = checkpoint_alone || !state.fits(&log);

@@ -136,6 +136,12 @@ export class Api {
     return { rows: body.value, next: pk ? { pk, rk: rk || "" } : null };
   }
 
+  /** How many entities match `filter` (all without one): the `$count` path, a number. */
+  async count(table, filter) {
+    const r = await this.call("GET", `/${table}/$count`, { query: [["$filter", filter]], accept: "text/plain" });
+    return Number(await r.text());
+  }
+
   /** Every row of a query, page by page; `onPage(rows)` sees each page. */
   async queryAll(table, { filter, select }, onPage, signal) {
     let next = null;
