@@ -1,7 +1,7 @@
 //! The admin listener of Tafel and what it serves, on a port of its own that no
 //! Table API path reaches: `/health`, `/ready` and `/metrics` ([`listener`],
 //! [`scrape`]), the fault rules in force ([`faults`]), online backups
-//! ([`backup`]), instant resets for test suites ([`snapshots`]), and the web
+//! ([`backup`]), secondary indexes ([`indexes`]), instant resets for test suites ([`snapshots`]), and the web
 //! explorer ([`explorer`]), whose calls reach the Table API through tafel-http's
 //! pipeline as any client's would.
 //!
@@ -14,6 +14,7 @@ pub mod backup;
 mod cross_site;
 pub mod explorer;
 pub mod faults;
+mod indexes;
 pub mod listener;
 pub mod scrape;
 mod snapshots;

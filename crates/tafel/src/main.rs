@@ -13,6 +13,7 @@ mod change_feed_args;
 mod check;
 mod config;
 mod health;
+mod index;
 mod listeners;
 mod progress;
 mod serve_args;
@@ -123,6 +124,9 @@ enum Command {
     /// Save, restore, list or delete named snapshots of a running server's whole
     /// store (its admin listener), to reset it between tests in milliseconds.
     Snapshot(snapshot::SnapshotArgs),
+    /// Create, list or drop secondary indexes of a running server's tables (its
+    /// admin listener): a `$filter` on an indexed property reads no table scan.
+    Index(index::IndexArgs),
     /// The configuration.
     Config {
         #[command(subcommand)]
@@ -234,6 +238,7 @@ fn main() -> anyhow::Result<()> {
             return health::run(a);
         }
         Some(Command::Snapshot(a)) => return snapshot::run(a),
+        Some(Command::Index(a)) => return index::run(a),
         None => cli.serve,
     };
     args.check_tls_flags()?;

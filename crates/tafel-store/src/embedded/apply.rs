@@ -2,6 +2,7 @@
 //! every job follows (tables, ACLs, service properties, entity writes). The
 //! transaction logs every change it makes.
 
+use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use super::checksums::{seal, seal_in_place, unseal};
@@ -13,13 +14,15 @@ use super::Job;
 use crate::error::{FailureKind, StoreError};
 use crate::feed::{ChangeOp, FeedSettings};
 use crate::key::EntityKey;
-use crate::traits::{Decide, Mutation};
+use crate::traits::{Decide, IndexEncoder, Mutation};
 
 /// Applies jobs, logging every change it makes.
 pub(super) struct Writer<'t, 'l> {
     pub(super) tx: GroupTx<'t, 'l>,
     /// Which accounts record their changes (`feed.rs`).
     pub(super) feed: &'l FeedSettings,
+    /// The service's index encoder, once it gave one (`index.rs`).
+    pub(super) index_encoder: Option<&'l IndexEncoder>,
 }
 
 impl Writer<'_, '_> {
@@ -47,6 +50,18 @@ impl Writer<'_, '_> {
                 decide,
                 reply,
             } => Pending::Unit(reply, self.write(&account, &table, &keys, decide)),
+            Job::CreateIndex {
+                account,
+                table,
+                property,
+                reply,
+            } => Pending::Bool(reply, self.create_index(&account, &table, &property)),
+            Job::DropIndex {
+                account,
+                table,
+                property,
+                reply,
+            } => Pending::Bool(reply, self.drop_index(&account, &table, &property)),
             Job::ClearAccount { account, reply } => Pending::Count(reply, self.clear_account(&account)),
             Job::TrimChanges { now_ns, reply } => Pending::Unit(reply, self.trim_changes(now_ns)),
             // The writer loop runs these alone; one here is a bug.
@@ -57,7 +72,7 @@ impl Writer<'_, '_> {
         }
     }
 
-    fn table(&self, account: &str, name: &str) -> Result<Option<TableValue>, StoreError> {
+    pub(super) fn table(&self, account: &str, name: &str) -> Result<Option<TableValue>, StoreError> {
         let key = table_key(account, name);
         let found = self.tx.get(Tree::Tables, &key)?;
         found.map(|v| decode_table(&key, v.bytes())).transpose()
@@ -92,6 +107,7 @@ impl Writer<'_, '_> {
         self.tx.remove(Tree::TableOrder, &order_key(account, &t.record.name))?;
         self.tx
             .remove_range(Tree::Entities, &t.id.to_be_bytes(), &(t.id + 1).to_be_bytes())?;
+        self.drop_indexes(t.id)?;
         self.record(account, &t.record.name, &[(ChangeOp::DeleteTable, None, None)])?;
         Ok(true)
     }
@@ -160,7 +176,23 @@ impl Writer<'_, '_> {
             let runs = full.len() > 1 && distinct_keys(&full);
             let recording = self.feed.for_account(account).is_some();
             let mut changes = Vec::new();
+            let indexed = self.indexed(t.id)?;
+            // Each key's stored form as this write left it so far: a batch may
+            // name a key twice, and its entries follow the last change.
+            let mut latest: HashMap<&[u8], Option<Vec<u8>>> = HashMap::new();
             for (((k, m), old), key) in full.iter().zip(mutations).zip(&current).zip(keys) {
+                if !indexed.is_empty() && m != Mutation::Keep {
+                    let before = match latest.get(k.as_slice()) {
+                        Some(v) => v.clone(),
+                        None => old.clone(),
+                    };
+                    let after = match &m {
+                        Mutation::Put(v) | Mutation::Merge(v) => Some(v.clone()),
+                        Mutation::Delete | Mutation::Keep => None,
+                    };
+                    self.reindex(t.id, &indexed, key.as_bytes(), before.as_deref(), after.as_deref())?;
+                    latest.insert(k.as_slice(), after);
+                }
                 if recording {
                     let (key, existed) = (key.as_bytes(), old.is_some());
                     match &m {
