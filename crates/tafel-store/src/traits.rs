@@ -102,12 +102,15 @@ impl From<StoreError> for IndexError {
     }
 }
 
+/// Half-open ranges `[start, end)` of one index's encoded values.
+pub type ValueRanges = Vec<(Vec<u8>, Vec<u8>)>;
+
 /// One page of a query answered from secondary indexes: the candidates are the
 /// entities with an entry in `ranges` (per property, half-open byte ranges of
 /// encoded values) whose keys are at or after `from`, in key order; each is read
 /// and kept when `filter` takes it, until `limit` are kept.
 pub struct IndexScanRequest {
-    pub ranges: Vec<(String, Vec<(Vec<u8>, Vec<u8>)>)>,
+    pub ranges: Vec<(String, ValueRanges)>,
     pub from: Option<EntityKey>,
     pub limit: usize,
     pub filter: RowFilter,
