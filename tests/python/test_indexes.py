@@ -297,6 +297,13 @@ def test_index_stays_exact_across_writes_table_delete_and_kill9(fresh_server):
     srv.kill9()
     srv.start()
     check()
+    # `tafel check` compares every index entry with its entity, offline.
+    srv.stop()
+    out = subprocess.run([str(srv.binary), "check", "--quiet", "--data-dir", str(srv.data_dir)],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert f"{sum(1 for e in live.values() if 'Email' in e)} index entries" in out.stderr, out.stderr
+    srv.start()
     # A deleted table takes its indexes with it: one made again by that name has none.
     svc = TableServiceClient.from_connection_string(srv.conn_str)
     svc.delete_table(name)

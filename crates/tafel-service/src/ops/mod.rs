@@ -72,9 +72,7 @@ impl Service {
     pub fn new(store: Arc<dyn Store>) -> Self {
         // The store keeps index entries from the stored forms it writes; how a
         // property becomes an entry is the service's (`index/encode.rs`).
-        store.set_index_encoder(Box::new(|stored: &[u8], property: &str| {
-            crate::model::codec::lookup(stored, property).map(crate::index::encode)
-        }));
+        store.set_index_encoder(crate::index::encoder());
         Service {
             store,
             clock: Arc::new(Clock::default()),

@@ -5,6 +5,7 @@
 //! length (the encoding is the service's, opaque here). The writer changes the
 //! entries in the entity's own commit, from its stored forms before and after.
 
+use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use super::apply::Writer;
@@ -283,4 +284,49 @@ pub(super) fn scan(
         }
     }
     Ok(Some(page.finish()))
+}
+
+/// One way an index differs from its table (`tafel check`).
+pub(super) struct Mismatch {
+    pub(super) property: String,
+    /// The entity key the entry names, or should.
+    pub(super) key: Vec<u8>,
+    pub(super) problem: &'static str,
+}
+
+/// Compares each index of table `id` with the entries its entities give
+/// (`encoder`, the service's); returns the entries read and what differs.
+pub(super) fn verify(view: &ReadView, id: u64, encoder: &IndexEncoder) -> Result<(u64, Vec<Mismatch>), StoreError> {
+    let (mut entries, mut found) = (0u64, Vec::new());
+    for (property, _) in definitions(view, id)? {
+        let prefix = entry_prefix(id, &property);
+        let mut want: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+        for item in view.range_of(Tree::Entities, &id.to_be_bytes(), &(id + 1).to_be_bytes())? {
+            let (k, v) = item?;
+            let k = k.bytes();
+            // A damaged value is reported as such by the check's own walk.
+            let Ok(value) = unseal(k, v.bytes()) else { continue };
+            let key = k.get(8..).unwrap_or_default();
+            if let Some(encoded) = encode(encoder, value, &property)? {
+                want.insert(entry(&prefix, &encoded, key)?.0, key.to_vec());
+            }
+        }
+        for item in view.range_of(Tree::Index, &prefix, &entries_end(&prefix))? {
+            let (k, v) = item?;
+            entries += 1;
+            if want.remove(k.bytes()).is_none() {
+                found.push(Mismatch {
+                    property: property.clone(),
+                    key: entity_key_of(k.bytes(), v.bytes()).unwrap_or(k.bytes()).to_vec(),
+                    problem: "has an index entry its entity does not give (stale or damaged)",
+                });
+            }
+        }
+        found.extend(want.into_values().map(|key| Mismatch {
+            property: property.clone(),
+            key,
+            problem: "has no index entry though the entity has the property",
+        }));
+    }
+    Ok((entries, found))
 }

@@ -51,7 +51,7 @@ mod table_ids;
 #[cfg(test)]
 mod write_tests;
 
-pub use self::check::{check, CheckReport, Damage};
+pub use self::check::{check, check_with, CheckReport, Damage};
 
 // The engine's modules under their old names, while the store's logic still
 // reaches into them (docs/design/embedded-store.md, "The engine seam").
