@@ -1,8 +1,8 @@
 //! The admin listener of Tafel and what it serves, on a port of its own that no
 //! Table API path reaches: `/health`, `/ready` and `/metrics` ([`listener`],
 //! [`scrape`]), the fault rules in force ([`faults`]), online backups
-//! ([`backup`]), instant resets for test suites ([`snapshots`]), tables'
-//! statistics ([`table_stats`]), and the web
+//! ([`backup`]), secondary indexes ([`indexes`]), instant resets for test suites ([`snapshots`]),
+//! tables' statistics ([`table_stats`]), and the web
 //! explorer ([`explorer`]), whose calls reach the Table API through tafel-http's
 //! pipeline as any client's would.
 //!
@@ -15,6 +15,7 @@ pub mod backup;
 mod cross_site;
 pub mod explorer;
 pub mod faults;
+mod indexes;
 pub mod listener;
 pub mod scrape;
 mod snapshots;

@@ -7,6 +7,7 @@
 //! - `GET|PUT|DELETE /faults`: the fault rules in force ([`crate::faults`]).
 //! - `GET /backup`: a backup of the whole store, with the admin token only
 //!   ([`crate::backup`]).
+//! - `/accounts/A/tables/T/indexes…`: secondary indexes ([`crate::indexes`]).
 //! - `/snapshots…` and `DELETE /accounts/NAME/data`: instant resets for test
 //!   suites ([`crate::snapshots`]).
 //! - `GET /stats` and `GET /accounts/NAME/tables/TABLE/stats`: tables' entities,
@@ -231,6 +232,9 @@ async fn route(state: &AdminState, req: hyper::Request<hyper::body::Incoming>, p
     }
     if crate::table_stats::owns(path) {
         return crate::table_stats::route(state, &req).await.map(Either::Left);
+    }
+    if crate::indexes::owns(path) {
+        return crate::indexes::route(state, &req).await.map(Either::Left);
     }
     if crate::snapshots::owns(path) {
         return crate::snapshots::route(state, &req).await.map(Either::Left);

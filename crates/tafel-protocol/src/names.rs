@@ -19,6 +19,10 @@ pub const X_MS_RETRY_AFTER_MS: HeaderName = HeaderName::from_static("x-ms-retry-
 pub const X_MS_ERROR_CODE: HeaderName = HeaderName::from_static("x-ms-error-code");
 pub const X_MS_CONTINUATION_NEXTPARTITIONKEY: HeaderName =
     HeaderName::from_static("x-ms-continuation-nextpartitionkey");
+/// How an entity query's page was found (`QueryPlan::header`), and how many
+/// entities it read: Tafel's own, not Azure's.
+pub const X_TAFEL_QUERY_PLAN: HeaderName = HeaderName::from_static("x-tafel-query-plan");
+pub const X_TAFEL_ROWS_EXAMINED: HeaderName = HeaderName::from_static("x-tafel-rows-examined");
 pub const X_MS_CONTINUATION_NEXTROWKEY: HeaderName = HeaderName::from_static("x-ms-continuation-nextrowkey");
 pub const X_MS_CONTINUATION_NEXTTABLENAME: HeaderName = HeaderName::from_static("x-ms-continuation-nexttablename");
 pub const X_TAFEL_NEXT_AFTER: HeaderName = HeaderName::from_static("x-tafel-next-after");

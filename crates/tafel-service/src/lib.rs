@@ -24,6 +24,6 @@ pub mod feed {
     pub use tafel_store::feed::{Change, ChangeOp, ChangesFrom, ChangesPage};
 }
 pub use ops::{
-    BatchFailure, ChangesQuery, Ctx, EntityQuery, EntitySink, IfMatch, Recheck, Service, TablePage, TableQuery,
-    WriteKind, WriteOp, MAX_CHANGES, MAX_WAIT,
+    BatchFailure, ChangesQuery, Ctx, EntityQuery, EntitySink, IfMatch, QueryPage, QueryPlan, Recheck, Service,
+    TablePage, TableQuery, WriteKind, WriteOp, MAX_CHANGES, MAX_WAIT,
 };

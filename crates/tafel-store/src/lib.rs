@@ -38,6 +38,6 @@ pub use snapshot::{Snapshot, SnapshotTable};
 pub use stats::{MetricValue, StoreMetric};
 pub use tafel_stats::HistogramSnapshot;
 pub use traits::{
-    write_with, Decide, Expect, Mutation, RowFilter, RowSink, ScanEnd, ScanRequest, Store, TableRecord, TableSize,
-    TableStats,
+    write_with, Decide, Expect, IndexEncoder, IndexError, IndexInfo, IndexScanRequest, Mutation, RowFilter, RowSink,
+    ScanEnd, ScanRequest, Store, TableRecord, TableSize, TableStats,
 };

@@ -55,7 +55,6 @@ impl<'r, S: RowSink + ?Sized> PageBuilder<'r, S> {
 
     /// Offers the next row in key order. Returns how the page ends when the scan
     /// stops at this row; the row itself then starts the next page.
-    #[cfg_attr(not(feature = "postgres"), allow(dead_code))] // the embedded scan uses offer_matched
     pub(crate) fn offer(&mut self, key: KeyRef<'_>, value: &[u8]) -> Option<ScanEnd> {
         let matched = self.matches(key, value);
         self.offer_matched(key, value, matched)

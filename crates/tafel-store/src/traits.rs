@@ -86,6 +86,58 @@ pub struct ScanEnd {
     pub next: Option<EntityKey>,
 }
 
+/// The value part of a secondary-index entry (docs/design/indexes.md) for one
+/// property of an entity in its stored form, or `None` when the entity has no
+/// such property. The service gives it to the store (it knows the stored form);
+/// the store keeps what it returns as opaque bytes, in the entity's commit.
+pub type IndexEncoder = Box<dyn Fn(&[u8], &str) -> Option<Vec<u8>> + Send + Sync>;
+
+/// One secondary index of a table, as the admin API lists it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IndexInfo {
+    pub property: String,
+    /// Whether queries may use it (every entity of the table has its entry).
+    pub ready: bool,
+    pub entries: u64,
+}
+
+/// Why an index operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum IndexError {
+    /// The backend cannot do this yet; the message says so.
+    #[error("{0}")]
+    Unsupported(String),
+    #[error("the table does not exist")]
+    TableNotFound,
+    #[error(transparent)]
+    Store(StoreError),
+}
+
+impl From<StoreError> for IndexError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::TableNotFound => IndexError::TableNotFound,
+            other => IndexError::Store(other),
+        }
+    }
+}
+
+/// Half-open ranges `[start, end)` of one index's encoded values.
+pub type ValueRanges = Vec<(Vec<u8>, Vec<u8>)>;
+
+/// One page of a query answered from secondary indexes: the candidates are the
+/// entities with an entry in `ranges` (per property, half-open byte ranges of
+/// encoded values) whose keys are at or after `from`, in key order; each is read
+/// and kept when `filter` takes it, until `limit` are kept.
+pub struct IndexScanRequest {
+    pub ranges: Vec<(String, ValueRanges)>,
+    pub from: Option<EntityKey>,
+    pub limit: usize,
+    pub filter: RowFilter,
+    /// More candidates than this: the index does not answer (the scan does).
+    pub max_candidates: usize,
+}
+
 /// What a write does to one of the keys it locked.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Mutation {
@@ -232,6 +284,56 @@ pub trait Store: Send + Sync + 'static {
     /// What a backend without savepoints answers.
     fn resets_unsupported(&self) -> ResetError {
         ResetError::Unsupported("this storage backend has no snapshots".into())
+    }
+
+    /// Gives the store the service's [`IndexEncoder`]; until then, and on a
+    /// backend without indexes, no index is kept.
+    fn set_index_encoder(&self, encoder: IndexEncoder) {
+        let _ = encoder;
+    }
+
+    /// Declares an index on `property` of a table and builds its entries;
+    /// `Ok(false)` if it exists already.
+    async fn create_index(&self, account: &str, table: &str, property: &str) -> Result<bool, IndexError> {
+        let _ = (account, table, property);
+        Err(self.indexes_unsupported())
+    }
+
+    /// Drops an index and its entries; `Ok(false)` if there was none.
+    async fn drop_index(&self, account: &str, table: &str, property: &str) -> Result<bool, IndexError> {
+        let _ = (account, table, property);
+        Err(self.indexes_unsupported())
+    }
+
+    /// A table's indexes, by property.
+    async fn list_indexes(&self, account: &str, table: &str) -> Result<Vec<IndexInfo>, IndexError> {
+        let _ = (account, table);
+        Err(self.indexes_unsupported())
+    }
+
+    /// The properties of a table with a ready index (none on a backend without them).
+    async fn ready_indexes(&self, account: &str, table: &str) -> Result<Vec<String>, StoreError> {
+        let _ = (account, table);
+        Ok(Vec::new())
+    }
+
+    /// One page of a query from indexes ([`IndexScanRequest`]), each kept row
+    /// handed to `sink`; `Ok(None)` when the indexes cannot answer it (one is not
+    /// ready, or there are too many candidates): the caller scans instead.
+    async fn index_scan_into(
+        &self,
+        account: &str,
+        table: &str,
+        request: IndexScanRequest,
+        sink: &mut (dyn RowSink + '_),
+    ) -> Result<Option<ScanEnd>, StoreError> {
+        let _ = (account, table, request, sink);
+        Ok(None)
+    }
+
+    /// What a backend without secondary indexes answers.
+    fn indexes_unsupported(&self) -> IndexError {
+        IndexError::Unsupported("this storage backend has no secondary indexes yet (the embedded store has)".into())
     }
 
     /// Turns the change feed on for the accounts `settings` names (from now on).

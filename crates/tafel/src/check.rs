@@ -20,7 +20,8 @@ pub struct CheckArgs {
 pub fn run(a: CheckArgs) -> anyhow::Result<()> {
     let progress = Progress::new("check", None, a.quiet);
     let mut seen = 0;
-    let report = tafel_store::embedded::check(&a.data_dir, &mut |n| {
+    let encoder = tafel_service::index::encoder();
+    let report = tafel_store::embedded::check_with(&a.data_dir, Some(&encoder), &mut |n| {
         progress.add(n - seen, 0);
         seen = n;
     })
@@ -37,11 +38,13 @@ pub fn run(a: CheckArgs) -> anyhow::Result<()> {
         false => "redb's page checksums only (values get their own at the server's next start)",
     };
     eprintln!(
-        "{}: {} tables, {} entities ({} bytes), {} log records replayed in memory; checked {checksums}",
+        "{}: {} tables, {} entities ({} bytes), {} index entries, {} log records replayed in memory; checked \
+         {checksums} and every index against its table",
         a.data_dir.display(),
         report.tables,
         report.entities,
         report.bytes,
+        report.index_entries,
         report.replayed,
     );
     if !report.damage.is_empty() {

@@ -13,6 +13,7 @@ mod change_feed_args;
 mod check;
 mod config;
 mod health;
+mod index;
 mod listeners;
 mod progress;
 mod serve_args;
@@ -127,6 +128,9 @@ enum Command {
     /// Show tables' entities, partitions and bytes (a running server's admin
     /// listener), from the counters kept with every write.
     Stats(stats::StatsArgs),
+    /// Create, list or drop secondary indexes of a running server's tables (its
+    /// admin listener): a `$filter` on an indexed property reads no table scan.
+    Index(index::IndexArgs),
     /// The configuration.
     Config {
         #[command(subcommand)]
@@ -239,6 +243,7 @@ fn main() -> anyhow::Result<()> {
         }
         Some(Command::Snapshot(a)) => return snapshot::run(a),
         Some(Command::Stats(a)) => return stats::run(a),
+        Some(Command::Index(a)) => return index::run(a),
         None => cli.serve,
     };
     args.check_tls_flags()?;

@@ -134,12 +134,15 @@ pub async fn query(
         written: 0,
         page_limit: q.page_limit(),
     };
-    let next = svc.query_entities(&cx.caller, table, &q, &mut rows).await?;
+    let page = svc.query_entities(&cx.caller, table, &q, &mut rows).await?;
+    let next = page.next;
     let written = rows.written;
     let mut out = rows.out;
     out.extend_from_slice(b"]}");
     let mut resp = Response::with_body_typed(StatusCode::OK, content_type_value(level), out);
     resp.entities = u32::try_from(written).unwrap_or(u32::MAX);
+    resp.set(crate::names::X_TAFEL_QUERY_PLAN, &page.plan.header())?;
+    resp.set(crate::names::X_TAFEL_ROWS_EXAMINED, &page.examined.to_string())?;
     if let Some((pk, rk)) = &next {
         resp.set(
             crate::names::X_MS_CONTINUATION_NEXTPARTITIONKEY,

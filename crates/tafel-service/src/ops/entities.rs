@@ -1,14 +1,16 @@
 //! Reading entities: get by key and query.
 
 use std::ops::ControlFlow;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tafel_store::{EntityKey, KeyRange, KeyRef, RowFilter, RowSink, ScanRequest};
+use tafel_store::{EntityKey, IndexScanRequest, KeyRange, KeyRef, RowFilter, RowSink, ScanRequest};
 
 use super::{Ctx, Service};
 use crate::access::Action;
 use crate::error::{Error, ErrorCode, Result};
+use crate::index::plan_index;
 use crate::model::{StoredEntity, StoredRef};
 use crate::query::Expr;
 use crate::query::{eval_stored, plan_entities};
@@ -32,6 +34,60 @@ impl EntityQuery {
     }
 }
 
+/// How a query page was found (the `x-tafel-query-plan` header).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum QueryPlan {
+    /// Single entities by key.
+    Point,
+    /// Key ranges narrower than the table.
+    PartitionRange,
+    /// Candidates from the indexes on these properties.
+    Index(Vec<String>),
+    TableScan,
+}
+
+impl QueryPlan {
+    /// The header's value: `point`, `partition-range`, `index:<property>[,…]`, `table-scan`.
+    pub fn header(&self) -> String {
+        match self {
+            QueryPlan::Point => "point".into(),
+            QueryPlan::PartitionRange => "partition-range".into(),
+            QueryPlan::Index(properties) => {
+                let names: Vec<String> = properties.iter().map(|p| header_text(p)).collect();
+                format!("index:{}", names.join(","))
+            }
+            QueryPlan::TableScan => "table-scan".into(),
+        }
+    }
+}
+
+/// `name` as header text: a property name may hold any letter, a header only ASCII.
+fn header_text(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    for b in name.bytes() {
+        if b.is_ascii_alphanumeric() || b == b'_' {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// One page of a query, as far as the caller needs to know besides its entities.
+#[derive(Debug, Clone)]
+pub struct QueryPage {
+    /// Where the next page starts (`NextPartitionKey`, `NextRowKey`), if there may be one.
+    pub next: Option<(String, String)>,
+    pub plan: QueryPlan,
+    /// Entities read to answer it (each index candidate, each scanned row).
+    pub examined: u64,
+}
+
+/// An index plan answers a query only up to this many candidates; past it the
+/// scan does (docs/design/indexes.md, "Pages and continuation").
+const MAX_INDEX_CANDIDATES: usize = 50_000;
+
 /// Takes the entities of a query page in key order, as the store finds them:
 /// borrowed from the store's pages, so they are written out while in the CPU cache.
 pub trait EntitySink: Send {
@@ -43,10 +99,12 @@ pub trait EntitySink: Send {
 struct Rows<'s> {
     sink: &'s mut (dyn EntitySink + 's),
     failed: Option<Error>,
+    pushed: u64,
 }
 
 impl RowSink for Rows<'_> {
     fn push(&mut self, key: KeyRef<'_>, bytes: &[u8]) -> ControlFlow<()> {
+        self.pushed += 1;
         match self.sink.entity(StoredRef { key, bytes }) {
             Ok(()) => ControlFlow::Continue(()),
             Err(e) => {
@@ -68,41 +126,127 @@ impl Service {
         }
     }
 
-    /// One page of a query: each entity goes to `sink`; returns where the next page
-    /// starts (`NextPartitionKey`, `NextRowKey`), if there may be one.
+    /// One page of a query: each entity goes to `sink`. A key plan narrower
+    /// than the table is scanned; otherwise a ready index that plans the filter
+    /// gives the candidates; otherwise the table is scanned.
     pub async fn query_entities(
         &self,
         ctx: &Ctx,
         table: &str,
         q: &EntityQuery,
         sink: &mut (dyn EntitySink + '_),
-    ) -> Result<Option<(String, String)>> {
+    ) -> Result<QueryPage> {
         ctx.access.check(Action::ReadEntity, Some(table), None)?;
         let plan = plan_entities(q.filter.as_ref());
+        let whole_table = plan.ranges == [KeyRange::all()];
+        let kind = if whole_table {
+            QueryPlan::TableScan
+        } else if plan.ranges.len() == 1 && is_point(&plan.ranges[0]) {
+            QueryPlan::Point
+        } else {
+            QueryPlan::PartitionRange
+        };
+        let examined = Arc::new(AtomicU64::new(0));
+        let mut rows = Rows {
+            sink,
+            failed: None,
+            pushed: 0,
+        };
+        if whole_table && ctx.access.key_range().is_none() {
+            if let Some(filter) = &q.filter {
+                if let Some(page) = self.query_by_index(ctx, table, q, filter, &examined, &mut rows).await? {
+                    return Ok(page);
+                }
+            }
+        }
         let mut ranges = plan.ranges;
         if let Some((pk, rk)) = &q.resume {
             let from = EntityKey::new(pk, rk);
             ranges = resume_ranges(ranges, from.as_bytes());
         }
         ranges = ctx.access.clip(ranges);
-        let filter: Option<RowFilter> = plan.residual.map(|expr| {
-            let expr = Arc::new(expr);
-            Arc::new(move |k: KeyRef<'_>, v: &[u8]| eval_stored(&expr, k, v)) as RowFilter
-        });
-        let limit = q.page_limit();
+        let counted = plan.residual.is_some();
+        let filter = plan.residual.map(|expr| counting(expr, &examined));
         let request = ScanRequest {
             ranges,
-            limit,
+            limit: q.page_limit(),
             filter,
             deadline: Some(Instant::now() + PAGE_BUDGET),
         };
-        let mut rows = Rows { sink, failed: None };
         let end = self.store.scan_into(&ctx.account, table, request, &mut rows).await?;
-        match rows.failed {
-            Some(e) => Err(e),
-            None => Ok(end.next.map(|k| k.keys())),
+        if let Some(e) = rows.failed {
+            return Err(e);
         }
+        Ok(QueryPage {
+            next: end.next.map(|k| k.keys()),
+            plan: kind,
+            examined: if counted {
+                examined.load(Ordering::Relaxed)
+            } else {
+                rows.pushed
+            },
+        })
     }
+
+    /// The page from the table's ready indexes, when one plans the filter and
+    /// the candidates are few enough; `None`: scan instead.
+    async fn query_by_index(
+        &self,
+        ctx: &Ctx,
+        table: &str,
+        q: &EntityQuery,
+        filter: &Expr,
+        examined: &Arc<AtomicU64>,
+        rows: &mut Rows<'_>,
+    ) -> Result<Option<QueryPage>> {
+        let ready = self.store.ready_indexes(&ctx.account, table).await?;
+        if ready.is_empty() {
+            return Ok(None);
+        }
+        let Some(index) = plan_index(filter, &|p| ready.iter().any(|r| r == p)) else {
+            return Ok(None);
+        };
+        let properties: Vec<String> = index.ranges.keys().cloned().collect();
+        let request = IndexScanRequest {
+            ranges: index
+                .ranges
+                .into_iter()
+                .map(|(p, rs)| (p, rs.into_iter().map(|r| (r.start, r.end)).collect()))
+                .collect(),
+            from: q.resume.as_ref().map(|(pk, rk)| EntityKey::new(pk, rk)),
+            limit: q.page_limit(),
+            filter: counting(filter.clone(), examined),
+            max_candidates: MAX_INDEX_CANDIDATES,
+        };
+        let Some(end) = self.store.index_scan_into(&ctx.account, table, request, rows).await? else {
+            return Ok(None);
+        };
+        if let Some(e) = rows.failed.take() {
+            return Err(e);
+        }
+        Ok(Some(QueryPage {
+            next: end.next.map(|k| k.keys()),
+            plan: QueryPlan::Index(properties),
+            examined: examined.load(Ordering::Relaxed),
+        }))
+    }
+}
+
+/// The row filter of `expr`, counting the rows it is asked about.
+fn counting(expr: Expr, examined: &Arc<AtomicU64>) -> RowFilter {
+    let (expr, examined) = (Arc::new(expr), examined.clone());
+    Arc::new(move |k: KeyRef<'_>, v: &[u8]| {
+        examined.fetch_add(1, Ordering::Relaxed);
+        eval_stored(&expr, k, v)
+    })
+}
+
+/// Whether `range` holds one entity key at most (`KeyRange::point`).
+fn is_point(range: &KeyRange) -> bool {
+    range
+        .end
+        .as_deref()
+        .is_some_and(|e| e.len() == range.start.len() + 1 && e.starts_with(&range.start) && e.last() == Some(&0))
 }
 
 /// Counts the rows a scan finds, encoding none of them.

@@ -13,7 +13,7 @@ use crate::access::Access;
 use crate::clock::Clock;
 
 pub use changes::{ChangesQuery, MAX_CHANGES, MAX_WAIT};
-pub use entities::{EntityQuery, EntitySink};
+pub use entities::{EntityQuery, EntitySink, QueryPage, QueryPlan};
 pub use tables::{TablePage, TableQuery};
 pub use writes::{BatchFailure, IfMatch, WriteKind, WriteOp};
 
@@ -70,6 +70,9 @@ pub struct Service {
 
 impl Service {
     pub fn new(store: Arc<dyn Store>) -> Self {
+        // The store keeps index entries from the stored forms it writes; how a
+        // property becomes an entry is the service's (`index/encode.rs`).
+        store.set_index_encoder(crate::index::encoder());
         Service {
             store,
             clock: Arc::new(Clock::default()),

@@ -2,6 +2,7 @@
 //! every job follows (tables, ACLs, service properties, entity writes). The
 //! transaction logs every change it makes.
 
+use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use super::checksums::{seal, seal_in_place, unseal};
@@ -14,7 +15,7 @@ use super::Job;
 use crate::error::{FailureKind, StoreError};
 use crate::feed::{ChangeOp, FeedSettings};
 use crate::key::EntityKey;
-use crate::traits::{Decide, Mutation};
+use crate::traits::{Decide, IndexEncoder, Mutation};
 
 /// Applies jobs, logging every change it makes.
 pub(super) struct Writer<'t, 'l> {
@@ -23,6 +24,8 @@ pub(super) struct Writer<'t, 'l> {
     pub(super) feed: &'l FeedSettings,
     /// The group's changes to tables' counters, written by [`Writer::finish`].
     pub(super) counts: Counts,
+    /// The service's index encoder, once it gave one (`index.rs`).
+    pub(super) index_encoder: Option<&'l IndexEncoder>,
 }
 
 impl Writer<'_, '_> {
@@ -56,6 +59,18 @@ impl Writer<'_, '_> {
                 decide,
                 reply,
             } => Pending::Unit(reply, self.write(&account, &table, &keys, decide)),
+            Job::CreateIndex {
+                account,
+                table,
+                property,
+                reply,
+            } => Pending::Bool(reply, self.create_index(&account, &table, &property)),
+            Job::DropIndex {
+                account,
+                table,
+                property,
+                reply,
+            } => Pending::Bool(reply, self.drop_index(&account, &table, &property)),
             Job::ClearAccount { account, reply } => Pending::Count(reply, self.clear_account(&account)),
             Job::TrimChanges { now_ns, reply } => Pending::Unit(reply, self.trim_changes(now_ns)),
             // The writer loop runs these alone; one here is a bug.
@@ -66,7 +81,7 @@ impl Writer<'_, '_> {
         }
     }
 
-    fn table(&self, account: &str, name: &str) -> Result<Option<TableValue>, StoreError> {
+    pub(super) fn table(&self, account: &str, name: &str) -> Result<Option<TableValue>, StoreError> {
         let key = table_key(account, name);
         let found = self.tx.get(Tree::Tables, &key)?;
         found.map(|v| decode_table(&key, v.bytes())).transpose()
@@ -104,6 +119,7 @@ impl Writer<'_, '_> {
             .remove_range(Tree::Entities, &t.id.to_be_bytes(), &(t.id + 1).to_be_bytes())?;
         counts::remove(&mut self.tx, t.id)?;
         self.counts.forget(t.id);
+        self.drop_indexes(t.id)?;
         self.record(account, &t.record.name, &[(ChangeOp::DeleteTable, None, None)])?;
         Ok(true)
     }
@@ -172,6 +188,10 @@ impl Writer<'_, '_> {
             let runs = full.len() > 1 && distinct_keys(&full);
             let recording = self.feed.for_account(account).is_some();
             let mut changes = Vec::new();
+            let indexed = self.indexed(t.id)?;
+            // Each key's stored form as this write left it so far: a batch may
+            // name a key twice, and its entries follow the last change.
+            let mut latest: HashMap<&[u8], Option<Vec<u8>>> = HashMap::new();
             // What each row was and is: a repeated key is counted once, from
             // its state before the job to its state after its last mutation.
             let mut after: Vec<Option<usize>> = current.iter().map(|c| c.as_ref().map(Vec::len)).collect();
@@ -188,6 +208,18 @@ impl Writer<'_, '_> {
                         false => full[..i].iter().position(|f| f == k).unwrap_or(i),
                     };
                     after[at] = state;
+                }
+                if !indexed.is_empty() && m != Mutation::Keep {
+                    let before = match latest.get(k.as_slice()) {
+                        Some(v) => v.clone(),
+                        None => old.clone(),
+                    };
+                    let now = match &m {
+                        Mutation::Put(v) | Mutation::Merge(v) => Some(v.clone()),
+                        Mutation::Delete | Mutation::Keep => None,
+                    };
+                    self.reindex(t.id, &indexed, key.as_bytes(), before.as_deref(), now.as_deref())?;
+                    latest.insert(k.as_slice(), now);
                 }
                 if recording {
                     let (key, existed) = (key.as_bytes(), old.is_some());

@@ -21,6 +21,7 @@ use super::scratch_disk::ScratchDisk;
 use super::STORE_FILE;
 use crate::error::{FailureKind, StoreError};
 use crate::key::KeyRef;
+use crate::traits::IndexEncoder;
 
 /// What a check found.
 #[derive(Debug, Default)]
@@ -36,6 +37,8 @@ pub struct CheckReport {
     /// only redb's page checksums are checked.
     pub checksums: bool,
     pub damage: Vec<Damage>,
+    /// Secondary-index entries compared with their entities (with an encoder).
+    pub index_entries: u64,
     /// What may be damage, or the trace of a power loss.
     pub warnings: Vec<Damage>,
     /// Whether the store file opened at all.
@@ -68,6 +71,16 @@ impl CheckReport {
 /// now and then. An error means the check could not be made at all (no store
 /// there, a server running on it); damage is in the report.
 pub fn check(dir: &Path, progress: &mut dyn FnMut(u64)) -> Result<CheckReport, StoreError> {
+    check_with(dir, None, progress)
+}
+
+/// [`check`], comparing every secondary index with the entries its table's
+/// entities give through `encoder` (the service's, as the server uses).
+pub fn check_with(
+    dir: &Path,
+    encoder: Option<&IndexEncoder>,
+    progress: &mut dyn FnMut(u64),
+) -> Result<CheckReport, StoreError> {
     if !dir.join(STORE_FILE).is_file() {
         return Err(StoreError::failure(
             FailureKind::Io,
@@ -75,15 +88,20 @@ pub fn check(dir: &Path, progress: &mut dyn FnMut(u64)) -> Result<CheckReport, S
         ));
     }
     let disk = ScratchDisk::new(dir).map_err(to_store_error)?;
-    Ok(check_on(&disk, progress))
+    Ok(check_on_with(&disk, encoder, progress))
 }
 
 /// Checks the store on `disk`, which it may write to.
+#[cfg_attr(not(test), allow(dead_code))]
 pub(super) fn check_on(disk: &dyn Disk, progress: &mut dyn FnMut(u64)) -> CheckReport {
+    check_on_with(disk, None, progress)
+}
+
+fn check_on_with(disk: &dyn Disk, encoder: Option<&IndexEncoder>, progress: &mut dyn FnMut(u64)) -> CheckReport {
     let mut report = CheckReport::default();
     // A damaged file may make a read panic: redb promises errors only from
     // its integrity check. Whatever panics is damage too.
-    let walked = catch_unwind(AssertUnwindSafe(|| walk_store(disk, &mut report, progress)));
+    let walked = catch_unwind(AssertUnwindSafe(|| walk_store(disk, encoder, &mut report, progress)));
     if walked.is_err() {
         report.damaged("the store file", "reading it failed (a page holds garbage)");
     }
@@ -107,7 +125,12 @@ pub(super) fn check_on(disk: &dyn Disk, progress: &mut dyn FnMut(u64)) -> CheckR
 }
 
 /// Opens the store as the server does and reads all of it.
-fn walk_store(disk: &dyn Disk, report: &mut CheckReport, progress: &mut dyn FnMut(u64)) {
+fn walk_store(
+    disk: &dyn Disk,
+    encoder: Option<&IndexEncoder>,
+    report: &mut CheckReport,
+    progress: &mut dyn FnMut(u64),
+) {
     let db = match open_db(disk, 64 << 20) {
         Ok((db, _)) => db,
         Err(e) => return report.damaged("the store file", format!("it does not open: {e}")),
@@ -129,13 +152,18 @@ fn walk_store(disk: &dyn Disk, report: &mut CheckReport, progress: &mut dyn FnMu
                 .into(),
         });
     }
-    if let Err(e) = ReadView::take(&db).and_then(|view| walk(&view, report, progress)) {
+    if let Err(e) = ReadView::take(&db).and_then(|view| walk(&view, encoder, report, progress)) {
         report.damaged("the store file", format!("reading it failed: {e}"));
     }
 }
 
 /// Reads every table record, listing entry, setting and entity.
-fn walk(view: &ReadView, report: &mut CheckReport, progress: &mut dyn FnMut(u64)) -> Result<(), StoreError> {
+fn walk(
+    view: &ReadView,
+    encoder: Option<&IndexEncoder>,
+    report: &mut CheckReport,
+    progress: &mut dyn FnMut(u64),
+) -> Result<(), StoreError> {
     let all = |tree| view.range(tree, Bound::Unbounded, Bound::Unbounded);
     let sealed = report.checksums;
     // A table record, checked if the store's values carry checksums.
@@ -240,6 +268,21 @@ fn walk(view: &ReadView, report: &mut CheckReport, progress: &mut dyn FnMut(u64)
                 format!("change feed row {}", printable(k.bytes())),
                 "failed its checksum",
             );
+        }
+    }
+    if let Some(encoder) = encoder {
+        let mut ids: Vec<(&u64, &String)> = names.iter().collect();
+        ids.sort();
+        for (id, table) in ids {
+            let (entries, mismatches) = super::index::verify(view, *id, encoder)?;
+            report.index_entries += entries;
+            for m in mismatches {
+                let (pk, rk) = KeyRef::new(&m.key).keys();
+                report.damaged(
+                    format!("index {table}.{} of PartitionKey {pk:?} RowKey {rk:?}", m.property),
+                    m.problem,
+                );
+            }
         }
     }
     progress(report.entities);

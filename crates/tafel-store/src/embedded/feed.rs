@@ -8,7 +8,7 @@
 
 use std::time::Instant;
 
-use arc_swap::ArcSwap;
+use arc_swap::{ArcSwap, ArcSwapOption};
 use tokio::sync::Notify;
 
 use super::apply::Writer;
@@ -21,6 +21,7 @@ use crate::feed::{
     check_from, decode_change, decode_head, encode_change, encode_head, ChangeOp, ChangesFrom, ChangesPage,
     ChangesRead, ChangesRequest, FeedSettings,
 };
+use crate::traits::IndexEncoder;
 
 /// Changes a read looks at, at most, when a table filter skips most of them:
 /// the page ends there with `next_after` past them.
@@ -36,6 +37,9 @@ pub(super) struct FeedState {
     pub(super) settings: ArcSwap<FeedSettings>,
     /// Woken whenever a new state is published: long polls wait on it.
     pub(super) published: Notify,
+    /// Not the feed's, but shared the same way with the writer: the service's
+    /// index encoder (`index.rs`), once it gave one.
+    pub(super) index_encoder: ArcSwapOption<IndexEncoder>,
 }
 
 /// META key of an account's feed head.

@@ -39,6 +39,7 @@ mod feed;
 mod feed_restore;
 #[cfg(test)]
 mod feed_tests;
+mod index;
 mod savepoints;
 #[cfg(test)]
 mod savepoints_tests;
@@ -53,7 +54,7 @@ mod table_ids;
 #[cfg(test)]
 mod write_tests;
 
-pub use self::check::{check, CheckReport, Damage};
+pub use self::check::{check, check_with, CheckReport, Damage};
 
 // The engine's modules under their old names, while the store's logic still
 // reaches into them (docs/design/embedded-store.md, "The engine seam").
@@ -79,7 +80,10 @@ use crate::error::{FailureKind, NotReady, StoreError};
 use crate::key::EntityKey;
 use crate::reset::{ResetError, SavepointInfo};
 use crate::stats::StoreMetric;
-use crate::traits::{Decide, RowSink, ScanEnd, ScanRequest, Store, TableRecord, TableSize, TableStats};
+use crate::traits::{
+    Decide, IndexEncoder, IndexError, IndexInfo, IndexScanRequest, RowSink, ScanEnd, ScanRequest, Store, TableRecord,
+    TableSize, TableStats,
+};
 
 pub struct EmbeddedOptions {
     /// Bytes of page cache redb may use.
@@ -136,6 +140,19 @@ enum Job {
         keys: Vec<EntityKey>,
         decide: Decide,
         reply: Reply<()>,
+    },
+    /// Declares an index and builds its entries (`index.rs`).
+    CreateIndex {
+        account: String,
+        table: String,
+        property: String,
+        reply: Reply<bool>,
+    },
+    DropIndex {
+        account: String,
+        table: String,
+        property: String,
+        reply: Reply<bool>,
     },
     /// Drops changes past their retention (`feed.rs`).
     TrimChanges { now_ns: u64, reply: Reply<()> },
@@ -494,6 +511,67 @@ impl Store for EmbeddedStore {
     async fn clear_account(&self, account: &str) -> Result<u64, ResetError> {
         let account = account.to_owned();
         Ok(self.submit(|reply| Job::ClearAccount { account, reply }).await?)
+    }
+
+    fn set_index_encoder(&self, encoder: IndexEncoder) {
+        self.inner.feed.index_encoder.store(Some(Arc::new(encoder)));
+    }
+
+    async fn create_index(&self, account: &str, table: &str, property: &str) -> Result<bool, IndexError> {
+        let (account, table, property) = (account.to_owned(), table.to_owned(), property.to_owned());
+        Ok(self
+            .submit(|reply| Job::CreateIndex {
+                account,
+                table,
+                property,
+                reply,
+            })
+            .await?)
+    }
+
+    async fn drop_index(&self, account: &str, table: &str, property: &str) -> Result<bool, IndexError> {
+        let (account, table, property) = (account.to_owned(), table.to_owned(), property.to_owned());
+        Ok(self
+            .submit(|reply| Job::DropIndex {
+                account,
+                table,
+                property,
+                reply,
+            })
+            .await?)
+    }
+
+    async fn list_indexes(&self, account: &str, table: &str) -> Result<Vec<IndexInfo>, IndexError> {
+        let opening = self.opening()?;
+        let (generation, snapshot) = opening.id_view();
+        Ok(guarded(|| {
+            let id = table_id(&snapshot, &opening.ids, &table_key(account, table), generation)?;
+            index::list(&snapshot, id)
+        })?)
+    }
+
+    async fn ready_indexes(&self, account: &str, table: &str) -> Result<Vec<String>, StoreError> {
+        let opening = self.opening()?;
+        let (generation, snapshot) = opening.id_view();
+        guarded(|| {
+            let id = table_id(&snapshot, &opening.ids, &table_key(account, table), generation)?;
+            index::ready(&snapshot, id)
+        })
+    }
+
+    async fn index_scan_into(
+        &self,
+        account: &str,
+        table: &str,
+        request: IndexScanRequest,
+        sink: &mut (dyn RowSink + '_),
+    ) -> Result<Option<ScanEnd>, StoreError> {
+        let opening = self.opening()?;
+        let (generation, snapshot) = opening.id_view();
+        guarded(|| {
+            let id = table_id(&snapshot, &opening.ids, &table_key(account, table), generation)?;
+            index::scan(&snapshot, id, &request, sink)
+        })
     }
 
     fn set_change_feed(&self, settings: crate::feed::FeedSettings) -> Result<(), StoreError> {

@@ -9,7 +9,8 @@ use std::ops::Bound;
 use redb::{CursorError, ReadableTable};
 
 use super::schema::{
-    to_store_error, CHANGES, ENTITIES, META, TABLES, TABLE_ORDER, T_CHANGES, T_ENTITIES, T_META, T_ORDER, T_TABLES,
+    to_store_error, CHANGES, ENTITIES, INDEX, META, TABLES, TABLE_ORDER, T_CHANGES, T_ENTITIES, T_INDEX, T_META,
+    T_ORDER, T_TABLES,
 };
 use super::tree::{meta_bounds, meta_key, Bytes, Range, ReadTrees, Tree};
 use super::wal::{LogBuf, Op};
@@ -25,6 +26,7 @@ pub(in crate::embedded) struct Trees<'t> {
     order: OnceCell<redb::Table<'t, &'static [u8], ()>>,
     entities: redb::Table<'t, &'static [u8], &'static [u8]>,
     changes: OnceCell<redb::Table<'t, &'static [u8], &'static [u8]>>,
+    index: OnceCell<redb::Table<'t, &'static [u8], &'static [u8]>>,
     meta: redb::Table<'t, &'static str, &'static [u8]>,
 }
 
@@ -61,6 +63,7 @@ impl<'t> Trees<'t> {
             order: OnceCell::new(),
             entities: txn.open_table(ENTITIES).map_err(to_store_error)?,
             changes: OnceCell::new(),
+            index: OnceCell::new(),
             meta: txn.open_table(META).map_err(to_store_error)?,
         })
     }
@@ -71,6 +74,7 @@ impl<'t> Trees<'t> {
             T_TABLES => Ok(&mut self.tables),
             T_ENTITIES => Ok(&mut self.entities),
             T_CHANGES => opened_mut(self.txn, &mut self.changes, CHANGES),
+            T_INDEX => opened_mut(self.txn, &mut self.index, INDEX),
             _ => Err(StoreError::failure(
                 FailureKind::Corrupt,
                 format!("log op on table {t}"),
@@ -146,6 +150,9 @@ impl ReadTrees for Trees<'_> {
                 .get(key)
                 .map(|g| g.map(|_| Bytes::Empty)),
             Tree::Meta => self.meta.get(meta_key(key)?).map(|g| g.map(Bytes::Slice)),
+            Tree::Index => opened(self.txn, &self.index, INDEX)?
+                .get(key)
+                .map(|g| g.map(Bytes::Slice)),
         };
         found.map_err(to_store_error)
     }
@@ -161,6 +168,9 @@ impl ReadTrees for Trees<'_> {
                 .range::<&[u8]>((lo, hi))
                 .map(Range::Order),
             Tree::Meta => self.meta.range::<&str>(meta_bounds(lo, hi)?).map(Range::Str),
+            Tree::Index => opened(self.txn, &self.index, INDEX)?
+                .range::<&[u8]>((lo, hi))
+                .map(Range::Bytes),
         };
         range.map_err(to_store_error)
     }

@@ -19,7 +19,7 @@ use super::health::Health;
 use super::page_file::{Durable, PageFile};
 use super::replay::replay;
 use super::schema::{
-    decode_table, decode_u64, guarded, poisoned, table_key, to_store_error, TableValue, CHANGES, ENTITIES, META,
+    decode_table, decode_u64, guarded, poisoned, table_key, to_store_error, TableValue, CHANGES, ENTITIES, INDEX, META,
     TABLES, TABLE_ORDER, WAL_SEQ,
 };
 use super::wal::{Found, Wal};
@@ -83,6 +83,7 @@ pub(in crate::embedded) fn recover(db: &Database, disk: &dyn Disk, log_size: u64
         txn.open_table(ENTITIES).map_err(to_store_error)?;
         txn.open_table(META).map_err(to_store_error)?;
         txn.open_table(CHANGES).map_err(to_store_error)?;
+        txn.open_table(INDEX).map_err(to_store_error)?;
     }
     let sealed = checksums::prepare(&txn)?;
     txn.commit().map_err(to_store_error)?;

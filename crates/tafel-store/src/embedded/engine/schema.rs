@@ -17,6 +17,9 @@ pub(in crate::embedded) const TABLE_ORDER: TableDefinition<&[u8], ()> = TableDef
 pub(in crate::embedded) const ENTITIES: TableDefinition<&[u8], &[u8]> = TableDefinition::new("entities");
 /// `account 0x00 position u64 BE` → a recorded change (`crate::feed`), sealed.
 pub(in crate::embedded) const CHANGES: TableDefinition<&[u8], &[u8]> = TableDefinition::new("changes");
+/// `table id u64 BE ++ property 0x00 ++ encoded value ++ EntityKey` → the
+/// entity key's length, u16 BE: secondary-index entries (`embedded/index.rs`).
+pub(in crate::embedded) const INDEX: TableDefinition<&[u8], &[u8]> = TableDefinition::new("index");
 /// Counters and per-account settings.
 pub(in crate::embedded) const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
 
@@ -29,6 +32,7 @@ pub(in crate::embedded) const T_ORDER: u8 = 1;
 pub(in crate::embedded) const T_ENTITIES: u8 = 2;
 pub(in crate::embedded) const T_META: u8 = 3;
 pub(in crate::embedded) const T_CHANGES: u8 = 4;
+pub(in crate::embedded) const T_INDEX: u8 = 5;
 
 pub(in crate::embedded) fn order_key(account: &str, name: &str) -> Vec<u8> {
     let mut k = Vec::with_capacity(account.len() + 1 + name.len());

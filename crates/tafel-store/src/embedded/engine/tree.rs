@@ -11,7 +11,9 @@ use std::ops::Bound;
 use redb::{AccessGuard, ReadableTable};
 
 use super::commit::ReadView;
-use super::schema::{to_store_error, CHANGES, META, TABLE_ORDER, T_CHANGES, T_ENTITIES, T_META, T_ORDER, T_TABLES};
+use super::schema::{
+    to_store_error, CHANGES, INDEX, META, TABLE_ORDER, T_CHANGES, T_ENTITIES, T_INDEX, T_META, T_ORDER, T_TABLES,
+};
 use crate::error::{FailureKind, StoreError};
 
 /// The store's trees. Each is an ordered map of bytes to bytes; the layouts of
@@ -28,6 +30,8 @@ pub(in crate::embedded) enum Tree {
     Changes,
     /// Counters and per-account settings; keys are UTF-8.
     Meta,
+    /// Secondary-index entries (`embedded/index.rs`).
+    Index,
 }
 
 impl Tree {
@@ -39,6 +43,7 @@ impl Tree {
             Tree::Entities => T_ENTITIES,
             Tree::Changes => T_CHANGES,
             Tree::Meta => T_META,
+            Tree::Index => T_INDEX,
         }
     }
 }
@@ -173,6 +178,11 @@ impl ReadTrees for ReadView {
                 let t = self.txn.open_table(META).map_err(to_store_error)?;
                 t.get(meta_key(key)?).map(|g| g.map(Bytes::Slice))
             }
+            Tree::Index => match self.txn.open_table(INDEX) {
+                Ok(t) => t.get(key).map(|g| g.map(Bytes::Slice)),
+                Err(redb::TableError::TableDoesNotExist(_)) => Ok(None),
+                Err(e) => return Err(to_store_error(e)),
+            },
         };
         found.map_err(to_store_error)
     }
@@ -194,6 +204,11 @@ impl ReadTrees for ReadView {
                 let t = self.txn.open_table(META).map_err(to_store_error)?;
                 t.range::<&str>(meta_bounds(lo, hi)?).map(Range::Str)
             }
+            Tree::Index => match self.txn.open_table(INDEX) {
+                Ok(t) => t.range::<&[u8]>((lo, hi)).map(Range::Bytes),
+                Err(redb::TableError::TableDoesNotExist(_)) => Ok(Range::Empty),
+                Err(e) => return Err(to_store_error(e)),
+            },
         };
         range.map_err(to_store_error)
     }

@@ -143,10 +143,12 @@ fn run_group(db: &Database, state: &mut LogState, to_log: &ToLog, health: &Healt
         {
             let trees = Trees::open(&txn).map_err(as_backend)?;
             let feed = state.feed.settings.load();
+            let encoder = state.feed.index_encoder.load();
             let mut w = Writer {
                 tx: GroupTx::new(trees, &mut log),
                 feed: &feed,
                 counts: Default::default(),
+                index_encoder: encoder.as_deref(),
             };
             for job in group {
                 committed.pending.push(w.apply(job));

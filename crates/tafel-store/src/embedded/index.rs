@@ -1,0 +1,332 @@
+//! Secondary indexes in the embedded store (docs/design/indexes.md). A table's
+//! index on a property is a META row `index/{table id}/{property}` (its state)
+//! and one row of the `index` tree per entity with the property:
+//! `table id ‖ property 0x00 ‖ encoded value ‖ entity key` → the entity key's
+//! length (the encoding is the service's, opaque here). The writer changes the
+//! entries in the entity's own commit, from its stored forms before and after.
+
+use std::collections::BTreeMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use super::apply::Writer;
+use super::checksums::{seal, unseal};
+use super::commit::ReadView;
+use super::engine::tree::{ReadTrees, Tree};
+use super::schema::{row_key, to_store_error};
+use crate::error::{FailureKind, StoreError};
+use crate::key::{EntityKey, KeyRef};
+use crate::paging::PageBuilder;
+use crate::traits::{IndexEncoder, IndexInfo, IndexScanRequest, RowSink, ScanEnd, ScanRequest};
+
+/// The state byte of an index whose entries are all written.
+const READY: u8 = 1;
+
+/// META keys of table `id`'s index definitions start with this.
+fn def_prefix(id: u64) -> String {
+    format!("index/{id:020}/")
+}
+
+/// The first META key after every definition of table `id` (`'0'` follows `'/'`).
+fn def_end(id: u64) -> String {
+    format!("index/{id:020}0")
+}
+
+fn def_key(id: u64, property: &str) -> String {
+    format!("{}{property}", def_prefix(id))
+}
+
+/// Every entry of `property`'s index on table `id` starts with this.
+fn entry_prefix(id: u64, property: &str) -> Vec<u8> {
+    let mut k = Vec::with_capacity(9 + property.len());
+    k.extend_from_slice(&id.to_be_bytes());
+    k.extend_from_slice(property.as_bytes());
+    k.push(0);
+    k
+}
+
+/// The first key after every entry that starts with `prefix` (an [`entry_prefix`]).
+fn entries_end(prefix: &[u8]) -> Vec<u8> {
+    let mut end = prefix.to_vec();
+    if let Some(last) = end.last_mut() {
+        *last = 1;
+    }
+    end
+}
+
+fn entry(prefix: &[u8], encoded: &[u8], key: &[u8]) -> Result<(Vec<u8>, [u8; 2]), StoreError> {
+    let len = u16::try_from(key.len())
+        .map_err(|_| StoreError::failure(FailureKind::Internal, "an entity key too long for an index entry"))?;
+    let mut k = Vec::with_capacity(prefix.len() + encoded.len() + key.len());
+    k.extend_from_slice(prefix);
+    k.extend_from_slice(encoded);
+    k.extend_from_slice(key);
+    Ok((k, len.to_be_bytes()))
+}
+
+/// The entity key at the end of an index entry's key.
+fn entity_key_of<'a>(entry: &'a [u8], value: &[u8]) -> Result<&'a [u8], StoreError> {
+    let corrupt = || StoreError::failure(FailureKind::Corrupt, "corrupt index entry");
+    let len: [u8; 2] = value.try_into().map_err(|_| corrupt())?;
+    let len = u16::from_be_bytes(len) as usize;
+    entry
+        .get(entry.len().checked_sub(len).ok_or_else(corrupt)?..)
+        .ok_or_else(corrupt)
+}
+
+/// The service's encoding of `property` in `value`; a panic in it fails the write.
+fn encode(encoder: &IndexEncoder, value: &[u8], property: &str) -> Result<Option<Vec<u8>>, StoreError> {
+    catch_unwind(AssertUnwindSafe(|| encoder(value, property)))
+        .map_err(|_| StoreError::failure(FailureKind::Internal, "the index encoder panicked"))
+}
+
+/// A table with indexes is written only with the service's encoder at hand:
+/// without it, its entries would go stale.
+fn at_hand(encoder: Option<&IndexEncoder>) -> Result<&IndexEncoder, StoreError> {
+    encoder.ok_or_else(|| {
+        StoreError::failure(
+            FailureKind::Internal,
+            "a table with secondary indexes written before the service gave the store its index encoder",
+        )
+    })
+}
+
+/// The properties with an index on table `id`, with their state bytes.
+fn definitions(trees: &impl ReadTrees, id: u64) -> Result<Vec<(String, u8)>, StoreError> {
+    let (lo, hi) = (def_prefix(id), def_end(id));
+    let mut out = Vec::new();
+    for item in trees.range_of(Tree::Meta, lo.as_bytes(), hi.as_bytes())? {
+        let (k, v) = item?;
+        let state = unseal(k.bytes(), v.bytes())?.first().copied().unwrap_or(0);
+        let name = k.bytes().get(lo.len()..).unwrap_or_default();
+        out.push((String::from_utf8(name.to_vec()).map_err(to_store_error)?, state));
+    }
+    Ok(out)
+}
+
+impl Writer<'_, '_> {
+    /// The indexed properties of table `id`.
+    pub(super) fn indexed(&self, id: u64) -> Result<Vec<String>, StoreError> {
+        Ok(definitions(&self.tx, id)?.into_iter().map(|(p, _)| p).collect())
+    }
+
+    /// Moves one entity's entries from its stored form `old` to `new` (`None`: absent).
+    pub(super) fn reindex(
+        &mut self,
+        id: u64,
+        properties: &[String],
+        key: &[u8],
+        old: Option<&[u8]>,
+        new: Option<&[u8]>,
+    ) -> Result<(), StoreError> {
+        let encoder = at_hand(self.index_encoder)?;
+        for property in properties {
+            let before = old.map(|v| encode(encoder, v, property)).transpose()?.flatten();
+            let after = new.map(|v| encode(encoder, v, property)).transpose()?.flatten();
+            if before == after {
+                continue;
+            }
+            let prefix = entry_prefix(id, property);
+            if let Some(b) = before {
+                self.tx.remove(Tree::Index, &entry(&prefix, &b, key)?.0)?;
+            }
+            if let Some(a) = after {
+                let (k, v) = entry(&prefix, &a, key)?;
+                self.tx.insert(Tree::Index, &k, &v)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Declares the index and writes an entry for each entity the table holds, in
+    /// this group's commit (the writer waits for it); `Ok(false)` if it exists.
+    pub(super) fn create_index(&mut self, account: &str, table: &str, property: &str) -> Result<bool, StoreError> {
+        let Some(t) = self.table(account, table)? else {
+            return Err(StoreError::TableNotFound);
+        };
+        let def = def_key(t.id, property);
+        if self.tx.get(Tree::Meta, def.as_bytes())?.is_some() {
+            return Ok(false);
+        }
+        let encoder = at_hand(self.index_encoder)?;
+        let prefix = entry_prefix(t.id, property);
+        let mut entries = Vec::new();
+        for item in self
+            .tx
+            .range_of(Tree::Entities, &t.id.to_be_bytes(), &(t.id + 1).to_be_bytes())?
+        {
+            let (k, v) = item?;
+            let (k, v) = (k.bytes(), v.bytes());
+            if let Some(encoded) = encode(encoder, unseal(k, v)?, property)? {
+                entries.push(entry(&prefix, &encoded, k.get(8..).unwrap_or_default())?);
+            }
+        }
+        for (k, v) in entries {
+            self.tx.insert(Tree::Index, &k, &v)?;
+        }
+        self.tx
+            .insert(Tree::Meta, def.as_bytes(), &seal(def.as_bytes(), &[READY]))?;
+        Ok(true)
+    }
+
+    /// Drops the index and its entries; `Ok(false)` if there was none.
+    pub(super) fn drop_index(&mut self, account: &str, table: &str, property: &str) -> Result<bool, StoreError> {
+        let Some(t) = self.table(account, table)? else {
+            return Err(StoreError::TableNotFound);
+        };
+        let def = def_key(t.id, property);
+        if self.tx.get(Tree::Meta, def.as_bytes())?.is_none() {
+            return Ok(false);
+        }
+        self.tx.remove(Tree::Meta, def.as_bytes())?;
+        let prefix = entry_prefix(t.id, property);
+        self.tx.remove_range(Tree::Index, &prefix, &entries_end(&prefix))?;
+        Ok(true)
+    }
+
+    /// Drops every index of table `id` with its entries (the table is being deleted).
+    pub(super) fn drop_indexes(&mut self, id: u64) -> Result<(), StoreError> {
+        let properties = self.indexed(id)?;
+        if properties.is_empty() {
+            return Ok(());
+        }
+        for property in &properties {
+            self.tx.remove(Tree::Meta, def_key(id, property).as_bytes())?;
+        }
+        self.tx
+            .remove_range(Tree::Index, &id.to_be_bytes(), &(id + 1).to_be_bytes())
+    }
+}
+
+/// The properties of table `id` with a ready index.
+pub(super) fn ready(view: &ReadView, id: u64) -> Result<Vec<String>, StoreError> {
+    Ok(definitions(view, id)?
+        .into_iter()
+        .filter(|(_, state)| *state == READY)
+        .map(|(p, _)| p)
+        .collect())
+}
+
+/// Table `id`'s indexes, with their entries counted.
+pub(super) fn list(view: &ReadView, id: u64) -> Result<Vec<IndexInfo>, StoreError> {
+    let mut out = Vec::new();
+    for (property, state) in definitions(view, id)? {
+        let prefix = entry_prefix(id, &property);
+        let mut entries = 0u64;
+        for item in view.range_of(Tree::Index, &prefix, &entries_end(&prefix))? {
+            item?;
+            entries += 1;
+        }
+        out.push(IndexInfo {
+            property,
+            ready: state == READY,
+            entries,
+        });
+    }
+    Ok(out)
+}
+
+/// One page of a query from table `id`'s indexes (`Store::index_scan_into`).
+pub(super) fn scan(
+    view: &ReadView,
+    id: u64,
+    request: &IndexScanRequest,
+    sink: &mut (dyn RowSink + '_),
+) -> Result<Option<ScanEnd>, StoreError> {
+    let ready = ready(view, id)?;
+    let from = request.from.as_ref().map(EntityKey::as_bytes);
+    let mut keys: Vec<Vec<u8>> = Vec::new();
+    for (property, ranges) in &request.ranges {
+        if !ready.contains(property) {
+            return Ok(None);
+        }
+        let prefix = entry_prefix(id, property);
+        for (start, end) in ranges {
+            if start >= end {
+                continue;
+            }
+            let lo = [prefix.as_slice(), start].concat();
+            let hi = [prefix.as_slice(), end].concat();
+            for item in view.range_of(Tree::Index, &lo, &hi)? {
+                let (k, v) = item?;
+                let key = entity_key_of(k.bytes(), v.bytes())?;
+                if from.is_some_and(|f| key < f) {
+                    continue;
+                }
+                if keys.len() == request.max_candidates {
+                    return Ok(None);
+                }
+                keys.push(key.to_vec());
+            }
+        }
+    }
+    // Entries come in value order; the answer is in key order, each entity once.
+    keys.sort_unstable();
+    keys.dedup();
+    // The scan's paging rules (a page ends at the first match past its limit,
+    // which starts the next page), so both answer alike.
+    let paging = ScanRequest {
+        ranges: Vec::new(),
+        limit: request.limit,
+        filter: Some(request.filter.clone()),
+        deadline: None,
+    };
+    let mut page = PageBuilder::new(&paging, sink);
+    for key in keys {
+        let row = row_key(id, &key);
+        let Some(stored) = view.get(Tree::Entities, &row)? else {
+            return Err(StoreError::failure(
+                FailureKind::Corrupt,
+                "an index entry whose entity is missing",
+            ));
+        };
+        if let Some(end) = page.offer(KeyRef::new(&key), unseal(&row, stored.bytes())?) {
+            return Ok(Some(end));
+        }
+    }
+    Ok(Some(page.finish()))
+}
+
+/// One way an index differs from its table (`tafel check`).
+pub(super) struct Mismatch {
+    pub(super) property: String,
+    /// The entity key the entry names, or should.
+    pub(super) key: Vec<u8>,
+    pub(super) problem: &'static str,
+}
+
+/// Compares each index of table `id` with the entries its entities give
+/// (`encoder`, the service's); returns the entries read and what differs.
+pub(super) fn verify(view: &ReadView, id: u64, encoder: &IndexEncoder) -> Result<(u64, Vec<Mismatch>), StoreError> {
+    let (mut entries, mut found) = (0u64, Vec::new());
+    for (property, _) in definitions(view, id)? {
+        let prefix = entry_prefix(id, &property);
+        let mut want: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+        for item in view.range_of(Tree::Entities, &id.to_be_bytes(), &(id + 1).to_be_bytes())? {
+            let (k, v) = item?;
+            let k = k.bytes();
+            // A damaged value is reported as such by the check's own walk.
+            let Ok(value) = unseal(k, v.bytes()) else { continue };
+            let key = k.get(8..).unwrap_or_default();
+            if let Some(encoded) = encode(encoder, value, &property)? {
+                want.insert(entry(&prefix, &encoded, key)?.0, key.to_vec());
+            }
+        }
+        for item in view.range_of(Tree::Index, &prefix, &entries_end(&prefix))? {
+            let (k, v) = item?;
+            entries += 1;
+            if want.remove(k.bytes()).is_none() {
+                found.push(Mismatch {
+                    property: property.clone(),
+                    key: entity_key_of(k.bytes(), v.bytes()).unwrap_or(k.bytes()).to_vec(),
+                    problem: "has an index entry its entity does not give (stale or damaged)",
+                });
+            }
+        }
+        found.extend(want.into_values().map(|key| Mismatch {
+            property: property.clone(),
+            key,
+            problem: "has no index entry though the entity has the property",
+        }));
+    }
+    Ok((entries, found))
+}
