@@ -24,18 +24,32 @@ pub(super) fn row_bytes(key: &[u8], value: &[u8]) -> i64 {
 }
 
 impl PostgresStore {
-    /// A table's counters, `None` without the table.
-    pub(super) async fn counts_once(&self, account: &str, lname: &[u8]) -> Result<Option<TableStats>, DbError> {
+    /// A table's counters, `None` without the table; its partitions too when
+    /// asked (counted: a seek per partition).
+    pub(super) async fn counts_once(
+        &self,
+        account: &str,
+        lname: &[u8],
+        partitions: bool,
+    ) -> Result<Option<TableStats>, DbError> {
         let client = self.client().await?;
         let stmt = client.prepare_cached(schema::TABLE_COUNTS).await?;
         let Some(row) = client.query_opt(&stmt, &[&account, &lname]).await? else {
             return Ok(None);
         };
-        let (entities, bytes): (i64, i64) = (row.try_get(0)?, row.try_get(1)?);
+        let (entities, bytes, id): (i64, i64, i64) = (row.try_get(0)?, row.try_get(1)?, row.try_get(2)?);
+        let partitions = match partitions {
+            false => None,
+            true => {
+                let stmt = client.prepare_cached(schema::TABLE_PARTITIONS).await?;
+                let n: i64 = client.query_one(&stmt, &[&id]).await?.try_get(0)?;
+                Some(u64::try_from(n).unwrap_or(0))
+            }
+        };
         Ok(Some(TableStats {
             entities: u64::try_from(entities).unwrap_or(0),
             bytes: u64::try_from(bytes).unwrap_or(0),
-            partitions: None,
+            partitions,
         }))
     }
 

@@ -516,7 +516,7 @@ impl Store for PostgresStore {
     async fn count_entities(&self, account: &str, table: &str) -> Result<u64, StoreError> {
         let lname = lower(table);
         self.retry("count entities", || async {
-            match self.counts_once(account, &lname).await? {
+            match self.counts_once(account, &lname, false).await? {
                 Some(s) => Ok(s.entities),
                 None => Err(counts::not_found()),
             }
@@ -526,7 +526,7 @@ impl Store for PostgresStore {
 
     async fn table_stats(&self, account: &str, table: &str) -> Result<Option<TableStats>, StoreError> {
         let lname = lower(table);
-        self.retry("table stats", || self.counts_once(account, &lname)).await
+        self.retry("table stats", || self.counts_once(account, &lname, true)).await
     }
 
     async fn table_sizes(&self) -> Result<Vec<TableSize>, StoreError> {

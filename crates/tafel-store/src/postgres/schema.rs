@@ -174,9 +174,20 @@ pub(crate) const FOLD_COUNTS: &str = "WITH gone AS
 pub(crate) const DROP_COUNTS: &str = "DELETE FROM tafel_table_counts WHERE table_id = $1";
 /// A table's counters, its change rows summed: no row means no table.
 pub(crate) const TABLE_COUNTS: &str = "SELECT CAST(COALESCE(sum(c.entities), 0) AS BIGINT),
-         CAST(COALESCE(sum(c.bytes), 0) AS BIGINT)
+         CAST(COALESCE(sum(c.bytes), 0) AS BIGINT), t.id
      FROM tafel_tables t LEFT JOIN tafel_table_counts c ON c.table_id = t.id
      WHERE t.account = $1 AND t.lname = $2 AND NOT t.deleting GROUP BY t.id";
+/// A table's partitions, counted by skipping from each to the next: one index
+/// seek per partition. A key is `pk 0x00 rk` (`key.rs`), so `pk 0x01` is the
+/// first key past a partition.
+pub(crate) const TABLE_PARTITIONS: &str = "WITH RECURSIVE p(next) AS (
+         (SELECT substring(key FROM 1 FOR position('\\x00'::bytea IN key) - 1) || '\\x01'::bytea
+              FROM tafel_entities WHERE table_id = $1 ORDER BY key LIMIT 1)
+         UNION ALL
+         SELECT (SELECT substring(e.key FROM 1 FOR position('\\x00'::bytea IN e.key) - 1) || '\\x01'::bytea
+                     FROM tafel_entities e WHERE e.table_id = $1 AND e.key >= p.next ORDER BY e.key LIMIT 1)
+              FROM p WHERE p.next IS NOT NULL)
+     SELECT count(next) FROM p";
 /// Every table's counters.
 pub(crate) const ALL_TABLE_COUNTS: &str = "SELECT t.account, t.name, CAST(COALESCE(sum(c.entities), 0) AS BIGINT),
          CAST(COALESCE(sum(c.bytes), 0) AS BIGINT)
