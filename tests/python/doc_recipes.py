@@ -1,9 +1,9 @@
 """The recipes of the user docs, taken from the pages as printed, so a test runs what a
 reader copies and the docs cannot drift from what works.
 
-In docs/containers.md, docs/azurite.md and docs/testing.md every fenced block follows a
-marker line: `<!-- recipe: NAME -->`, a recipe some test runs (it asks for it here by page
-and NAME), or `<!-- not run: WHY -->`. test_doc_recipes.py checks that every block has one
+In docs/containers.md, docs/azurite.md, docs/testing.md, docs/lifecycle.md and docs/indexes.md
+every fenced block follows a marker line: `<!-- recipe: NAME -->`, a recipe some test runs (it
+asks for it here by page and NAME), or `<!-- not run: WHY -->`. test_doc_recipes.py checks that every block has one
 and that every recipe is asked for by a test."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 
 from conftest import REPO_ROOT
 
-PAGES = ("containers.md", "azurite.md", "testing.md")
+PAGES = ("containers.md", "azurite.md", "testing.md", "lifecycle.md", "indexes.md")
 MARKER = re.compile(r"<!-- (recipe|not run): ?(.*?) -->")
 
 

@@ -178,3 +178,51 @@ def test_testing_javascript_fault_test(default_server, tmp_path):
         test.unlink()
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
     assert requests.get("http://127.0.0.1:10012/faults", timeout=5).json()["rules"] == []
+
+
+def read_sas(table: str) -> str:
+    """A table SAS that may query `table` for an hour: what the pages call `$SAS`."""
+    from datetime import datetime, timedelta, timezone
+
+    from azure.core.credentials import AzureNamedKeyCredential
+    from azure.data.tables import TableSasPermissions, generate_table_sas
+
+    from rawhttp import ACCOUNT, KEY
+
+    return generate_table_sas(AzureNamedKeyCredential(ACCOUNT, KEY), table,
+                              permission=TableSasPermissions(read=True),
+                              expiry=datetime.now(timezone.utc) + timedelta(hours=1))
+
+
+def test_lifecycle_count_and_stats_calls_and_commands(default_server, tmp_path):
+    with TableServiceClient.from_connection_string(DEV_CONN) as svc:
+        orders = svc.create_table("orders")
+        orders.submit_transaction([("create", {"PartitionKey": "uk", "RowKey": f"{i:02d}"}) for i in range(12)])
+    r = shell(recipe("lifecycle.md", "count-curl"), tmp_path, SAS=read_sas("orders"))
+    assert r.stdout.strip() == "12", r.stdout
+    r = shell(recipe("lifecycle.md", "stats-curl"), tmp_path)
+    import json
+
+    one, at = json.JSONDecoder().raw_decode(r.stdout)
+    every = json.loads(r.stdout[at:])
+    assert (one["table"], one["entities"], one["partitions"]) == ("orders", 12, 1), r.stdout
+    assert [(t["table"], t["entities"]) for t in every["tables"]] == [("orders", 12)], r.stdout
+    r = shell(recipe("lifecycle.md", "stats-commands"), tmp_path)
+    assert "table\torders\nentities\t12\npartitions\t1\n" in r.stdout, r.stdout
+
+
+def test_indexes_commands_and_the_plan_header(default_server, tmp_path):
+    with TableServiceClient.from_connection_string(DEV_CONN) as svc:
+        customers = svc.create_table("Customers")
+        for i, email in enumerate(["ada@example.com", "grace@example.com", "edsger@example.com"]):
+            customers.create_entity({"PartitionKey": f"p{i}", "RowKey": "r", "Email": email})
+    r = shell(recipe("indexes.md", "index-commands"), tmp_path)
+    assert "Email" in r.stdout, r.stdout
+    assert requests.get("http://127.0.0.1:10012/accounts/devstoreaccount1/tables/Customers/indexes",
+                        timeout=5).json()["indexes"] == []
+    create = commands(recipe("indexes.md", "index-commands"))[0]
+    shell(create, tmp_path)
+    r = shell(recipe("indexes.md", "plan-curl"), tmp_path, URL="http://127.0.0.1:10002/devstoreaccount1",
+              SAS=read_sas("Customers"))
+    assert "x-tafel-query-plan: index:Email" in r.stdout, r.stdout
+    assert "x-tafel-rows-examined: 1" in r.stdout.lower(), r.stdout

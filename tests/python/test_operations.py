@@ -222,17 +222,27 @@ def test_open_connections_follow_the_clients(fresh_server):
         time.sleep(0.05)
 
 
-def test_labels_stay_bounded_no_table_names_or_keys(fresh_server):
+def test_labels_stay_bounded_table_names_only_in_the_largest_tables_gauges_no_keys(fresh_server):
     srv = fresh_server
     raw = srv.raw
     name = unique_table_name("secretlookingname")
     assert raw.create_table(name).status_code == 201
-    assert raw.insert(name, {"PartitionKey": "pk-marker", "RowKey": "rk-marker"}).status_code == 201
+    assert raw.insert(name, {"PartitionKey": "pk-marker", "RowKey": "rk-marker", "Pad": "x" * 4000}).status_code == 201
     assert raw.get_entity(name, "pk-marker", "rk-marker").status_code == 200
     assert raw.get("/nosuchtable()").status_code == 404
+    # More tables than the gauges name (TOP_TABLES, 20), each smaller than the first.
+    for i in range(22):
+        small = unique_table_name(f"small{i}")
+        assert raw.create_table(small).status_code == 201
+        assert raw.insert(small, {"PartitionKey": "p", "RowKey": "r"}).status_code == 201
     text = requests.get(srv.admin_url + "/metrics", timeout=5).text
-    for marker in (name, "pk-marker", "rk-marker", "nosuchtable"):
+    for marker in ("pk-marker", "rk-marker", "nosuchtable"):
         assert marker not in text
+    naming = [line for line in text.splitlines() if 'table="' in line]
+    assert naming and all(line.startswith(("tafel_table_entities{", "tafel_table_bytes{")) for line in naming), naming
+    assert sum(line.startswith("tafel_table_entities{") for line in naming) == 20
+    # The largest table is named, with its one entity.
+    assert f'tafel_table_entities{{account="devstoreaccount1",table="{name}"}} 1' in text
 
 
 def test_admin_token_guards_metrics_and_the_reason_of_readiness(workdir):
