@@ -1,6 +1,6 @@
-//! One request to a running server's admin listener, as `tafel health` and
-//! `tafel snapshot` make it: an optional bearer token, a time limit, the
-//! status and body back.
+//! One request to a running server's admin listener, as `tafel health`,
+//! `tafel snapshot`, `tafel index` and `tafel stats` make it: an optional bearer
+//! token, a time limit, the status and body back.
 
 use std::time::Duration;
 
@@ -38,4 +38,38 @@ pub async fn call(
         .await
         .with_context(|| format!("{url} did not answer within {timeout} s"))?
         .with_context(|| format!("reaching {url}"))
+}
+
+/// [`call`] for a command that expects JSON: `path` below `admin_url`; a status
+/// other than success fails with the server's message. The body as JSON, if it is.
+pub async fn ask(
+    method: http::Method,
+    admin_url: &str,
+    path: &str,
+    token: Option<&str>,
+    timeout: u64,
+) -> anyhow::Result<Option<serde_json::Value>> {
+    let url = format!("{}{path}", admin_url.trim_end_matches('/'));
+    let (status, body) = call(method, &url, token, timeout).await?;
+    let json: Option<serde_json::Value> = serde_json::from_slice(&body).ok();
+    if !status.is_success() {
+        let message = json
+            .as_ref()
+            .and_then(|j| j.get("message"))
+            .and_then(|m| m.as_str())
+            .map_or_else(|| String::from_utf8_lossy(&body).trim().to_owned(), str::to_owned);
+        anyhow::bail!("{status}: {message}");
+    }
+    Ok(json)
+}
+
+/// Runs a command's admin call on a runtime of its own: a failure is said as
+/// `tafel NAME: why` and exits 1.
+pub fn run(name: &str, call: impl std::future::Future<Output = anyhow::Result<()>>) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    if let Err(e) = runtime.block_on(call) {
+        eprintln!("tafel {name}: {e:#}");
+        std::process::exit(1);
+    }
+    Ok(())
 }

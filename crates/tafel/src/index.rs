@@ -42,12 +42,7 @@ enum Action {
 }
 
 pub(crate) fn run(args: IndexArgs) -> anyhow::Result<()> {
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    if let Err(e) = runtime.block_on(call(&args)) {
-        eprintln!("tafel index: {e:#}");
-        std::process::exit(1);
-    }
-    Ok(())
+    crate::admin_call::run("index", call(&args))
 }
 
 async fn call(args: &IndexArgs) -> anyhow::Result<()> {
@@ -58,17 +53,14 @@ async fn call(args: &IndexArgs) -> anyhow::Result<()> {
         Action::List => (http::Method::GET, base),
         Action::Drop { property } => (http::Method::DELETE, format!("{base}/{property}")),
     };
-    let url = format!("{}{path}", args.admin_url.trim_end_matches('/'));
-    let (status, body) = crate::admin_call::call(method, &url, args.admin_token.as_deref(), args.timeout).await?;
-    let json: Option<serde_json::Value> = serde_json::from_slice(&body).ok();
-    if !status.is_success() {
-        let message = json
-            .as_ref()
-            .and_then(|j| j.get("message"))
-            .and_then(|m| m.as_str())
-            .map_or_else(|| String::from_utf8_lossy(&body).trim().to_owned(), str::to_owned);
-        anyhow::bail!("{status}: {message}");
-    }
+    let json = crate::admin_call::ask(
+        method,
+        &args.admin_url,
+        &path,
+        args.admin_token.as_deref(),
+        args.timeout,
+    )
+    .await?;
     let field = |j: &serde_json::Value, k: &str| j.get(k).map(|v| v.to_string().trim_matches('"').to_owned());
     match &args.action {
         Action::Create { property } => {

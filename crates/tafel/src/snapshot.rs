@@ -40,12 +40,7 @@ enum Action {
 }
 
 pub(crate) fn run(args: SnapshotArgs) -> anyhow::Result<()> {
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    if let Err(e) = runtime.block_on(call(&args)) {
-        eprintln!("tafel snapshot: {e:#}");
-        std::process::exit(1);
-    }
-    Ok(())
+    crate::admin_call::run("snapshot", call(&args))
 }
 
 async fn call(args: &SnapshotArgs) -> anyhow::Result<()> {
@@ -56,17 +51,14 @@ async fn call(args: &SnapshotArgs) -> anyhow::Result<()> {
         Action::Delete { name } => (http::Method::DELETE, format!("/snapshots/{name}")),
         Action::EmptyAccount { account } => (http::Method::DELETE, format!("/accounts/{account}/data")),
     };
-    let url = format!("{}{path}", args.admin_url.trim_end_matches('/'));
-    let (status, body) = crate::admin_call::call(method, &url, args.admin_token.as_deref(), args.timeout).await?;
-    let json: Option<serde_json::Value> = serde_json::from_slice(&body).ok();
-    if !status.is_success() {
-        let message = json
-            .as_ref()
-            .and_then(|j| j.get("message"))
-            .and_then(|m| m.as_str())
-            .map_or_else(|| String::from_utf8_lossy(&body).trim().to_owned(), str::to_owned);
-        anyhow::bail!("{status}: {message}");
-    }
+    let json = crate::admin_call::ask(
+        method,
+        &args.admin_url,
+        &path,
+        args.admin_token.as_deref(),
+        args.timeout,
+    )
+    .await?;
     let ms = || {
         json.as_ref()
             .and_then(|j| j.get("ms"))

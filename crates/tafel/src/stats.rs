@@ -28,12 +28,7 @@ pub(crate) struct StatsArgs {
 }
 
 pub(crate) fn run(args: StatsArgs) -> anyhow::Result<()> {
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    if let Err(e) = runtime.block_on(call(&args)) {
-        eprintln!("tafel stats: {e:#}");
-        std::process::exit(1);
-    }
-    Ok(())
+    crate::admin_call::run("stats", call(&args))
 }
 
 async fn call(args: &StatsArgs) -> anyhow::Result<()> {
@@ -42,18 +37,14 @@ async fn call(args: &StatsArgs) -> anyhow::Result<()> {
         (Some(a), None) => format!("/stats?account={a}"),
         _ => "/stats".to_owned(),
     };
-    let url = format!("{}{path}", args.admin_url.trim_end_matches('/'));
-    let (status, body) =
-        crate::admin_call::call(http::Method::GET, &url, args.admin_token.as_deref(), args.timeout).await?;
-    let json: Option<serde_json::Value> = serde_json::from_slice(&body).ok();
-    if !status.is_success() {
-        let message = json
-            .as_ref()
-            .and_then(|j| j.get("message"))
-            .and_then(|m| m.as_str())
-            .map_or_else(|| String::from_utf8_lossy(&body).trim().to_owned(), str::to_owned);
-        anyhow::bail!("{status}: {message}");
-    }
+    let json = crate::admin_call::ask(
+        http::Method::GET,
+        &args.admin_url,
+        &path,
+        args.admin_token.as_deref(),
+        args.timeout,
+    )
+    .await?;
     let json = json.context("the server's answer is not JSON")?;
     if args.json {
         println!("{json}");
