@@ -526,7 +526,8 @@ impl Store for PostgresStore {
 
     async fn table_stats(&self, account: &str, table: &str) -> Result<Option<TableStats>, StoreError> {
         let lname = lower(table);
-        self.retry("table stats", || self.counts_once(account, &lname, true)).await
+        self.retry("table stats", || self.counts_once(account, &lname, true))
+            .await
     }
 
     async fn table_sizes(&self) -> Result<Vec<TableSize>, StoreError> {
