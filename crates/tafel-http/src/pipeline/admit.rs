@@ -19,6 +19,8 @@ use crate::names::{CONTENT_MD5, X_MS_VERSION};
 
 /// A request admitted by its head, with its body read.
 pub(super) struct Admitted {
+    /// The verb, `X-HTTP-Method` followed.
+    pub method: Method,
     pub access: Access,
     pub body: Bytes,
     /// The body memory held until the request is answered.
@@ -104,6 +106,7 @@ pub(super) async fn admit(
             return Err(e);
         }
     };
+    let method = route.method()?;
     route.admit(&access)?;
     let has_body = match declared {
         Some(n) => n > 0,
@@ -120,6 +123,7 @@ pub(super) async fn admit(
     let (body, room) = body::read(body, declared, &state.limits, &share).await?;
     check_content_md5(headers, &body)?;
     Ok(Admitted {
+        method,
         access,
         body,
         room,

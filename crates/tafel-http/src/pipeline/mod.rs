@@ -379,8 +379,8 @@ async fn run(
         peer: Some(peer.addr.ip()),
         https: peer.https,
     };
-    let method = route.method()?;
     let admit::Admitted {
+        method,
         access,
         body,
         room: _room,
