@@ -351,3 +351,14 @@ def test_health_is_answered_while_unfinished_heads_hold_every_admin_slot(server)
     while requests.get(f"{server.admin_url}/metrics", timeout=10).status_code != 200:
         assert time.monotonic() < deadline, "the admin listener did not recover"
         time.sleep(0.2)
+
+
+def test_a_verb_the_route_refuses_is_answered_after_authentication(server):
+    # A request that proves no credential learns nothing from its verb: 403 first,
+    # whether the verb is sent or tunnelled through X-HTTP-Method.
+    url = f"{server.url}/anytable"
+    bad_key = {"x-ms-version": "2019-02-02", "Authorization": f"SharedKey {ACCOUNT}:AAAA"}
+    r = requests.post(url, headers={**bad_key, "X-HTTP-Method": "BOGUS"}, timeout=30)
+    assert_error(r, 403, "AuthenticationFailed")
+    r = requests.request("BOGUS", url, headers=bad_key, timeout=30)
+    assert_error(r, 403, "AuthenticationFailed")
