@@ -11,11 +11,11 @@
 
 use std::time::Instant;
 
-use http::{header, Method, StatusCode};
+use http::{Method, StatusCode};
 use serde_json::{json, Value};
-use tafel_store::{FailureKind, IndexError, IndexInfo, StoreError};
+use tafel_store::{IndexError, IndexInfo};
 
-use crate::listener::{json_response, text, unauthorized, AdminState, Resp};
+use crate::listener::{error, json_response, not_allowed, store_failure, text, unauthorized, AdminState, Resp};
 
 /// Whether `path` is one of this module's.
 pub(crate) fn owns(path: &str) -> bool {
@@ -136,34 +136,11 @@ fn bad_property(name: &str) -> Option<Resp> {
 }
 
 fn failed(e: IndexError) -> Resp {
-    let (status, code) = match &e {
-        IndexError::TableNotFound => (StatusCode::NOT_FOUND, "TableNotFound"),
-        IndexError::Unsupported(_) => (StatusCode::NOT_IMPLEMENTED, "NotSupportedByBackend"),
-        IndexError::Store(StoreError::Busy(_)) => (StatusCode::SERVICE_UNAVAILABLE, "ServerBusy"),
-        IndexError::Store(StoreError::Backend(b)) if b.kind == FailureKind::Stopped => {
-            (StatusCode::SERVICE_UNAVAILABLE, "ServerBusy")
-        }
-        IndexError::Store(_) => {
-            tracing::error!(error = %e, "index operation failed");
-            (StatusCode::INTERNAL_SERVER_ERROR, "InternalError")
-        }
-    };
-    error(status, code, e.to_string())
-}
-
-fn error(status: StatusCode, code: &str, message: String) -> Resp {
-    json_response(status, &json!({"error": code, "message": message}))
-}
-
-fn not_allowed(allow: &'static str) -> Resp {
-    let mut r = error(
-        StatusCode::METHOD_NOT_ALLOWED,
-        "MethodNotAllowed",
-        format!("allowed: {allow}"),
-    );
-    r.headers_mut()
-        .insert(header::ALLOW, http::HeaderValue::from_static(allow));
-    r
+    match &e {
+        IndexError::TableNotFound => error(StatusCode::NOT_FOUND, "TableNotFound", e.to_string()),
+        IndexError::Unsupported(_) => error(StatusCode::NOT_IMPLEMENTED, "NotSupportedByBackend", e.to_string()),
+        IndexError::Store(s) => store_failure(s, "index operation", e.to_string()),
+    }
 }
 
 #[cfg(test)]

@@ -43,7 +43,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use subtle::ConstantTimeEq;
 use tafel_http::ops::Ops;
 use tafel_http::AppState;
-use tafel_store::{NotReady, Store};
+use tafel_store::{FailureKind, NotReady, Store, StoreError};
 use tokio::net::TcpListener;
 
 use crate::explorer;
@@ -165,6 +165,38 @@ pub(crate) fn json_response(status: StatusCode, value: &serde_json::Value) -> Re
 }
 
 /// The answer to a request that needed the admin token and did not carry it.
+/// An admin API refusal: `{"error": CODE, "message": …}`.
+pub(crate) fn error(status: StatusCode, code: &str, message: String) -> Resp {
+    json_response(status, &serde_json::json!({"error": code, "message": message}))
+}
+
+/// 405, with the verbs the path takes.
+pub(crate) fn not_allowed(allow: &'static str) -> Resp {
+    let mut r = error(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "MethodNotAllowed",
+        format!("allowed: {allow}"),
+    );
+    r.headers_mut()
+        .insert(header::ALLOW, http::HeaderValue::from_static(allow));
+    r
+}
+
+/// A store's failure under `what`, said as `message`: busy or stopped (shutting
+/// down, or failing every write) is 503 ServerBusy, to try again; anything else
+/// is logged and 500.
+pub(crate) fn store_failure(e: &StoreError, what: &str, message: String) -> Resp {
+    let (status, code) = match e {
+        StoreError::Busy(_) => (StatusCode::SERVICE_UNAVAILABLE, "ServerBusy"),
+        StoreError::Backend(b) if b.kind == FailureKind::Stopped => (StatusCode::SERVICE_UNAVAILABLE, "ServerBusy"),
+        _ => {
+            tracing::error!(error = %e, "{what} failed");
+            (StatusCode::INTERNAL_SERVER_ERROR, "InternalError")
+        }
+    };
+    error(status, code, message)
+}
+
 pub(crate) fn unauthorized() -> Resp {
     let mut r = text(StatusCode::UNAUTHORIZED, "a bearer token is required\n");
     r.headers_mut()

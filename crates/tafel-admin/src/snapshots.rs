@@ -13,11 +13,11 @@
 
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
-use http::{header, Method, StatusCode};
+use http::{Method, StatusCode};
 use serde_json::{json, Value};
-use tafel_store::{FailureKind, ResetError, StoreError};
+use tafel_store::ResetError;
 
-use crate::listener::{json_response, text, unauthorized, AdminState, Resp};
+use crate::listener::{error, json_response, not_allowed, store_failure, text, unauthorized, AdminState, Resp};
 
 /// Longest snapshot name.
 const MAX_NAME: usize = 64;
@@ -154,35 +154,12 @@ fn bad_name(name: &str) -> Option<Resp> {
 }
 
 fn failed(e: ResetError) -> Resp {
-    let (status, code) = match &e {
-        ResetError::NotFound(_) => (StatusCode::NOT_FOUND, "SnapshotNotFound"),
-        ResetError::Exists(_) => (StatusCode::CONFLICT, "SnapshotAlreadyExists"),
-        ResetError::Unsupported(_) => (StatusCode::NOT_IMPLEMENTED, "NotSupportedByBackend"),
-        ResetError::Store(StoreError::Busy(_)) => (StatusCode::SERVICE_UNAVAILABLE, "ServerBusy"),
-        ResetError::Store(StoreError::Backend(b)) if b.kind == FailureKind::Stopped => {
-            (StatusCode::SERVICE_UNAVAILABLE, "ServerBusy")
-        }
-        ResetError::Store(_) => {
-            tracing::error!(error = %e, "snapshot operation failed");
-            (StatusCode::INTERNAL_SERVER_ERROR, "InternalError")
-        }
-    };
-    error(status, code, e.to_string())
-}
-
-fn error(status: StatusCode, code: &str, message: String) -> Resp {
-    json_response(status, &json!({"error": code, "message": message}))
-}
-
-fn not_allowed(allow: &'static str) -> Resp {
-    let mut r = error(
-        StatusCode::METHOD_NOT_ALLOWED,
-        "MethodNotAllowed",
-        format!("allowed: {allow}"),
-    );
-    r.headers_mut()
-        .insert(header::ALLOW, http::HeaderValue::from_static(allow));
-    r
+    match &e {
+        ResetError::NotFound(_) => error(StatusCode::NOT_FOUND, "SnapshotNotFound", e.to_string()),
+        ResetError::Exists(_) => error(StatusCode::CONFLICT, "SnapshotAlreadyExists", e.to_string()),
+        ResetError::Unsupported(_) => error(StatusCode::NOT_IMPLEMENTED, "NotSupportedByBackend", e.to_string()),
+        ResetError::Store(s) => store_failure(s, "snapshot operation", e.to_string()),
+    }
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@ use http::{Method, StatusCode};
 use serde_json::json;
 use tafel_store::{StoreError, TableSize};
 
-use crate::listener::{json_response, unauthorized, AdminState, Resp};
+use crate::listener::{error, json_response, not_allowed, store_failure, unauthorized, AdminState, Resp};
 
 /// Tables `/metrics` reports a size for: the largest by bytes, so the label
 /// count stays bounded whatever the number of tables (docs/lifecycle.md).
@@ -29,11 +29,7 @@ pub(crate) async fn route(state: &AdminState, req: &hyper::Request<hyper::body::
         return unauthorized();
     }
     if req.method() != Method::GET && req.method() != Method::HEAD {
-        return error(
-            StatusCode::METHOD_NOT_ALLOWED,
-            "MethodNotAllowed",
-            "allowed: GET".into(),
-        );
+        return not_allowed("GET");
     }
     let path = req.uri().path();
     let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
@@ -112,16 +108,5 @@ fn unknown_account(state: &AdminState, account: &str) -> Option<Resp> {
 }
 
 fn failed(e: StoreError) -> Resp {
-    let (status, code) = match &e {
-        StoreError::Busy(_) => (StatusCode::SERVICE_UNAVAILABLE, "ServerBusy"),
-        _ => {
-            tracing::error!(error = %e, "reading table statistics failed");
-            (StatusCode::INTERNAL_SERVER_ERROR, "InternalError")
-        }
-    };
-    error(status, code, e.to_string())
-}
-
-fn error(status: StatusCode, code: &str, message: String) -> Resp {
-    json_response(status, &json!({"error": code, "message": message}))
+    store_failure(&e, "reading table statistics", e.to_string())
 }
