@@ -277,27 +277,62 @@ fn compare(first: &str, others: &[String]) -> ExitCode {
     }
 }
 
+/// What a run's flags come to once their defaults (smaller with `--smoke`) apply.
+struct Settings {
+    concurrency: usize,
+    duration: Duration,
+    entities: u64,
+    selected: Vec<String>,
+    merge_verb: Method,
+    seed: u64,
+}
+
+impl Settings {
+    fn of(args: &RunArgs) -> Result<Self, String> {
+        let smoke = args.smoke;
+        let entities = args
+            .entities
+            .unwrap_or(if smoke { 2000 } else { 100_000 })
+            .max(100)
+            .div_ceil(100)
+            * 100;
+        let merge_verb = match args.merge_verb.to_ascii_uppercase().as_str() {
+            "MERGE" => Method::from_bytes(b"MERGE").map_err(|e| e.to_string())?,
+            "PATCH" => Method::PATCH,
+            other => return Err(format!("--merge-verb must be MERGE or PATCH, not {other}")),
+        };
+        let seed = args.seed.unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(1, |d| d.as_nanos() as u64)
+        });
+        Ok(Settings {
+            concurrency: args.concurrency.unwrap_or(if smoke { 8 } else { 32 }).max(1),
+            duration: args.duration.unwrap_or(Duration::from_secs(if smoke { 1 } else { 10 })),
+            entities,
+            selected: selected_workloads(&args.workloads)?,
+            merge_verb,
+            seed,
+        })
+    }
+
+    fn config(&self, args: &RunArgs, verify: bool) -> Config {
+        Config {
+            concurrency: self.concurrency,
+            duration: self.duration,
+            entities: self.entities,
+            verify,
+            max_ops: args.max_ops,
+            preload_timeout: args.preload_timeout,
+            merge_verb: self.merge_verb.clone(),
+            seed: self.seed,
+        }
+    }
+}
+
 async fn run(args: RunArgs) -> Result<ExitCode, String> {
-    let smoke = args.smoke;
-    let concurrency = args.concurrency.unwrap_or(if smoke { 8 } else { 32 }).max(1);
-    let duration = args.duration.unwrap_or(Duration::from_secs(if smoke { 1 } else { 10 }));
-    let entities = args
-        .entities
-        .unwrap_or(if smoke { 2000 } else { 100_000 })
-        .max(100)
-        .div_ceil(100)
-        * 100;
-    let selected = selected_workloads(&args.workloads)?;
-    let merge_verb = match args.merge_verb.to_ascii_uppercase().as_str() {
-        "MERGE" => Method::from_bytes(b"MERGE").map_err(|e| e.to_string())?,
-        "PATCH" => Method::PATCH,
-        other => return Err(format!("--merge-verb must be MERGE or PATCH, not {other}")),
-    };
-    let seed = args.seed.unwrap_or_else(|| {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(1, |d| d.as_nanos() as u64)
-    });
+    let set = Settings::of(&args)?;
+    let (concurrency, duration, entities) = (set.concurrency, set.duration, set.entities);
     let ep = Endpoint::new(
         &args.endpoint,
         args.account.as_deref(),
@@ -305,18 +340,8 @@ async fn run(args: RunArgs) -> Result<ExitCode, String> {
         args.timeout,
         args.ca.as_deref(),
     )?;
-    let make_cfg = |verify| Config {
-        concurrency,
-        duration,
-        entities,
-        verify,
-        max_ops: args.max_ops,
-        preload_timeout: args.preload_timeout,
-        merge_verb: merge_verb.clone(),
-        seed,
-    };
     let account = ep.account().to_string();
-    let bench = Arc::new(Bench::new(ep, make_cfg(args.verify), &args.table_prefix));
+    let bench = Arc::new(Bench::new(ep, set.config(&args, args.verify), &args.table_prefix));
     eprintln!(
         "tafel-bench: {} ({}) concurrency {concurrency}, {duration:?} per workload, data set {entities} entities, \
          tables {}/{}{}",
@@ -328,13 +353,30 @@ async fn run(args: RunArgs) -> Result<ExitCode, String> {
     );
     // The reference server is not verified against: its replies are fixed.
     let ceiling = match args.ceiling {
-        true => Some(start_ceiling(&args, &account, make_cfg(false)).await?),
+        true => Some(start_ceiling(&args, &account, set.config(&args, false)).await?),
         false => None,
     };
     bench.setup().await?;
+    let (rows, preload_ok) = run_workloads(&args, &set, &bench, ceiling.as_ref().map(|(_, c)| c)).await?;
+    drop(ceiling);
+    if !args.keep_tables {
+        bench.teardown().await;
+    }
+    print_results(&args, &set, &rows);
+    Ok(verdict(&rows, preload_ok, args.verify))
+}
 
+/// Preloads the data set if a selected workload reads it, then runs each selected
+/// workload (on the ceiling server first, when there is one); the rows, and
+/// whether the preload loaded every entity.
+async fn run_workloads(
+    args: &RunArgs,
+    set: &Settings,
+    bench: &Arc<Bench>,
+    ceiling: Option<&Arc<Bench>>,
+) -> Result<(Vec<report::Row>, bool), String> {
     let mut rows = Vec::new();
-    let needs_data = selected.iter().any(|w| {
+    let needs_data = set.selected.iter().any(|w| {
         matches!(
             w.as_str(),
             "point-read" | "point-query" | "merge-upsert" | "partition-query" | "scan-filter"
@@ -342,15 +384,16 @@ async fn run(args: RunArgs) -> Result<ExitCode, String> {
     });
     let mut preload_ok = true;
     if needs_data && !args.no_preload {
-        eprintln!("preload: {entities} entities in batches of 100…");
+        eprintln!("preload: {} entities in batches of 100…", set.entities);
         let row = bench.preload().await;
-        preload_ok = row.entities >= entities;
+        preload_ok = row.entities >= set.entities;
         eprintln!("preload: {}", row.note);
         rows.push(row);
     }
-    for w in ALL.iter().filter(|w| selected.iter().any(|s| s == *w)) {
-        let ceiling_rate = match &ceiling {
-            Some((_, c)) => {
+    let duration = set.duration;
+    for w in ALL.iter().filter(|w| set.selected.iter().any(|s| s == *w)) {
+        let ceiling_rate = match ceiling {
+            Some(c) => {
                 eprintln!("{w}: the ceiling server for {duration:?}…");
                 let row = c.workload(w).await?;
                 eprintln!("{w}: ceiling {:.1} {} ({} errors)", row.rate, row.unit, row.errors);
@@ -364,20 +407,20 @@ async fn run(args: RunArgs) -> Result<ExitCode, String> {
         eprintln!("{w}: {}", summary(&row));
         rows.push(row);
     }
-    drop(ceiling);
-    if !args.keep_tables {
-        bench.teardown().await;
-    }
+    Ok((rows, preload_ok))
+}
 
-    let table = report::results_table(&rows);
+/// The results as a table on stdout, or as JSON there (the table on stderr).
+fn print_results(args: &RunArgs, set: &Settings, rows: &[report::Row]) {
+    let table = report::results_table(rows);
     if args.json {
         eprint!("{table}");
         let out = json!({
             "target": args.name,
             "endpoint": args.endpoint,
-            "concurrency": concurrency,
-            "duration_s": duration.as_secs_f64(),
-            "entities": entities,
+            "concurrency": set.concurrency,
+            "duration_s": set.duration.as_secs_f64(),
+            "entities": set.entities,
             "verify": args.verify,
             "results": rows.iter().map(report::Row::to_json).collect::<Vec<_>>(),
         });
@@ -385,8 +428,6 @@ async fn run(args: RunArgs) -> Result<ExitCode, String> {
     } else {
         print!("{table}");
     }
-
-    Ok(verdict(&rows, preload_ok, args.verify))
 }
 
 /// Starts the do-nothing reference server (`--ceiling`) and sets its tables up.
