@@ -11,12 +11,10 @@
 //! Only called while the limits are on; it may parse an insert's or a batch's
 //! body a second time (the handler parses it again), which costs nothing when off.
 
-use tafel_service::model::Value;
-use tafel_service::query::{CompareOp, Expr};
+use tafel_service::query::pinned_keys;
 
-use crate::batch::{parse_batch, BatchKind};
+use crate::batch::BatchKind;
 use crate::operation::{self, Operation};
-use crate::request::Request;
 use crate::route::Route;
 
 /// A request's count toward the targets.
@@ -44,20 +42,20 @@ impl Charge {
     }
 }
 
-/// What `req` (of `account`, classified as `route`) counts, by the route's
+/// What a request of `account`, classified as `route` (its body read), counts, by the route's
 /// operation. A request the handler will refuse as malformed still counts as one
 /// transaction on the account: Azure counts every request against the account's rate.
-pub fn of(account: &str, req: &Request, route: &Route<'_>) -> Charge {
+pub fn of(account: &str, route: &Route<'_>) -> Charge {
     let table = || route.table().map(str::to_owned);
     match route.operation() {
         Operation::QueryEntities => Charge {
             table: table(),
-            partition: route.filter().and_then(queried_partition),
+            partition: route.filter().and_then(|f| pinned_keys(f).partition.map(str::to_owned)),
             entities: 0,
             query: true,
         },
-        Operation::InsertEntity => Charge::one(table(), operation::body_partition(&req.body)),
-        Operation::EntityGroupTransaction => batch(account, req),
+        Operation::InsertEntity => Charge::one(table(), route.insert_partition().map(str::to_owned)),
+        Operation::EntityGroupTransaction => batch(account, route),
         // An entity's operations, and what else names one (refused by its handler).
         _ => match route.partition() {
             Some(partition) => Charge::one(table(), Some(partition.to_owned())),
@@ -68,9 +66,8 @@ pub fn of(account: &str, req: &Request, route: &Route<'_>) -> Charge {
 
 /// A batch counts each of its operations, all in one partition (Azure's rule
 /// for entity group transactions; the handler refuses a batch that breaks it).
-fn batch(account: &str, req: &Request) -> Charge {
-    let content_type = req.header("content-type").unwrap_or_default();
-    let Ok(parsed) = parse_batch(content_type, &req.body) else {
+fn batch(account: &str, route: &Route<'_>) -> Charge {
+    let Some(parsed) = route.batch() else {
         return Charge::one(None, None);
     };
     let mut charge = Charge {
@@ -96,26 +93,10 @@ fn batch(account: &str, req: &Request) -> Charge {
     charge
 }
 
-/// The one PartitionKey a query's filter pins (`PartitionKey eq 'p'`, alone or
-/// in a conjunction): the query then counts against that partition as well.
-fn queried_partition(filter: &Expr) -> Option<String> {
-    fn pinned(e: &Expr) -> Option<&str> {
-        match e {
-            Expr::Compare {
-                property,
-                op: CompareOp::Eq,
-                value: Value::String(pk),
-            } if property == "PartitionKey" => Some(pk),
-            Expr::And(all) => all.iter().find_map(pinned),
-            _ => None,
-        }
-    }
-    pinned(filter).map(str::to_owned)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::request::Request;
     use bytes::Bytes;
     use http::{HeaderMap, Method};
 
@@ -131,11 +112,9 @@ mod tests {
 
     /// What `req` counts, classified as the pipeline classifies it.
     fn charge(req: &Request) -> Charge {
-        of(
-            "acct",
-            req,
-            &Route::of(&req.method, &req.path, &req.query, &req.headers),
-        )
+        let mut route = Route::of(&req.method, &req.path, &req.query, &req.headers);
+        route.read_body(req, true);
+        of("acct", &route)
     }
 
     #[test]

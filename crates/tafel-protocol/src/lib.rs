@@ -9,7 +9,7 @@ mod continuation;
 pub mod cosmos;
 pub mod error_body;
 pub mod filter;
-pub mod handlers;
+mod handlers;
 pub mod json;
 pub mod names;
 pub mod operation;
@@ -20,5 +20,5 @@ mod xml;
 
 pub use handlers::handle;
 pub use operation::Operation;
-pub use request::{effective_method, parse_query, Context, Request, Response};
+pub use request::{parse_query, Context, Request, Response};
 pub use route::{Lane, Route};

@@ -2,7 +2,7 @@
 //! analytics names it: the one place metrics and access logs get it from. The
 //! names are a fixed set, so they make bounded metric labels.
 
-use http::{HeaderMap, Method};
+use http::Method;
 
 use crate::resource::{self, Resource, Shape};
 
@@ -55,7 +55,7 @@ impl Operation {
 }
 
 /// The PartitionKey of an insert's JSON body (an insert's path names none).
-pub fn body_partition(body: &[u8]) -> Option<String> {
+pub(crate) fn body_partition(body: &[u8]) -> Option<String> {
     #[derive(serde::Deserialize)]
     struct Keys {
         #[serde(rename = "PartitionKey")]
@@ -65,9 +65,8 @@ pub fn body_partition(body: &[u8]) -> Option<String> {
 }
 
 /// The table and PartitionKey a `$batch` acts on, from its first operation (a
-/// changeset names one of each), for fault rules; `None` when it does not parse.
-pub fn batch_target(account: &str, content_type: &str, body: &[u8]) -> Option<(String, Option<String>)> {
-    let batch = crate::batch::parse_batch(content_type, body).ok()?;
+/// changeset names one of each), for fault rules.
+pub fn batch_target(account: &str, batch: &crate::batch::BatchRequest) -> Option<(String, Option<String>)> {
     sub_request_target(account, batch.operations.first()?)
 }
 
@@ -95,13 +94,14 @@ pub fn from_name(name: &str) -> Option<Operation> {
 }
 
 /// The operation of `method` (the effective verb, after `X-HTTP-Method`) on a
-/// resource of shape `shape`; a request the handlers would refuse for its verb is
-/// `Unknown` (`route.rs` classifies a request with it).
-pub(crate) fn of(method: &Method, shape: Shape, query: &[(String, String)], headers: &HeaderMap) -> Operation {
+/// resource of shape `shape`, `conditional` when it carries an `If-Match`; a
+/// request the handlers refuse (for its verb, or a `restype` on a table's
+/// entities) is `Unknown`. `route.rs` classifies a request with it, and the
+/// handlers dispatch on what it says.
+pub(crate) fn of(method: &Method, shape: Shape, query: &[(String, String)], conditional: bool) -> Operation {
     use Operation::*;
     let param = |name: &str| query.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
     let read = method == Method::GET || method == Method::HEAD;
-    let conditional = || headers.contains_key(http::header::IF_MATCH);
     match shape {
         Shape::Service => match (param("comp"), read, method == Method::PUT) {
             (Some("properties"), true, _) => GetTableServiceProperties,
@@ -113,6 +113,8 @@ pub(crate) fn of(method: &Method, shape: Shape, query: &[(String, String)], head
         Shape::Tables if method == Method::POST => CreateTable,
         Shape::Table if read => QueryTable,
         Shape::Table if method == Method::DELETE => DeleteTable,
+        // A service operation's parameter on a table's URL: refused.
+        Shape::EntitySet | Shape::BelowTable if param("restype").is_some() => Unknown,
         Shape::EntitySet if param("comp") == Some("acl") => match (read, method == Method::PUT) {
             (true, _) => GetTableAcl,
             (_, true) => SetTableAcl,
@@ -125,9 +127,9 @@ pub(crate) fn of(method: &Method, shape: Shape, query: &[(String, String)], head
         Shape::EntitySet | Shape::BelowTable if method == Method::POST => InsertEntity,
         Shape::Entity => match method.as_str() {
             "GET" | "HEAD" => QueryEntity,
-            "PUT" if conditional() => UpdateEntity,
+            "PUT" if conditional => UpdateEntity,
             "PUT" => InsertOrReplaceEntity,
-            "MERGE" | "PATCH" if conditional() => MergeEntity,
+            "MERGE" | "PATCH" if conditional => MergeEntity,
             "MERGE" | "PATCH" => InsertOrMergeEntity,
             "DELETE" => DeleteEntity,
             _ => Unknown,

@@ -34,7 +34,8 @@ impl Context {
 
 #[derive(Debug, Clone)]
 pub struct Request {
-    /// The effective verb (after `X-HTTP-Method` tunnelling).
+    /// The effective verb (after `X-HTTP-Method` tunnelling); a `$batch`
+    /// sub-request's as sent, its route following the header.
     pub method: Method,
     /// Path below the account root, percent-encoded as sent.
     pub path: String,

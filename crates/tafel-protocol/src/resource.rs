@@ -109,7 +109,8 @@ impl From<&Resource<'_>> for Shape {
 #[derive(Debug, Clone)]
 pub struct Invalid {
     pub shape: Option<Shape>,
-    pub error: Error,
+    /// Boxed: a route keeps it beside the request's other state.
+    pub error: Box<Error>,
 }
 
 fn invalid_uri() -> Error {
@@ -120,12 +121,15 @@ fn invalid_uri() -> Error {
 }
 
 fn shapeless(error: Error) -> Invalid {
-    Invalid { shape: None, error }
+    Invalid {
+        shape: None,
+        error: Box::new(error),
+    }
 }
 
 /// Parses a path relative to the account root, still percent-encoded as sent.
 pub fn parse(raw_path: &str) -> Result<Resource<'_>> {
-    parse_shaped(raw_path).map_err(|i| i.error)
+    parse_shaped(raw_path).map_err(|i| *i.error)
 }
 
 /// [`parse`], telling the shape of a path whose names or keys are invalid.
@@ -203,7 +207,7 @@ fn parse_decoded(decoded: &str, slashes: Slashes) -> std::result::Result<Resourc
     let shaped = |shape| {
         move |error| Invalid {
             shape: Some(shape),
-            error,
+            error: Box::new(error),
         }
     };
     if name == "Tables" {

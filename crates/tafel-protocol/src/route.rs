@@ -1,19 +1,20 @@
 //! A request classified once, from its verb, path, query and headers: the
-//! resource its path names, the operation it asks for (metrics, the access log,
-//! fault rules), where it runs, and an entity query's parsed `$filter`. All of it
-//! comes from the one path parser (`resource.rs`) and the one `$filter` parser the
-//! handlers use, so where a request runs, what it is counted as and what is done
-//! with it cannot disagree; the handler takes the parsed path and filter from here.
+//! resource its path names, the operation it asks for, where it runs, and what
+//! its head says that more than one layer needs (an entity query's `$filter`, the
+//! metadata level, `If-Match`, whether errors are XML). The handlers dispatch on
+//! the operation decided here (`handlers::handle`), as metrics, the access log,
+//! fault rules and `--azure-limits` name it, so what a request is counted as and
+//! what is done with it cannot disagree; nothing here is parsed a second time.
 
 use http::{HeaderMap, Method};
-use tafel_service::model::Value;
-use tafel_service::query::{CompareOp, Expr};
-use tafel_service::Error;
-use tafel_service::{Access, Action};
+use tafel_service::query::{pinned_keys, Expr};
+use tafel_service::{Access, Action, Error, ErrorCode, IfMatch};
 
+use crate::batch::{parse_batch_shared, BatchRequest};
 use crate::filter::parse_filter;
+use crate::json::{negotiate, MetadataLevel};
 use crate::operation::{self, Operation};
-use crate::request::effective_method;
+use crate::request::{effective_method, Request};
 use crate::resource::{self, Invalid, Resource, Shape};
 
 /// Where a request runs.
@@ -36,8 +37,22 @@ pub struct Route<'a> {
     /// An entity query's `$filter`, parsed (`None` when it has none, or the request
     /// is no entity query).
     filter: Option<Result<Expr, Error>>,
-    /// The verb after `X-HTTP-Method`, or why that header is refused.
-    method: Result<Method, Error>,
+    /// The verb after `X-HTTP-Method`, or why that header is refused. (Errors
+    /// are boxed here: a route moves with its request, and is kept small.)
+    method: Result<Method, Box<Error>>,
+    /// The answer's JSON metadata level (`$format` over `Accept`), or why neither
+    /// can be answered.
+    level: Result<MetadataLevel, Box<Error>>,
+    /// An entity's `If-Match` (`IfMatch::None` on other resources), or why it
+    /// is refused.
+    if_match: Result<IfMatch, Box<Error>>,
+    /// Errors are answered as XML (service and ACL requests: `comp`/`restype`).
+    xml_errors: bool,
+    /// A `$batch`'s parts, parsed once when its body arrived ([`Route::read_body`];
+    /// none without a Content-Type: the handler refuses it).
+    batch: Option<Box<Result<BatchRequest, Error>>>,
+    /// An insert's PartitionKey, read from its body when it was asked for.
+    insert_partition: Option<Box<str>>,
 }
 
 impl<'a> Route<'a> {
@@ -53,9 +68,17 @@ impl<'a> Route<'a> {
             Ok(r) => Some(Shape::from(r)),
             Err(invalid) => invalid.shape,
         };
+        // Only an entity's verbs take a condition: other requests never read it.
+        let if_match = match shape {
+            Some(Shape::Entity) => parse_if_match(headers).map_err(Box::new),
+            _ => Ok(IfMatch::None),
+        };
+        // A condition that does not parse still makes the write conditional: the
+        // handler refuses it.
+        let conditional = !matches!(if_match, Ok(IfMatch::None));
         let operation = match (method, shape) {
             (&Method::OPTIONS, _) => Operation::Preflight,
-            (_, Some(shape)) => operation::of(method, shape, query, headers),
+            (_, Some(shape)) => operation::of(method, shape, query, conditional),
             (_, None) => Operation::Unknown,
         };
         // Parsed here, only for an entity query, to tell a point read from a scan;
@@ -82,14 +105,52 @@ impl<'a> Route<'a> {
             operation,
             lane,
             filter,
-            method: effective,
+            method: effective.map_err(Box::new),
+            level: negotiate(
+                param(query, "$format"),
+                headers.get(http::header::ACCEPT).and_then(|v| v.to_str().ok()),
+            )
+            .map_err(Box::new),
+            if_match,
+            xml_errors: query.iter().any(|(k, _)| k == "comp" || k == "restype"),
+            batch: None,
+            insert_partition: None,
         }
+    }
+
+    /// Reads what the arrived body says: a `$batch` is parsed here, once (its
+    /// parts are slices of `request.body`, not copies); an insert's PartitionKey
+    /// only when `insert_partition` asks for it (limits and fault rules do, and
+    /// both are off by default: the handler decodes the entity anyway).
+    pub fn read_body(&mut self, request: &Request, insert_partition: bool) {
+        match self.operation {
+            Operation::EntityGroupTransaction => {
+                if let Some(ct) = request.header("content-type") {
+                    self.batch = Some(Box::new(parse_batch_shared(ct, &request.body)));
+                }
+            }
+            Operation::InsertEntity if insert_partition => {
+                self.insert_partition = operation::body_partition(&request.body).map(String::into_boxed_str);
+            }
+            _ => {}
+        }
+    }
+
+    /// The `$batch`'s parts, if it is one and they parsed ([`Route::read_body`]).
+    pub fn batch(&self) -> Option<&BatchRequest> {
+        self.batch.as_deref()?.as_ref().ok()
+    }
+
+    /// An insert's PartitionKey, if [`Route::read_body`] was asked for it and the
+    /// body names one.
+    pub fn insert_partition(&self) -> Option<&str> {
+        self.insert_partition.as_deref()
     }
 
     /// The verb the request asks for (`X-HTTP-Method` followed), or why its
     /// `X-HTTP-Method` is refused: decided once, in [`Route::of`].
     pub fn method(&self) -> Result<Method, Error> {
-        self.method.clone()
+        self.method.clone().map_err(|e| *e)
     }
 
     /// The operation, as metrics and the access log name it.
@@ -125,6 +186,16 @@ impl<'a> Route<'a> {
     /// The entity query's parsed `$filter`, when it has one that parses.
     pub fn filter(&self) -> Option<&Expr> {
         self.filter.as_ref()?.as_ref().ok()
+    }
+
+    /// Whether errors are answered as XML (service and ACL requests) rather than JSON.
+    pub fn xml_errors(&self) -> bool {
+        self.xml_errors
+    }
+
+    /// The answer's JSON metadata level, as negotiated from the head.
+    pub fn level(&self) -> Result<MetadataLevel, Error> {
+        self.level.clone().map_err(|e| *e)
     }
 
     /// Whether the operation takes a request body. `Unknown` may: its handler
@@ -201,12 +272,24 @@ impl<'a> Route<'a> {
             lane: self.lane,
             filter: self.filter,
             method: self.method,
+            level: self.level,
+            if_match: self.if_match,
+            xml_errors: self.xml_errors,
+            batch: self.batch,
+            insert_partition: self.insert_partition,
         }
     }
 
-    /// The resource, or why the path names none; and the parsed `$filter`.
-    pub(crate) fn into_parts(self) -> (Result<Resource<'a>, Error>, Option<Result<Expr, Error>>) {
-        (self.resource.map_err(|i| i.error), self.filter)
+    /// What the handlers take from the route, moved out of it.
+    pub(crate) fn into_parts(self) -> Parts<'a> {
+        Parts {
+            operation: self.operation,
+            resource: self.resource.map_err(|i| i.error),
+            filter: self.filter,
+            level: self.level,
+            if_match: self.if_match,
+            batch: self.batch,
+        }
     }
 
     pub(crate) fn resource(&self) -> Option<&Resource<'a>> {
@@ -214,25 +297,46 @@ impl<'a> Route<'a> {
     }
 }
 
+/// A decision made from the head, or why the request is refused: the error boxed,
+/// as it waits beside the request's other state.
+pub(crate) type Decided<T> = Result<T, Box<Error>>;
+
+/// A route's decisions as the handlers take them: each owned, to be moved on.
+pub(crate) struct Parts<'a> {
+    pub operation: Operation,
+    /// The resource, or why the path names none.
+    pub resource: Decided<Resource<'a>>,
+    /// An entity query's `$filter`, parsed.
+    pub filter: Option<Result<Expr, Error>>,
+    pub level: Decided<MetadataLevel>,
+    pub if_match: Decided<IfMatch>,
+    /// A `$batch`'s parts, parsed when its body arrived (`None`: not read here).
+    pub batch: Option<Box<Result<BatchRequest, Error>>>,
+}
+
+/// `If-Match`, parsed; a value that is not header text is refused as a malformed one.
+fn parse_if_match(headers: &HeaderMap) -> Result<IfMatch, Error> {
+    match headers.get(http::header::IF_MATCH) {
+        None => Ok(IfMatch::None),
+        Some(v) => match v.to_str() {
+            Ok(v) => IfMatch::parse(Some(v)),
+            Err(_) => Err(Error::with_message(
+                ErrorCode::InvalidInput,
+                "The If-Match header must be '*' or a weak ETag (W/\"...\").",
+            )),
+        },
+    }
+}
+
 fn param<'q>(query: &'q [(String, String)], name: &str) -> Option<&'q str> {
     query.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
 }
 
-/// Whether the filter pins both keys by `eq` in a conjunction (whatever else it
-/// asks): it matches one entity at most.
+/// Whether the filter pins both keys (whatever else it asks): it matches one
+/// entity at most.
 fn names_one_entity(filter: &Expr) -> bool {
-    fn pins(e: &Expr, key: &str) -> bool {
-        match e {
-            Expr::Compare {
-                property,
-                op: CompareOp::Eq,
-                value: Value::String(_),
-            } => property == key,
-            Expr::And(all) => all.iter().any(|t| pins(t, key)),
-            _ => false,
-        }
-    }
-    pins(filter, "PartitionKey") && pins(filter, "RowKey")
+    let pinned = pinned_keys(filter);
+    pinned.partition.is_some() && pinned.row.is_some()
 }
 
 #[cfg(test)]

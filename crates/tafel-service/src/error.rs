@@ -170,6 +170,14 @@ impl Error {
     }
 }
 
+/// Kept boxed where it waits beside a request's other state (a route's decisions),
+/// so that state stays small to move.
+impl From<Box<Error>> for Error {
+    fn from(e: Box<Error>) -> Self {
+        *e
+    }
+}
+
 impl From<ErrorCode> for Error {
     fn from(code: ErrorCode) -> Self {
         Error::new(code)

@@ -15,7 +15,7 @@ use super::AppState;
 use crate::auth::{self, Signed};
 use crate::body;
 use crate::limits::{self, Room};
-use crate::names::{CONTENT_MD5, X_MS_VERSION};
+use crate::names::CONTENT_MD5;
 
 /// A request admitted by its head, with its body read.
 pub(super) struct Admitted {
@@ -88,7 +88,6 @@ pub(super) async fn admit(
     body: Incoming,
 ) -> Result<Admitted, Error> {
     let headers = head.headers;
-    check_version(headers)?;
     let declared = headers
         .get(http::header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
@@ -174,9 +173,10 @@ fn check_content_md5(headers: &HeaderMap, body: &[u8]) -> Result<(), Error> {
 }
 
 /// Every published `x-ms-version` is accepted (clients.md: never reject a request for
-/// its version alone); only a value that is not a version at all is refused.
-fn check_version(headers: &HeaderMap) -> Result<(), Error> {
-    let Some(v) = headers.get(&X_MS_VERSION) else {
+/// its version alone); only a value that is not a version at all is refused. The
+/// pipeline reads the header once, for this and for the answer's echo.
+pub(super) fn check_version(sent: Option<&http::HeaderValue>) -> Result<(), Error> {
+    let Some(v) = sent else {
         return Ok(());
     };
     let v = v

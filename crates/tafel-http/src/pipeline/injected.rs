@@ -78,25 +78,19 @@ impl Fired {
 /// The fault a rule injects into `request`, if one fires for it.
 fn fire(set: &RuleSet, account: &str, route: &Route<'_>, request: &Request) -> Option<Fault> {
     let operation = route.operation();
-    let (batch, body_partition);
+    let batch;
     let (table, partition) = match operation {
         // A batch's table and partition are in its body.
         Operation::EntityGroupTransaction => {
-            batch = request
-                .header("content-type")
-                .and_then(|ct| operation::batch_target(account, ct, &request.body));
+            batch = route.batch().and_then(|b| operation::batch_target(account, b));
             batch
                 .as_ref()
                 .map_or((None, None), |(t, p)| (Some(t.as_str()), p.as_deref()))
         }
         _ => {
-            body_partition = match (set.wants_partition(), operation) {
-                (true, Operation::InsertEntity) => operation::body_partition(&request.body),
-                _ => None,
-            };
             let partition = match set.wants_partition() {
                 false => None,
-                true => route.partition().or(body_partition.as_deref()),
+                true => route.partition().or_else(|| route.insert_partition()),
             };
             (route.table(), partition)
         }

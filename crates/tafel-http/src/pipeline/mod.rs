@@ -13,7 +13,7 @@ use http_body_util::Full;
 use hyper::body::Incoming;
 use tafel_protocol::json::MetadataLevel;
 use tafel_protocol::operation::Operation;
-use tafel_protocol::{error_body, handlers, parse_query, Context, Request, Response, Route};
+use tafel_protocol::{error_body, parse_query, Context, Request, Response, Route};
 use tafel_service::{Ctx, Error, ErrorCode, Service};
 
 mod admit;
@@ -104,6 +104,9 @@ pub(crate) struct Peer {
 struct Meta {
     request_id: String,
     version: HeaderValue,
+    /// Why the request's `x-ms-version` is refused, if it is (answered before
+    /// authentication, after a preflight).
+    version_refused: Option<Error>,
     client_request_id: Option<HeaderValue>,
     /// Error body format: `None` = XML.
     error_level: Option<MetadataLevel>,
@@ -132,14 +135,15 @@ impl Meta {
     /// What the answer and the log take from the request's head, before it runs.
     fn of(req: &hyper::Request<Incoming>, dialect: tafel_protocol::cosmos::Dialect) -> Self {
         let headers = req.headers();
+        let version = headers.get(&X_MS_VERSION);
         Meta {
             request_id: uuid::Uuid::new_v4().to_string(),
             // The request's own value (shares its buffer, no copy) when it is text.
-            version: headers
-                .get(&X_MS_VERSION)
+            version: version
                 .filter(|v| v.to_str().is_ok())
                 .cloned()
                 .unwrap_or(HeaderValue::from_static(DEFAULT_VERSION)),
+            version_refused: admit::check_version(version).err(),
             client_request_id: headers.get(&X_MS_CLIENT_REQUEST_ID).cloned(),
             error_level: Some(MetadataLevel::Minimal),
             dialect,
@@ -363,14 +367,17 @@ async fn run(
         query,
         address,
         dialect,
-        route,
+        mut route,
         peer,
     } = routed;
-    let address = classify(state, meta, &query, address, &route)?;
+    let address = classify(state, meta, address, &route)?;
     if parts.method == Method::OPTIONS {
         // CORS preflight: unauthenticated, answered from the stored rules.
         meta.error_level = None;
         return cors::preflight(&state.service, &state.accounts, &address.account, &parts.headers).await;
+    }
+    if let Some(e) = meta.version_refused.take() {
+        return Err(e);
     }
     let caller = admit::Caller {
         method: parts.method.clone(),
@@ -394,8 +401,13 @@ async fn run(
         headers: parts.headers,
         body,
     };
-    if !handlers::wants_xml_errors(&request) {
-        meta.error_level = Some(handlers::metadata_level(&request).unwrap_or(MetadataLevel::Minimal));
+    // An insert's PartitionKey is read from its body only for limits and fault
+    // rules that name partitions (both off by default).
+    let wants_partition =
+        state.throttle.is_some() || state.ops.faults.active().is_some_and(|rules| rules.wants_partition());
+    route.read_body(&request, wants_partition);
+    if !route.xml_errors() {
+        meta.error_level = Some(route.level().unwrap_or(MetadataLevel::Minimal));
     }
     let fired = injected::before(state, &address.account, &route, &request, meta).await?;
     // A feed's long poll checks its credential again before each delivery.
@@ -427,11 +439,10 @@ async fn run(
 fn classify(
     state: &AppState,
     meta: &mut Meta,
-    query: &[(String, String)],
     address: Option<addressing::Address>,
     route: &Route<'_>,
 ) -> Result<addressing::Address, Error> {
-    if query.iter().any(|(k, _)| k == "comp" || k == "restype") {
+    if route.xml_errors() {
         meta.error_level = None;
     }
     if meta.client_request_id.as_ref().is_some_and(|id| id.len() > 1024) {
@@ -457,7 +468,7 @@ async fn dispatch(state: &AppState, cx: &Context, request: &Request, route: Rout
     let Some(throttle) = &state.throttle else {
         return tafel_protocol::handle(&state.service, cx, request, route).await;
     };
-    let charge = tafel_protocol::charge::of(&cx.caller.account, request, &route);
+    let charge = tafel_protocol::charge::of(&cx.caller.account, &route);
     throttle
         .admit(&cx.caller.account, &charge)
         .map_err(|e| cx.dialect.throttled(e))?;

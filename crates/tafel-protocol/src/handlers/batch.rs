@@ -9,16 +9,18 @@ use http::{Method, StatusCode};
 use tafel_service::model::{etag_for, Entity};
 use tafel_service::{Error, ErrorCode, Result, Service, WriteKind, WriteOp};
 
-use super::entities::{decode_write, entity_response_body, get};
-use super::{metadata_level, prefer};
+use super::entities::{decode_write, entity_response_body, get, write_kind};
+use super::prefer;
 use crate::batch::{
     new_boundaries, parse_batch_shared, response_content_type, write_changeset_response, write_query_response,
-    BatchKind, SubRequest, SubResponse,
+    BatchKind, BatchRequest, SubRequest, SubResponse,
 };
 use crate::error_body;
 use crate::json::{content_type, negotiate, MetadataLevel};
-use crate::request::{effective_method, parse_query, Context, Request, Response};
-use crate::resource::{self, entity_url, Resource};
+use crate::operation::Operation;
+use crate::request::{parse_query, Context, Request, Response};
+use crate::resource::{entity_url, Resource};
+use crate::route::{Decided, Parts, Route};
 
 /// Azure's limit of operations in one changeset.
 pub(crate) const MAX_OPERATIONS: usize = 100;
@@ -59,8 +61,9 @@ impl Op {
     }
 }
 
-/// The sub-request as a protocol request: account stripped from its path. Its
-/// headers are left empty for the caller to move or copy in.
+/// The sub-request as a protocol request: account stripped from its path, its
+/// verb as sent (its [`Route`] follows `X-HTTP-Method`, as a top-level request's
+/// does). Its headers are left empty for the caller to move or copy in.
 fn sub_request(cx: &Context, sub: &SubRequest) -> Result<Request> {
     let target = sub.path_and_query();
     let (path, query) = match target.split_once('?') {
@@ -76,7 +79,6 @@ fn sub_request(cx: &Context, sub: &SubRequest) -> Result<Request> {
     };
     let method = Method::from_bytes(sub.method.as_bytes())
         .map_err(|_| Error::invalid_input("The batch operation's verb is not valid."))?;
-    let method = effective_method(&method, &sub.headers)?;
     Ok(Request {
         method,
         path: path.to_owned(),
@@ -142,8 +144,19 @@ fn decode_op(cx: &Context, index: usize, sub: &mut SubRequest) -> std::result::R
     };
     req.headers = std::mem::take(&mut sub.headers);
     let decoded = (|| {
-        let level = negotiate(None, req.header("accept"))?;
-        let Some((table, write)) = decode_write(cx, &req, resource::parse(&req.path)?)? else {
+        // Classified as a top-level request is: the same verbs, conditions and
+        // metadata levels name the same writes.
+        let route = Route::of(&req.method, &req.path, &req.query, &req.headers);
+        route.method()?;
+        let Parts {
+            operation,
+            resource,
+            level,
+            if_match,
+            ..
+        } = route.into_parts();
+        let level = level?;
+        let Some((table, write)) = decode_write(cx, &req, write_kind(operation), if_match, resource?)? else {
             return Err(Error::invalid_input(
                 "A changeset may only contain entity insert, update, merge and delete operations.",
             ));
@@ -285,23 +298,44 @@ async fn changeset(svc: &Service, cx: &Context, subs: &mut [SubRequest]) -> Vec<
     }
 }
 
-/// A batch holding one lone GET of an entity.
-async fn query(svc: &Service, cx: &Context, sub: &SubRequest) -> SubResponse {
-    let result = async {
-        let mut req = sub_request(cx, sub)?;
-        req.headers = sub.headers.clone();
-        match resource::parse(&req.path)? {
+/// The lone GET of a query batch, classified as a top-level request is: its
+/// request, table, keys and metadata level (owned, so that nothing the route
+/// decided waits beside the read).
+fn lone_get(cx: &Context, sub: &SubRequest) -> Result<(Request, String, (String, String), MetadataLevel)> {
+    let mut req = sub_request(cx, sub)?;
+    req.headers = sub.headers.clone();
+    let route = Route::of(&req.method, &req.path, &req.query, &req.headers);
+    let method = route.method()?;
+    let Parts {
+        operation,
+        resource,
+        level,
+        ..
+    } = route.into_parts();
+    let (table, keys) = match (operation, resource?) {
+        (
+            Operation::QueryEntity,
             Resource::Entity {
                 table,
                 partition_key,
                 row_key,
-            } if req.method == Method::GET => get(svc, cx, &req, &table, (&partition_key, &row_key)).await,
-            _ => Err(Error::invalid_input(
+            },
+        ) if method == Method::GET => (table.into_owned(), (partition_key.into_owned(), row_key.into_owned())),
+        _ => {
+            return Err(Error::invalid_input(
                 "A batch query must be a single GET of one entity.",
-            )),
+            ))
         }
-    }
-    .await;
+    };
+    Ok((req, table, keys, level?))
+}
+
+/// A batch holding one lone GET of an entity.
+async fn query(svc: &Service, cx: &Context, sub: &SubRequest) -> SubResponse {
+    let result = match lone_get(cx, sub) {
+        Ok((req, table, (pk, rk), level)) => get(svc, cx, &req, &table, (&pk, &rk), level).await,
+        Err(e) => Err(e),
+    };
     let content_id = sub.content_id.clone().unwrap_or_else(|| "1".to_owned());
     match result {
         Ok(resp) => {
@@ -320,11 +354,19 @@ async fn query(svc: &Service, cx: &Context, sub: &SubRequest) -> SubResponse {
     }
 }
 
-pub async fn batch(svc: &Service, cx: &Context, req: &Request) -> Result<Response> {
+/// Runs a `$batch`; `parsed` is its body as the route read it (`None`: not read
+/// there, and parsed here).
+pub async fn batch(
+    svc: &Service,
+    cx: &Context,
+    req: &Request,
+    level: Decided<MetadataLevel>,
+    parsed: Option<Box<Result<BatchRequest>>>,
+) -> Result<Response> {
     // The answer is multipart/mixed whatever the outer Accept asks; each part follows its
     // own sub-request's Accept. The legacy Node.js SDK (azure-storage) sends its default
     // `Accept: application/atom+xml,application/xml` on $batch, which Azure answers.
-    match metadata_level(req) {
+    match level {
         Err(e) if e.code == ErrorCode::AtomFormatNotSupported => {}
         level => {
             level?;
@@ -333,7 +375,10 @@ pub async fn batch(svc: &Service, cx: &Context, req: &Request) -> Result<Respons
     let ct = req
         .header("content-type")
         .ok_or_else(|| Error::invalid_input("A batch request needs a multipart/mixed Content-Type."))?;
-    let mut parsed = parse_batch_shared(ct, &req.body)?;
+    let mut parsed = match parsed {
+        Some(parsed) => (*parsed)?,
+        None => parse_batch_shared(ct, &req.body)?,
+    };
     let (bb, cb) = new_boundaries();
     let body = match parsed.kind {
         BatchKind::Changeset => write_changeset_response(&bb, &cb, &changeset(svc, cx, &mut parsed.operations).await),

@@ -5,11 +5,13 @@ use tafel_service::model::{etag_bytes, DateTime, Entity, StoredRef};
 use tafel_service::query::Expr;
 use tafel_service::{EntityQuery, EntitySink, Error, ErrorCode, IfMatch, Result, Service, WriteKind, WriteOp};
 
-use super::{apply_prefer, metadata_level, open_query_body, prefer, require_json_body, top, unsupported_options};
+use super::{apply_prefer, open_query_body, prefer, require_json_body, top, unsupported_options};
 use crate::continuation;
 use crate::json::{content_type_value, decode_entity_write, EntityFormat, MetadataLevel, Select};
+use crate::operation::Operation;
 use crate::request::{Context, Request, Response};
 use crate::resource::{entity_url, Resource};
+use crate::route::Decided;
 
 /// Most properties an entity can have: 252 of its own and the three system ones
 /// (limits.md). A `$select` naming more distinct ones asks for what cannot exist.
@@ -55,8 +57,8 @@ pub(crate) async fn get(
     req: &Request,
     table: &str,
     (pk, rk): (&str, &str),
+    level: MetadataLevel,
 ) -> Result<Response> {
-    let level = metadata_level(req)?;
     cx.table_name(table)?;
     let entity = svc.get_entity(&cx.caller, table, pk, rk).await?;
     let sel = select(req)?;
@@ -102,8 +104,8 @@ pub async fn query(
     req: &Request,
     table: &str,
     filter: Option<Result<Expr>>,
+    level: MetadataLevel,
 ) -> Result<Response> {
-    let level = metadata_level(req)?;
     cx.table_name(table)?;
     unsupported_options(req)?;
     let filter = filter.transpose()?;
@@ -193,28 +195,57 @@ impl EntitySink for JsonRows<'_> {
     }
 }
 
+/// What the route decided of an entity write: which write, the answer's metadata
+/// level and its `If-Match`, each parsed once.
+pub(crate) struct WriteCall {
+    kind: Option<WriteKind>,
+    level: Decided<MetadataLevel>,
+    if_match: Decided<IfMatch>,
+}
+
+impl WriteCall {
+    pub(crate) fn new(operation: Operation, level: Decided<MetadataLevel>, if_match: Decided<IfMatch>) -> Self {
+        WriteCall {
+            kind: write_kind(operation),
+            level,
+            if_match,
+        }
+    }
+}
+
+/// The entity write `operation` is, if it is one (an upsert is a write without
+/// an `If-Match`).
+pub(crate) fn write_kind(operation: Operation) -> Option<WriteKind> {
+    use Operation::*;
+    match operation {
+        InsertEntity => Some(WriteKind::Insert),
+        UpdateEntity | InsertOrReplaceEntity => Some(WriteKind::Replace),
+        MergeEntity | InsertOrMergeEntity => Some(WriteKind::Merge),
+        DeleteEntity => Some(WriteKind::Delete),
+        _ => None,
+    }
+}
+
 /// Decodes an entity write — insert, update, merge, delete and the two upserts — the
-/// same way for top-level requests and `$batch` sub-requests. `None` when the verb
+/// same way for top-level requests and `$batch` sub-requests. `None` when the call
 /// names no write on this resource.
-pub(crate) fn decode_write(cx: &Context, req: &Request, resource: Resource<'_>) -> Result<Option<(String, WriteOp)>> {
-    let (table, kind, keys) = match (resource, req.method.as_str()) {
-        (Resource::EntitySet(table), "POST") => (table, WriteKind::Insert, None),
+pub(crate) fn decode_write(
+    cx: &Context,
+    req: &Request,
+    kind: Option<WriteKind>,
+    if_match: Decided<IfMatch>,
+    resource: Resource<'_>,
+) -> Result<Option<(String, WriteOp)>> {
+    let (table, kind, keys) = match (resource, kind) {
+        (Resource::EntitySet(table), Some(WriteKind::Insert)) => (table, WriteKind::Insert, None),
         (
             Resource::Entity {
                 table,
                 partition_key,
                 row_key,
             },
-            method,
-        ) => {
-            let kind = match method {
-                "PUT" => WriteKind::Replace,
-                "MERGE" | "PATCH" => WriteKind::Merge,
-                "DELETE" => WriteKind::Delete,
-                _ => return Ok(None),
-            };
-            (table, kind, Some((partition_key, row_key)))
-        }
+            Some(kind @ (WriteKind::Replace | WriteKind::Merge | WriteKind::Delete)),
+        ) => (table, kind, Some((partition_key, row_key))),
         _ => return Ok(None),
     };
     cx.table_name(&table)?;
@@ -229,7 +260,7 @@ pub(crate) fn decode_write(cx: &Context, req: &Request, resource: Resource<'_>) 
     // Insert takes no If-Match (whatever a client sends with one is ignored); Delete needs one.
     let if_match = match kind {
         WriteKind::Insert => IfMatch::None,
-        _ => match IfMatch::parse(req.header(http::header::IF_MATCH))? {
+        _ => match if_match? {
             IfMatch::None if kind == WriteKind::Delete => {
                 return Err(Error::with_message(
                     ErrorCode::MissingRequiredHeader,
@@ -260,9 +291,16 @@ fn set_etag(resp: &mut Response, ts: DateTime) -> Result<()> {
 /// Runs an entity write and answers as Azure does: 201 with the entity (or 204
 /// under `Prefer: return-no-content`) for inserts, 204 with the new ETag for
 /// updates and merges, 204 for deletes.
-pub async fn write(svc: &Service, cx: &Context, req: &Request, resource: Resource<'_>) -> Result<Response> {
-    let level = metadata_level(req)?;
-    let Some((table, op)) = decode_write(cx, req, resource)? else {
+pub(crate) async fn write(
+    svc: &Service,
+    cx: &Context,
+    req: &Request,
+    call: WriteCall,
+    resource: Resource<'_>,
+) -> Result<Response> {
+    let WriteCall { kind, level, if_match } = call;
+    let level = level?;
+    let Some((table, op)) = decode_write(cx, req, kind, if_match, resource)? else {
         return Err(Error::new(ErrorCode::MethodNotAllowed));
     };
     let kind = op.kind;

@@ -10,21 +10,11 @@ mod tables;
 use http::{HeaderValue, Method, StatusCode};
 use tafel_service::{Action, Error, ErrorCode, Result, Service};
 
-use crate::json::{negotiate, write_json_str, MetadataLevel};
+use crate::json::{write_json_str, MetadataLevel};
+use crate::operation::Operation;
 use crate::request::{Context, Request, Response};
 use crate::resource::Resource;
-use crate::route::Route;
-
-/// The response's JSON metadata level (`$format` over `Accept`).
-pub fn metadata_level(req: &Request) -> Result<MetadataLevel> {
-    negotiate(req.param("$format"), req.header(http::header::ACCEPT))
-}
-
-/// Whether errors for this request are written as XML (service and ACL
-/// operations), rather than JSON.
-pub fn wants_xml_errors(req: &Request) -> bool {
-    req.param("comp").is_some() || req.param("restype").is_some()
-}
+use crate::route::{Decided, Parts, Route};
 
 /// Opens a query's response body: `{`, the `odata.metadata` member (naming
 /// `what`, `Tables` or a table, unless there is no metadata) and the `value`
@@ -49,7 +39,9 @@ fn is_write(method: &Method) -> bool {
     !matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS)
 }
 
-/// Runs one operation: `req`, as `route` (classified from it) tells.
+/// Runs one operation: `req`, as `route` (classified from it) tells. The route's
+/// operation picks the handler; a request it names no operation for (`Unknown`,
+/// or a preflight that reached here) is refused by [`refuse`], as Azure refuses it.
 pub async fn handle(svc: &Service, cx: &Context, req: &Request, route: Route<'_>) -> Result<Response> {
     // The secondary endpoint is a read-only replica (an RA-GRS account's); a
     // Cosmos account's `-secondary` endpoint takes writes (`cosmos::secondary_writes`).
@@ -59,72 +51,91 @@ pub async fn handle(svc: &Service, cx: &Context, req: &Request, route: Route<'_>
             "Write operations are not allowed.",
         ));
     }
-    let (resource, filter) = route.into_parts();
+    let Parts {
+        operation,
+        resource,
+        filter,
+        level,
+        if_match,
+        batch,
+    } = route.into_parts();
     let resource = resource?;
     if cx.dialect.is_cosmos() {
         crate::cosmos::admit(&resource, req)?;
     }
+    use Operation::*;
+    match (operation, resource) {
+        (QueryTables, Resource::Tables) => tables::query(svc, cx, req, level?).await,
+        (CreateTable, Resource::Tables) => tables::create(svc, cx, req, level?).await,
+        (QueryTable, Resource::Table(name)) => tables::get(svc, cx, &name, level?).await,
+        (DeleteTable, Resource::Table(name)) => tables::delete(svc, cx, &name).await,
+        (GetTableAcl, Resource::EntitySet(table)) => {
+            cx.table_name(&table)?;
+            acl::get(svc, cx, &table).await
+        }
+        (SetTableAcl, Resource::EntitySet(table)) => {
+            cx.table_name(&table)?;
+            acl::set(svc, cx, req, &table).await
+        }
+        (QueryEntities, Resource::EntitySet(table)) => entities::query(svc, cx, req, &table, filter, level?).await,
+        (QueryEntities, Resource::Count(table)) => entities::count(svc, cx, req, &table, filter).await,
+        (
+            QueryEntity,
+            Resource::Entity {
+                table,
+                partition_key,
+                row_key,
+            },
+        ) => entities::get(svc, cx, req, &table, (&partition_key, &row_key), level?).await,
+        // Azure takes a POST to `/t/Tables` (or `/t/$batch`) as an insert into the
+        // table: 404 when it does not exist, else the body's missing keys (or a
+        // batch's media type) refused.
+        (InsertEntity, Resource::BelowTable(table)) => {
+            cx.table_name(&table)?;
+            svc.require_table(&cx.caller, &table, Action::InsertEntity).await?;
+            let call = entities::WriteCall::new(operation, level, if_match);
+            entities::write(svc, cx, req, call, Resource::EntitySet(table)).await
+        }
+        (
+            InsertEntity | UpdateEntity | MergeEntity | DeleteEntity | InsertOrReplaceEntity | InsertOrMergeEntity,
+            resource,
+        ) => {
+            let call = entities::WriteCall::new(operation, level, if_match);
+            entities::write(svc, cx, req, call, resource).await
+        }
+        (EntityGroupTransaction, Resource::Batch) => batch::batch(svc, cx, req, level, batch).await,
+        (ReadChanges, Resource::Changes) => changes::read(svc, cx, req).await,
+        (GetTableServiceProperties | SetTableServiceProperties | GetTableServiceStats, Resource::Service) => {
+            service::handle(svc, cx, req, operation).await
+        }
+        (_, resource) => refuse(svc, cx, req, resource, level).await,
+    }
+}
+
+/// The answer to a request that names no operation: its verb is not one the
+/// resource takes, or a parameter makes it something Azure does not serve.
+async fn refuse(
+    svc: &Service,
+    cx: &Context,
+    req: &Request,
+    resource: Resource<'_>,
+    level: Decided<MetadataLevel>,
+) -> Result<Response> {
     match resource {
-        Resource::Tables => match req.method {
-            Method::GET | Method::HEAD => tables::query(svc, cx, req).await,
-            Method::POST => tables::create(svc, cx, req).await,
-            _ => Err(method_not_allowed()),
-        },
-        Resource::Table(name) => match req.method {
-            Method::GET | Method::HEAD => tables::get(svc, cx, req, &name).await,
-            Method::DELETE => tables::delete(svc, cx, &name).await,
-            _ => Err(method_not_allowed()),
-        },
-        // Service operations on a table (an account URL that ends in one).
         Resource::EntitySet(_) | Resource::BelowTable(_) if req.param("restype").is_some() => {
             Err(Error::new(ErrorCode::InvalidQueryParameterValue))
         }
         Resource::EntitySet(table) if req.param("comp") == Some("acl") => {
             cx.table_name(&table)?;
-            match req.method {
-                Method::GET | Method::HEAD => acl::get(svc, cx, &table).await,
-                Method::PUT => acl::set(svc, cx, req, &table).await,
-                _ => Err(method_not_allowed()),
-            }
+            Err(method_not_allowed())
         }
-        Resource::EntitySet(table) => match req.method {
-            Method::GET | Method::HEAD => entities::query(svc, cx, req, &table, filter).await,
-            _ => entities::write(svc, cx, req, Resource::EntitySet(table)).await,
-        },
-        Resource::Count(table) => match req.method {
-            Method::GET | Method::HEAD => entities::count(svc, cx, req, &table, filter).await,
-            _ => Err(method_not_allowed()),
-        },
-        Resource::Entity {
-            table,
-            partition_key,
-            row_key,
-        } => match req.method {
-            Method::GET | Method::HEAD => entities::get(svc, cx, req, &table, (&partition_key, &row_key)).await,
-            _ => {
-                entities::write(
-                    svc,
-                    cx,
-                    req,
-                    Resource::Entity {
-                        table,
-                        partition_key,
-                        row_key,
-                    },
-                )
-                .await
-            }
-        },
-        // Azure takes the POST as an insert into the table: 404 when it does not
-        // exist, else the body's missing keys (or a batch's media type) refused.
-        Resource::BelowTable(table) => match req.method {
-            Method::POST => {
-                cx.table_name(&table)?;
-                svc.require_table(&cx.caller, &table, Action::InsertEntity).await?;
-                entities::write(svc, cx, req, Resource::EntitySet(table)).await
-            }
-            _ => Err(Error::new(ErrorCode::InvalidUri)),
-        },
+        // An entity's or a table's entities' verb that writes nothing: an
+        // unanswerable `Accept` is named first, as for the writes.
+        Resource::EntitySet(_) | Resource::Entity { .. } => {
+            level?;
+            Err(method_not_allowed())
+        }
+        Resource::BelowTable(_) => Err(Error::new(ErrorCode::InvalidUri)),
         // `/t/Tables('x')` (Delete Table through an account URL that ends in a
         // table name): Azure answers 404 TableNotFound when `t` does not exist, which
         // the SDKs' delete_table takes as done, else one key where `t`'s entities
@@ -140,15 +151,8 @@ pub async fn handle(svc: &Service, cx: &Context, req: &Request, route: Route<'_>
                 ),
             ))
         }
-        Resource::Batch => match req.method {
-            Method::POST => batch::batch(svc, cx, req).await,
-            _ => Err(method_not_allowed()),
-        },
-        Resource::Changes => match req.method {
-            Method::GET | Method::HEAD => changes::read(svc, cx, req).await,
-            _ => Err(method_not_allowed()),
-        },
-        Resource::Service => service::handle(svc, cx, req).await,
+        Resource::Service => service::handle(svc, cx, req, Operation::Unknown).await,
+        _ => Err(method_not_allowed()),
     }
 }
 

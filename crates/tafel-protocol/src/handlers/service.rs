@@ -1,12 +1,13 @@
 //! The service root `/?restype=service&comp=…` (operations.md §6–§7): Get/Set
 //! Table Service Properties and Get Table Service Stats, as XML.
 
-use http::{Method, StatusCode};
+use http::StatusCode;
 use tafel_service::properties::{
     CorsRule, Logging, Metrics, PropertiesUpdate, RetentionPolicy, ServiceProperties, ServiceStats,
 };
 use tafel_service::{Error, ErrorCode, Result, Service};
 
+use crate::operation::Operation;
 use crate::request::{Context, Request, Response};
 use crate::xml::{self, Element, Writer};
 
@@ -17,14 +18,14 @@ fn bad_param(name: &str, value: &str) -> Error {
     )
 }
 
-/// Dispatches the operations on the service root.
-pub async fn handle(svc: &Service, cx: &Context, req: &Request) -> Result<Response> {
+/// Runs `operation` on the service root; `Unknown` is refused for its `comp` or verb.
+pub async fn handle(svc: &Service, cx: &Context, req: &Request, operation: Operation) -> Result<Response> {
     let restype = req.param("restype").unwrap_or("");
     if restype != "service" {
         return Err(bad_param("restype", restype));
     }
-    match (req.param("comp").unwrap_or(""), &req.method) {
-        ("properties", &Method::GET | &Method::HEAD) => {
+    match operation {
+        Operation::GetTableServiceProperties => {
             let p = svc.get_service_properties(&cx.caller).await?;
             Ok(Response::with_body(
                 StatusCode::OK,
@@ -32,12 +33,12 @@ pub async fn handle(svc: &Service, cx: &Context, req: &Request) -> Result<Respon
                 write_properties(&p),
             ))
         }
-        ("properties", &Method::PUT) => {
+        Operation::SetTableServiceProperties => {
             svc.set_service_properties(&cx.caller, parse_properties(&req.body)?)
                 .await?;
             Ok(Response::new(StatusCode::ACCEPTED))
         }
-        ("stats", &Method::GET | &Method::HEAD) => {
+        Operation::GetTableServiceStats => {
             // Replication status is served by the secondary endpoint only, as in Azure.
             if !cx.secondary {
                 return Err(Error::with_message(
@@ -48,8 +49,10 @@ pub async fn handle(svc: &Service, cx: &Context, req: &Request) -> Result<Respon
             let s = svc.get_service_stats(&cx.caller).await?;
             Ok(Response::with_body(StatusCode::OK, "application/xml", write_stats(&s)))
         }
-        ("properties" | "stats", _) => Err(Error::new(ErrorCode::MethodNotAllowed)),
-        (comp, _) => Err(bad_param("comp", comp)),
+        _ => match req.param("comp").unwrap_or("") {
+            "properties" | "stats" => Err(Error::new(ErrorCode::MethodNotAllowed)),
+            comp => Err(bad_param("comp", comp)),
+        },
     }
 }
 

@@ -4,7 +4,7 @@ use crate::cosmos::{self, Dialect};
 use http::StatusCode;
 use tafel_service::{Result, Service, TableQuery};
 
-use super::{apply_prefer, metadata_level, open_query_body, prefer, require_json_body, top};
+use super::{apply_prefer, open_query_body, prefer, require_json_body, top};
 use crate::filter::parse_filter;
 use crate::json::{content_type, decode_table_name, write_json_str, MetadataLevel};
 use crate::request::{Context, Request, Response};
@@ -30,8 +30,7 @@ fn write_table(out: &mut Vec<u8>, cx: &Context, level: MetadataLevel, name: &str
     out.push(b'}');
 }
 
-pub async fn query(svc: &Service, cx: &Context, req: &Request) -> Result<Response> {
-    let level = metadata_level(req)?;
+pub async fn query(svc: &Service, cx: &Context, req: &Request, level: MetadataLevel) -> Result<Response> {
     let filter = match req.param("$filter").filter(|f| !f.trim().is_empty()) {
         Some(f) => Some(parse_filter(f)?),
         None => None,
@@ -59,16 +58,14 @@ pub async fn query(svc: &Service, cx: &Context, req: &Request) -> Result<Respons
 }
 
 /// `GET /Tables('name')`: that one table as a single `@Element`, not a `value` array.
-pub async fn get(svc: &Service, cx: &Context, req: &Request, name: &str) -> Result<Response> {
-    let level = metadata_level(req)?;
+pub async fn get(svc: &Service, cx: &Context, name: &str, level: MetadataLevel) -> Result<Response> {
     let name = svc.get_table(&cx.caller, name).await?;
     let mut out = Vec::with_capacity(128);
     write_table(&mut out, cx, level, &name, true);
     Ok(Response::with_body(StatusCode::OK, content_type(level), out))
 }
 
-pub async fn create(svc: &Service, cx: &Context, req: &Request) -> Result<Response> {
-    let level = metadata_level(req)?;
+pub async fn create(svc: &Service, cx: &Context, req: &Request, level: MetadataLevel) -> Result<Response> {
     require_json_body(req)?;
     let name = decode_table_name(&req.body)?;
     let name = match cx.dialect {

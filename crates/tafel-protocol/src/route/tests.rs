@@ -100,8 +100,8 @@ fn an_entity_query_carries_its_parsed_filter_and_nothing_else_parses_one() {
     // Not an entity query: the filter is the handler's business (or none's).
     assert!(route("GET", "/Tables?$filter=X%20eq%201", false).filter().is_none());
     assert!(route("GET", "/t?comp=acl&$filter=X%20eq%201", false).filter().is_none());
-    let (_, filter) = route("GET", "/t()?$filter=X%20eq", false).into_parts();
-    assert!(matches!(filter, Some(Err(_))));
+    let parts = route("GET", "/t()?$filter=X%20eq", false).into_parts();
+    assert!(matches!(parts.filter, Some(Err(_))));
 }
 
 #[test]
@@ -161,4 +161,34 @@ fn a_table_named_tables_archive_is_scanned_on_the_query_runtime() {
         assert_eq!(lane("GET", uri), Lane::Query, "{uri}");
         assert_eq!(op("GET", uri, false), Operation::QueryEntities, "{uri}");
     }
+}
+
+#[test]
+fn a_service_parameter_on_a_tables_entities_names_no_operation() {
+    // The handler refuses these (400 InvalidQueryParameterValue): metrics and fault
+    // rules must not name them a query or an insert.
+    assert_eq!(op("GET", "/t?restype=service", false), Operation::Unknown);
+    assert_eq!(op("POST", "/t/Tables?restype=x", false), Operation::Unknown);
+    assert_eq!(op("POST", "/t/Tables", false), Operation::InsertEntity);
+}
+
+#[test]
+fn the_head_is_read_once_for_the_metadata_level_the_condition_and_the_error_format() {
+    let r = route("GET", "/t()?$format=application/json;odata=nometadata", false);
+    assert_eq!(r.level().ok(), Some(MetadataLevel::No));
+    assert!(!r.xml_errors());
+    assert!(route("GET", "/t()?$format=atom", false).level().is_err());
+    assert!(route("GET", "/?restype=service&comp=properties", false).xml_errors());
+    assert!(route("PUT", "/t?comp=acl", false).xml_errors());
+
+    let e = "/t(PartitionKey='a',RowKey='b')";
+    let conditional = route("PUT", e, true).into_parts();
+    assert!(matches!(conditional.if_match, Ok(IfMatch::Any)));
+    // A condition that is not header text is refused, never taken for none (an
+    // update answered as an upsert).
+    let mut headers = HeaderMap::new();
+    headers.insert("if-match", http::HeaderValue::from_bytes(b"W/\"\xff\"").unwrap());
+    let r = Route::of(&Method::PUT, e, &[], &headers);
+    assert_eq!(r.operation(), Operation::UpdateEntity);
+    assert!(r.into_parts().if_match.is_err());
 }

@@ -54,3 +54,37 @@ pub enum Expr {
     /// A `true`/`false` literal used as a condition.
     Bool(bool),
 }
+
+/// The keys a filter pins by `eq` to a string in a conjunction, whatever else it
+/// asks: a request's route tells a point query from a scan by it, and
+/// `--azure-limits` charges a query to the partition it names.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Pinned<'e> {
+    pub partition: Option<&'e str>,
+    pub row: Option<&'e str>,
+}
+
+/// What [`Pinned`] `filter` pins, in one walk (the first `eq` of each key wins).
+pub fn pinned_keys(filter: &Expr) -> Pinned<'_> {
+    fn walk<'e>(e: &'e Expr, pinned: &mut Pinned<'e>) {
+        match e {
+            Expr::Compare {
+                property,
+                op: CompareOp::Eq,
+                value: Value::String(v),
+            } => {
+                let slot = match property.as_str() {
+                    "PartitionKey" => &mut pinned.partition,
+                    "RowKey" => &mut pinned.row,
+                    _ => return,
+                };
+                slot.get_or_insert(v.as_str());
+            }
+            Expr::And(all) => all.iter().for_each(|t| walk(t, pinned)),
+            _ => {}
+        }
+    }
+    let mut pinned = Pinned::default();
+    walk(filter, &mut pinned);
+    pinned
+}

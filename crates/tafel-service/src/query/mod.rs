@@ -7,6 +7,6 @@ pub mod plan;
 #[cfg(test)]
 mod tests;
 
-pub use ast::{CompareOp, Expr};
+pub use ast::{pinned_keys, CompareOp, Expr, Pinned};
 pub use eval::{eval_entity, eval_stored, eval_table_name};
 pub use plan::{plan_entities, Plan};

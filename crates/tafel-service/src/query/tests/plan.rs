@@ -240,3 +240,39 @@ fn a_filter_splitting_many_partitions_plans_within_the_range_cap() {
         );
     }
 }
+
+#[test]
+fn pinned_keys_are_the_first_eq_of_each_key_in_a_conjunction_only() {
+    use crate::query::{pinned_keys, Pinned};
+    let both = Expr::And(vec![
+        pk(CompareOp::Eq, "p"),
+        Expr::And(vec![rk(CompareOp::Eq, "r")]),
+        pk(CompareOp::Eq, "q"),
+    ]);
+    assert_eq!(
+        pinned_keys(&both),
+        Pinned {
+            partition: Some("p"),
+            row: Some("r")
+        }
+    );
+    // An `or`, a `not`, another comparison or a non-string literal pins nothing.
+    let loose = Expr::Or(vec![pk(CompareOp::Eq, "p"), rk(CompareOp::Eq, "r")]);
+    assert_eq!(pinned_keys(&loose), Pinned::default());
+    assert_eq!(
+        pinned_keys(&Expr::Not(Box::new(pk(CompareOp::Eq, "p")))),
+        Pinned::default()
+    );
+    assert_eq!(pinned_keys(&pk(CompareOp::Ge, "p")), Pinned::default());
+    assert_eq!(
+        pinned_keys(&cmp("PartitionKey", CompareOp::Eq, Value::Int32(1))),
+        Pinned::default()
+    );
+    assert_eq!(
+        pinned_keys(&rk(CompareOp::Eq, "r")),
+        Pinned {
+            partition: None,
+            row: Some("r")
+        }
+    );
+}
