@@ -20,6 +20,8 @@ pub struct Scrape {
     pub tables: Vec<(String, u64)>,
     /// The largest tables' counters (at most `table_stats::TOP_TABLES`).
     pub table_sizes: Vec<tafel_store::TableSize>,
+    /// Entities the expiry sweep removed (`tafel_expired_entities_total`).
+    pub expired: u64,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -125,6 +127,14 @@ impl Collector for Scrape {
                     .encode_gauge(&i64::try_from(value(t)).unwrap_or(i64::MAX))?;
             }
         }
+        encoder
+            .encode_descriptor(
+                "tafel_expired_entities",
+                "Entities removed by expiry (TTL) since the node started",
+                None,
+                MetricType::Counter,
+            )?
+            .encode_counter::<NoLabelSet, _, u64>(&self.expired, None)?;
         for m in &self.store {
             let name = format!("tafel_store_{}", m.name);
             match &m.value {
@@ -155,6 +165,7 @@ mod tests {
             ready: true,
             draining: false,
             backend: "embedded",
+            expired: 0,
             start_time: 1_700_000_000.5,
             store: vec![StoreMetric {
                 name: "log_sync_seconds",
@@ -166,6 +177,7 @@ mod tests {
                 }),
             }],
             tables: vec![("acct".into(), 4)],
+            expired: 0,
             table_sizes: vec![tafel_store::TableSize {
                 account: "acct".into(),
                 table: "orders".into(),

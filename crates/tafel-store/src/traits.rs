@@ -145,6 +145,9 @@ pub enum Mutation {
     /// A put the change feed records as a merge (when the row was there).
     Merge(Vec<u8>),
     Delete,
+    /// A delete the change feed records with `"reason":"expired"` (the TTL
+    /// sweep's).
+    Expire,
     Keep,
 }
 

@@ -198,7 +198,7 @@ impl Writer<'_, '_> {
             for (i, (((k, m), old), key)) in full.iter().zip(mutations).zip(&current).zip(keys).enumerate() {
                 let state = match &m {
                     Mutation::Put(v) | Mutation::Merge(v) => Some(Some(v.len())),
-                    Mutation::Delete => Some(None),
+                    Mutation::Delete | Mutation::Expire => Some(None),
                     Mutation::Keep => None,
                 };
                 if let Some(state) = state {
@@ -216,7 +216,7 @@ impl Writer<'_, '_> {
                     };
                     let now = match &m {
                         Mutation::Put(v) | Mutation::Merge(v) => Some(v.clone()),
-                        Mutation::Delete | Mutation::Keep => None,
+                        Mutation::Delete | Mutation::Expire | Mutation::Keep => None,
                     };
                     self.reindex(t.id, &indexed, key.as_bytes(), before.as_deref(), now.as_deref())?;
                     latest.insert(k.as_slice(), now);
@@ -230,7 +230,8 @@ impl Writer<'_, '_> {
                             changes.push((ChangeOp::Insert, Some(key), Some(v.clone())))
                         }
                         Mutation::Delete if existed => changes.push((ChangeOp::Delete, Some(key), None)),
-                        Mutation::Delete | Mutation::Keep => {}
+                        Mutation::Expire if existed => changes.push((ChangeOp::Expire, Some(key), None)),
+                        Mutation::Delete | Mutation::Expire | Mutation::Keep => {}
                     }
                 }
                 match m {
@@ -242,7 +243,7 @@ impl Writer<'_, '_> {
                         }
                         self.tx.insert(Tree::Entities, k, &v)?
                     }
-                    Mutation::Delete => self.tx.remove(Tree::Entities, k)?,
+                    Mutation::Delete | Mutation::Expire => self.tx.remove(Tree::Entities, k)?,
                     Mutation::Keep => {}
                 }
             }
