@@ -165,7 +165,7 @@ mod tests {
             ready: true,
             draining: false,
             backend: "embedded",
-            expired: 0,
+            expired: 12,
             start_time: 1_700_000_000.5,
             store: vec![StoreMetric {
                 name: "log_sync_seconds",
@@ -177,7 +177,6 @@ mod tests {
                 }),
             }],
             tables: vec![("acct".into(), 4)],
-            expired: 0,
             table_sizes: vec![tafel_store::TableSize {
                 account: "acct".into(),
                 table: "orders".into(),
@@ -217,6 +216,7 @@ mod tests {
             r#"tafel_table_bytes{account="acct",table="orders"} 700"#,
             r#"tafel_store_log_sync_seconds_bucket{le="+Inf"} 3"#,
             "tafel_ready 1",
+            "tafel_expired_entities_total 12",
             "process_start_time_seconds 1700000000.5",
         ] {
             assert!(text.lines().any(|l| l == line), "{line} missing from\n{text}");
