@@ -60,8 +60,12 @@ impl Service {
                     self.policies.put(account, table, p.clone());
                     p
                 }
-                // No table: the operation itself answers that.
-                None => None,
+                // No table: the operation itself answers that. Nothing is
+                // cached for it, so names of missing tables cannot grow the cache.
+                None => {
+                    self.policies.forget(account, table);
+                    None
+                }
             },
         };
         Ok(policy.map(|policy| Expiry {
