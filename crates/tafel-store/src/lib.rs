@@ -30,6 +30,7 @@ pub mod stats;
 #[cfg(test)]
 mod test_support;
 mod traits;
+mod undelete;
 
 pub use error::{BackendError, FailureKind, NotReady, StoreError};
 pub use key::{EntityKey, KeyRange, KeyRef};
@@ -37,6 +38,7 @@ pub use reset::{ResetError, SavepointInfo};
 pub use snapshot::{Snapshot, SnapshotTable};
 pub use stats::{MetricValue, StoreMetric};
 pub use tafel_stats::HistogramSnapshot;
+pub use undelete::{DeletedTable, UndeleteError};
 pub use traits::{
     write_with, Decide, Expect, IndexEncoder, IndexError, IndexInfo, IndexScanRequest, Mutation, RowFilter, RowSink,
     ScanEnd, ScanRequest, Store, TableRecord, TableSize, TableStats,

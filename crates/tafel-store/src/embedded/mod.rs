@@ -30,6 +30,7 @@ mod check;
 #[cfg(test)]
 mod corruption_tests;
 mod counts;
+mod deleted;
 #[cfg(test)]
 mod counts_tests;
 mod engine;
@@ -156,6 +157,15 @@ enum Job {
     },
     /// Drops changes past their retention (`feed.rs`).
     TrimChanges { now_ns: u64, reply: Reply<()> },
+    /// Restores a kept deleted table (`deleted.rs`); answers the name it took.
+    RestoreTable {
+        account: String,
+        id: u64,
+        name: Option<String>,
+        reply: Reply<Result<String, crate::undelete::UndeleteError>>,
+    },
+    /// Removes a kept deleted table past its time (`deleted.rs`).
+    SweepDeleted { now_ns: u64, reply: Reply<()> },
     /// Removes an account's tables and properties; answers how many tables it had.
     ClearAccount { account: String, reply: Reply<u64> },
     /// Saves, restores or deletes a named savepoint: a durable commit of its
@@ -458,6 +468,32 @@ impl Store for EmbeddedStore {
             }
             Ok(out)
         })
+    }
+
+    fn set_table_soft_delete(&self, keep: Option<std::time::Duration>) -> Result<(), crate::UndeleteError> {
+        let ns = keep.map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
+        self.inner.feed.soft_delete_ns.store(ns, Ordering::Release);
+        Ok(())
+    }
+
+    async fn deleted_tables(&self, account: &str) -> Result<Vec<crate::DeletedTable>, crate::UndeleteError> {
+        let snapshot = self.opening()?.view();
+        let now = crate::feed::now_ns();
+        let mut list = guarded(|| deleted::list(&*snapshot, account))?;
+        // Past its time but not yet swept: gone for the API already.
+        list.retain(|t| t.until_ns > now);
+        Ok(list)
+    }
+
+    async fn restore_table(&self, account: &str, id: u64, name: Option<&str>) -> Result<String, crate::UndeleteError> {
+        let (account, name) = (account.to_owned(), name.map(str::to_owned));
+        self.submit(|reply| Job::RestoreTable {
+            account,
+            id,
+            name,
+            reply,
+        })
+        .await?
     }
 
     async fn count_tables(&self, account: &str) -> Result<u64, StoreError> {

@@ -26,6 +26,7 @@ use arc_swap::ArcSwap;
 use redb::{Database, ReadOnlyTable, ReadTransaction, ReadableDatabase};
 
 use super::health::Health;
+use crate::undelete::UndeleteError;
 use super::page_file::Durable;
 use super::schema::{to_store_error, ENTITIES, TABLES};
 use super::wal::{LogBuf, Spare, Wal};
@@ -72,6 +73,8 @@ pub(in crate::embedded) enum Pending {
     Unit(Reply<()>, Result<(), StoreError>),
     Count(Reply<u64>, Result<u64, StoreError>),
     Savepoint(Reply<Outcome>, Result<Outcome, StoreError>),
+    /// A restored table's name (`deleted.rs`).
+    Name(Reply<Result<String, UndeleteError>>, Result<Result<String, UndeleteError>, StoreError>),
 }
 
 impl Pending {
@@ -86,6 +89,8 @@ impl Pending {
             (Pending::Count(tx, _), Err(e)) => drop(tx.send(Err(e.clone().into()))),
             (Pending::Savepoint(tx, r), Ok(())) => drop(tx.send(r)),
             (Pending::Savepoint(tx, _), Err(e)) => drop(tx.send(Err(e.clone().into()))),
+            (Pending::Name(tx, r), Ok(())) => drop(tx.send(r)),
+            (Pending::Name(tx, _), Err(e)) => drop(tx.send(Err(e.clone().into()))),
         }
     }
 }

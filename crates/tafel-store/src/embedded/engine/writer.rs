@@ -73,6 +73,14 @@ pub(in crate::embedded) fn writer_loop(
             let now_ns = crate::feed::now_ns();
             run_group(db, &mut state, log, health, vec![Job::TrimChanges { now_ns, reply }]);
         }
+        // So does the removal of deleted tables kept past their time (`deleted.rs`).
+        let now_ns = crate::feed::now_ns();
+        if now_ns >= state.feed.next_sweep_ns.load(std::sync::atomic::Ordering::Acquire) && health.broken().is_none() {
+            // Not again until the sweep says when (a failed one waits a second).
+            state.feed.next_sweep_ns.store(now_ns + 1_000_000_000, std::sync::atomic::Ordering::Release);
+            let (reply, _) = tokio::sync::oneshot::channel();
+            run_group(db, &mut state, log, health, vec![Job::SweepDeleted { now_ns, reply }]);
+        }
         let first = match rx.recv_timeout(IDLE_CHECKPOINT) {
             Ok(job) => job,
             Err(mpsc::RecvTimeoutError::Timeout) => {
@@ -122,7 +130,7 @@ fn run_group(db: &Database, state: &mut LogState, to_log: &ToLog, health: &Healt
     let mut committed = Committed {
         deletes_table: group
             .iter()
-            .any(|j| matches!(j, Job::DeleteTable { .. } | Job::ClearAccount { .. })),
+            .any(|j| matches!(j, Job::DeleteTable { .. } | Job::ClearAccount { .. } | Job::RestoreTable { .. })),
         pending: Vec::with_capacity(group.len()),
         ..Committed::default()
     };
@@ -149,6 +157,8 @@ fn run_group(db: &Database, state: &mut LogState, to_log: &ToLog, health: &Healt
                 feed: &feed,
                 counts: Default::default(),
                 index_encoder: encoder.as_deref(),
+                keep_ns: state.feed.soft_delete_ns.load(std::sync::atomic::Ordering::Acquire),
+                next_sweep: &state.feed.next_sweep_ns,
             };
             for job in group {
                 committed.pending.push(w.apply(job));
