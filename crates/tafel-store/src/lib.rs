@@ -38,8 +38,8 @@ pub use reset::{ResetError, SavepointInfo};
 pub use snapshot::{Snapshot, SnapshotTable};
 pub use stats::{MetricValue, StoreMetric};
 pub use tafel_stats::HistogramSnapshot;
-pub use undelete::{DeletedTable, UndeleteError};
 pub use traits::{
     write_with, Decide, Expect, IndexEncoder, IndexError, IndexInfo, IndexScanRequest, Mutation, RowFilter, RowSink,
     ScanEnd, ScanRequest, Store, TableRecord, TableSize, TableStats,
 };
+pub use undelete::{DeletedTable, UndeleteError};

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use bytes::Bytes;
-use http_body_util::{BodyExt, Empty};
+use http_body_util::{BodyExt, Full};
 
 pub async fn call(
     method: http::Method,
@@ -14,16 +14,37 @@ pub async fn call(
     token: Option<&str>,
     timeout: u64,
 ) -> anyhow::Result<(http::StatusCode, Bytes)> {
+    call_with(method, url, token, timeout, Bytes::new()).await
+}
+
+/// [`call`] with a JSON body.
+pub async fn call_with_json(
+    method: http::Method,
+    url: &str,
+    token: Option<&str>,
+    timeout: u64,
+    body: &serde_json::Value,
+) -> anyhow::Result<(http::StatusCode, Bytes)> {
+    call_with(method, url, token, timeout, Bytes::from(serde_json::to_vec(body)?)).await
+}
+
+async fn call_with(
+    method: http::Method,
+    url: &str,
+    token: Option<&str>,
+    timeout: u64,
+    body: Bytes,
+) -> anyhow::Result<(http::StatusCode, Bytes)> {
     let uri: http::Uri = url.parse().with_context(|| format!("bad admin URL {url}"))?;
     let client =
-        hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).build_http::<Empty<Bytes>>();
+        hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).build_http::<Full<Bytes>>();
     // Not a content type a web form can send: the listener refuses a POST without
     // one (it could be a cross-site page's), and this body is empty JSON's place.
     let mut req = http::Request::builder()
         .method(method)
         .uri(uri)
         .header(http::header::CONTENT_TYPE, "application/json")
-        .body(Empty::new())?;
+        .body(Full::new(body))?;
     if let Some(token) = token.filter(|t| !t.is_empty()) {
         req.headers_mut()
             .insert(http::header::AUTHORIZATION, format!("Bearer {token}").parse()?);
@@ -51,13 +72,32 @@ pub async fn ask(
 ) -> anyhow::Result<Option<serde_json::Value>> {
     let url = format!("{}{path}", admin_url.trim_end_matches('/'));
     let (status, body) = call(method, &url, token, timeout).await?;
-    let json: Option<serde_json::Value> = serde_json::from_slice(&body).ok();
+    answer(status, &body)
+}
+
+/// [`ask`] with a JSON body.
+pub async fn ask_json(
+    method: http::Method,
+    admin_url: &str,
+    path: &str,
+    token: Option<&str>,
+    timeout: u64,
+    body: &serde_json::Value,
+) -> anyhow::Result<Option<serde_json::Value>> {
+    let url = format!("{}{path}", admin_url.trim_end_matches('/'));
+    let (status, answered) = call_with_json(method, &url, token, timeout, body).await?;
+    answer(status, &answered)
+}
+
+/// The body as JSON, if it is; a status other than success fails with the server's message.
+fn answer(status: http::StatusCode, body: &Bytes) -> anyhow::Result<Option<serde_json::Value>> {
+    let json: Option<serde_json::Value> = serde_json::from_slice(body).ok();
     if !status.is_success() {
         let message = json
             .as_ref()
             .and_then(|j| j.get("message"))
             .and_then(|m| m.as_str())
-            .map_or_else(|| String::from_utf8_lossy(&body).trim().to_owned(), str::to_owned);
+            .map_or_else(|| String::from_utf8_lossy(body).trim().to_owned(), str::to_owned);
         anyhow::bail!("{status}: {message}");
     }
     Ok(json)

@@ -20,6 +20,7 @@ mod serve_args;
 mod snapshot;
 mod stats;
 mod transfer;
+mod undelete;
 
 use serve_args::{Backend, LogFormatArg, ServeArgs};
 
@@ -131,6 +132,9 @@ enum Command {
     /// Create, list or drop secondary indexes of a running server's tables (its
     /// admin listener): a `$filter` on an indexed property reads no table scan.
     Index(index::IndexArgs),
+    /// Restore a deleted table, or list those kept restorable, of a running
+    /// server started with --table-soft-delete (its admin listener).
+    Undelete(undelete::UndeleteArgs),
     /// The configuration.
     Config {
         #[command(subcommand)]
@@ -244,6 +248,7 @@ fn main() -> anyhow::Result<()> {
         Some(Command::Snapshot(a)) => return snapshot::run(a),
         Some(Command::Stats(a)) => return stats::run(a),
         Some(Command::Index(a)) => return index::run(a),
+        Some(Command::Undelete(a)) => return undelete::run(a),
         None => cli.serve,
     };
     args.check_tls_flags()?;
@@ -398,6 +403,9 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let accounts = accounts(&args)?;
     let store = args.open_store().await?;
     args.change_feed.apply(store.as_ref())?;
+    store
+        .set_table_soft_delete(args.table_soft_delete)
+        .map_err(|e| anyhow::anyhow!("--table-soft-delete: {e}"))?;
     if let Some(what) = tafel_backup::unfinished_restore(store.as_ref()).await? {
         anyhow::bail!(
             "this store holds a restore that did not finish ({what}): it is not served as if it were whole. \

@@ -161,7 +161,9 @@ impl Writer<'_, '_> {
         }
         // A reset empties the account: no table of it is kept restorable.
         let keep = std::mem::take(&mut self.keep_ns);
-        let deleted = names.iter().try_for_each(|name| self.delete_table(account, name).map(drop));
+        let deleted = names
+            .iter()
+            .try_for_each(|name| self.delete_table(account, name).map(drop));
         self.keep_ns = keep;
         deleted?;
         self.purge_account(account)?;

@@ -78,6 +78,11 @@ pub(super) fn kept(trees: &impl ReadTrees, account: Option<&str>, sealed: bool) 
     Ok(found)
 }
 
+/// When the first kept table is due for removal, if one is kept.
+pub(super) fn next_due(trees: &impl ReadTrees) -> Result<Option<u64>, StoreError> {
+    Ok(kept(trees, None, true)?.iter().map(|k| k.until_ns).min())
+}
+
 /// What the admin API lists: most recently deleted first.
 pub(super) fn list(trees: &impl ReadTrees, account: &str) -> Result<Vec<DeletedTable>, StoreError> {
     let mut list = Vec::new();

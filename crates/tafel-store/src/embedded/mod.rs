@@ -30,9 +30,9 @@ mod check;
 #[cfg(test)]
 mod corruption_tests;
 mod counts;
-mod deleted;
 #[cfg(test)]
 mod counts_tests;
+mod deleted;
 mod engine;
 #[cfg(test)]
 mod fault_tests;

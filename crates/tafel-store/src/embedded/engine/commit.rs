@@ -26,7 +26,6 @@ use arc_swap::ArcSwap;
 use redb::{Database, ReadOnlyTable, ReadTransaction, ReadableDatabase};
 
 use super::health::Health;
-use crate::undelete::UndeleteError;
 use super::page_file::Durable;
 use super::schema::{to_store_error, ENTITIES, TABLES};
 use super::wal::{LogBuf, Spare, Wal};
@@ -36,6 +35,7 @@ use crate::embedded::stats::EmbeddedStats;
 use crate::embedded::table_ids::TableIds;
 use crate::embedded::Reply;
 use crate::error::{BackendError, FailureKind, StoreError};
+use crate::undelete::UndeleteError;
 
 /// A read-only view of the store as of one commit, with the two tables every
 /// read needs already open, so a point read opens nothing.
@@ -74,7 +74,10 @@ pub(in crate::embedded) enum Pending {
     Count(Reply<u64>, Result<u64, StoreError>),
     Savepoint(Reply<Outcome>, Result<Outcome, StoreError>),
     /// A restored table's name (`deleted.rs`).
-    Name(Reply<Result<String, UndeleteError>>, Result<Result<String, UndeleteError>, StoreError>),
+    Name(
+        Reply<Result<String, UndeleteError>>,
+        Result<Result<String, UndeleteError>, StoreError>,
+    ),
 }
 
 impl Pending {
