@@ -91,8 +91,10 @@ impl PostgresStore {
         let mut out = Vec::new();
         for row in client.query(&stmt, &[&account, &now]).await? {
             let n = |i: usize| -> Result<u64, DbError> { Ok(u64::try_from(row.try_get::<_, i64>(i)?).unwrap_or(0)) };
+            // Ids are random BIGINTs, negative half the time: the API's u64 is their bits.
+            let id: i64 = row.try_get(0)?;
             out.push(DeletedTable {
-                id: n(0)?,
+                id: id as u64,
                 name: text(row.try_get(1)?)?,
                 deleted_ns: n(2)?,
                 until_ns: n(3)?,
@@ -114,7 +116,7 @@ impl PostgresStore {
         let mut client = self.client().await?;
         let tx = client.transaction().await?;
         let now = ns(crate::feed::now_ns());
-        let id = ns(id);
+        let id = id as i64;
         let take = tx.prepare_cached(TAKE).await?;
         let Some(kept) = tx.query_opt(&take, &[&account, &id, &now]).await? else {
             return Ok(Err(UndeleteError::NotFound));
