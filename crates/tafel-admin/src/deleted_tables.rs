@@ -56,7 +56,7 @@ pub(crate) async fn route(state: &AdminState, req: hyper::Request<hyper::body::I
             };
             let name = match as_name(&body) {
                 Ok(name) => name,
-                Err(r) => return r,
+                Err((code, message)) => return error(StatusCode::BAD_REQUEST, code, message),
             };
             restore(state, &account, id, name.as_deref()).await
         }
@@ -108,20 +108,20 @@ async fn restore(state: &AdminState, account: &str, id: u64, name: Option<&str>)
 }
 
 /// The body's `as`, checked as Azure checks a table name; none for no body.
-fn as_name(body: &[u8]) -> Result<Option<String>, Resp> {
+/// A 400's code and message if it is wrong.
+fn as_name(body: &[u8]) -> Result<Option<String>, (&'static str, String)> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(None);
     }
-    let v: Value =
-        serde_json::from_slice(body).map_err(|e| bad_request(format!("the body is not JSON {{\"as\": NAME}}: {e}")))?;
+    let v: Value = serde_json::from_slice(body)
+        .map_err(|e| ("InvalidInput", format!("the body is not JSON {{\"as\": NAME}}: {e}")))?;
     let name = match v.get("as") {
         None | Some(Value::Null) => return Ok(None),
         Some(Value::String(s)) => s.clone(),
-        Some(_) => return Err(bad_request("\"as\" must be a table name (a string)".into())),
+        Some(_) => return Err(("InvalidInput", "\"as\" must be a table name (a string)".into())),
     };
     if !table_name_ok(&name) {
-        return Err(error(
-            StatusCode::BAD_REQUEST,
+        return Err((
             "InvalidResourceName",
             format!(
                 "{name:?} is not a table name: 3 to 63 ASCII letters and digits, \

@@ -101,6 +101,38 @@ pub(super) fn list(trees: &impl ReadTrees, account: &str) -> Result<Vec<DeletedT
     Ok(list)
 }
 
+impl super::EmbeddedStore {
+    pub(super) fn keep_deleted(&self, keep: Option<std::time::Duration>) {
+        let ns = keep.map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
+        self.inner.feed.soft_delete_ns.store(ns, Ordering::Release);
+    }
+
+    pub(super) fn list_deleted(&self, account: &str) -> Result<Vec<DeletedTable>, UndeleteError> {
+        let snapshot = self.opening()?.view();
+        let now = crate::feed::now_ns();
+        let mut list = guarded(|| list(&*snapshot, account))?;
+        // Past its time but not yet swept: gone for the API already.
+        list.retain(|t| t.until_ns > now);
+        Ok(list)
+    }
+
+    pub(super) async fn restore_deleted(
+        &self,
+        account: &str,
+        id: u64,
+        name: Option<&str>,
+    ) -> Result<String, UndeleteError> {
+        let (account, name) = (account.to_owned(), name.map(str::to_owned));
+        self.submit(|reply| super::Job::RestoreTable {
+            account,
+            id,
+            name,
+            reply,
+        })
+        .await?
+    }
+}
+
 impl Writer<'_, '_> {
     /// Deletes table `t` of `account` from sight, keeping it until `keep_ns` from now.
     pub(super) fn soft_delete(&mut self, account: &str, t: &TableValue, keep_ns: u64) -> Result<(), StoreError> {

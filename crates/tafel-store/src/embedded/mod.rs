@@ -471,29 +471,16 @@ impl Store for EmbeddedStore {
     }
 
     fn set_table_soft_delete(&self, keep: Option<std::time::Duration>) -> Result<(), crate::UndeleteError> {
-        let ns = keep.map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
-        self.inner.feed.soft_delete_ns.store(ns, Ordering::Release);
+        self.keep_deleted(keep);
         Ok(())
     }
 
     async fn deleted_tables(&self, account: &str) -> Result<Vec<crate::DeletedTable>, crate::UndeleteError> {
-        let snapshot = self.opening()?.view();
-        let now = crate::feed::now_ns();
-        let mut list = guarded(|| deleted::list(&*snapshot, account))?;
-        // Past its time but not yet swept: gone for the API already.
-        list.retain(|t| t.until_ns > now);
-        Ok(list)
+        self.list_deleted(account)
     }
 
     async fn restore_table(&self, account: &str, id: u64, name: Option<&str>) -> Result<String, crate::UndeleteError> {
-        let (account, name) = (account.to_owned(), name.map(str::to_owned));
-        self.submit(|reply| Job::RestoreTable {
-            account,
-            id,
-            name,
-            reply,
-        })
-        .await?
+        self.restore_deleted(account, id, name).await
     }
 
     async fn count_tables(&self, account: &str) -> Result<u64, StoreError> {
