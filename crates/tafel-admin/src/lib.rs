@@ -3,7 +3,7 @@
 //! [`scrape`]), the fault rules in force ([`faults`]), online backups
 //! ([`backup`]), secondary indexes ([`indexes`]), instant resets for test suites ([`snapshots`]),
 //! tables' statistics ([`table_stats`]), expiry policies and the test clock
-//! (`ttl`), and the web
+//! (`ttl`), deleted tables kept restorable ([`deleted_tables`]), and the web
 //! explorer ([`explorer`]), whose calls reach the Table API through tafel-http's
 //! pipeline as any client's would.
 //!
@@ -14,6 +14,7 @@
 
 pub mod backup;
 mod cross_site;
+mod deleted_tables;
 pub mod explorer;
 pub mod faults;
 mod indexes;

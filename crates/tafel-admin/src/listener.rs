@@ -10,6 +10,8 @@
 //! - `/accounts/A/tables/T/indexes…`: secondary indexes ([`crate::indexes`]).
 //! - `/snapshots…` and `DELETE /accounts/NAME/data`: instant resets for test
 //!   suites ([`crate::snapshots`]).
+//! - `/accounts/A/deleted-tables…`: deleted tables kept restorable
+//!   ([`crate::deleted_tables`]).
 //! - `GET /stats` and `GET /accounts/NAME/tables/TABLE/stats`: tables' entities,
 //!   partitions and bytes ([`crate::table_stats`]).
 //! - the web explorer (`GET /` and its assets) and `/api/…`, its way to the
@@ -274,6 +276,9 @@ async fn route(state: &AdminState, req: hyper::Request<hyper::body::Incoming>, p
     }
     if crate::table_stats::owns(path) {
         return crate::table_stats::route(state, &req).await.map(Either::Left);
+    }
+    if crate::deleted_tables::owns(path) {
+        return crate::deleted_tables::route(state, req).await.map(Either::Left);
     }
     if crate::indexes::owns(path) {
         return crate::indexes::route(state, &req).await.map(Either::Left);

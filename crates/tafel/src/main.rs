@@ -21,6 +21,7 @@ mod snapshot;
 mod stats;
 mod transfer;
 mod ttl;
+mod undelete;
 
 use serve_args::{Backend, LogFormatArg, ServeArgs};
 
@@ -135,6 +136,9 @@ enum Command {
     /// Set, show or clear a running server's tables' expiry (TTL) policies (its
     /// admin listener): expired entities vanish at once and are removed within seconds.
     Ttl(ttl::TtlArgs),
+    /// Restore a deleted table, or list those kept restorable, of a running
+    /// server started with --table-soft-delete (its admin listener).
+    Undelete(undelete::UndeleteArgs),
     /// The configuration.
     Config {
         #[command(subcommand)]
@@ -249,6 +253,7 @@ fn main() -> anyhow::Result<()> {
         Some(Command::Stats(a)) => return stats::run(a),
         Some(Command::Index(a)) => return index::run(a),
         Some(Command::Ttl(a)) => return ttl::run(a),
+        Some(Command::Undelete(a)) => return undelete::run(a),
         None => cli.serve,
     };
     args.check_tls_flags()?;
@@ -417,6 +422,9 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let accounts = accounts(&args)?;
     let store = args.open_store().await?;
     args.change_feed.apply(store.as_ref())?;
+    store
+        .set_table_soft_delete(args.table_soft_delete)
+        .map_err(|e| anyhow::anyhow!("--table-soft-delete: {e}"))?;
     if let Some(what) = tafel_backup::unfinished_restore(store.as_ref()).await? {
         anyhow::bail!(
             "this store holds a restore that did not finish ({what}): it is not served as if it were whole. \
