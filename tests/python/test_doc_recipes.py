@@ -211,6 +211,23 @@ def test_lifecycle_count_and_stats_calls_and_commands(default_server, tmp_path):
     assert "table\torders\nentities\t12\npartitions\t1\n" in r.stdout, r.stdout
 
 
+def test_lifecycle_ttl_calls_commands_and_clock(default_server, tmp_path):
+    import json
+
+    with TableServiceClient.from_connection_string(DEV_CONN) as svc:
+        orders = svc.create_table("orders")
+        orders.create_entity({"PartitionKey": "uk", "RowKey": "1"})
+    # PUT, GET, DELETE: the GET's answer sits between the PUT's and DELETE's empty one.
+    r = shell(recipe("lifecycle.md", "ttl-curl"), tmp_path)
+    put, at = json.JSONDecoder().raw_decode(r.stdout)
+    got = json.loads(r.stdout[at:])
+    assert put["seconds"] == got["seconds"] == 86400, r.stdout
+    r = shell(recipe("lifecycle.md", "ttl-commands"), tmp_path)
+    assert "property  ExpiresAt" in r.stdout and r.stdout.rstrip().endswith("orders: no TTL"), r.stdout
+    r = shell(recipe("lifecycle.md", "clock-curl"), tmp_path)
+    assert r.stdout == '{"offset-seconds":86400}{"offset-seconds":0}', r.stdout
+
+
 def test_indexes_commands_and_the_plan_header(default_server, tmp_path):
     with TableServiceClient.from_connection_string(DEV_CONN) as svc:
         customers = svc.create_table("Customers")

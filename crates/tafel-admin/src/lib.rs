@@ -2,7 +2,8 @@
 //! Table API path reaches: `/health`, `/ready` and `/metrics` ([`listener`],
 //! [`scrape`]), the fault rules in force ([`faults`]), online backups
 //! ([`backup`]), secondary indexes ([`indexes`]), instant resets for test suites ([`snapshots`]),
-//! tables' statistics ([`table_stats`]), and the web
+//! tables' statistics ([`table_stats`]), expiry policies and the test clock
+//! (`ttl`), deleted tables kept restorable ([`deleted_tables`]), and the web
 //! explorer ([`explorer`]), whose calls reach the Table API through tafel-http's
 //! pipeline as any client's would.
 //!
@@ -13,6 +14,7 @@
 
 pub mod backup;
 mod cross_site;
+mod deleted_tables;
 pub mod explorer;
 pub mod faults;
 mod indexes;
@@ -20,5 +22,6 @@ pub mod listener;
 pub mod scrape;
 mod snapshots;
 pub mod table_stats;
+mod ttl;
 
 pub use listener::{check_exposure, serve_admin, AdminState};

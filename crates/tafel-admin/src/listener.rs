@@ -10,6 +10,8 @@
 //! - `/accounts/A/tables/T/indexes…`: secondary indexes ([`crate::indexes`]).
 //! - `/snapshots…` and `DELETE /accounts/NAME/data`: instant resets for test
 //!   suites ([`crate::snapshots`]).
+//! - `/accounts/A/deleted-tables…`: deleted tables kept restorable
+//!   ([`crate::deleted_tables`]).
 //! - `GET /stats` and `GET /accounts/NAME/tables/TABLE/stats`: tables' entities,
 //!   partitions and bytes ([`crate::table_stats`]).
 //! - the web explorer (`GET /` and its assets) and `/api/…`, its way to the
@@ -58,6 +60,9 @@ pub struct AdminState {
     pub backend: &'static str,
     /// The Table API the explorer's `/api/…` calls reach; `None`: no explorer.
     pub explorer: Option<Arc<AppState>>,
+    /// The service, for expiry policies and the test clock (`ttl.rs`); `None`:
+    /// those routes answer 503.
+    pub service: Option<tafel_service::Service>,
     /// The Table API's own URL, for links the explorer shows (a SAS URL).
     table_endpoint: String,
     started: SystemTime,
@@ -80,6 +85,7 @@ impl AdminState {
             token,
             backend,
             explorer: None,
+            service: None,
             table_endpoint: String::new(),
             started: SystemTime::now(),
             was_ready: AtomicBool::new(true),
@@ -91,6 +97,12 @@ impl AdminState {
     pub fn with_explorer(mut self, app: Arc<AppState>, table_endpoint: String) -> Self {
         self.explorer = Some(app);
         self.table_endpoint = table_endpoint;
+        self
+    }
+
+    /// Serves expiry policies and the test clock (`ttl.rs`) through `service`.
+    pub fn with_service(mut self, service: tafel_service::Service) -> Self {
+        self.service = Some(service);
         self
     }
 
@@ -265,8 +277,14 @@ async fn route(state: &AdminState, req: hyper::Request<hyper::body::Incoming>, p
     if crate::table_stats::owns(path) {
         return crate::table_stats::route(state, &req).await.map(Either::Left);
     }
+    if crate::deleted_tables::owns(path) {
+        return crate::deleted_tables::route(state, req).await.map(Either::Left);
+    }
     if crate::indexes::owns(path) {
         return crate::indexes::route(state, &req).await.map(Either::Left);
+    }
+    if crate::ttl::owns(path) {
+        return crate::ttl::route(state, req).await.map(Either::Left);
     }
     if crate::snapshots::owns(path) {
         return crate::snapshots::route(state, &req).await.map(Either::Left);
@@ -335,6 +353,7 @@ async fn metrics(state: &AdminState) -> Resp {
         store: state.store.metrics(),
         tables,
         table_sizes,
+        expired: state.service.as_ref().map_or(0, |s| s.expired_total()),
     };
     match state.ops.metrics.render(Box::new(scrape)) {
         Ok(body) => {

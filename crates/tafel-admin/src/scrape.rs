@@ -20,6 +20,8 @@ pub struct Scrape {
     pub tables: Vec<(String, u64)>,
     /// The largest tables' counters (at most `table_stats::TOP_TABLES`).
     pub table_sizes: Vec<tafel_store::TableSize>,
+    /// Entities the expiry sweep removed (`tafel_expired_entities_total`).
+    pub expired: u64,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -125,6 +127,14 @@ impl Collector for Scrape {
                     .encode_gauge(&i64::try_from(value(t)).unwrap_or(i64::MAX))?;
             }
         }
+        encoder
+            .encode_descriptor(
+                "tafel_expired_entities",
+                "Entities removed by expiry (TTL) since the node started",
+                None,
+                MetricType::Counter,
+            )?
+            .encode_counter::<NoLabelSet, _, u64>(&self.expired, None)?;
         for m in &self.store {
             let name = format!("tafel_store_{}", m.name);
             match &m.value {
@@ -155,6 +165,7 @@ mod tests {
             ready: true,
             draining: false,
             backend: "embedded",
+            expired: 12,
             start_time: 1_700_000_000.5,
             store: vec![StoreMetric {
                 name: "log_sync_seconds",
@@ -205,6 +216,7 @@ mod tests {
             r#"tafel_table_bytes{account="acct",table="orders"} 700"#,
             r#"tafel_store_log_sync_seconds_bucket{le="+Inf"} 3"#,
             "tafel_ready 1",
+            "tafel_expired_entities_total 12",
             "process_start_time_seconds 1700000000.5",
         ] {
             assert!(text.lines().any(|l| l == line), "{line} missing from\n{text}");

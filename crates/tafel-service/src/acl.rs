@@ -92,8 +92,13 @@ pub fn encode(ids: &[SignedIdentifier]) -> Vec<u8> {
 
 /// Decodes a stored ACL; an empty blob (never set) is no policies.
 pub fn decode(bytes: &[u8]) -> Result<Vec<SignedIdentifier>> {
+    decode_parts(bytes).map(|(ids, _)| ids)
+}
+
+/// The ACL and what the blob holds after it (the table's TTL policy, `ttl.rs`).
+pub(crate) fn decode_parts(bytes: &[u8]) -> Result<(Vec<SignedIdentifier>, &[u8])> {
     if bytes.is_empty() {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), &[]));
     }
     let corrupt = || Error::internal("corrupt stored table ACL");
     let mut d = Dec::new(bytes, FORMAT).ok_or_else(corrupt)?;
@@ -115,7 +120,7 @@ pub fn decode(bytes: &[u8]) -> Result<Vec<SignedIdentifier>> {
             },
         });
     }
-    Ok(out)
+    Ok((out, d.rest()))
 }
 
 impl Service {
@@ -132,7 +137,14 @@ impl Service {
     pub async fn set_table_acl(&self, ctx: &Ctx, table: &str, ids: Vec<SignedIdentifier>) -> Result<()> {
         ctx.access.check(Action::SetTableAcl, Some(table), None)?;
         let ids = validate(ids)?;
-        if self.store().set_table_acl(&ctx.account, table, encode(&ids)).await? {
+        // The blob holds the table's TTL policy after the ACL: keep it.
+        let record = self.store().get_table(&ctx.account, table).await?;
+        let Some(record) = record else {
+            return Err(Error::new(ErrorCode::TableNotFound));
+        };
+        let mut blob = encode(&ids);
+        blob.extend_from_slice(decode_parts(&record.acl)?.1);
+        if self.store().set_table_acl(&ctx.account, table, blob).await? {
             Ok(())
         } else {
             Err(Error::new(ErrorCode::TableNotFound))

@@ -65,6 +65,11 @@ impl<'a> Dec<'a> {
         }
     }
 
+    /// What is left to read.
+    pub(crate) fn rest(&self) -> &'a [u8] {
+        self.0
+    }
+
     fn take(&mut self, n: usize) -> Option<&'a [u8]> {
         if self.0.len() < n {
             return None;

@@ -12,6 +12,7 @@ pub mod model;
 mod ops;
 pub mod properties;
 pub mod query;
+pub mod ttl;
 pub mod validate;
 
 pub use access::{
@@ -19,11 +20,12 @@ pub use access::{
     TokenGrant,
 };
 pub use error::{Error, ErrorCode, Result};
+pub use ttl::TtlPolicy;
 /// The change feed's types, as the store records them (`$changes`).
 pub mod feed {
     pub use tafel_store::feed::{Change, ChangeOp, ChangesFrom, ChangesPage};
 }
 pub use ops::{
     BatchFailure, ChangesQuery, Ctx, EntityQuery, EntitySink, IfMatch, QueryPage, QueryPlan, Recheck, Service,
-    TablePage, TableQuery, WriteKind, WriteOp, MAX_CHANGES, MAX_WAIT,
+    TablePage, TableQuery, WriteKind, WriteOp, DISCOVER_EVERY, MAX_CHANGES, MAX_WAIT, SWEEP_EVERY,
 };

@@ -50,6 +50,8 @@ pub enum ChangeOp {
     Delete = 3,
     CreateTable = 4,
     DeleteTable = 5,
+    /// A delete by expiry (TTL): `"op":"delete"` with `"reason":"expired"`.
+    Expire = 6,
 }
 
 impl ChangeOp {
@@ -62,6 +64,7 @@ impl ChangeOp {
             3 => ChangeOp::Delete,
             4 => ChangeOp::CreateTable,
             5 => ChangeOp::DeleteTable,
+            6 => ChangeOp::Expire,
             _ => return None,
         })
     }
@@ -72,7 +75,7 @@ impl ChangeOp {
             ChangeOp::Insert => "insert",
             ChangeOp::Replace => "replace",
             ChangeOp::Merge => "merge",
-            ChangeOp::Delete => "delete",
+            ChangeOp::Delete | ChangeOp::Expire => "delete",
             ChangeOp::CreateTable => "createTable",
             ChangeOp::DeleteTable => "deleteTable",
         }

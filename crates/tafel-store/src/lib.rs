@@ -30,6 +30,7 @@ pub mod stats;
 #[cfg(test)]
 mod test_support;
 mod traits;
+mod undelete;
 
 pub use error::{BackendError, FailureKind, NotReady, StoreError};
 pub use key::{EntityKey, KeyRange, KeyRef};
@@ -41,3 +42,4 @@ pub use traits::{
     write_with, Decide, Expect, IndexEncoder, IndexError, IndexInfo, IndexScanRequest, Mutation, RowFilter, RowSink,
     ScanEnd, ScanRequest, Store, TableRecord, TableSize, TableStats,
 };
+pub use undelete::{DeletedTable, UndeleteError};

@@ -13,6 +13,7 @@ use crate::feed::{ChangesRead, ChangesRequest};
 use crate::key::{EntityKey, KeyRange, KeyRef};
 use crate::reset::{ResetError, SavepointInfo};
 use crate::stats::StoreMetric;
+use crate::undelete::{DeletedTable, UndeleteError};
 
 /// A table as stored: its name with the case it was created with, and the opaque
 /// access-policy blob the service keeps for it.
@@ -145,6 +146,9 @@ pub enum Mutation {
     /// A put the change feed records as a merge (when the row was there).
     Merge(Vec<u8>),
     Delete,
+    /// A delete the change feed records with `"reason":"expired"` (the TTL
+    /// sweep's).
+    Expire,
     Keep,
 }
 
@@ -378,6 +382,35 @@ pub trait Store: Send + Sync + 'static {
 
     /// Every table's counters, of every account, in no particular order.
     async fn table_sizes(&self) -> Result<Vec<TableSize>, StoreError>;
+
+    /// Keeps a deleted table restorable for `keep` (`None`: Delete Table
+    /// removes it at once, as Azure does). A backend without undelete refuses a
+    /// duration.
+    fn set_table_soft_delete(&self, keep: Option<std::time::Duration>) -> Result<(), UndeleteError> {
+        match keep {
+            None => Ok(()),
+            Some(_) => Err(self.undelete_unsupported()),
+        }
+    }
+
+    /// `account`'s deleted tables still restorable, most recently deleted first.
+    async fn deleted_tables(&self, account: &str) -> Result<Vec<DeletedTable>, UndeleteError> {
+        let _ = account;
+        Err(self.undelete_unsupported())
+    }
+
+    /// Restores deleted table `id` of `account` under `name` (its own when
+    /// `None`), with its entities, access policies, counters and indexes;
+    /// answers the name it took.
+    async fn restore_table(&self, account: &str, id: u64, name: Option<&str>) -> Result<String, UndeleteError> {
+        let _ = (account, id, name);
+        Err(self.undelete_unsupported())
+    }
+
+    /// What a backend without undelete answers.
+    fn undelete_unsupported(&self) -> UndeleteError {
+        UndeleteError::Unsupported("this storage backend keeps no deleted tables yet (the embedded store does)".into())
+    }
 
     /// How many tables `account` has.
     async fn count_tables(&self, account: &str) -> Result<u64, StoreError> {

@@ -20,6 +20,8 @@ mod serve_args;
 mod snapshot;
 mod stats;
 mod transfer;
+mod ttl;
+mod undelete;
 
 use serve_args::{Backend, LogFormatArg, ServeArgs};
 
@@ -131,6 +133,12 @@ enum Command {
     /// Create, list or drop secondary indexes of a running server's tables (its
     /// admin listener): a `$filter` on an indexed property reads no table scan.
     Index(index::IndexArgs),
+    /// Set, show or clear a running server's tables' expiry (TTL) policies (its
+    /// admin listener): expired entities vanish at once and are removed within seconds.
+    Ttl(ttl::TtlArgs),
+    /// Restore a deleted table, or list those kept restorable, of a running
+    /// server started with --table-soft-delete (its admin listener).
+    Undelete(undelete::UndeleteArgs),
     /// The configuration.
     Config {
         #[command(subcommand)]
@@ -244,6 +252,8 @@ fn main() -> anyhow::Result<()> {
         Some(Command::Snapshot(a)) => return snapshot::run(a),
         Some(Command::Stats(a)) => return stats::run(a),
         Some(Command::Index(a)) => return index::run(a),
+        Some(Command::Ttl(a)) => return ttl::run(a),
+        Some(Command::Undelete(a)) => return undelete::run(a),
         None => cli.serve,
     };
     args.check_tls_flags()?;
@@ -341,6 +351,20 @@ fn init_logging(args: &ServeArgs, debug_file: Option<std::fs::File>, log_given: 
 /// The Table API's listener, with a listen backlog that holds a burst of new
 /// connections: with the usual 128, clients opening a few hundred at once saw
 /// some of their SYNs dropped, and waited a second to retry each.
+/// The expiry sweep (docs/lifecycle.md, "Expiry (TTL)"): a round every
+/// `SWEEP_EVERY`, reading every table's policy every `DISCOVER_EVERY`.
+async fn expire(service: Service) {
+    let mut discovered: Option<std::time::Instant> = None;
+    loop {
+        tokio::time::sleep(tafel_service::SWEEP_EVERY).await;
+        let discover = discovered.is_none_or(|d| d.elapsed() >= tafel_service::DISCOVER_EVERY);
+        if discover {
+            discovered = Some(std::time::Instant::now());
+        }
+        service.expiry_round(discover).await;
+    }
+}
+
 fn bind(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
     let socket = match addr {
         SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4()?,
@@ -398,6 +422,9 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let accounts = accounts(&args)?;
     let store = args.open_store().await?;
     args.change_feed.apply(store.as_ref())?;
+    store
+        .set_table_soft_delete(args.table_soft_delete)
+        .map_err(|e| anyhow::anyhow!("--table-soft-delete: {e}"))?;
     if let Some(what) = tafel_backup::unfinished_restore(store.as_ref()).await? {
         anyhow::bail!(
             "this store holds a restore that did not finish ({what}): it is not served as if it were whole. \
@@ -430,9 +457,11 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         Some(l) if !args.no_explorer => Some(l.local_addr()?),
         _ => None,
     };
+    let service = Service::new(store.clone());
+    tokio::spawn(expire(service.clone()));
     let state = Arc::new(
         AppState::new(
-            Service::new(store.clone()),
+            service.clone(),
             accounts,
             ops.clone(),
             Limits::new(limit_settings(&args)),
@@ -463,7 +492,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 account_names,
                 args.admin_token.clone().filter(|t| !t.is_empty()),
                 backend,
-            );
+            )
+            .with_service(service.clone());
             if let Some(at) = explorer {
                 let endpoint = format!("{scheme}://{}", listeners::reachable(listener.local_addr()?));
                 admin_state = admin_state.with_explorer(state.clone(), endpoint);

@@ -29,6 +29,11 @@ pub(crate) struct ServeArgs {
     pub(crate) store: StoreArgs,
     #[command(flatten)]
     pub(crate) change_feed: crate::change_feed_args::ChangeFeedArgs,
+    /// Keep a deleted table restorable this long (e.g. 90s, 30m, 12h, 7d):
+    /// `tafel undelete`, docs/lifecycle.md. Off unless given: Delete Table
+    /// removes it at once, as Azure does.
+    #[arg(long, env = "TAFEL_TABLE_SOFT_DELETE", value_parser = crate::undelete::parse_keep)]
+    pub(crate) table_soft_delete: Option<std::time::Duration>,
     /// Keep everything in memory: no file is made, nothing is synced, and the
     /// data is gone when the process exits (for test suites). Embedded backend only.
     #[arg(long, env = "TAFEL_IN_MEMORY", alias = "inMemoryPersistence", value_parser = clap::builder::BoolishValueParser::new())]

@@ -91,6 +91,9 @@ fn write_line(out: &mut Vec<u8>, account: &str, base_url: &str, c: &Change) -> R
     write_json_str(out, time.iso().as_str());
     out.extend_from_slice(b",\"op\":");
     write_json_str(out, c.op.name());
+    if c.op == ChangeOp::Expire {
+        out.extend_from_slice(b",\"reason\":\"expired\"");
+    }
     out.extend_from_slice(b",\"table\":");
     write_json_str(out, &c.table);
     if let Some(key) = &c.key {
@@ -100,7 +103,7 @@ fn write_line(out: &mut Vec<u8>, account: &str, base_url: &str, c: &Change) -> R
         out.extend_from_slice(b",\"RowKey\":");
         write_json_str(out, &rk);
     }
-    if let Some(e) = entity.filter(|_| c.op != ChangeOp::Delete) {
+    if let Some(e) = entity.filter(|_| !matches!(c.op, ChangeOp::Delete | ChangeOp::Expire)) {
         out.extend_from_slice(b",\"entity\":");
         EntityFormat::new(MetadataLevel::Full, base_url, account, &c.table, None)
             .without_links()

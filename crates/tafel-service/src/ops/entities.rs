@@ -14,6 +14,7 @@ use crate::index::plan_index;
 use crate::model::{StoredEntity, StoredRef};
 use crate::query::Expr;
 use crate::query::{eval_stored, plan_entities};
+use crate::ttl::Expiry;
 
 pub(crate) const MAX_PAGE: usize = 1000;
 /// Azure returns a partial page with a continuation after this much work.
@@ -120,9 +121,12 @@ impl Service {
     pub async fn get_entity(&self, ctx: &Ctx, table: &str, pk: &str, rk: &str) -> Result<StoredEntity> {
         ctx.access.check(Action::ReadEntity, Some(table), Some((pk, rk)))?;
         let key = EntityKey::new(pk, rk);
-        match self.store.get_entity(&ctx.account, table, &key).await? {
-            Some(bytes) => Ok(StoredEntity { key, bytes }),
-            None => Err(Error::new(ErrorCode::ResourceNotFound)),
+        let Some(bytes) = self.store.get_entity(&ctx.account, table, &key).await? else {
+            return Err(Error::new(ErrorCode::ResourceNotFound));
+        };
+        match self.expiry(&ctx.account, table).await? {
+            Some(e) if e.expired(&bytes) => Err(Error::new(ErrorCode::ResourceNotFound)),
+            _ => Ok(StoredEntity { key, bytes }),
         }
     }
 
@@ -137,6 +141,7 @@ impl Service {
         sink: &mut (dyn EntitySink + '_),
     ) -> Result<QueryPage> {
         ctx.access.check(Action::ReadEntity, Some(table), None)?;
+        let expiry = self.expiry(&ctx.account, table).await?;
         let plan = plan_entities(q.filter.as_ref());
         let whole_table = plan.ranges == [KeyRange::all()];
         let kind = if whole_table {
@@ -154,7 +159,10 @@ impl Service {
         };
         if whole_table && ctx.access.key_range().is_none() {
             if let Some(filter) = &q.filter {
-                if let Some(page) = self.query_by_index(ctx, table, q, filter, &examined, &mut rows).await? {
+                let found = self
+                    .query_by_index(ctx, table, q, filter, &expiry, &examined, &mut rows)
+                    .await?;
+                if let Some(page) = found {
                     return Ok(page);
                 }
             }
@@ -166,7 +174,7 @@ impl Service {
         }
         ranges = ctx.access.clip(ranges);
         let counted = plan.residual.is_some();
-        let filter = plan.residual.map(|expr| counting(expr, &examined));
+        let filter = live(plan.residual.map(|expr| counting(expr, &examined)), &expiry);
         let request = ScanRequest {
             ranges,
             limit: q.page_limit(),
@@ -190,12 +198,14 @@ impl Service {
 
     /// The page from the table's ready indexes, when one plans the filter and
     /// the candidates are few enough; `None`: scan instead.
+    #[allow(clippy::too_many_arguments)]
     async fn query_by_index(
         &self,
         ctx: &Ctx,
         table: &str,
         q: &EntityQuery,
         filter: &Expr,
+        expiry: &Option<Expiry>,
         examined: &Arc<AtomicU64>,
         rows: &mut Rows<'_>,
     ) -> Result<Option<QueryPage>> {
@@ -215,7 +225,7 @@ impl Service {
                 .collect(),
             from: q.resume.as_ref().map(|(pk, rk)| EntityKey::new(pk, rk)),
             limit: q.page_limit(),
-            filter: counting(filter.clone(), examined),
+            filter: live_all(counting(filter.clone(), examined), expiry),
             max_candidates: MAX_INDEX_CANDIDATES,
         };
         let Some(end) = self.store.index_scan_into(&ctx.account, table, request, rows).await? else {
@@ -239,6 +249,31 @@ fn counting(expr: Expr, examined: &Arc<AtomicU64>) -> RowFilter {
         examined.fetch_add(1, Ordering::Relaxed);
         eval_stored(&expr, k, v)
     })
+}
+
+/// `filter` that also refuses expired entities, when the table has a policy:
+/// the one place a read decides what has expired (a point read asks
+/// [`Expiry::expired`] itself).
+fn live(filter: Option<RowFilter>, expiry: &Option<Expiry>) -> Option<RowFilter> {
+    match (filter, expiry) {
+        (f, None) => f,
+        (Some(f), Some(e)) => Some(live_all(f, &Some(e.clone()))),
+        (None, Some(e)) => {
+            let e = e.clone();
+            Some(Arc::new(move |_: KeyRef<'_>, v: &[u8]| !e.expired(v)))
+        }
+    }
+}
+
+/// [`live`] of a filter that is always there.
+fn live_all(filter: RowFilter, expiry: &Option<Expiry>) -> RowFilter {
+    match expiry {
+        None => filter,
+        Some(e) => {
+            let e = e.clone();
+            Arc::new(move |k: KeyRef<'_>, v: &[u8]| !e.expired(v) && filter(k, v))
+        }
+    }
 }
 
 /// Whether `range` holds one entity key at most (`KeyRange::point`).
@@ -274,13 +309,17 @@ impl Service {
         let plan = plan_entities(filter);
         let all = vec![KeyRange::all()];
         let mut ranges = ctx.access.clip(plan.ranges);
-        if plan.residual.is_none() && ranges == all {
+        // With a TTL policy the counter includes expired entities not yet
+        // swept: count the live ones instead.
+        let expiry = self.expiry(&ctx.account, table).await?;
+        if plan.residual.is_none() && ranges == all && expiry.is_none() {
             return Ok(self.store.count_entities(&ctx.account, table).await?);
         }
         let filter: Option<RowFilter> = plan.residual.map(|expr| {
             let expr = Arc::new(expr);
             Arc::new(move |k: KeyRef<'_>, v: &[u8]| eval_stored(&expr, k, v)) as RowFilter
         });
+        let filter = live(filter, &expiry);
         let mut counter = Counter(0);
         // At least one scan, even of no range: it says whether the table exists.
         loop {
@@ -301,7 +340,7 @@ impl Service {
 }
 
 /// The part of `ranges` at or after `from`.
-fn resume_ranges(ranges: Vec<KeyRange>, from: &[u8]) -> Vec<KeyRange> {
+pub(super) fn resume_ranges(ranges: Vec<KeyRange>, from: &[u8]) -> Vec<KeyRange> {
     ranges
         .into_iter()
         .filter_map(|mut r| {

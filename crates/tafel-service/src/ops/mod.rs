@@ -2,6 +2,7 @@
 
 mod changes;
 mod entities;
+mod expiry;
 mod tables;
 mod writes;
 
@@ -14,6 +15,7 @@ use crate::clock::Clock;
 
 pub use changes::{ChangesQuery, MAX_CHANGES, MAX_WAIT};
 pub use entities::{EntityQuery, EntitySink, QueryPage, QueryPlan};
+pub use expiry::{DISCOVER_EVERY, SWEEP_EVERY};
 pub use tables::{TablePage, TableQuery};
 pub use writes::{BatchFailure, IfMatch, WriteKind, WriteOp};
 
@@ -66,6 +68,8 @@ impl std::fmt::Debug for Recheck {
 pub struct Service {
     store: Arc<dyn Store>,
     clock: Arc<Clock>,
+    /// Tables' TTL policies, cached (`ttl.rs`).
+    policies: Arc<crate::ttl::Policies>,
 }
 
 impl Service {
@@ -76,6 +80,7 @@ impl Service {
         Service {
             store,
             clock: Arc::new(Clock::default()),
+            policies: Arc::default(),
         }
     }
 

@@ -51,7 +51,10 @@ impl Service {
     pub async fn delete_table_named_by(&self, ctx: &Ctx, name: &str, rule: fn(&str) -> Result<()>) -> Result<()> {
         ctx.access.check(Action::DeleteTable, Some(name), None)?;
         rule(name)?;
-        if self.store.delete_table(&ctx.account, name).await? {
+        let deleted = self.store.delete_table(&ctx.account, name).await;
+        // Its policy went with its record; a new table of the name has none.
+        self.forget_ttl(&ctx.account, name);
+        if deleted? {
             Ok(())
         } else {
             Err(Error::new(ErrorCode::TableNotFound))

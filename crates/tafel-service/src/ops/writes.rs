@@ -3,12 +3,15 @@
 //! current rows and produces all mutations under a single Timestamp. A batch is
 //! thus atomic, and a failed condition leaves nothing written.
 
+use std::borrow::Cow;
+
 use tafel_store::{write_with, EntityKey, Expect, Mutation};
 
 use super::{Ctx, Service};
 use crate::access::Action;
 use crate::error::{Error, ErrorCode, Result};
 use crate::model::{codec, etag_for, DateTime, Entity};
+use crate::ttl::Expiry;
 use crate::validate;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -163,6 +166,10 @@ impl Service {
             });
         }
         let clock = self.clock.clone();
+        let expiry = self
+            .expiry(&ctx.account, table)
+            .await
+            .map_err(|error| BatchFailure { index: 0, error })?;
         // Inserts only (a single insert, a batch of them): the backend may write
         // without reading first.
         let expect = if prepared.iter().all(|p| p.kind == WriteKind::Insert) {
@@ -178,7 +185,7 @@ impl Service {
             table,
             keys,
             expect,
-            move |current| match decide(&clock, &prepared, current) {
+            move |current| match decide(&clock, &prepared, &live_rows(current, &expiry)) {
                 Ok((ts, mutations)) => (mutations, Ok(ts)),
                 Err(f) => (Vec::new(), Err(f)),
             },
@@ -188,6 +195,15 @@ impl Service {
             index: 0,
             error: e.into(),
         })?
+    }
+}
+
+/// The current rows as a write sees them: an expired entity is absent (an
+/// insert over it succeeds, an update or delete of it is `ResourceNotFound`).
+fn live_rows<'c, 'a>(current: &'c [Option<&'a [u8]>], expiry: &Option<Expiry>) -> Cow<'c, [Option<&'a [u8]>]> {
+    match expiry {
+        None => Cow::Borrowed(current),
+        Some(e) => Cow::Owned(current.iter().map(|c| c.filter(|v| !e.expired(v))).collect()),
     }
 }
 

@@ -26,6 +26,10 @@ pub(super) struct Writer<'t, 'l> {
     pub(super) counts: Counts,
     /// The service's index encoder, once it gave one (`index.rs`).
     pub(super) index_encoder: Option<&'l IndexEncoder>,
+    /// How long a deleted table stays restorable (ns; 0: deleted at once).
+    pub(super) keep_ns: u64,
+    /// When the next kept table is due for removal (`deleted.rs`).
+    pub(super) next_sweep: &'l std::sync::atomic::AtomicU64,
 }
 
 impl Writer<'_, '_> {
@@ -71,6 +75,20 @@ impl Writer<'_, '_> {
                 property,
                 reply,
             } => Pending::Bool(reply, self.drop_index(&account, &table, &property)),
+            Job::RestoreTable {
+                account,
+                id,
+                name,
+                reply,
+            } => {
+                // A store failure fails the job as any job's does; the rest is the answer.
+                let r = match self.restore_table(&account, id, name.as_deref()) {
+                    Err(crate::undelete::UndeleteError::Store(e)) => Err(e),
+                    other => Ok(other),
+                };
+                Pending::Name(reply, r)
+            }
+            Job::SweepDeleted { now_ns, reply } => Pending::Unit(reply, self.sweep_deleted(now_ns)),
             Job::ClearAccount { account, reply } => Pending::Count(reply, self.clear_account(&account)),
             Job::TrimChanges { now_ns, reply } => Pending::Unit(reply, self.trim_changes(now_ns)),
             // The writer loop runs these alone; one here is a bug.
@@ -113,6 +131,11 @@ impl Writer<'_, '_> {
         let Some(t) = self.table(account, name)? else {
             return Ok(false);
         };
+        if self.keep_ns > 0 {
+            self.soft_delete(account, &t, self.keep_ns)?;
+            self.record(account, &t.record.name, &[(ChangeOp::DeleteTable, None, None)])?;
+            return Ok(true);
+        }
         self.tx.remove(Tree::Tables, &table_key(account, name))?;
         self.tx.remove(Tree::TableOrder, &order_key(account, &t.record.name))?;
         self.tx
@@ -136,9 +159,14 @@ impl Writer<'_, '_> {
             let name = k.bytes().get(lo.len()..).unwrap_or_default();
             names.push(String::from_utf8(name.to_vec()).map_err(to_store_error)?);
         }
-        for name in &names {
-            self.delete_table(account, name)?;
-        }
+        // A reset empties the account: no table of it is kept restorable.
+        let keep = std::mem::take(&mut self.keep_ns);
+        let deleted = names
+            .iter()
+            .try_for_each(|name| self.delete_table(account, name).map(drop));
+        self.keep_ns = keep;
+        deleted?;
+        self.purge_account(account)?;
         let props = props_key(account);
         if self.tx.get(Tree::Meta, props.as_bytes())?.is_some() {
             self.tx.remove(Tree::Meta, props.as_bytes())?;
@@ -198,7 +226,7 @@ impl Writer<'_, '_> {
             for (i, (((k, m), old), key)) in full.iter().zip(mutations).zip(&current).zip(keys).enumerate() {
                 let state = match &m {
                     Mutation::Put(v) | Mutation::Merge(v) => Some(Some(v.len())),
-                    Mutation::Delete => Some(None),
+                    Mutation::Delete | Mutation::Expire => Some(None),
                     Mutation::Keep => None,
                 };
                 if let Some(state) = state {
@@ -216,7 +244,7 @@ impl Writer<'_, '_> {
                     };
                     let now = match &m {
                         Mutation::Put(v) | Mutation::Merge(v) => Some(v.clone()),
-                        Mutation::Delete | Mutation::Keep => None,
+                        Mutation::Delete | Mutation::Expire | Mutation::Keep => None,
                     };
                     self.reindex(t.id, &indexed, key.as_bytes(), before.as_deref(), now.as_deref())?;
                     latest.insert(k.as_slice(), now);
@@ -230,7 +258,8 @@ impl Writer<'_, '_> {
                             changes.push((ChangeOp::Insert, Some(key), Some(v.clone())))
                         }
                         Mutation::Delete if existed => changes.push((ChangeOp::Delete, Some(key), None)),
-                        Mutation::Delete | Mutation::Keep => {}
+                        Mutation::Expire if existed => changes.push((ChangeOp::Expire, Some(key), None)),
+                        Mutation::Delete | Mutation::Expire | Mutation::Keep => {}
                     }
                 }
                 match m {
@@ -242,7 +271,7 @@ impl Writer<'_, '_> {
                         }
                         self.tx.insert(Tree::Entities, k, &v)?
                     }
-                    Mutation::Delete => self.tx.remove(Tree::Entities, k)?,
+                    Mutation::Delete | Mutation::Expire => self.tx.remove(Tree::Entities, k)?,
                     Mutation::Keep => {}
                 }
             }

@@ -187,6 +187,13 @@ fn walk(
             ),
         }
     }
+    // Deleted tables kept restorable (`deleted.rs`) keep their rows, counters
+    // and indexes; a damaged record is reported with the settings below.
+    if let Ok(kept) = super::deleted::kept(view, None, sealed) {
+        for k in kept {
+            names.insert(k.table.id, format!("{}/{} (deleted)", k.account, k.table.record.name));
+        }
+    }
     for row in all(Tree::TableOrder)? {
         let (k, _) = row?;
         let (account, name) = split_at_zero(k.bytes());

@@ -40,6 +40,11 @@ pub(super) struct FeedState {
     /// Not the feed's, but shared the same way with the writer: the service's
     /// index encoder (`index.rs`), once it gave one.
     pub(super) index_encoder: ArcSwapOption<IndexEncoder>,
+    /// Also shared with the writer: how long a deleted table stays restorable
+    /// (ns; 0: deleted at once), and when the next kept one is due for removal
+    /// (0 at opening: the first sweep finds out; `deleted.rs`).
+    pub(super) soft_delete_ns: std::sync::atomic::AtomicU64,
+    pub(super) next_sweep_ns: std::sync::atomic::AtomicU64,
 }
 
 /// META key of an account's feed head.

@@ -32,6 +32,7 @@ mod corruption_tests;
 mod counts;
 #[cfg(test)]
 mod counts_tests;
+mod deleted;
 mod engine;
 #[cfg(test)]
 mod fault_tests;
@@ -156,6 +157,15 @@ enum Job {
     },
     /// Drops changes past their retention (`feed.rs`).
     TrimChanges { now_ns: u64, reply: Reply<()> },
+    /// Restores a kept deleted table (`deleted.rs`); answers the name it took.
+    RestoreTable {
+        account: String,
+        id: u64,
+        name: Option<String>,
+        reply: Reply<Result<String, crate::undelete::UndeleteError>>,
+    },
+    /// Removes a kept deleted table past its time (`deleted.rs`).
+    SweepDeleted { now_ns: u64, reply: Reply<()> },
     /// Removes an account's tables and properties; answers how many tables it had.
     ClearAccount { account: String, reply: Reply<u64> },
     /// Saves, restores or deletes a named savepoint: a durable commit of its
@@ -458,6 +468,19 @@ impl Store for EmbeddedStore {
             }
             Ok(out)
         })
+    }
+
+    fn set_table_soft_delete(&self, keep: Option<std::time::Duration>) -> Result<(), crate::UndeleteError> {
+        self.keep_deleted(keep);
+        Ok(())
+    }
+
+    async fn deleted_tables(&self, account: &str) -> Result<Vec<crate::DeletedTable>, crate::UndeleteError> {
+        self.list_deleted(account)
+    }
+
+    async fn restore_table(&self, account: &str, id: u64, name: Option<&str>) -> Result<String, crate::UndeleteError> {
+        self.restore_deleted(account, id, name).await
     }
 
     async fn count_tables(&self, account: &str) -> Result<u64, StoreError> {

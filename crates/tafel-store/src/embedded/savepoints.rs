@@ -105,6 +105,10 @@ pub(super) fn run(db: &Db, state: &mut LogState, to_log: &ToLog, health: &Health
         deletes_table: matches!(op, Op::Restore(_)),
         ..Committed::default()
     };
+    if matches!(op, Op::Restore(_)) {
+        // It may bring back deleted tables kept past their time: the next sweep looks.
+        state.feed.next_sweep_ns.store(0, std::sync::atomic::Ordering::Release);
+    }
     let run = AssertUnwindSafe(|| -> Result<Outcome, BackendError> {
         if health.log_failure().is_some() {
             return Err(BackendError::new(FailureKind::Stopped, "write-ahead log failed"));

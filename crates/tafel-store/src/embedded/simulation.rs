@@ -88,7 +88,7 @@ impl Op {
                         Mutation::Put(v) | Mutation::Merge(v) => {
                             state.rows.insert(at, v.into());
                         }
-                        Mutation::Delete => {
+                        Mutation::Delete | Mutation::Expire => {
                             state.rows.remove(&at);
                         }
                         Mutation::Keep => {}

@@ -25,6 +25,7 @@
 
 mod connect;
 mod counts;
+mod deleted;
 mod feed;
 mod migrate;
 mod pipelined;
@@ -86,6 +87,8 @@ pub struct PostgresStore {
     deadline: Duration,
     /// The change feed's settings (`feed.rs`).
     feed: std::sync::Arc<feed::Feed>,
+    /// How long a deleted table stays restorable (ns; 0: deleted at once; `deleted.rs`).
+    keep_ns: std::sync::atomic::AtomicU64,
 }
 
 /// How long readiness waits for the database to answer.
@@ -187,6 +190,7 @@ impl PostgresStore {
             reaper,
             deadline: options.timeout + Duration::from_secs(2),
             feed: Default::default(),
+            keep_ns: Default::default(),
         })
     }
 
@@ -301,6 +305,12 @@ impl Store for PostgresStore {
 
     async fn delete_table(&self, account: &str, name: &str) -> Result<bool, StoreError> {
         let lname = lower(name);
+        let keep = self.keep_ns.load(std::sync::atomic::Ordering::Acquire);
+        if keep > 0 {
+            return self
+                .retry("delete table", || self.soft_delete_once(account, &lname, keep))
+                .await;
+        }
         self.retry("delete table", || self.delete_once(account, &lname)).await
     }
 
@@ -528,6 +538,21 @@ impl Store for PostgresStore {
         let lname = lower(table);
         self.retry("table stats", || self.counts_once(account, &lname, true))
             .await
+    }
+
+    fn set_table_soft_delete(&self, keep: Option<Duration>) -> Result<(), crate::UndeleteError> {
+        let ns = keep.map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
+        self.keep_ns.store(ns, std::sync::atomic::Ordering::Release);
+        Ok(())
+    }
+
+    async fn deleted_tables(&self, account: &str) -> Result<Vec<crate::DeletedTable>, crate::UndeleteError> {
+        Ok(self.retry("list deleted tables", || self.list_deleted(account)).await?)
+    }
+
+    async fn restore_table(&self, account: &str, id: u64, name: Option<&str>) -> Result<String, crate::UndeleteError> {
+        self.retry("restore a table", || self.restore_once(account, id, name))
+            .await?
     }
 
     async fn table_sizes(&self) -> Result<Vec<TableSize>, StoreError> {

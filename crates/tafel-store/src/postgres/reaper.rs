@@ -65,6 +65,12 @@ async fn run(pool: Pool, wake: Arc<Notify>) {
             Err(e) if e.is_conflict() => {}
             Err(e) => tracing::warn!(error = %e.into_store(), "removing deleted tables' entities; retrying later"),
         }
+        match super::deleted::sweep(&pool, crate::feed::now_ns()).await {
+            Ok(0) => {}
+            Ok(n) => tracing::debug!(entities = n, "deleted tables kept past their time removed"),
+            Err(e) if e.is_conflict() => {}
+            Err(e) => tracing::warn!(error = %e.into_store(), "removing kept deleted tables; retrying later"),
+        }
         match fold_counts(&pool).await {
             Ok(()) => {}
             // Another node folded the same rows at once: they are folded.

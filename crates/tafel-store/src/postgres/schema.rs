@@ -79,6 +79,19 @@ INSERT INTO tafel_table_counts (table_id, id, entities, bytes)
     GROUP BY table_id
     ON CONFLICT (table_id, id) DO NOTHING;
 ",
+    // 5: deleted tables kept restorable (`deleted.rs`): their rows moved here; their
+    // entities and counters stay under their ids.
+    "
+CREATE TABLE IF NOT EXISTS tafel_deleted_tables (
+    account TEXT NOT NULL,
+    id BIGINT PRIMARY KEY,
+    name BYTEA NOT NULL,
+    acl BYTEA NOT NULL,
+    deleted_ns BIGINT NOT NULL,
+    until_ns BIGINT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS tafel_deleted_tables_by_account ON tafel_deleted_tables (account, deleted_ns);
+",
 ];
 
 /// The schema version this node knows: it migrates older databases to it and

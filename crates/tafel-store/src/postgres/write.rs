@@ -57,7 +57,8 @@ impl<'a> FeedRows<'a> {
             Mutation::Merge(v) if existed => (ChangeOp::Merge, Some(v.as_slice())),
             Mutation::Put(v) | Mutation::Merge(v) => (ChangeOp::Insert, Some(v.as_slice())),
             Mutation::Delete if existed => (ChangeOp::Delete, None),
-            Mutation::Delete | Mutation::Keep => return,
+            Mutation::Expire if existed => (ChangeOp::Expire, None),
+            Mutation::Delete | Mutation::Expire | Mutation::Keep => return,
         };
         self.ops.push(op as i16);
         self.keys.push(key);
@@ -86,7 +87,7 @@ pub(super) fn decided_for_absent(decide: &Decide, keys: usize) -> Result<Option<
         .into_iter()
         .map(|m| match m {
             Mutation::Put(v) | Mutation::Merge(v) => Some(v),
-            Mutation::Delete | Mutation::Keep => None,
+            Mutation::Delete | Mutation::Expire | Mutation::Keep => None,
         })
         .collect())
 }
@@ -205,11 +206,11 @@ impl PostgresStore {
                     inserts.push(key, v)
                 }
                 // An absent row has nothing to delete.
-                (Mutation::Delete, Some(old)) => {
+                (Mutation::Delete | Mutation::Expire, Some(old)) => {
                     (entities, bytes) = (entities - 1, bytes - counts::row_bytes(key, old));
                     deletes.push(*key)
                 }
-                (Mutation::Delete, None) | (Mutation::Keep, _) => {}
+                (Mutation::Delete | Mutation::Expire, None) | (Mutation::Keep, _) => {}
             }
         }
         if inserts.keys.is_empty() && puts.keys.is_empty() && deletes.is_empty() {

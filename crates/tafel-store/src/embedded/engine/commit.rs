@@ -35,6 +35,7 @@ use crate::embedded::stats::EmbeddedStats;
 use crate::embedded::table_ids::TableIds;
 use crate::embedded::Reply;
 use crate::error::{BackendError, FailureKind, StoreError};
+use crate::undelete::UndeleteError;
 
 /// A read-only view of the store as of one commit, with the two tables every
 /// read needs already open, so a point read opens nothing.
@@ -72,6 +73,11 @@ pub(in crate::embedded) enum Pending {
     Unit(Reply<()>, Result<(), StoreError>),
     Count(Reply<u64>, Result<u64, StoreError>),
     Savepoint(Reply<Outcome>, Result<Outcome, StoreError>),
+    /// A restored table's name (`deleted.rs`).
+    Name(
+        Reply<Result<String, UndeleteError>>,
+        Result<Result<String, UndeleteError>, StoreError>,
+    ),
 }
 
 impl Pending {
@@ -86,6 +92,8 @@ impl Pending {
             (Pending::Count(tx, _), Err(e)) => drop(tx.send(Err(e.clone().into()))),
             (Pending::Savepoint(tx, r), Ok(())) => drop(tx.send(r)),
             (Pending::Savepoint(tx, _), Err(e)) => drop(tx.send(Err(e.clone().into()))),
+            (Pending::Name(tx, r), Ok(())) => drop(tx.send(r)),
+            (Pending::Name(tx, _), Err(e)) => drop(tx.send(Err(e.clone().into()))),
         }
     }
 }

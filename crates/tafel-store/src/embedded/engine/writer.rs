@@ -73,6 +73,26 @@ pub(in crate::embedded) fn writer_loop(
             let now_ns = crate::feed::now_ns();
             run_group(db, &mut state, log, health, vec![Job::TrimChanges { now_ns, reply }]);
         }
+        // So does the removal of deleted tables kept past their time (`deleted.rs`).
+        let now_ns = crate::feed::now_ns();
+        let next = &state.feed.next_sweep_ns;
+        if now_ns >= next.load(std::sync::atomic::Ordering::Acquire) && health.broken().is_none() {
+            // When unknown (0: at opening, after a savepoint's restore), a read finds
+            // out, so a store keeping nothing runs no group for it. A failed look or
+            // sweep waits a second; a sweep sets when the next is due.
+            let due = ReadView::take(db)
+                .and_then(|view| crate::embedded::deleted::next_due(&*view))
+                .unwrap_or(Some(now_ns + 1_000_000_000));
+            next.store(
+                due.unwrap_or(u64::MAX).max(now_ns + 1),
+                std::sync::atomic::Ordering::Release,
+            );
+            if due.is_some_and(|t| t <= now_ns) {
+                next.store(now_ns + 1_000_000_000, std::sync::atomic::Ordering::Release);
+                let (reply, _) = tokio::sync::oneshot::channel();
+                run_group(db, &mut state, log, health, vec![Job::SweepDeleted { now_ns, reply }]);
+            }
+        }
         let first = match rx.recv_timeout(IDLE_CHECKPOINT) {
             Ok(job) => job,
             Err(mpsc::RecvTimeoutError::Timeout) => {
@@ -120,9 +140,12 @@ pub(in crate::embedded) fn writer_loop(
 /// non-durable commits is a plain checkpoint.
 fn run_group(db: &Database, state: &mut LogState, to_log: &ToLog, health: &Health, group: Vec<Job>) {
     let mut committed = Committed {
-        deletes_table: group
-            .iter()
-            .any(|j| matches!(j, Job::DeleteTable { .. } | Job::ClearAccount { .. })),
+        deletes_table: group.iter().any(|j| {
+            matches!(
+                j,
+                Job::DeleteTable { .. } | Job::ClearAccount { .. } | Job::RestoreTable { .. }
+            )
+        }),
         pending: Vec::with_capacity(group.len()),
         ..Committed::default()
     };
@@ -149,6 +172,8 @@ fn run_group(db: &Database, state: &mut LogState, to_log: &ToLog, health: &Healt
                 feed: &feed,
                 counts: Default::default(),
                 index_encoder: encoder.as_deref(),
+                keep_ns: state.feed.soft_delete_ns.load(std::sync::atomic::Ordering::Acquire),
+                next_sweep: &state.feed.next_sweep_ns,
             };
             for job in group {
                 committed.pending.push(w.apply(job));

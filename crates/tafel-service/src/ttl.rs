@@ -1,0 +1,258 @@
+//! Expiry (TTL) policies of tables (docs/lifecycle.md, "Expiry (TTL)"): what a
+//! policy is, where it is kept, and the one decision every read and write asks,
+//! [`Expiry::expired`].
+//!
+//! A policy lives in the table's record, after its ACL in the blob the service
+//! keeps there (`TableRecord::acl`), so both backends persist it, a backup and a
+//! snapshot carry it, and deleting the table drops it. Requests read it through
+//! [`Policies`], a cache refreshed after [`FRESH`]: a change made on this node
+//! holds at once, one made on another node over the same PostgreSQL database
+//! within that bound.
+
+use std::collections::HashMap;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use crate::blob::{Dec, Enc};
+use crate::error::{Error, ErrorCode, Result};
+use crate::model::codec::{self, ValueRef};
+use crate::model::DateTime;
+
+/// How long a cached policy is trusted before the table's record is read again.
+pub const FRESH: Duration = Duration::from_secs(1);
+/// The longest `seconds` a policy takes: 100 years.
+pub const MAX_SECONDS: u64 = 100 * 366 * 86_400;
+const TICKS_PER_SECOND: i64 = 10_000_000;
+/// The format byte of the policy's part of the blob.
+const FORMAT: u8 = b'T';
+
+/// A table's expiry policy: an entity expires `seconds` after its last write
+/// (its Timestamp), or at the Edm.DateTime value of `property`, whichever is
+/// first. An entity without `property`, or with it of another type, expires
+/// by `seconds` alone (never, without `seconds`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TtlPolicy {
+    pub seconds: Option<u64>,
+    pub property: Option<String>,
+}
+
+impl TtlPolicy {
+    /// Checks a policy a caller asks for; the error names what is wrong.
+    pub fn validate(self) -> Result<TtlPolicy> {
+        if self.seconds.is_none() && self.property.is_none() {
+            return Err(Error::invalid_input(
+                "A TTL policy needs \"seconds\" (a number of seconds after each entity's last write) \
+                 or \"property\" (the name of an Edm.DateTime property holding the expiry), or both.",
+            ));
+        }
+        if let Some(s) = self.seconds {
+            if s == 0 || s > MAX_SECONDS {
+                return Err(Error::with_message(
+                    ErrorCode::OutOfRangeInput,
+                    format!("\"seconds\" must be from 1 to {MAX_SECONDS} (100 years); it is {s}."),
+                ));
+            }
+        }
+        if let Some(p) = &self.property {
+            if matches!(p.as_str(), "PartitionKey" | "RowKey" | "Timestamp" | "ETag") {
+                return Err(Error::with_message(
+                    ErrorCode::PropertyNameInvalid,
+                    format!(
+                        "\"property\" names a system property ({p}); name a property of type Edm.DateTime, \
+                         or use \"seconds\" for an expiry after the last write."
+                    ),
+                ));
+            }
+            crate::validate::property_name(p).map_err(|_| {
+                Error::with_message(
+                    ErrorCode::PropertyNameInvalid,
+                    format!("\"property\" is not a valid property name: {p:?}."),
+                )
+            })?;
+        }
+        Ok(self)
+    }
+}
+
+/// A policy as of one instant: what a request or a sweep decides with.
+#[derive(Clone)]
+pub(crate) struct Expiry {
+    pub policy: Arc<TtlPolicy>,
+    pub now: DateTime,
+}
+
+impl Expiry {
+    /// Whether the stored entity `bytes` has expired. Corrupt bytes have not
+    /// (their read fails on its own).
+    pub fn expired(&self, bytes: &[u8]) -> bool {
+        if let Some(s) = self.policy.seconds {
+            let Some(ts) = codec::timestamp(bytes) else {
+                return false;
+            };
+            let ttl = i64::try_from(s).unwrap_or(i64::MAX).saturating_mul(TICKS_PER_SECOND);
+            if ts.0.saturating_add(ttl) <= self.now.0 {
+                return true;
+            }
+        }
+        match &self.policy.property {
+            Some(p) => matches!(codec::lookup(bytes, p), Some(ValueRef::DateTime(at)) if at <= self.now),
+            None => false,
+        }
+    }
+}
+
+/// The policy's part of a table's blob, appended after the ACL's.
+pub(crate) fn encode(policy: &TtlPolicy) -> Vec<u8> {
+    let mut e = Enc::new(FORMAT);
+    e.u64(policy.seconds.unwrap_or(0))
+        .opt_bool(policy.property.as_ref().map(|_| true))
+        .str(policy.property.as_deref().unwrap_or(""));
+    e.finish()
+}
+
+/// The policy in what follows a table's ACL in its blob; none when nothing does.
+pub(crate) fn decode(tail: &[u8]) -> Result<Option<TtlPolicy>> {
+    if tail.is_empty() {
+        return Ok(None);
+    }
+    let corrupt = || Error::internal("corrupt stored TTL policy");
+    let mut d = Dec::new(tail, FORMAT).ok_or_else(corrupt)?;
+    let seconds = d.u64().ok_or_else(corrupt)?;
+    let has_property = d.opt_bool().ok_or_else(corrupt)?.is_some();
+    let property = d.str().ok_or_else(corrupt)?;
+    Ok(Some(TtlPolicy {
+        seconds: (seconds != 0).then_some(seconds),
+        property: has_property.then_some(property),
+    }))
+}
+
+struct Cached {
+    policy: Option<Arc<TtlPolicy>>,
+    read: Instant,
+    /// The names to reach the table by (the sweep's).
+    account: String,
+    table: String,
+}
+
+/// Each table's policy as last read, by account and lowercased table name.
+#[derive(Default)]
+pub(crate) struct Policies {
+    map: RwLock<HashMap<(String, String), Cached>>,
+    /// Entities the sweep removed (`tafel_expired_entities_total`).
+    pub expired: AtomicU64,
+}
+
+fn key(account: &str, table: &str) -> (String, String) {
+    (account.to_owned(), table.to_ascii_lowercase())
+}
+
+impl Policies {
+    /// The cached policy, when read less than [`FRESH`] ago.
+    pub fn fresh(&self, account: &str, table: &str) -> Option<Option<Arc<TtlPolicy>>> {
+        let map = self.map.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let c = map.get(&key(account, table))?;
+        (c.read.elapsed() < FRESH).then(|| c.policy.clone())
+    }
+
+    pub fn put(&self, account: &str, table: &str, policy: Option<Arc<TtlPolicy>>) {
+        let mut map = self.map.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+        map.insert(
+            key(account, table),
+            Cached {
+                policy,
+                read: Instant::now(),
+                account: account.to_owned(),
+                table: table.to_owned(),
+            },
+        );
+    }
+
+    pub fn forget(&self, account: &str, table: &str) {
+        let mut map = self.map.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+        map.remove(&key(account, table));
+    }
+
+    /// The tables last seen with a policy: the sweep's work.
+    pub fn with_policy(&self) -> Vec<(String, String)> {
+        let map = self.map.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+        map.values()
+            .filter(|c| c.policy.is_some())
+            .map(|c| (c.account.clone(), c.table.clone()))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Property, Value};
+
+    fn policy(seconds: Option<u64>, property: Option<&str>) -> TtlPolicy {
+        TtlPolicy {
+            seconds,
+            property: property.map(str::to_owned),
+        }
+    }
+
+    #[test]
+    fn bad_policies_are_refused_naming_the_field() {
+        for (p, says) in [
+            (policy(None, None), "seconds"),
+            (policy(Some(0), None), "seconds"),
+            (policy(Some(MAX_SECONDS + 1), None), "seconds"),
+            (policy(None, Some("Timestamp")), "system property"),
+            (policy(None, Some("RowKey")), "system property"),
+            (policy(None, Some("1abc")), "valid property name"),
+            (policy(None, Some("")), "valid property name"),
+        ] {
+            let e = p
+                .clone()
+                .validate()
+                .err()
+                .map(|e| e.message.into_owned())
+                .unwrap_or_default();
+            assert!(e.contains(says), "{p:?}: {e}");
+        }
+        assert!(policy(Some(60), Some("ExpiresAt")).validate().is_ok());
+    }
+
+    #[test]
+    fn expiry_by_age_and_by_property() {
+        let at = |s: i64| DateTime::from_unix_seconds(1_700_000_000 + s);
+        let entity = |ts, props: Vec<Property>| codec::encode(ts, &props);
+        let prop = |name: &str, value| Property {
+            name: name.into(),
+            value,
+        };
+        let by_age = Expiry {
+            policy: Arc::new(policy(Some(60), None)),
+            now: at(100),
+        };
+        assert!(by_age.expired(&entity(at(40), vec![])));
+        assert!(!by_age.expired(&entity(at(41), vec![])));
+        let by_property = Expiry {
+            policy: Arc::new(policy(None, Some("ExpiresAt"))),
+            now: at(100),
+        };
+        assert!(by_property.expired(&entity(at(99), vec![prop("ExpiresAt", Value::DateTime(at(100)))])));
+        assert!(!by_property.expired(&entity(at(99), vec![prop("ExpiresAt", Value::DateTime(at(101)))])));
+        assert!(!by_property.expired(&entity(at(0), vec![])));
+        let text = prop("ExpiresAt", Value::String("2000-01-01T00:00:00Z".into()));
+        assert!(!by_property.expired(&entity(at(0), vec![text])));
+        assert!(!by_property.expired(b"not an entity"));
+    }
+
+    #[test]
+    fn the_policy_round_trips_after_an_acl() {
+        let p = policy(Some(3600), Some("ExpiresAt"));
+        let mut blob = crate::acl::encode(&[]);
+        blob.extend_from_slice(&encode(&p));
+        let tail = crate::acl::decode_parts(&blob)
+            .map(|(_, t)| t.to_vec())
+            .unwrap_or_default();
+        assert_eq!(decode(&tail).ok().flatten(), Some(p));
+        assert_eq!(decode(&[]).ok().flatten(), None);
+        assert!(crate::acl::decode(&blob).is_ok_and(|ids| ids.is_empty()));
+    }
+}
