@@ -228,6 +228,51 @@ def test_lifecycle_ttl_calls_commands_and_clock(default_server, tmp_path):
     assert r.stdout == '{"offset-seconds":86400}{"offset-seconds":0}', r.stdout
 
 
+@pytest.fixture
+def soft_delete_server(default_ports, tmp_path):
+    """`tafel serve --in-memory --table-soft-delete 1h` on the default ports, as the
+    undelete recipes suppose."""
+    from launch import Launched
+
+    srv = Launched(["serve", "--in-memory", "--table-soft-delete", "1h"], 10002, tmp_path)
+    srv.wait_listening()
+    yield srv
+    srv.stop()
+
+
+def deleted_orders(svc, times: int) -> None:
+    """Six other tables first (ids 1–6), then `orders` created and deleted `times`
+    times: the first deletion is the page's id 7."""
+    for i in range(6):
+        svc.create_table(f"other{i}")
+    for n in range(times):
+        orders = svc.create_table("orders")
+        orders.create_entity({"PartitionKey": "uk", "RowKey": str(n)})
+        svc.delete_table("orders")
+
+
+def test_lifecycle_undelete_calls(soft_delete_server, tmp_path):
+    import json
+
+    with TableServiceClient.from_connection_string(DEV_CONN) as svc:
+        deleted_orders(svc, 1)
+        r = shell(recipe("lifecycle.md", "undelete-curl"), tmp_path)
+        listed, at = json.JSONDecoder().raw_decode(r.stdout)
+        restored = json.loads(r.stdout[at:])
+        assert [(t["id"], t["name"], t["entities"]) for t in listed["deletedTables"]] == [("7", "orders", 1)], r.stdout
+        assert restored["table"] == "orders2", r.stdout
+        assert [e["RowKey"] for e in svc.get_table_client("orders2").list_entities()] == ["0"]
+
+
+def test_lifecycle_undelete_commands(soft_delete_server, tmp_path):
+    with TableServiceClient.from_connection_string(DEV_CONN) as svc:
+        deleted_orders(svc, 3)
+        r = shell(recipe("lifecycle.md", "undelete-commands"), tmp_path)
+        # The most recent deletion back as orders, the one before as orders2, the first (id 7) as orders3.
+        for table, row in [("orders", "2"), ("orders2", "1"), ("orders3", "0")]:
+            assert [e["RowKey"] for e in svc.get_table_client(table).list_entities()] == [row], r.stdout
+
+
 def test_indexes_commands_and_the_plan_header(default_server, tmp_path):
     with TableServiceClient.from_connection_string(DEV_CONN) as svc:
         customers = svc.create_table("Customers")

@@ -130,55 +130,65 @@ pub(crate) fn decode(tail: &[u8]) -> Result<Option<TtlPolicy>> {
 struct Cached {
     policy: Option<Arc<TtlPolicy>>,
     read: Instant,
-    /// The names to reach the table by (the sweep's).
-    account: String,
-    table: String,
 }
 
-/// Each table's policy as last read, by account and lowercased table name.
+/// Each table's policy as last read, by account and by table name as requests
+/// spell it (a lookup on every request allocates nothing); changes reach every
+/// spelling of the name, as Azure's names are case-insensitive.
 #[derive(Default)]
 pub(crate) struct Policies {
-    map: RwLock<HashMap<(String, String), Cached>>,
+    map: RwLock<HashMap<String, HashMap<String, Cached>>>,
     /// Entities the sweep removed (`tafel_expired_entities_total`).
     pub expired: AtomicU64,
-}
-
-fn key(account: &str, table: &str) -> (String, String) {
-    (account.to_owned(), table.to_ascii_lowercase())
 }
 
 impl Policies {
     /// The cached policy, when read less than [`FRESH`] ago.
     pub fn fresh(&self, account: &str, table: &str) -> Option<Option<Arc<TtlPolicy>>> {
         let map = self.map.read().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let c = map.get(&key(account, table))?;
+        let c = map.get(account)?.get(table)?;
         (c.read.elapsed() < FRESH).then(|| c.policy.clone())
     }
 
+    /// Caches `policy` as read for the table spelt `table`.
     pub fn put(&self, account: &str, table: &str, policy: Option<Arc<TtlPolicy>>) {
         let mut map = self.map.write().unwrap_or_else(std::sync::PoisonError::into_inner);
-        map.insert(
-            key(account, table),
+        map.entry(account.to_owned()).or_default().insert(
+            table.to_owned(),
             Cached {
                 policy,
                 read: Instant::now(),
-                account: account.to_owned(),
-                table: table.to_owned(),
             },
         );
     }
 
+    /// Forgets the table spelt `table` (it was not found).
+    pub fn forget_spelling(&self, account: &str, table: &str) {
+        let mut map = self.map.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(tables) = map.get_mut(account) {
+            tables.remove(table);
+        }
+    }
+
+    /// Forgets the table under every spelling of its name (its policy changed,
+    /// or it was deleted): an operator's act, rare enough to walk the account.
     pub fn forget(&self, account: &str, table: &str) {
         let mut map = self.map.write().unwrap_or_else(std::sync::PoisonError::into_inner);
-        map.remove(&key(account, table));
+        if let Some(tables) = map.get_mut(account) {
+            tables.retain(|name, _| !name.eq_ignore_ascii_case(table));
+        }
     }
 
     /// The tables last seen with a policy: the sweep's work.
     pub fn with_policy(&self) -> Vec<(String, String)> {
         let map = self.map.read().unwrap_or_else(std::sync::PoisonError::into_inner);
-        map.values()
-            .filter(|c| c.policy.is_some())
-            .map(|c| (c.account.clone(), c.table.clone()))
+        map.iter()
+            .flat_map(|(account, tables)| {
+                tables
+                    .iter()
+                    .filter(|(_, c)| c.policy.is_some())
+                    .map(move |(table, _)| (account.clone(), table.clone()))
+            })
             .collect()
     }
 }

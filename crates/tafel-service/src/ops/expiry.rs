@@ -26,6 +26,7 @@ impl Service {
         let record = self.store.get_table(account, table).await?;
         let record = record.ok_or_else(|| Error::new(ErrorCode::TableNotFound))?;
         let policy = ttl::decode(crate::acl::decode_parts(&record.acl)?.1)?;
+        self.policies.forget(account, table);
         self.policies.put(account, table, policy.clone().map(Arc::new));
         Ok(policy)
     }
@@ -45,6 +46,7 @@ impl Service {
         if !self.store.set_table_acl(account, table, blob).await? {
             return Err(Error::new(ErrorCode::TableNotFound));
         }
+        self.policies.forget(account, table);
         self.policies.put(account, table, policy.map(Arc::new));
         Ok(())
     }
@@ -63,7 +65,7 @@ impl Service {
                 // No table: the operation itself answers that. Nothing is
                 // cached for it, so names of missing tables cannot grow the cache.
                 None => {
-                    self.policies.forget(account, table);
+                    self.policies.forget_spelling(account, table);
                     None
                 }
             },
