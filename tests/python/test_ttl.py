@@ -329,31 +329,3 @@ def test_a_non_ttl_table_is_untouched(srv):
         time.sleep(1.5)
         assert keys(tc.list_entities()) == [("p", "1")]
         assert count_of(srv, name) == 1
-
-
-def test_lifecycle_recipes_run_against_this_server(srv, tmp_path):
-    """docs/lifecycle.md's TTL recipes, as test_doc_recipes.py runs them on the default ports,
-    here on this server's own (the admin URL swapped in)."""
-    import os
-
-    from conftest import tafel_binary
-    from doc_recipes import recipe
-
-    with TableServiceClient.from_connection_string(srv.conn_str) as svc:
-        svc.create_table("orders")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TAFEL_")}
-    env.update(PATH=f"{tafel_binary().parent}:{os.environ['PATH']}", TAFEL_ADMIN_URL=srv.admin_url)
-
-    def run(name: str) -> str:
-        script = recipe("lifecycle.md", name).replace("http://127.0.0.1:10012", srv.admin_url)
-        r = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=tmp_path, capture_output=True,
-                           text=True, timeout=60, env=env)
-        assert r.returncode == 0, r.stdout + r.stderr
-        return r.stdout
-
-    out = run("ttl-curl")
-    put, at = json.JSONDecoder().raw_decode(out)
-    assert put["seconds"] == json.loads(out[at:])["seconds"] == 86400, out
-    out = run("ttl-commands")
-    assert "property  ExpiresAt" in out and out.rstrip().endswith("orders: no TTL"), out
-    assert run("clock-curl") == '{"offset-seconds":86400}{"offset-seconds":0}'

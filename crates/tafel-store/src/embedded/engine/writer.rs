@@ -12,7 +12,7 @@ use redb::{Database, Durability};
 
 use super::checkpoint::SinceCheckpoint;
 use super::checksums::seal;
-use super::commit::{self, Checkpoint, Committed, ReadView, ToLog};
+use super::commit::{self, Checkpoint, Committed, Pending, ReadView, ToLog};
 use super::group::{GroupTx, Trees};
 use super::health::Health;
 use super::page_file::Durable;
@@ -160,44 +160,15 @@ fn run_group(db: &Database, state: &mut LogState, to_log: &ToLog, health: &Healt
         }
         let mut txn = db.begin_write().map_err(backend_error)?;
         let mut log = state.spare.take();
-        let checkpoint;
-        let unchanged;
-        let mut seq = state.last_seq;
-        {
-            let trees = Trees::open(&txn).map_err(as_backend)?;
-            let feed = state.feed.settings.load();
-            let encoder = state.feed.index_encoder.load();
-            let mut w = Writer {
-                tx: GroupTx::new(trees, &mut log),
-                feed: &feed,
-                counts: Default::default(),
-                index_encoder: encoder.as_deref(),
-                keep_ns: state.feed.soft_delete_ns.load(std::sync::atomic::Ordering::Acquire),
-                next_sweep: &state.feed.next_sweep_ns,
-            };
-            for job in group {
-                committed.pending.push(w.apply(job));
-            }
-            w.finish().map_err(as_backend)?;
-            let mut trees = w.tx.into_trees();
-            // A group too big for the rest of the log commits durably itself.
-            checkpoint = checkpoint_alone || !state.fits(&log);
-            unchanged = log.payload_len() == 0 && !checkpoint;
-            if !unchanged {
-                if !checkpoint {
-                    seq += 1;
-                }
-                // Replay starts after this record. A log that keeps nothing is
-                // never replayed: there it would be a page of the meta table
-                // copied, and its root updated, in every commit for nothing.
-                if to_log.keeps_records() {
-                    let stored = seal(WAL_SEQ.as_bytes(), &seq.to_le_bytes());
-                    trees
-                        .insert_unlogged(Tree::Meta, WAL_SEQ.as_bytes(), &stored)
-                        .map_err(as_backend)?;
-                }
-            }
-        }
+        let (checkpoint, unchanged, seq) = apply_jobs(
+            &txn,
+            state,
+            to_log,
+            &mut log,
+            group,
+            &mut committed.pending,
+            checkpoint_alone,
+        )?;
         if unchanged {
             // Every job failed or changed nothing: there is nothing to commit.
             return txn.abort().map_err(backend_error);
@@ -216,28 +187,17 @@ fn run_group(db: &Database, state: &mut LogState, to_log: &ToLog, health: &Healt
         }
         let started = Instant::now();
         txn.commit().map_err(backend_error)?;
-        state.last_seq = seq;
-        if jobs > 0 {
-            state.stats.group_jobs.observe(jobs as f64);
-        }
-        if checkpoint {
-            state.stats.checkpoint_seconds.observe_duration(started.elapsed());
-            state.stats.checkpoint_log_bytes.observe(state.since.bytes as f64);
-            // The writer stood still meanwhile: the writes' p99.9.
-            tracing::debug!(ms = started.elapsed().as_secs_f64() * 1e3, "checkpoint committed");
-            committed.checkpoint = Some(Checkpoint {
-                sync: state.durable.last_requested(),
-                // A group too big for the log is in no record: durable only on disk.
-                on_disk_first: !checkpoint_alone || state.since.small_writes(),
-            });
-            state.since = SinceCheckpoint::default();
-        } else {
-            state.since.add(log.len(), jobs, Instant::now());
-            committed.record = Some((log, seq));
-        }
-        state.stats.log_fill.store(state.since.bytes, Ordering::Relaxed);
-        committed.snapshot = Some(ReadView::take(db).map_err(as_backend)?);
-        Ok(())
+        account_commit(
+            db,
+            state,
+            &mut committed,
+            log,
+            seq,
+            jobs,
+            checkpoint,
+            checkpoint_alone,
+            started,
+        )
     });
     committed.result = catch_unwind(run).unwrap_or_else(|_| Err(garbage()));
     if let Err(e) = &mut committed.result {
@@ -251,4 +211,91 @@ fn run_group(db: &Database, state: &mut LogState, to_log: &ToLog, health: &Healt
     #[cfg(test)]
     state.stats.jobs_done.fetch_add(jobs, Ordering::Relaxed);
     to_log.send(committed);
+}
+
+/// Applies the group's jobs in `txn`, their changes logged in `log`, each job's
+/// outcome pushed to `pending`; then whether the group commits as a checkpoint,
+/// whether it changed nothing, and the number its log record takes.
+fn apply_jobs(
+    txn: &redb::WriteTransaction,
+    state: &LogState,
+    to_log: &ToLog,
+    log: &mut LogBuf,
+    group: Vec<Job>,
+    pending: &mut Vec<Pending>,
+    checkpoint_alone: bool,
+) -> Result<(bool, bool, u64), BackendError> {
+    let mut seq = state.last_seq;
+    let trees = Trees::open(txn).map_err(as_backend)?;
+    let feed = state.feed.settings.load();
+    let encoder = state.feed.index_encoder.load();
+    let mut w = Writer {
+        tx: GroupTx::new(trees, log),
+        feed: &feed,
+        counts: Default::default(),
+        index_encoder: encoder.as_deref(),
+        keep_ns: state.feed.soft_delete_ns.load(std::sync::atomic::Ordering::Acquire),
+        next_sweep: &state.feed.next_sweep_ns,
+    };
+    for job in group {
+        pending.push(w.apply(job));
+    }
+    w.finish().map_err(as_backend)?;
+    let mut trees = w.tx.into_trees();
+    // A group too big for the rest of the log commits durably itself.
+    let checkpoint = checkpoint_alone || !state.fits(log);
+    let unchanged = log.payload_len() == 0 && !checkpoint;
+    if !unchanged {
+        if !checkpoint {
+            seq += 1;
+        }
+        // Replay starts after this record. A log that keeps nothing is
+        // never replayed: there it would be a page of the meta table
+        // copied, and its root updated, in every commit for nothing.
+        if to_log.keeps_records() {
+            let stored = seal(WAL_SEQ.as_bytes(), &seq.to_le_bytes());
+            trees
+                .insert_unlogged(Tree::Meta, WAL_SEQ.as_bytes(), &stored)
+                .map_err(as_backend)?;
+        }
+    }
+    Ok((checkpoint, unchanged, seq))
+}
+
+/// After the group's commit: the writer's state, statistics and what the log
+/// thread is handed (the record, or the checkpoint's sync), and the new view.
+#[allow(clippy::too_many_arguments)]
+fn account_commit(
+    db: &Database,
+    state: &mut LogState,
+    committed: &mut Committed,
+    log: LogBuf,
+    seq: u64,
+    jobs: u64,
+    checkpoint: bool,
+    checkpoint_alone: bool,
+    started: Instant,
+) -> Result<(), BackendError> {
+    state.last_seq = seq;
+    if jobs > 0 {
+        state.stats.group_jobs.observe(jobs as f64);
+    }
+    if checkpoint {
+        state.stats.checkpoint_seconds.observe_duration(started.elapsed());
+        state.stats.checkpoint_log_bytes.observe(state.since.bytes as f64);
+        // The writer stood still meanwhile: the writes' p99.9.
+        tracing::debug!(ms = started.elapsed().as_secs_f64() * 1e3, "checkpoint committed");
+        committed.checkpoint = Some(Checkpoint {
+            sync: state.durable.last_requested(),
+            // A group too big for the log is in no record: durable only on disk.
+            on_disk_first: !checkpoint_alone || state.since.small_writes(),
+        });
+        state.since = SinceCheckpoint::default();
+    } else {
+        state.since.add(log.len(), jobs, Instant::now());
+        committed.record = Some((log, seq));
+    }
+    state.stats.log_fill.store(state.since.bytes, Ordering::Relaxed);
+    committed.snapshot = Some(ReadView::take(db).map_err(as_backend)?);
+    Ok(())
 }
