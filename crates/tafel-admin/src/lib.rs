@@ -2,7 +2,7 @@
 //! Table API path reaches: `/health`, `/ready` and `/metrics` ([`listener`],
 //! [`scrape`]), the fault rules in force ([`faults`]), online backups
 //! ([`backup`]), secondary indexes ([`indexes`]), instant resets for test suites ([`snapshots`]),
-//! tables' statistics ([`table_stats`]), and the web
+//! tables' statistics ([`table_stats`]), purge by filter ([`purge`], [`purge_job`]), and the web
 //! explorer ([`explorer`]), whose calls reach the Table API through tafel-http's
 //! pipeline as any client's would.
 //!
@@ -17,6 +17,8 @@ pub mod explorer;
 pub mod faults;
 mod indexes;
 pub mod listener;
+mod purge;
+pub mod purge_job;
 pub mod scrape;
 mod snapshots;
 pub mod table_stats;

@@ -12,6 +12,8 @@
 //!   suites ([`crate::snapshots`]).
 //! - `GET /stats` and `GET /accounts/NAME/tables/TABLE/stats`: tables' entities,
 //!   partitions and bytes ([`crate::table_stats`]).
+//! - `POST /accounts/NAME/tables/TABLE/purge` and `GET /purge-jobs…`: purge by
+//!   filter, as jobs that survive a restart ([`crate::purge`]).
 //! - the web explorer (`GET /` and its assets) and `/api/…`, its way to the
 //!   Table API ([`crate::explorer`]), unless turned off.
 //!
@@ -58,6 +60,8 @@ pub struct AdminState {
     pub backend: &'static str,
     /// The Table API the explorer's `/api/…` calls reach; `None`: no explorer.
     pub explorer: Option<Arc<AppState>>,
+    /// Purge jobs; `None`: purges are refused (501).
+    pub purge: Option<Arc<crate::purge_job::Purges>>,
     /// The Table API's own URL, for links the explorer shows (a SAS URL).
     table_endpoint: String,
     started: SystemTime,
@@ -80,6 +84,7 @@ impl AdminState {
             token,
             backend,
             explorer: None,
+            purge: None,
             table_endpoint: String::new(),
             started: SystemTime::now(),
             was_ready: AtomicBool::new(true),
@@ -91,6 +96,18 @@ impl AdminState {
     pub fn with_explorer(mut self, app: Arc<AppState>, table_endpoint: String) -> Self {
         self.explorer = Some(app);
         self.table_endpoint = table_endpoint;
+        self
+    }
+
+    /// Serves purge jobs, and resumes those a stop interrupted (on the
+    /// current Tokio runtime).
+    pub fn with_purge(mut self, purges: crate::purge_job::Purges) -> Self {
+        let purges = Arc::new(purges);
+        for id in purges.running() {
+            tracing::info!(id, "resuming a purge");
+            tokio::spawn(crate::purge_job::run(purges.clone(), self.store.clone(), id));
+        }
+        self.purge = Some(purges);
         self
     }
 
@@ -267,6 +284,9 @@ async fn route(state: &AdminState, req: hyper::Request<hyper::body::Incoming>, p
     }
     if crate::indexes::owns(path) {
         return crate::indexes::route(state, &req).await.map(Either::Left);
+    }
+    if crate::purge::owns(path) {
+        return crate::purge::route(state, req).await.map(Either::Left);
     }
     if crate::snapshots::owns(path) {
         return crate::snapshots::route(state, &req).await.map(Either::Left);

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use bytes::Bytes;
-use http_body_util::{BodyExt, Empty};
+use http_body_util::{BodyExt, Full};
 
 pub async fn call(
     method: http::Method,
@@ -14,16 +14,27 @@ pub async fn call(
     token: Option<&str>,
     timeout: u64,
 ) -> anyhow::Result<(http::StatusCode, Bytes)> {
+    call_with(method, url, token, timeout, Bytes::new()).await
+}
+
+/// [`call`] with a JSON `body`.
+pub async fn call_with(
+    method: http::Method,
+    url: &str,
+    token: Option<&str>,
+    timeout: u64,
+    body: Bytes,
+) -> anyhow::Result<(http::StatusCode, Bytes)> {
     let uri: http::Uri = url.parse().with_context(|| format!("bad admin URL {url}"))?;
     let client =
-        hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).build_http::<Empty<Bytes>>();
+        hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).build_http::<Full<Bytes>>();
     // Not a content type a web form can send: the listener refuses a POST without
     // one (it could be a cross-site page's), and this body is empty JSON's place.
     let mut req = http::Request::builder()
         .method(method)
         .uri(uri)
         .header(http::header::CONTENT_TYPE, "application/json")
-        .body(Empty::new())?;
+        .body(Full::new(body))?;
     if let Some(token) = token.filter(|t| !t.is_empty()) {
         req.headers_mut()
             .insert(http::header::AUTHORIZATION, format!("Bearer {token}").parse()?);
@@ -49,8 +60,20 @@ pub async fn ask(
     token: Option<&str>,
     timeout: u64,
 ) -> anyhow::Result<Option<serde_json::Value>> {
+    ask_with(method, admin_url, path, token, timeout, Bytes::new()).await
+}
+
+/// [`ask`] with a JSON `body`.
+pub async fn ask_with(
+    method: http::Method,
+    admin_url: &str,
+    path: &str,
+    token: Option<&str>,
+    timeout: u64,
+    body: Bytes,
+) -> anyhow::Result<Option<serde_json::Value>> {
     let url = format!("{}{path}", admin_url.trim_end_matches('/'));
-    let (status, body) = call(method, &url, token, timeout).await?;
+    let (status, body) = call_with(method, &url, token, timeout, body).await?;
     let json: Option<serde_json::Value> = serde_json::from_slice(&body).ok();
     if !status.is_success() {
         let message = json

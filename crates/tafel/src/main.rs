@@ -16,6 +16,7 @@ mod health;
 mod index;
 mod listeners;
 mod progress;
+mod purge;
 mod serve_args;
 mod snapshot;
 mod stats;
@@ -131,6 +132,9 @@ enum Command {
     /// Create, list or drop secondary indexes of a running server's tables (its
     /// admin listener): a `$filter` on an indexed property reads no table scan.
     Index(index::IndexArgs),
+    /// Delete every entity of a running server's table that a filter (and/or a
+    /// partition) matches, server-side, as a job that survives a restart.
+    Purge(purge::PurgeArgs),
     /// The configuration.
     Config {
         #[command(subcommand)]
@@ -244,6 +248,7 @@ fn main() -> anyhow::Result<()> {
         Some(Command::Snapshot(a)) => return snapshot::run(a),
         Some(Command::Stats(a)) => return stats::run(a),
         Some(Command::Index(a)) => return index::run(a),
+        Some(Command::Purge(a)) => return purge::run(a),
         None => cli.serve,
     };
     args.check_tls_flags()?;
@@ -463,7 +468,11 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 account_names,
                 args.admin_token.clone().filter(|t| !t.is_empty()),
                 backend,
-            );
+            )
+            .with_purge(admin::purge_job::Purges::new(
+                purge::filter_compiler(),
+                (!args.in_memory).then(|| args.store.data_dir.join("purge-jobs")),
+            ));
             if let Some(at) = explorer {
                 let endpoint = format!("{scheme}://{}", listeners::reachable(listener.local_addr()?));
                 admin_state = admin_state.with_explorer(state.clone(), endpoint);
