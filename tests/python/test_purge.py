@@ -203,7 +203,8 @@ def test_tafel_purge_command(srv):
     assert "--partition" in tafel_purge(srv, "--help").stdout
 
 
-def test_kill9_during_a_purge_resumes_it_on_restart(_workdir):
+@pytest.mark.parametrize("stop", ["kill9", "sigterm"])
+def test_a_purge_stopped_mid_job_resumes_on_restart(_workdir, stop):
     name = uuid.uuid4().hex[:8]
     s = TafelServer(_workdir / f"purgekill-{name}", _workdir / f"purgekill-{name}.log")
     s.start()
@@ -219,8 +220,11 @@ def test_kill9_during_a_purge_resumes_it_on_restart(_workdir):
         deadline = time.monotonic() + 30
         while job(s, job_id)["deleted"] < 50 and time.monotonic() < deadline:
             time.sleep(0.01)
-        s.kill9()
-        # It was mid-job when killed: its record says running, with part deleted.
+        if stop == "kill9":
+            s.kill9()
+        else:
+            assert s.stop() == 0
+        # It was mid-job when stopped: its record says running, with part deleted.
         record = json.loads((s.data_dir / "purge-jobs" / f"{job_id}.json").read_text())
         assert record["state"] == "running" and 50 <= record["deleted"] < 3000, record
         s.start()

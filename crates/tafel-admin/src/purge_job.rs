@@ -18,7 +18,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
-use tafel_store::{write_with, EntityKey, Expect, KeyRange, KeyRef, Mutation, RowFilter, RowSink, ScanRequest, Store};
+use tafel_store::{
+    write_with, EntityKey, Expect, FailureKind, KeyRange, KeyRef, Mutation, RowFilter, RowSink, ScanRequest, Store,
+    StoreError,
+};
 
 /// Keys one write deletes at most, and the default batch.
 pub const MAX_BATCH: usize = 1000;
@@ -219,11 +222,41 @@ impl Purges {
     }
 }
 
+/// Why a job stopped before its end.
+enum Stop {
+    /// The store is shutting down: the job stays `running`, to resume at the next start.
+    Paused,
+    Failed(String),
+}
+
+impl Stop {
+    fn store(doing: &str, e: StoreError) -> Stop {
+        match e {
+            StoreError::Backend(b) if b.kind == FailureKind::Stopped => Stop::Paused,
+            e => Stop::Failed(format!("{doing}: {e}")),
+        }
+    }
+}
+
+/// Consecutive passing failures ([`passing`]) a job waits out (about 25 s in
+/// all) before it fails.
+const BUSY_RETRIES: u32 = 50;
+
+/// A failure that may pass: conflicts, a database out of reach.
+fn passing(e: &StoreError) -> bool {
+    match e {
+        StoreError::Busy(_) => true,
+        StoreError::Backend(b) => b.kind == FailureKind::Unavailable,
+        _ => false,
+    }
+}
+
 /// Runs job `id` to its end, from its recorded cursor.
 pub(crate) async fn run(purges: Arc<Purges>, store: Arc<dyn Store>, id: String) {
     let outcome = run_batches(&purges, store.as_ref(), &id).await;
     let finished = now_nanos() / 1_000_000_000;
     match outcome {
+        Err(Stop::Paused) => tracing::info!(id, "purge paused: the store is stopping; it resumes at the next start"),
         Ok(()) => {
             purges.update(&id, |j| {
                 j.state = JobState::Done;
@@ -239,7 +272,7 @@ pub(crate) async fn run(purges: Arc<Purges>, store: Arc<dyn Store>, id: String) 
                 );
             }
         }
-        Err(e) => {
+        Err(Stop::Failed(e)) => {
             tracing::warn!(id, error = %e, "purge failed");
             purges.update(&id, |j| {
                 j.state = JobState::Failed(e);
@@ -249,10 +282,10 @@ pub(crate) async fn run(purges: Arc<Purges>, store: Arc<dyn Store>, id: String) 
     }
 }
 
-async fn run_batches(purges: &Purges, store: &dyn Store, id: &str) -> Result<(), String> {
-    let job = purges.get(id).ok_or("the job is gone")?;
+async fn run_batches(purges: &Purges, store: &dyn Store, id: &str) -> Result<(), Stop> {
+    let job = purges.get(id).ok_or_else(|| Stop::Failed("the job is gone".into()))?;
     let compiled = match job.filter_text() {
-        Some(text) => (purges.compile)(&text)?,
+        Some(text) => (purges.compile)(&text).map_err(Stop::Failed)?,
         None => Compiled {
             ranges: vec![KeyRange::all()],
             filter: None,
@@ -263,6 +296,7 @@ async fn run_batches(purges: &Purges, store: &dyn Store, id: &str) -> Result<(),
         None => compiled.ranges,
     };
     let batch = job.batch.clamp(1, MAX_BATCH);
+    let mut busy = 0;
     while !ranges.is_empty() {
         let mut keys = Keys(Vec::new());
         let request = ScanRequest {
@@ -271,15 +305,27 @@ async fn run_batches(purges: &Purges, store: &dyn Store, id: &str) -> Result<(),
             filter: compiled.filter.clone(),
             deadline: None,
         };
-        let end = store
-            .scan_into(&job.account, &job.table, request, &mut keys)
-            .await
-            .map_err(|e| format!("scanning: {e}"))?;
-        let deleted = if keys.0.is_empty() {
-            0
-        } else {
-            delete(store, &job.account, &job.table, keys.0, compiled.filter.clone()).await?
+        let scanned = store.scan_into(&job.account, &job.table, request, &mut keys).await;
+        let (end, deleted) = match scanned {
+            Ok(end) if keys.0.is_empty() => (end, Ok(0)),
+            Ok(end) => (
+                end,
+                delete(store, &job.account, &job.table, keys.0, compiled.filter.clone()).await,
+            ),
+            Err(e) => return Err(Stop::store("scanning", e)),
         };
+        let deleted = match deleted {
+            Ok(n) => n,
+            // A shared database's conflicts, or a lost connection: the same batch
+            // again, after a pause.
+            Err(e) if busy < BUSY_RETRIES && passing(&e) => {
+                busy += 1;
+                tokio::time::sleep(std::time::Duration::from_millis(20 * u64::from(busy))).await;
+                continue;
+            }
+            Err(e) => return Err(Stop::store("deleting", e)),
+        };
+        busy = 0;
         let next = end.next.map(|k| k.as_bytes().to_vec());
         purges.update(id, |j| {
             j.deleted += deleted;
@@ -300,7 +346,7 @@ async fn delete(
     table: &str,
     keys: Vec<EntityKey>,
     filter: Option<RowFilter>,
-) -> Result<u64, String> {
+) -> Result<u64, StoreError> {
     let seen = keys.clone();
     write_with(store, account, table, keys, Expect::Any, move |current| {
         let mut n = 0u64;
@@ -318,7 +364,6 @@ async fn delete(
         (mutations, n)
     })
     .await
-    .map_err(|e| format!("deleting: {e}"))
 }
 
 /// The keys a scan finds.
