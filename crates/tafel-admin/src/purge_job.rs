@@ -306,24 +306,24 @@ async fn run_batches(purges: &Purges, store: &dyn Store, id: &str) -> Result<(),
             deadline: None,
         };
         let scanned = store.scan_into(&job.account, &job.table, request, &mut keys).await;
-        let (end, deleted) = match scanned {
-            Ok(end) if keys.0.is_empty() => (end, Ok(0)),
-            Ok(end) => (
-                end,
-                delete(store, &job.account, &job.table, keys.0, compiled.filter.clone()).await,
-            ),
-            Err(e) => return Err(Stop::store("scanning", e)),
+        let done = match scanned {
+            Ok(end) if keys.0.is_empty() => Ok((end, 0)),
+            Ok(end) => delete(store, &job.account, &job.table, keys.0, compiled.filter.clone())
+                .await
+                .map(|n| (end, n))
+                .map_err(|e| ("deleting", e)),
+            Err(e) => Err(("scanning", e)),
         };
-        let deleted = match deleted {
-            Ok(n) => n,
+        let (end, deleted) = match done {
+            Ok(done) => done,
             // A shared database's conflicts, or a lost connection: the same batch
             // again, after a pause.
-            Err(e) if busy < BUSY_RETRIES && passing(&e) => {
+            Err((_, e)) if busy < BUSY_RETRIES && passing(&e) => {
                 busy += 1;
                 tokio::time::sleep(std::time::Duration::from_millis(20 * u64::from(busy))).await;
                 continue;
             }
-            Err(e) => return Err(Stop::store("deleting", e)),
+            Err((doing, e)) => return Err(Stop::store(doing, e)),
         };
         busy = 0;
         let next = end.next.map(|k| k.as_bytes().to_vec());
