@@ -14,7 +14,15 @@ import pytest
 import requests
 from azure.data.tables import TableServiceClient
 
-from conftest import ACCOUNT, TafelServer, tafel_binary, unique_table_name
+from conftest import (
+    ACCOUNT,
+    TafelServer,
+    create_postgres_database,
+    free_port,
+    postgres_only,
+    tafel_binary,
+    unique_table_name,
+)
 
 
 @pytest.fixture(scope="module")
@@ -224,10 +232,10 @@ def test_a_purge_stopped_mid_job_resumes_on_restart(_workdir, stop):
             s.kill9()
         else:
             assert s.stop() == 0
-        # It was mid-job when stopped: its record says running, with part deleted.
-        record = json.loads((s.data_dir / "purge-jobs" / f"{job_id}.json").read_text())
-        assert record["state"] == "running" and 50 <= record["deleted"] < 3000, record
         s.start()
+        # Its record is in the store: the restarted server knows the job, mid-way.
+        record = job(s, job_id)
+        assert record["state"] in ("running", "done") and record["deleted"] >= 50, record
         deadline = time.monotonic() + 120
         while job(s, job_id)["state"] == "running" and time.monotonic() < deadline:
             time.sleep(0.1)
@@ -240,3 +248,44 @@ def test_a_purge_stopped_mid_job_resumes_on_restart(_workdir, stop):
         assert 2999 <= done["deleted"] <= 3000, done
     finally:
         s.kill9()
+
+
+@postgres_only
+def test_a_purge_whose_node_is_killed_is_finished_by_another_node(_workdir):
+    """Job records live in the database: node B sees node A's job and, once A stops
+    renewing its claim (kill -9), takes it over from A's last recorded position."""
+    database = create_postgres_database()
+    nodes = []
+    for name in "ab":
+        tag = f"{name}-{uuid.uuid4().hex[:6]}"
+        n = TafelServer(_workdir / f"purgenode-{tag}", _workdir / f"purgenode-{tag}.log", port=free_port())
+        n.database_url = database
+        n.start()
+        nodes.append(n)
+    a, b = nodes
+    try:
+        table = unique_table_name("purgenode")
+        with TableServiceClient.from_connection_string(a.conn_str) as svc:
+            fill(svc, table, "pq", 1500).create_entity({"PartitionKey": "keep", "RowKey": "1", "n": -1})
+        r = start(a, table, {"filter": "n ge 0", "batch": 1})
+        assert r.status_code == 202, r.text
+        job_id = r.json()["id"]
+        deadline = time.monotonic() + 30
+        while job(a, job_id)["deleted"] < 50 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        # B sees A's job while A runs it, and does not run it too.
+        seen = job(b, job_id)
+        assert seen["state"] == "running" and seen["deleted"] >= 50, seen
+        a.kill9()
+        deadline = time.monotonic() + 120
+        while job(b, job_id)["state"] == "running" and time.monotonic() < deadline:
+            time.sleep(0.2)
+        done = job(b, job_id)
+        assert done["state"] == "done", done
+        assert count(b, table) == 1 and stats(b, table)["entities"] == 1
+        with TableServiceClient.from_connection_string(b.conn_str) as svc:
+            assert keys(svc.get_table_client(table)) == {("keep", "1")}
+        assert 2999 <= done["deleted"] <= 3000, done
+    finally:
+        for n in nodes:
+            n.kill9()

@@ -99,14 +99,11 @@ impl AdminState {
         self
     }
 
-    /// Serves purge jobs, and resumes those a stop interrupted (on the
-    /// current Tokio runtime).
+    /// Serves purge jobs, and resumes those a stop interrupted or another
+    /// node left (on the current Tokio runtime).
     pub fn with_purge(mut self, purges: crate::purge_job::Purges) -> Self {
         let purges = Arc::new(purges);
-        for id in purges.running() {
-            tracing::info!(id, "resuming a purge");
-            tokio::spawn(crate::purge_job::run(purges.clone(), self.store.clone(), id));
-        }
+        tokio::spawn(crate::purge_job::watch(purges.clone()));
         self.purge = Some(purges);
         self
     }

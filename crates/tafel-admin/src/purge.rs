@@ -48,17 +48,28 @@ pub(crate) async fn route(state: &AdminState, req: hyper::Request<hyper::body::I
             };
             start(state, account, table, &body).await
         }
-        ["purge-jobs"] if get => {
-            let jobs: Vec<Value> = state
-                .purge
-                .as_ref()
-                .map_or_else(Vec::new, |p| p.all().iter().map(Job::to_json).collect());
-            json_response(StatusCode::OK, &json!({ "jobs": jobs }))
-        }
-        ["purge-jobs", id] if get => match state.purge.as_ref().and_then(|p| p.get(id)) {
-            Some(job) => json_response(StatusCode::OK, &job.to_json()),
-            None => error(StatusCode::NOT_FOUND, "JobNotFound", format!("no purge job {id:?}")),
+        ["purge-jobs"] if get => match state.purge.as_ref() {
+            None => json_response(StatusCode::OK, &json!({ "jobs": [] })),
+            Some(p) => match p.all().await {
+                Ok(jobs) => {
+                    let jobs: Vec<Value> = jobs.iter().map(Job::to_json).collect();
+                    json_response(StatusCode::OK, &json!({ "jobs": jobs }))
+                }
+                Err(e) => store_failure(&e, "listing purge jobs", e.to_string()),
+            },
         },
+        ["purge-jobs", id] => {
+            let found = match state.purge.as_ref() {
+                None => Ok(None),
+                Some(p) => p.get(id).await,
+            };
+            match found {
+                Ok(Some(job)) if get => json_response(StatusCode::OK, &job.to_json()),
+                Ok(_) if get => error(StatusCode::NOT_FOUND, "JobNotFound", format!("no purge job {id:?}")),
+                Err(e) if get => store_failure(&e, "reading a purge job", e.to_string()),
+                _ => not_allowed("GET"),
+            }
+        }
         _ => not_allowed("GET"),
     }
 }
@@ -142,16 +153,16 @@ async fn start(state: &AdminState, account: &str, table: &str, body: &Bytes) -> 
             return bad("InvalidFilter", format!("the filter does not parse: {e}"));
         }
     }
-    let id = match purges.add(job) {
+    let id = match purges.add(job).await {
         Ok(id) => id,
-        Err(e) => {
-            tracing::error!(error = %e, "could not start a purge");
-            return error(StatusCode::INTERNAL_SERVER_ERROR, "InternalError", e);
-        }
+        Err(e) => return store_failure(&e, "starting a purge", e.to_string()),
     };
     tracing::info!(id, account, "purge started");
-    tokio::spawn(purge_job::run(purges.clone(), state.store.clone(), id.clone()));
-    let body = purges.get(&id).map_or_else(|| json!({"id": id}), |j| j.to_json());
+    let body = match purge_job::start(purges, &id).await {
+        Ok(Some(job)) => job.to_json(),
+        Ok(None) => json!({"id": id}),
+        Err(e) => return store_failure(&e, "starting a purge", e.to_string()),
+    };
     let mut r = json_response(StatusCode::ACCEPTED, &body);
     if let Ok(v) = http::HeaderValue::from_str(&format!("/purge-jobs/{id}")) {
         r.headers_mut().insert(header::LOCATION, v);

@@ -1,7 +1,7 @@
 //! Purge jobs: what one is (a table, a filter, how far it got), how it runs
 //! (scan a batch of matching keys, delete them in one write, move on) and how
-//! it survives a crash (its record, rewritten after every batch, in a file of
-//! the data directory that a restarted server reads to resume it).
+//! it survives a crash (its record, rewritten after every batch, in the store:
+//! any node sharing the store resumes it once its node stops renewing its claim).
 //!
 //! Invariants: every delete goes through `Store::write_entities`, so counters
 //! and the change feed follow it in the same commit as any user delete; a
@@ -13,9 +13,8 @@
 
 use std::collections::BTreeMap;
 use std::ops::ControlFlow;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
 use tafel_store::{
@@ -128,104 +127,150 @@ impl Job {
     }
 }
 
-/// Every purge job this server knows, and where their records live.
+/// The record kind purge jobs are kept under in the store.
+const KIND: &str = "purge";
+/// How long a node's claim on a job lasts unless renewed (each batch renews
+/// it); after that, another node takes the job over.
+const LEASE: Duration = Duration::from_secs(10);
+/// How often a node looks for running jobs nobody works (a stopped node's).
+const RESCAN: Duration = Duration::from_secs(2);
+
+/// Purge jobs: their records live in the store (`Store::put_record`), so any
+/// node sharing it sees every job and can resume one whose node stopped.
 pub struct Purges {
     pub(crate) compile: FilterCompiler,
-    /// `None`: jobs are not recorded (an in-memory store), so not resumed.
-    dir: Option<PathBuf>,
-    jobs: Mutex<BTreeMap<String, Job>>,
+    store: Arc<dyn Store>,
+    /// This node's name in job claims.
+    owner: String,
+    /// Jobs this node runs now, each with its latest record.
+    active: Mutex<BTreeMap<String, Job>>,
 }
 
 impl Purges {
-    /// Reads the jobs recorded in `dir` (those a crash interrupted are resumed
-    /// by `AdminState::with_purge`).
-    pub fn new(compile: FilterCompiler, dir: Option<PathBuf>) -> Self {
-        let mut jobs = BTreeMap::new();
-        if let Some(entries) = dir.as_ref().and_then(|d| std::fs::read_dir(d).ok()) {
-            for entry in entries.flatten() {
-                let path = entry.path();
-                if path.extension().is_none_or(|e| e != "json") {
-                    continue;
-                }
-                let job = std::fs::read(&path)
-                    .ok()
-                    .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
-                    .and_then(|v| Job::from_json(&v));
-                match job {
-                    Some(job) => {
-                        jobs.insert(job.id.clone(), job);
-                    }
-                    None => tracing::warn!(path = %path.display(), "unreadable purge job record skipped"),
-                }
-            }
-        }
+    pub fn new(compile: FilterCompiler, store: Arc<dyn Store>) -> Self {
         Purges {
             compile,
-            dir,
-            jobs: Mutex::new(jobs),
+            store,
+            owner: format!("{}-{:x}", std::process::id(), now_nanos()),
+            active: Mutex::new(BTreeMap::new()),
         }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Job>> {
-        self.jobs.lock().unwrap_or_else(PoisonError::into_inner)
+        self.active.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    pub(crate) fn get(&self, id: &str) -> Option<Job> {
-        self.lock().get(id).cloned()
+    pub(crate) async fn get(&self, id: &str) -> Result<Option<Job>, StoreError> {
+        let record = self.store.get_record(KIND, id).await?;
+        Ok(record.as_deref().and_then(parse))
     }
 
-    pub(crate) fn all(&self) -> Vec<Job> {
-        self.lock().values().cloned().collect()
+    pub(crate) async fn all(&self) -> Result<Vec<Job>, StoreError> {
+        let records = self.store.list_records(KIND).await?;
+        Ok(records.iter().filter_map(|(_, v)| parse(v)).collect())
     }
 
-    pub(crate) fn running(&self) -> Vec<String> {
-        self.lock()
-            .values()
-            .filter(|j| j.state == JobState::Running)
-            .map(|j| j.id.clone())
-            .collect()
+    /// Records a new job, claimed by this node; its id.
+    pub(crate) async fn add(&self, mut job: Job) -> Result<String, StoreError> {
+        job.id = format!("{:016x}", now_nanos());
+        self.save(&job).await?;
+        self.store.claim_record(KIND, &job.id, &self.owner, LEASE).await?;
+        Ok(job.id)
     }
 
-    /// Records a new job; its id.
-    pub(crate) fn add(&self, mut job: Job) -> Result<String, String> {
-        let mut jobs = self.lock();
-        let mut n = now_nanos();
-        while jobs.contains_key(&format!("{n:016x}")) {
-            n += 1;
+    /// Takes job `id` (its latest record) for this node to run, unless this
+    /// node runs it already or another node's claim on it still holds.
+    async fn take(&self, id: &str) -> Result<Option<Job>, StoreError> {
+        if self.lock().contains_key(id) {
+            return Ok(None);
         }
-        job.id = format!("{n:016x}");
-        self.save(&job)?;
-        let id = job.id.clone();
-        jobs.insert(id.clone(), job);
-        Ok(id)
+        if !self.store.claim_record(KIND, id, &self.owner, LEASE).await? {
+            return Ok(None);
+        }
+        let Some(job) = self.get(id).await?.filter(|j| j.state == JobState::Running) else {
+            return Ok(None);
+        };
+        let mut active = self.lock();
+        if active.contains_key(id) {
+            return Ok(None);
+        }
+        active.insert(id.to_owned(), job.clone());
+        Ok(Some(job))
     }
 
-    /// Changes job `id` with `f` and records it.
-    fn update(&self, id: &str, f: impl FnOnce(&mut Job)) {
-        let mut jobs = self.lock();
-        let Some(job) = jobs.get_mut(id) else { return };
-        f(job);
-        if let Err(e) = self.save(job) {
+    /// Renews this node's claim on job `id`: false once another node has it.
+    async fn renew(&self, id: &str) -> Result<bool, StoreError> {
+        self.store.claim_record(KIND, id, &self.owner, LEASE).await
+    }
+
+    /// Changes running job `id` with `f` and records it.
+    async fn update(&self, id: &str, f: impl FnOnce(&mut Job)) {
+        let job = {
+            let mut active = self.lock();
+            let Some(job) = active.get_mut(id) else { return };
+            f(job);
+            job.clone()
+        };
+        if let Err(e) = self.save(&job).await {
             tracing::warn!(id, error = %e, "could not record a purge job's progress");
         }
     }
 
-    fn save(&self, job: &Job) -> Result<(), String> {
-        let Some(dir) = &self.dir else { return Ok(()) };
-        let write = || -> std::io::Result<()> {
-            std::fs::create_dir_all(dir)?;
-            let tmp = dir.join(format!("{}.json.tmp", job.id));
-            std::fs::write(&tmp, job.to_json().to_string())?;
-            std::fs::rename(&tmp, dir.join(format!("{}.json", job.id)))
-        };
-        write().map_err(|e| format!("recording the job in {}: {e}", dir.display()))
+    async fn save(&self, job: &Job) -> Result<(), StoreError> {
+        let bytes = job.to_json().to_string().into_bytes();
+        self.store.put_record(KIND, &job.id, bytes).await
     }
+}
+
+fn parse(bytes: &[u8]) -> Option<Job> {
+    let job = serde_json::from_slice::<Value>(bytes)
+        .ok()
+        .and_then(|v| Job::from_json(&v));
+    if job.is_none() {
+        tracing::warn!("unreadable purge job record skipped");
+    }
+    job
+}
+
+/// Runs, until the store stops, every running job no node works: at start
+/// those a stop interrupted, later those of a node that stopped renewing.
+pub(crate) async fn watch(purges: Arc<Purges>) {
+    loop {
+        match purges.all().await {
+            Ok(jobs) => {
+                for job in jobs.into_iter().filter(|j| j.state == JobState::Running) {
+                    match purges.take(&job.id).await {
+                        Ok(Some(job)) => {
+                            tracing::info!(id = job.id, "resuming a purge");
+                            tokio::spawn(run(purges.clone(), job));
+                        }
+                        Ok(None) => {}
+                        Err(e) => tracing::warn!(id = job.id, error = %e, "could not claim a purge job"),
+                    }
+                }
+            }
+            Err(StoreError::Backend(b)) if b.kind == FailureKind::Stopped => return,
+            Err(e) => tracing::warn!(error = %e, "could not list purge jobs"),
+        }
+        tokio::time::sleep(RESCAN).await;
+    }
+}
+
+/// Starts new job `id`, which [`Purges::add`] claimed for this node.
+pub(crate) async fn start(purges: Arc<Purges>, id: &str) -> Result<Option<Job>, StoreError> {
+    let job = purges.take(id).await?;
+    if let Some(job) = &job {
+        tokio::spawn(run(purges.clone(), job.clone()));
+    }
+    Ok(job)
 }
 
 /// Why a job stopped before its end.
 enum Stop {
     /// The store is shutting down: the job stays `running`, to resume at the next start.
     Paused,
+    /// Another node took the job over (this one had stopped renewing its claim).
+    Lost,
     Failed(String),
 }
 
@@ -251,18 +296,22 @@ fn passing(e: &StoreError) -> bool {
     }
 }
 
-/// Runs job `id` to its end, from its recorded cursor.
-pub(crate) async fn run(purges: Arc<Purges>, store: Arc<dyn Store>, id: String) {
-    let outcome = run_batches(&purges, store.as_ref(), &id).await;
+/// Runs `job` to its end, from its recorded cursor, while this node holds it.
+async fn run(purges: Arc<Purges>, job: Job) {
+    let id = job.id.clone();
+    let outcome = run_batches(&purges, &job).await;
     let finished = now_nanos() / 1_000_000_000;
     match outcome {
         Err(Stop::Paused) => tracing::info!(id, "purge paused: the store is stopping; it resumes at the next start"),
+        Err(Stop::Lost) => tracing::info!(id, "purge taken over by another node"),
         Ok(()) => {
-            purges.update(&id, |j| {
-                j.state = JobState::Done;
-                j.finished = Some(finished);
-            });
-            if let Some(j) = purges.get(&id) {
+            purges
+                .update(&id, |j| {
+                    j.state = JobState::Done;
+                    j.finished = Some(finished);
+                })
+                .await;
+            if let Some(j) = purges.lock().get(&id) {
                 tracing::info!(
                     id,
                     account = j.account,
@@ -274,16 +323,19 @@ pub(crate) async fn run(purges: Arc<Purges>, store: Arc<dyn Store>, id: String) 
         }
         Err(Stop::Failed(e)) => {
             tracing::warn!(id, error = %e, "purge failed");
-            purges.update(&id, |j| {
-                j.state = JobState::Failed(e);
-                j.finished = Some(finished);
-            });
+            purges
+                .update(&id, |j| {
+                    j.state = JobState::Failed(e);
+                    j.finished = Some(finished);
+                })
+                .await;
         }
     }
+    purges.lock().remove(&id);
 }
 
-async fn run_batches(purges: &Purges, store: &dyn Store, id: &str) -> Result<(), Stop> {
-    let job = purges.get(id).ok_or_else(|| Stop::Failed("the job is gone".into()))?;
+async fn run_batches(purges: &Purges, job: &Job) -> Result<(), Stop> {
+    let (store, id) = (purges.store.as_ref(), job.id.as_str());
     let compiled = match job.filter_text() {
         Some(text) => (purges.compile)(&text).map_err(Stop::Failed)?,
         None => Compiled {
@@ -298,6 +350,16 @@ async fn run_batches(purges: &Purges, store: &dyn Store, id: &str) -> Result<(),
     let batch = job.batch.clamp(1, MAX_BATCH);
     let mut busy = 0;
     while !ranges.is_empty() {
+        match purges.renew(id).await {
+            Ok(true) => {}
+            Ok(false) => return Err(Stop::Lost),
+            Err(e) if passing(&e) && busy < BUSY_RETRIES => {
+                busy += 1;
+                tokio::time::sleep(Duration::from_millis(20 * u64::from(busy))).await;
+                continue;
+            }
+            Err(e) => return Err(Stop::store("claiming the job", e)),
+        }
         let mut keys = Keys(Vec::new());
         let request = ScanRequest {
             ranges: ranges.clone(),
@@ -320,17 +382,19 @@ async fn run_batches(purges: &Purges, store: &dyn Store, id: &str) -> Result<(),
             // again, after a pause.
             Err((_, e)) if busy < BUSY_RETRIES && passing(&e) => {
                 busy += 1;
-                tokio::time::sleep(std::time::Duration::from_millis(20 * u64::from(busy))).await;
+                tokio::time::sleep(Duration::from_millis(20 * u64::from(busy))).await;
                 continue;
             }
             Err((doing, e)) => return Err(Stop::store(doing, e)),
         };
         busy = 0;
         let next = end.next.map(|k| k.as_bytes().to_vec());
-        purges.update(id, |j| {
-            j.deleted += deleted;
-            j.cursor.clone_from(&next);
-        });
+        purges
+            .update(id, |j| {
+                j.deleted += deleted;
+                j.cursor.clone_from(&next);
+            })
+            .await;
         match next {
             Some(next) => ranges = resume_ranges(ranges, &next),
             None => break,

@@ -469,10 +469,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 args.admin_token.clone().filter(|t| !t.is_empty()),
                 backend,
             )
-            .with_purge(admin::purge_job::Purges::new(
-                purge::filter_compiler(),
-                (!args.in_memory).then(|| args.store.data_dir.join("purge-jobs")),
-            ));
+            .with_purge(admin::purge_job::Purges::new(purge::filter_compiler(), store.clone()));
             if let Some(at) = explorer {
                 let endpoint = format!("{scheme}://{}", listeners::reachable(listener.local_addr()?));
                 admin_state = admin_state.with_explorer(state.clone(), endpoint);

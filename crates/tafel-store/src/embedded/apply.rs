@@ -52,6 +52,9 @@ impl Writer<'_, '_> {
                     .insert(Tree::Meta, key.as_bytes(), &seal(key.as_bytes(), &value));
                 Pending::Unit(reply, r)
             }
+            Job::SetRecord { key, value, reply } => {
+                Pending::Unit(reply, super::records::apply(&mut self.tx, &key, value))
+            }
             Job::Write {
                 account,
                 table,

@@ -40,6 +40,7 @@ mod feed_restore;
 #[cfg(test)]
 mod feed_tests;
 mod index;
+mod records;
 mod savepoints;
 #[cfg(test)]
 mod savepoints_tests;
@@ -132,6 +133,12 @@ enum Job {
     SetProps {
         account: String,
         value: Vec<u8>,
+        reply: Reply<()>,
+    },
+    /// Writes (or with `None` removes) an operator record (`records.rs`).
+    SetRecord {
+        key: String,
+        value: Option<Vec<u8>>,
         reply: Reply<()>,
     },
     Write {
@@ -398,6 +405,34 @@ impl Store for EmbeddedStore {
     async fn set_service_properties(&self, account: &str, value: Vec<u8>) -> Result<(), StoreError> {
         let account = account.to_owned();
         self.submit(|reply| Job::SetProps { account, value, reply }).await
+    }
+
+    async fn put_record(&self, kind: &str, id: &str, value: Vec<u8>) -> Result<(), StoreError> {
+        let key = records::key(kind, id);
+        self.submit(|reply| Job::SetRecord {
+            key,
+            value: Some(value),
+            reply,
+        })
+        .await
+    }
+
+    async fn get_record(&self, kind: &str, id: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        records::get(&self.opening()?.view(), kind, id)
+    }
+
+    async fn list_records(&self, kind: &str) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
+        records::list(&self.opening()?.view(), kind)
+    }
+
+    async fn delete_record(&self, kind: &str, id: &str) -> Result<(), StoreError> {
+        let key = records::key(kind, id);
+        self.submit(|reply| Job::SetRecord {
+            key,
+            value: None,
+            reply,
+        })
+        .await
     }
 
     async fn ready(&self) -> Result<(), NotReady> {
