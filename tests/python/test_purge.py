@@ -16,6 +16,7 @@ from azure.data.tables import TableServiceClient
 
 from conftest import (
     ACCOUNT,
+    BACKEND,
     TafelServer,
     create_postgres_database,
     free_port,
@@ -88,16 +89,20 @@ def keys(tc) -> set:
     return {(e["PartitionKey"], e["RowKey"]) for e in tc.list_entities()}
 
 
-def feed_deletes(s, table: str, after: str) -> list:
+def feed(s, table: str, after: str) -> list:
     out = []
     while True:
         r = s.raw.get("/$changes", query={"after": after, "table": table}, accept=None)
         assert r.status_code == 200, r.text
         lines = [json.loads(line) for line in r.text.splitlines() if line]
         if not lines:
-            return [c for c in out if c["op"] == "delete"]
+            return out
         out += lines
         after = r.headers["x-tafel-next-after"]
+
+
+def feed_deletes(s, table: str, after: str) -> list:
+    return [c for c in feed(s, table, after) if c["op"] == "delete"]
 
 
 def feed_head(s) -> str:
@@ -131,15 +136,22 @@ def test_purge_by_filter_partition_both_and_all_leaves_exactly_the_rest(srv):
         assert st["entities"] == 389 and 0 < st["bytes"] < full_bytes
         # Nothing matches: a job that deletes nothing.
         assert purge(srv, name, {"filter": "n gt 100000"})["deleted"] == 0
-        # No filter, no partition: the whole table.
-        j = purge(srv, name)
-        assert j["deleted"] == 389 and keys(tc) == set() and count(srv, name) == 0
+        # No filter, no partition: the whole table, emptied at once (done in the answer).
+        r = start(srv, name)
+        assert r.status_code == 202, r.text
+        j = r.json()
+        assert j["state"] == "done" and j["deleted"] == 389, j
+        assert count(srv, name) == 0 and keys(tc) == set()
         st = stats(srv, name)
         assert (st["entities"], st["bytes"]) == (0, 0)
-        # Every purged entity is a delete in the change feed, once.
-        deletes = feed_deletes(srv, name, head)
-        assert len(deletes) == 750
-        assert len({(c["PartitionKey"], c["RowKey"]) for c in deletes}) == 750
+        # Every entity purged by filter is a delete in the change feed, once; the
+        # truncate is one change of its own.
+        changes = feed(srv, name, head)
+        deletes = [c for c in changes if c["op"] == "delete"]
+        assert len(deletes) == 361
+        assert len({(c["PartitionKey"], c["RowKey"]) for c in deletes}) == 361
+        assert [c["op"] for c in changes][-1] == "truncateTable"
+        assert [c["op"] for c in changes].count("truncateTable") == 1
         # The table is still there and writable.
         tc.create_entity({"PartitionKey": "a", "RowKey": "again", "n": 1})
         assert count(srv, name) == 1
@@ -289,3 +301,35 @@ def test_a_purge_whose_node_is_killed_is_finished_by_another_node(_workdir):
     finally:
         for n in nodes:
             n.kill9()
+
+
+def test_a_whole_table_truncate_is_one_change_and_leaves_the_table_usable(srv):
+    """Through the SDK: 2,000 entities gone in one commit, the table kept (writable,
+    counted from zero), one truncateTable in the feed, and no delete."""
+    name = unique_table_name("purgetrunc")
+    with TableServiceClient.from_connection_string(srv.conn_str) as svc:
+        tc = fill(svc, name, "abcd", 500)
+        head = feed_head(srv)
+        j = purge(srv, name)
+        assert j["deleted"] == 2000 and j["filter"] is None and j["partition"] is None, j
+        assert count(srv, name) == 0 and keys(tc) == set()
+        assert [c["op"] for c in feed(srv, name, head)] == ["truncateTable"]
+        tc.create_entity({"PartitionKey": "a", "RowKey": "00001", "n": 7})
+        assert keys(tc) == {("a", "00001")} and count(srv, name) == 1
+        assert stats(srv, name)["entities"] == 1
+
+
+@pytest.mark.skipif(BACKEND == "postgres", reason="indexes are built on the embedded store only")
+def test_a_truncate_takes_the_index_entries_and_keeps_the_index(srv):
+    name = unique_table_name("purgeidx")
+    with TableServiceClient.from_connection_string(srv.conn_str) as svc:
+        tc = fill(svc, name, "ab", 100)
+        url = f"{srv.admin_url}/accounts/{ACCOUNT}/tables/{name}/indexes/n"
+        assert requests.put(url, timeout=60).status_code == 201
+        assert purge(srv, name)["deleted"] == 200
+        r = srv.raw.request("GET", f"/{name}()", query={"$filter": "n eq 5"})
+        assert r.status_code == 200 and r.headers["x-tafel-query-plan"] == "index:n", r.headers
+        assert r.json()["value"] == []
+        tc.create_entity({"PartitionKey": "c", "RowKey": "x", "n": 5})
+        r = srv.raw.request("GET", f"/{name}()", query={"$filter": "n eq 5"})
+        assert [(e["PartitionKey"], e["RowKey"]) for e in r.json()["value"]] == [("c", "x")]

@@ -153,12 +153,36 @@ async fn start(state: &AdminState, account: &str, table: &str, body: &Bytes) -> 
             return bad("InvalidFilter", format!("the filter does not parse: {e}"));
         }
     }
+    // Neither filter nor partition: the whole table, emptied at once.
+    let mut job = job;
+    if job.filter.is_none() && job.partition.is_none() {
+        match state.store.truncate_table(account, &job.table).await {
+            Ok(Some(n)) => {
+                job.deleted = n;
+                job.state = JobState::Done;
+                job.finished = Some(purge_job::now_secs());
+            }
+            Ok(None) => {
+                return error(
+                    StatusCode::NOT_FOUND,
+                    "TableNotFound",
+                    format!("account {account:?} has no table named {:?}", job.table),
+                )
+            }
+            Err(e) => return store_failure(&e, "truncating a table", e.to_string()),
+        }
+    }
+    let done = job.state == JobState::Done;
     let id = match purges.add(job).await {
         Ok(id) => id,
         Err(e) => return store_failure(&e, "starting a purge", e.to_string()),
     };
     tracing::info!(id, account, "purge started");
-    let body = match purge_job::start(purges, &id).await {
+    let started = match done {
+        true => purges.get(&id).await,
+        false => purge_job::start(purges, &id).await,
+    };
+    let body = match started {
         Ok(Some(job)) => job.to_json(),
         Ok(None) => json!({"id": id}),
         Err(e) => return store_failure(&e, "starting a purge", e.to_string()),

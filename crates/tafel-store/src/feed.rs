@@ -50,6 +50,9 @@ pub enum ChangeOp {
     Delete = 3,
     CreateTable = 4,
     DeleteTable = 5,
+    /// Every entity of the table went at once (a whole-table purge): one
+    /// change, no key, in place of a delete per entity.
+    TruncateTable = 6,
 }
 
 impl ChangeOp {
@@ -62,6 +65,7 @@ impl ChangeOp {
             3 => ChangeOp::Delete,
             4 => ChangeOp::CreateTable,
             5 => ChangeOp::DeleteTable,
+            6 => ChangeOp::TruncateTable,
             _ => return None,
         })
     }
@@ -75,6 +79,7 @@ impl ChangeOp {
             ChangeOp::Delete => "delete",
             ChangeOp::CreateTable => "createTable",
             ChangeOp::DeleteTable => "deleteTable",
+            ChangeOp::TruncateTable => "truncateTable",
         }
     }
 }

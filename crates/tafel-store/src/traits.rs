@@ -250,6 +250,12 @@ pub trait Store: Send + Sync + 'static {
     async fn get_service_properties(&self, account: &str) -> Result<Option<Vec<u8>>, StoreError>;
     async fn set_service_properties(&self, account: &str, value: Vec<u8>) -> Result<(), StoreError>;
 
+    /// Deletes every entity of a table at once, in one commit: its counters
+    /// read 0, its index entries go (its indexes stay), and the change feed
+    /// gets one `truncateTable` change. How many entities went; `None` when
+    /// there is no such table.
+    async fn truncate_table(&self, account: &str, table: &str) -> Result<Option<u64>, StoreError>;
+
     /// Operator records (purge jobs and the like): small values under a kind
     /// and an id, durable like any write and seen by every node sharing the
     /// store, so that no node's local disk holds state another must resume.

@@ -135,6 +135,12 @@ enum Job {
         value: Vec<u8>,
         reply: Reply<()>,
     },
+    /// Empties a table at once (`apply.rs`).
+    Truncate {
+        account: String,
+        table: String,
+        reply: Reply<Option<u64>>,
+    },
     /// Writes (or with `None` removes) an operator record (`records.rs`).
     SetRecord {
         key: String,
@@ -405,6 +411,11 @@ impl Store for EmbeddedStore {
     async fn set_service_properties(&self, account: &str, value: Vec<u8>) -> Result<(), StoreError> {
         let account = account.to_owned();
         self.submit(|reply| Job::SetProps { account, value, reply }).await
+    }
+
+    async fn truncate_table(&self, account: &str, table: &str) -> Result<Option<u64>, StoreError> {
+        let (account, table) = (account.to_owned(), table.to_owned());
+        self.submit(|reply| Job::Truncate { account, table, reply }).await
     }
 
     async fn put_record(&self, kind: &str, id: &str, value: Vec<u8>) -> Result<(), StoreError> {

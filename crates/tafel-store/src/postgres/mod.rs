@@ -464,6 +464,11 @@ impl Store for PostgresStore {
         .await
     }
 
+    async fn truncate_table(&self, account: &str, table: &str) -> Result<Option<u64>, StoreError> {
+        self.retry("truncate a table", || self.truncate_once(account, table))
+            .await
+    }
+
     async fn put_record(&self, kind: &str, id: &str, value: Vec<u8>) -> Result<(), StoreError> {
         self.retry("put a record", || self.put_record_once(kind, id, &value))
             .await

@@ -58,3 +58,40 @@ async fn one_owner_holds_a_record_until_its_lease_expires() {
     assert!(!a.claim_record(&kind, "j", "a", lease).await.unwrap());
     assert_eq!(b.get_record(&kind, "j").await.unwrap(), Some(b"job, later".to_vec()));
 }
+
+async fn truncate(store: &dyn Store, account: &str) {
+    store.create_table(account, "Trunc").await.unwrap();
+    for i in 0..30 {
+        put(
+            store,
+            account,
+            "Trunc",
+            &format!("p{}", i % 3),
+            &format!("r{i:02}"),
+            b"value",
+        )
+        .await;
+    }
+    assert_eq!(store.truncate_table(account, "trunc").await.unwrap(), Some(30));
+    assert_eq!(store.count_entities(account, "Trunc").await.unwrap(), 0);
+    let stats = store
+        .table_stats(account, "Trunc")
+        .await
+        .unwrap()
+        .expect("the table stays");
+    assert_eq!((stats.entities, stats.bytes), (0, 0));
+    put(store, account, "Trunc", "p", "again", b"v").await;
+    assert_eq!(store.count_entities(account, "Trunc").await.unwrap(), 1);
+    assert_eq!(store.truncate_table(account, "Trunc").await.unwrap(), Some(1));
+    assert_eq!(store.truncate_table(account, "missing").await.unwrap(), None);
+}
+
+#[tokio::test]
+#[ignore = "needs PostgreSQL: run under scripts/with-postgres with -- --include-ignored"]
+async fn a_truncate_empties_a_table_and_its_counters_on_both_backends() {
+    truncate(&pg(&url()).await, &account()).await;
+    let (store, dir) = embedded();
+    truncate(&store, &account()).await;
+    store.shutdown().await.unwrap();
+    let _ = std::fs::remove_dir_all(dir);
+}
