@@ -17,10 +17,11 @@ import uuid
 from datetime import datetime, timedelta, timezone
 
 import pytest
+import requests
 from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
 from azure.data.tables import EdmType, EntityProperty, TableServiceClient, UpdateMode
 
-from conftest import TafelServer, tafel_binary, unique_table_name
+from conftest import ACCOUNT, TafelServer, tafel_binary, unique_table_name
 from edge_data import INT64_MAX, INT64_MIN, edge_entities, table_of
 
 
@@ -224,6 +225,31 @@ def test_copy_follow_applies_table_deletion_and_recreation(servers, tmp_path):
         wait_for(lambda: int(state(checkpoint).get("after", 0)) >= final, "the copy to catch up")
         with TableServiceClient.from_connection_string(target.conn_str) as t:
             assert list(table_of(t, table)) == [("a", "new")]
+    finally:
+        interrupt(proc)
+
+
+def test_copy_follow_applies_a_truncate(servers, tmp_path):
+    """A whole-table purge is one truncateTable change: the follower empties its
+    target's table, and what is written after the truncate lands in it."""
+    source, target = servers["feed"], servers["target"]
+    table = unique_table_name("truncate")
+    with TableServiceClient.from_connection_string(source.conn_str) as svc:
+        tc = svc.create_table(table)
+        for i in range(20):
+            tc.create_entity({"PartitionKey": "a", "RowKey": f"{i:03}"})
+    checkpoint = tmp_path / f"copy-{table}.follow"
+    proc = start_follow(source, target, table, tmp_path)
+    try:
+        wait_for(lambda: state(checkpoint).get("copied"), "the initial copy")
+        r = requests.post(f"{source.admin_url}/accounts/{ACCOUNT}/tables/{table}/purge", timeout=30)
+        assert r.status_code == 202 and r.json()["state"] == "done", r.text
+        with TableServiceClient.from_connection_string(source.conn_str) as svc:
+            svc.get_table_client(table).create_entity({"PartitionKey": "b", "RowKey": "after"})
+        final = head(source)
+        wait_for(lambda: int(state(checkpoint).get("after", 0)) >= final, "the copy to catch up")
+        with TableServiceClient.from_connection_string(target.conn_str) as t:
+            assert list(table_of(t, table)) == [("b", "after")]
     finally:
         interrupt(proc)
 

@@ -228,6 +228,27 @@ def test_lifecycle_ttl_calls_commands_and_clock(default_server, tmp_path):
     assert r.stdout == '{"offset-seconds":86400}{"offset-seconds":0}', r.stdout
 
 
+def test_lifecycle_purge_call_and_commands(default_server, tmp_path):
+    import json
+
+    with TableServiceClient.from_connection_string(DEV_CONN) as svc:
+        orders = svc.create_table("orders")
+        for pk in ("uk", "fr"):
+            orders.submit_transaction([("create", {"PartitionKey": pk, "RowKey": f"{i:02d}", "Qty": i}) for i in range(20)])
+        r = shell(recipe("lifecycle.md", "purge-curl"), tmp_path)
+        job = json.loads(r.stdout)
+        assert job["state"] in ("running", "done") and job["partition"] == "uk", r.stdout
+        deadline = time.monotonic() + 30
+        while job["state"] == "running" and time.monotonic() < deadline:
+            time.sleep(0.05)
+            job = requests.get(f"http://127.0.0.1:10012/purge-jobs/{job['id']}", timeout=5).json()
+        assert (job["state"], job["deleted"]) == ("done", 10), job
+        assert len(list(orders.list_entities())) == 30
+        r = shell(recipe("lifecycle.md", "purge-commands"), tmp_path)
+        assert "purged 0 entities" in r.stderr + r.stdout and "purged 30 entities" in r.stderr + r.stdout, r
+        assert list(orders.list_entities()) == []
+
+
 @pytest.fixture
 def soft_delete_server(default_ports, tmp_path):
     """`tafel serve --in-memory --table-soft-delete 1h` on the default ports, as the

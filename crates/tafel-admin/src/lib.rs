@@ -3,7 +3,8 @@
 //! [`scrape`]), the fault rules in force ([`faults`]), online backups
 //! ([`backup`]), secondary indexes ([`indexes`]), instant resets for test suites ([`snapshots`]),
 //! tables' statistics ([`table_stats`]), expiry policies and the test clock
-//! (`ttl`), deleted tables kept restorable ([`deleted_tables`]), and the web
+//! (`ttl`), deleted tables kept restorable ([`deleted_tables`]), purge by filter
+//! ([`purge`], [`purge_job`]), and the web
 //! explorer ([`explorer`]), whose calls reach the Table API through tafel-http's
 //! pipeline as any client's would.
 //!
@@ -19,6 +20,8 @@ pub mod explorer;
 pub mod faults;
 mod indexes;
 pub mod listener;
+mod purge;
+pub mod purge_job;
 pub mod scrape;
 mod snapshots;
 pub mod table_stats;

@@ -14,6 +14,8 @@
 //!   ([`crate::deleted_tables`]).
 //! - `GET /stats` and `GET /accounts/NAME/tables/TABLE/stats`: tables' entities,
 //!   partitions and bytes ([`crate::table_stats`]).
+//! - `POST /accounts/NAME/tables/TABLE/purge` and `GET /purge-jobs…`: purge by
+//!   filter, as jobs that survive a restart ([`crate::purge`]).
 //! - the web explorer (`GET /` and its assets) and `/api/…`, its way to the
 //!   Table API ([`crate::explorer`]), unless turned off.
 //!
@@ -63,6 +65,8 @@ pub struct AdminState {
     /// The service, for expiry policies and the test clock (`ttl.rs`); `None`:
     /// those routes answer 503.
     pub service: Option<tafel_service::Service>,
+    /// Purge jobs; `None`: purges are refused (501).
+    pub purge: Option<Arc<crate::purge_job::Purges>>,
     /// The Table API's own URL, for links the explorer shows (a SAS URL).
     table_endpoint: String,
     started: SystemTime,
@@ -86,6 +90,7 @@ impl AdminState {
             backend,
             explorer: None,
             service: None,
+            purge: None,
             table_endpoint: String::new(),
             started: SystemTime::now(),
             was_ready: AtomicBool::new(true),
@@ -103,6 +108,15 @@ impl AdminState {
     /// Serves expiry policies and the test clock (`ttl.rs`) through `service`.
     pub fn with_service(mut self, service: tafel_service::Service) -> Self {
         self.service = Some(service);
+        self
+    }
+
+    /// Serves purge jobs, and resumes those a stop interrupted or another
+    /// node left (on the current Tokio runtime).
+    pub fn with_purge(mut self, purges: crate::purge_job::Purges) -> Self {
+        let purges = Arc::new(purges);
+        tokio::spawn(crate::purge_job::watch(purges.clone()));
+        self.purge = Some(purges);
         self
     }
 
@@ -285,6 +299,9 @@ async fn route(state: &AdminState, req: hyper::Request<hyper::body::Incoming>, p
     }
     if crate::ttl::owns(path) {
         return crate::ttl::route(state, req).await.map(Either::Left);
+    }
+    if crate::purge::owns(path) {
+        return crate::purge::route(state, req).await.map(Either::Left);
     }
     if crate::snapshots::owns(path) {
         return crate::snapshots::route(state, &req).await.map(Either::Left);

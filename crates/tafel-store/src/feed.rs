@@ -52,6 +52,9 @@ pub enum ChangeOp {
     DeleteTable = 5,
     /// A delete by expiry (TTL): `"op":"delete"` with `"reason":"expired"`.
     Expire = 6,
+    /// Every entity of the table went at once (a whole-table purge): one
+    /// change, no key, in place of a delete per entity.
+    TruncateTable = 7,
 }
 
 impl ChangeOp {
@@ -65,6 +68,7 @@ impl ChangeOp {
             4 => ChangeOp::CreateTable,
             5 => ChangeOp::DeleteTable,
             6 => ChangeOp::Expire,
+            7 => ChangeOp::TruncateTable,
             _ => return None,
         })
     }
@@ -78,6 +82,7 @@ impl ChangeOp {
             ChangeOp::Delete | ChangeOp::Expire => "delete",
             ChangeOp::CreateTable => "createTable",
             ChangeOp::DeleteTable => "deleteTable",
+            ChangeOp::TruncateTable => "truncateTable",
         }
     }
 }

@@ -254,6 +254,33 @@ pub trait Store: Send + Sync + 'static {
     async fn get_service_properties(&self, account: &str) -> Result<Option<Vec<u8>>, StoreError>;
     async fn set_service_properties(&self, account: &str, value: Vec<u8>) -> Result<(), StoreError>;
 
+    /// Deletes every entity of a table at once, in one commit: its counters
+    /// read 0, its index entries go (its indexes stay), and the change feed
+    /// gets one `truncateTable` change. How many entities went; `None` when
+    /// there is no such table.
+    async fn truncate_table(&self, account: &str, table: &str) -> Result<Option<u64>, StoreError>;
+
+    /// Operator records (purge jobs and the like): small values under a kind
+    /// and an id, durable like any write and seen by every node sharing the
+    /// store, so that no node's local disk holds state another must resume.
+    async fn put_record(&self, kind: &str, id: &str, value: Vec<u8>) -> Result<(), StoreError>;
+    async fn get_record(&self, kind: &str, id: &str) -> Result<Option<Vec<u8>>, StoreError>;
+    /// Every record of `kind`, by id.
+    async fn list_records(&self, kind: &str) -> Result<Vec<(String, Vec<u8>)>, StoreError>;
+    async fn delete_record(&self, kind: &str, id: &str) -> Result<(), StoreError>;
+    /// Takes or renews `owner`'s lease on record `id` for `lease`: false while
+    /// another owner's lease runs, so two nodes never work one job. A store
+    /// that only one process opens grants it always.
+    async fn claim_record(
+        &self,
+        _kind: &str,
+        _id: &str,
+        _owner: &str,
+        _lease: std::time::Duration,
+    ) -> Result<bool, StoreError> {
+        Ok(true)
+    }
+
     /// A consistent view of everything stored, as of now, for a backup. It may
     /// hold resources (a database connection, old pages) until dropped.
     async fn snapshot(&self) -> Result<Box<dyn crate::Snapshot>, StoreError>;

@@ -55,7 +55,7 @@ impl Applier {
         for c in changes {
             match c.op.as_str() {
                 // A table change divides the page: what came before it is written first.
-                "createTable" | "deleteTable" => {
+                "createTable" | "deleteTable" | "truncateTable" => {
                     self.entities(std::mem::take(&mut segment)).await?;
                     self.table_change(&c.op).await?;
                 }
@@ -135,6 +135,14 @@ impl Applier {
         let (target, table) = (&self.target, self.table.as_str());
         if op == "deleteTable" {
             return retried(|| target.delete_table(table)).await.map(drop);
+        }
+        // A truncated table: emptied on the target by deleting and creating it
+        // again (a target is any Table service, with no truncate of its own).
+        if op == "truncateTable" {
+            match retried(|| target.delete_table(table)).await {
+                Err(TransferError::Service { code, .. }) if code == "ResourceNotFound" || code == "TableNotFound" => {}
+                other => other.map(drop)?,
+            }
         }
         // A table deleted a moment ago may still be going away on the target.
         let mut attempt = 0;

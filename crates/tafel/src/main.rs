@@ -16,6 +16,7 @@ mod health;
 mod index;
 mod listeners;
 mod progress;
+mod purge;
 mod serve_args;
 mod snapshot;
 mod stats;
@@ -139,6 +140,9 @@ enum Command {
     /// Restore a deleted table, or list those kept restorable, of a running
     /// server started with --table-soft-delete (its admin listener).
     Undelete(undelete::UndeleteArgs),
+    /// Delete every entity of a running server's table that a filter (and/or a
+    /// partition) matches, server-side, as a job that survives a restart.
+    Purge(purge::PurgeArgs),
     /// The configuration.
     Config {
         #[command(subcommand)]
@@ -254,6 +258,7 @@ fn main() -> anyhow::Result<()> {
         Some(Command::Index(a)) => return index::run(a),
         Some(Command::Ttl(a)) => return ttl::run(a),
         Some(Command::Undelete(a)) => return undelete::run(a),
+        Some(Command::Purge(a)) => return purge::run(a),
         None => cli.serve,
     };
     args.check_tls_flags()?;
@@ -493,7 +498,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 args.admin_token.clone().filter(|t| !t.is_empty()),
                 backend,
             )
-            .with_service(service.clone());
+            .with_service(service.clone())
+            .with_purge(admin::purge_job::Purges::new(purge::filter_compiler(), store.clone()));
             if let Some(at) = explorer {
                 let endpoint = format!("{scheme}://{}", listeners::reachable(listener.local_addr()?));
                 admin_state = admin_state.with_explorer(state.clone(), endpoint);

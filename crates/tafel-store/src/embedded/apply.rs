@@ -56,6 +56,10 @@ impl Writer<'_, '_> {
                     .insert(Tree::Meta, key.as_bytes(), &seal(key.as_bytes(), &value));
                 Pending::Unit(reply, r)
             }
+            Job::Truncate { account, table, reply } => Pending::MaybeCount(reply, self.truncate(&account, &table)),
+            Job::SetRecord { key, value, reply } => {
+                Pending::Unit(reply, super::records::apply(&mut self.tx, &key, value))
+            }
             Job::Write {
                 account,
                 table,
@@ -141,10 +145,30 @@ impl Writer<'_, '_> {
         self.tx
             .remove_range(Tree::Entities, &t.id.to_be_bytes(), &(t.id + 1).to_be_bytes())?;
         counts::remove(&mut self.tx, t.id)?;
-        self.counts.forget(t.id);
+        let _ = self.counts.forget(t.id);
         self.drop_indexes(t.id)?;
         self.record(account, &t.record.name, &[(ChangeOp::DeleteTable, None, None)])?;
         Ok(true)
+    }
+
+    /// Empties a table: its entity rows and index entries go by range (one
+    /// removal each, however many rows), its counters restart at zero, and the
+    /// feed records one `truncateTable`. How many entities there were.
+    fn truncate(&mut self, account: &str, name: &str) -> Result<Option<u64>, StoreError> {
+        let Some(t) = self.table(account, name)? else {
+            return Ok(None);
+        };
+        let pending = self.counts.forget(t.id);
+        let stored = match counts::read(&self.tx, t.id)? {
+            Some((e, _)) => e,
+            None => counts::recount(&self.tx, t.id)?.0,
+        };
+        let (lo, hi) = (t.id.to_be_bytes(), (t.id + 1).to_be_bytes());
+        self.tx.remove_range(Tree::Entities, &lo, &hi)?;
+        self.tx.remove_range(Tree::Index, &lo, &hi)?;
+        counts::start(&mut self.tx, t.id)?;
+        self.record(account, &t.record.name, &[(ChangeOp::TruncateTable, None, None)])?;
+        Ok(Some(stored.saturating_add_signed(pending)))
     }
 
     /// Deletes every table of `account` and its service properties; returns

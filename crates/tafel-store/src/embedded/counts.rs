@@ -117,10 +117,10 @@ impl Counts {
         }
     }
 
-    /// A table deleted in this group: its counter goes with it, and nothing is
-    /// left to add to it.
-    pub(super) fn forget(&mut self, id: u64) {
-        self.deltas.remove(&id);
+    /// A table deleted (or emptied) in this group: nothing is left to add to
+    /// its counter; the entities this group had added to it.
+    pub(super) fn forget(&mut self, id: u64) -> i64 {
+        self.deltas.remove(&id).map_or(0, |d| d.0)
     }
 
     /// Writes the group's changes into the counters.

@@ -41,6 +41,7 @@ mod feed_restore;
 #[cfg(test)]
 mod feed_tests;
 mod index;
+mod records;
 mod savepoints;
 #[cfg(test)]
 mod savepoints_tests;
@@ -133,6 +134,18 @@ enum Job {
     SetProps {
         account: String,
         value: Vec<u8>,
+        reply: Reply<()>,
+    },
+    /// Empties a table at once (`apply.rs`).
+    Truncate {
+        account: String,
+        table: String,
+        reply: Reply<Option<u64>>,
+    },
+    /// Writes (or with `None` removes) an operator record (`records.rs`).
+    SetRecord {
+        key: String,
+        value: Option<Vec<u8>>,
         reply: Reply<()>,
     },
     Write {
@@ -408,6 +421,39 @@ impl Store for EmbeddedStore {
     async fn set_service_properties(&self, account: &str, value: Vec<u8>) -> Result<(), StoreError> {
         let account = account.to_owned();
         self.submit(|reply| Job::SetProps { account, value, reply }).await
+    }
+
+    async fn truncate_table(&self, account: &str, table: &str) -> Result<Option<u64>, StoreError> {
+        let (account, table) = (account.to_owned(), table.to_owned());
+        self.submit(|reply| Job::Truncate { account, table, reply }).await
+    }
+
+    async fn put_record(&self, kind: &str, id: &str, value: Vec<u8>) -> Result<(), StoreError> {
+        let key = records::key(kind, id);
+        self.submit(|reply| Job::SetRecord {
+            key,
+            value: Some(value),
+            reply,
+        })
+        .await
+    }
+
+    async fn get_record(&self, kind: &str, id: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        records::get(&self.opening()?.view(), kind, id)
+    }
+
+    async fn list_records(&self, kind: &str) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
+        records::list(&self.opening()?.view(), kind)
+    }
+
+    async fn delete_record(&self, kind: &str, id: &str) -> Result<(), StoreError> {
+        let key = records::key(kind, id);
+        self.submit(|reply| Job::SetRecord {
+            key,
+            value: None,
+            reply,
+        })
+        .await
     }
 
     async fn ready(&self) -> Result<(), NotReady> {

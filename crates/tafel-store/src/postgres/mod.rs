@@ -30,6 +30,7 @@ mod feed;
 mod migrate;
 mod pipelined;
 mod reaper;
+mod records;
 mod scan;
 mod schema;
 mod session;
@@ -471,6 +472,34 @@ impl Store for PostgresStore {
             Ok(())
         })
         .await
+    }
+
+    async fn truncate_table(&self, account: &str, table: &str) -> Result<Option<u64>, StoreError> {
+        self.retry("truncate a table", || self.truncate_once(account, table))
+            .await
+    }
+
+    async fn put_record(&self, kind: &str, id: &str, value: Vec<u8>) -> Result<(), StoreError> {
+        self.retry("put a record", || self.put_record_once(kind, id, &value))
+            .await
+    }
+
+    async fn get_record(&self, kind: &str, id: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        self.retry("get a record", || self.get_record_once(kind, id)).await
+    }
+
+    async fn list_records(&self, kind: &str) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
+        self.retry("list records", || self.list_records_once(kind)).await
+    }
+
+    async fn delete_record(&self, kind: &str, id: &str) -> Result<(), StoreError> {
+        self.retry("delete a record", || self.delete_record_once(kind, id))
+            .await
+    }
+
+    async fn claim_record(&self, kind: &str, id: &str, owner: &str, lease: Duration) -> Result<bool, StoreError> {
+        self.retry("claim a record", || self.claim_record_once(kind, id, owner, lease))
+            .await
     }
 
     /// One table at a time (each delete its own transaction; the reaper

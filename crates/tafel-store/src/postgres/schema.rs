@@ -92,6 +92,19 @@ CREATE TABLE IF NOT EXISTS tafel_deleted_tables (
 );
 CREATE INDEX IF NOT EXISTS tafel_deleted_tables_by_account ON tafel_deleted_tables (account, deleted_ns);
 ",
+    // 6: operator records (`records.rs`): purge jobs and the like, seen by every
+    // node; `owner` and `lease_until` (ms, the database's clock) say which node
+    // works one, until it stops renewing.
+    "
+CREATE TABLE IF NOT EXISTS tafel_records (
+    kind TEXT NOT NULL,
+    id TEXT NOT NULL,
+    value BYTEA NOT NULL,
+    owner TEXT,
+    lease_until BIGINT NOT NULL DEFAULT 0,
+    PRIMARY KEY (kind, id)
+);
+",
 ];
 
 /// The schema version this node knows: it migrates older databases to it and

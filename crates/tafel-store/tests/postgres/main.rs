@@ -24,6 +24,7 @@ mod feed;
 mod lifecycle;
 mod migrations;
 mod operations;
+mod records;
 mod scans;
 mod tls;
 // Scans into owned pages, as the unit tests do.

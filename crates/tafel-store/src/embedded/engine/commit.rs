@@ -72,6 +72,7 @@ pub(in crate::embedded) enum Pending {
     Bool(Reply<bool>, Result<bool, StoreError>),
     Unit(Reply<()>, Result<(), StoreError>),
     Count(Reply<u64>, Result<u64, StoreError>),
+    MaybeCount(Reply<Option<u64>>, Result<Option<u64>, StoreError>),
     Savepoint(Reply<Outcome>, Result<Outcome, StoreError>),
     /// A restored table's name (`deleted.rs`).
     Name(
@@ -90,6 +91,8 @@ impl Pending {
             (Pending::Unit(tx, _), Err(e)) => drop(tx.send(Err(e.clone().into()))),
             (Pending::Count(tx, r), Ok(())) => drop(tx.send(r)),
             (Pending::Count(tx, _), Err(e)) => drop(tx.send(Err(e.clone().into()))),
+            (Pending::MaybeCount(tx, r), Ok(())) => drop(tx.send(r)),
+            (Pending::MaybeCount(tx, _), Err(e)) => drop(tx.send(Err(e.clone().into()))),
             (Pending::Savepoint(tx, r), Ok(())) => drop(tx.send(r)),
             (Pending::Savepoint(tx, _), Err(e)) => drop(tx.send(Err(e.clone().into()))),
             (Pending::Name(tx, r), Ok(())) => drop(tx.send(r)),
