@@ -1,4 +1,4 @@
-//! Operator records (`Store::put_record`) in `tafel_records` (migration 5),
+//! Operator records (`Store::put_record`) in `tafel_records` (migration 6),
 //! and the lease that lets one node at a time work one: taken with a
 //! conditional update, renewed by its owner, free to take once it expires (its
 //! node died or lost the database). Leases, not advisory locks: CockroachDB has
