@@ -19,7 +19,8 @@ const TRUNCATE: &str = "WITH t AS (SELECT id FROM tafel_tables WHERE account = $
      c AS (INSERT INTO tafel_table_counts (table_id, id, entities, bytes)
            SELECT t.id, $3, -(SELECT count(*) FROM d), -(SELECT COALESCE(sum(b), 0) FROM d) FROM t)
      SELECT (SELECT count(*) FROM d) FROM t";
-/// [`TRUNCATE`] that records one `truncateTable` (op 6) change, `$4` its time.
+/// [`TRUNCATE`] that records one `truncateTable` change (`ChangeOp::TruncateTable`,
+/// 7: a test below holds the literal to it), `$4` its time.
 const TRUNCATE_RECORDED: &str = "WITH t AS (SELECT id, name FROM tafel_tables
            WHERE account = $1 AND lname = $2 AND NOT deleting),
      d AS (DELETE FROM tafel_entities e USING t WHERE e.table_id = t.id
@@ -29,7 +30,7 @@ const TRUNCATE_RECORDED: &str = "WITH t AS (SELECT id, name FROM tafel_tables
      h AS (INSERT INTO tafel_feed_heads (account, head) SELECT $1, 1 FROM t
            ON CONFLICT (account) DO UPDATE SET head = tafel_feed_heads.head + 1 RETURNING head),
      f AS (INSERT INTO tafel_changes (account, position, txn, time_ns, op, tbl, ltbl, key, value)
-           SELECT $1, h.head, h.head, $4, 6, t.name, $2, NULL, NULL FROM h, t)
+           SELECT $1, h.head, h.head, $4, 7, t.name, $2, NULL, NULL FROM h, t)
      SELECT (SELECT count(*) FROM d) FROM t";
 
 const NOW_MS: &str = "CAST(extract(epoch FROM now()) * 1000 AS BIGINT)";
@@ -114,5 +115,19 @@ impl PostgresStore {
             Some(row) => Ok(Some(u64::try_from(row.try_get::<_, i64>(0)?).unwrap_or(0))),
             None => Ok(None),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TRUNCATE_RECORDED;
+    use crate::feed::ChangeOp;
+
+    /// The op number is a literal in the statement: renumbering `ChangeOp` once
+    /// recorded truncates as deletes.
+    #[test]
+    fn a_recorded_truncate_is_written_with_the_truncate_ops_number() {
+        let written = format!("$4, {}, t.name", ChangeOp::TruncateTable as u8);
+        assert!(TRUNCATE_RECORDED.contains(&written), "{TRUNCATE_RECORDED}");
     }
 }
