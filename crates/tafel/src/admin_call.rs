@@ -8,6 +8,28 @@ use anyhow::Context;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 
+/// How a command reaches a running server's admin listener (every admin
+/// command takes the same two flags).
+#[derive(clap::Args)]
+pub(crate) struct AdminConn {
+    /// The running server's admin listener.
+    #[arg(
+        long = "admin-url",
+        env = "TAFEL_ADMIN_URL",
+        default_value = "http://127.0.0.1:10012",
+        global = true
+    )]
+    pub url: String,
+    /// The admin token, if the listener asks for one.
+    #[arg(
+        long = "admin-token",
+        env = "TAFEL_ADMIN_TOKEN",
+        hide_env_values = true,
+        global = true
+    )]
+    pub token: Option<String>,
+}
+
 pub async fn call(
     method: http::Method,
     url: &str,

@@ -15,17 +15,8 @@ pub(crate) struct IndexArgs {
     /// The table.
     #[arg(long, global = true)]
     table: Option<String>,
-    /// The running server's admin listener.
-    #[arg(
-        long,
-        env = "TAFEL_ADMIN_URL",
-        default_value = "http://127.0.0.1:10012",
-        global = true
-    )]
-    admin_url: String,
-    /// The admin token, if the listener asks for one.
-    #[arg(long, env = "TAFEL_ADMIN_TOKEN", hide_env_values = true, global = true)]
-    admin_token: Option<String>,
+    #[command(flatten)]
+    admin: crate::admin_call::AdminConn,
     /// Seconds to wait for the answer (a build on a large table takes a while).
     #[arg(long, default_value_t = 600, value_parser = clap::value_parser!(u64).range(1..), global = true)]
     timeout: u64,
@@ -55,9 +46,9 @@ async fn call(args: &IndexArgs) -> anyhow::Result<()> {
     };
     let json = crate::admin_call::ask(
         method,
-        &args.admin_url,
+        &args.admin.url,
         &path,
-        args.admin_token.as_deref(),
+        args.admin.token.as_deref(),
         args.timeout,
     )
     .await?;

@@ -40,12 +40,8 @@ pub(crate) struct PurgeArgs {
     /// No progress display.
     #[arg(long, short = 'q')]
     quiet: bool,
-    /// The running server's admin listener.
-    #[arg(long, env = "TAFEL_ADMIN_URL", default_value = "http://127.0.0.1:10012")]
-    admin_url: String,
-    /// The admin token, if the listener asks for one.
-    #[arg(long, env = "TAFEL_ADMIN_TOKEN", hide_env_values = true)]
-    admin_token: Option<String>,
+    #[command(flatten)]
+    admin: crate::admin_call::AdminConn,
     /// Seconds to wait for each answer of the admin listener.
     #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..))]
     timeout: u64,
@@ -97,10 +93,10 @@ async fn call(args: &PurgeArgs) -> anyhow::Result<()> {
         "batch": args.batch,
     });
     let path = format!("/accounts/{}/tables/{}/purge", args.account, args.table);
-    let token = args.admin_token.as_deref();
+    let token = args.admin.token.as_deref();
     let started = crate::admin_call::ask_with(
         http::Method::POST,
-        &args.admin_url,
+        &args.admin.url,
         &path,
         token,
         args.timeout,
@@ -122,7 +118,7 @@ async fn call(args: &PurgeArgs) -> anyhow::Result<()> {
     loop {
         let job = crate::admin_call::ask(
             http::Method::GET,
-            &args.admin_url,
+            &args.admin.url,
             &format!("/purge-jobs/{id}"),
             token,
             args.timeout,

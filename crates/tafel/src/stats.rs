@@ -16,12 +16,8 @@ pub(crate) struct StatsArgs {
     /// Print the server's JSON answer as it is.
     #[arg(long)]
     json: bool,
-    /// The running server's admin listener.
-    #[arg(long, env = "TAFEL_ADMIN_URL", default_value = "http://127.0.0.1:10012")]
-    admin_url: String,
-    /// The admin token, if the listener asks for one.
-    #[arg(long, env = "TAFEL_ADMIN_TOKEN", hide_env_values = true)]
-    admin_token: Option<String>,
+    #[command(flatten)]
+    admin: crate::admin_call::AdminConn,
     /// Seconds to wait for the answer.
     #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..))]
     timeout: u64,
@@ -39,9 +35,9 @@ async fn call(args: &StatsArgs) -> anyhow::Result<()> {
     };
     let json = crate::admin_call::ask(
         http::Method::GET,
-        &args.admin_url,
+        &args.admin.url,
         &path,
-        args.admin_token.as_deref(),
+        args.admin.token.as_deref(),
         args.timeout,
     )
     .await?;

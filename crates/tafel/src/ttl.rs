@@ -14,17 +14,8 @@ pub(crate) struct TtlArgs {
     /// The table.
     #[arg(long, global = true)]
     table: Option<String>,
-    /// The running server's admin listener.
-    #[arg(
-        long,
-        env = "TAFEL_ADMIN_URL",
-        default_value = "http://127.0.0.1:10012",
-        global = true
-    )]
-    admin_url: String,
-    /// The admin token, if the listener asks for one.
-    #[arg(long, env = "TAFEL_ADMIN_TOKEN", hide_env_values = true, global = true)]
-    admin_token: Option<String>,
+    #[command(flatten)]
+    admin: crate::admin_call::AdminConn,
     /// Seconds to wait for the answer.
     #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..), global = true)]
     timeout: u64,
@@ -71,9 +62,9 @@ async fn call(args: &TtlArgs) -> anyhow::Result<()> {
     };
     let json = crate::admin_call::ask_with(
         method,
-        &args.admin_url,
+        &args.admin.url,
         &path,
-        args.admin_token.as_deref(),
+        args.admin.token.as_deref(),
         args.timeout,
         body.into(),
     )

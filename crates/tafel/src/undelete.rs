@@ -28,12 +28,8 @@ pub(crate) struct UndeleteArgs {
     /// Print the server's JSON answer as it is.
     #[arg(long)]
     json: bool,
-    /// The running server's admin listener.
-    #[arg(long, env = "TAFEL_ADMIN_URL", default_value = "http://127.0.0.1:10012")]
-    admin_url: String,
-    /// The admin token, if the listener asks for one.
-    #[arg(long, env = "TAFEL_ADMIN_TOKEN", hide_env_values = true)]
-    admin_token: Option<String>,
+    #[command(flatten)]
+    admin: crate::admin_call::AdminConn,
     /// Seconds to wait for the answer.
     #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..))]
     timeout: u64,
@@ -52,7 +48,7 @@ pub(crate) fn run(args: UndeleteArgs) -> anyhow::Result<()> {
 }
 
 async fn call(args: &UndeleteArgs) -> anyhow::Result<()> {
-    let (url, token, timeout) = (&args.admin_url, args.admin_token.as_deref(), args.timeout);
+    let (url, token, timeout) = (&args.admin.url, args.admin.token.as_deref(), args.timeout);
     let list_path = format!("/accounts/{}/deleted-tables", args.account);
     let listed = crate::admin_call::ask(http::Method::GET, url, &list_path, token, timeout)
         .await?
