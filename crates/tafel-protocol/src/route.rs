@@ -39,13 +39,13 @@ pub struct Route<'a> {
     filter: Option<Result<Expr, Error>>,
     /// The verb after `X-HTTP-Method`, or why that header is refused. (Errors
     /// are boxed here: a route moves with its request, and is kept small.)
-    method: Result<Method, Box<Error>>,
+    method: Decided<Method>,
     /// The answer's JSON metadata level (`$format` over `Accept`), or why neither
     /// can be answered.
-    level: Result<MetadataLevel, Box<Error>>,
+    level: Decided<MetadataLevel>,
     /// An entity's `If-Match` (`IfMatch::None` on other resources), or why it
     /// is refused.
-    if_match: Result<IfMatch, Box<Error>>,
+    if_match: Decided<IfMatch>,
     /// Errors are answered as XML (service and ACL requests: `comp`/`restype`).
     xml_errors: bool,
     /// A `$batch`'s parts, parsed once when its body arrived ([`Route::read_body`];
