@@ -344,7 +344,7 @@ async fn run_batches(purges: &Purges, job: &Job) -> Result<(), Stop> {
         },
     };
     let mut ranges = match &job.cursor {
-        Some(c) => resume_ranges(compiled.ranges, c),
+        Some(c) => KeyRange::resume(compiled.ranges, c),
         None => compiled.ranges,
     };
     let batch = job.batch.clamp(1, MAX_BATCH);
@@ -396,7 +396,7 @@ async fn run_batches(purges: &Purges, job: &Job) -> Result<(), Stop> {
             })
             .await;
         match next {
-            Some(next) => ranges = resume_ranges(ranges, &next),
+            Some(next) => ranges = KeyRange::resume(ranges, &next),
             None => break,
         }
     }
@@ -438,19 +438,6 @@ impl RowSink for Keys {
         self.0.push(key.to_owned());
         ControlFlow::Continue(())
     }
-}
-
-/// The part of `ranges` at or after `from`.
-fn resume_ranges(ranges: Vec<KeyRange>, from: &[u8]) -> Vec<KeyRange> {
-    ranges
-        .into_iter()
-        .filter_map(|mut r| {
-            if r.start.as_slice() < from {
-                r.start = from.to_vec();
-            }
-            (!r.is_empty()).then_some(r)
-        })
-        .collect()
 }
 
 fn now_nanos() -> u64 {

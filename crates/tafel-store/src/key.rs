@@ -174,6 +174,20 @@ pub struct KeyRange {
 }
 
 impl KeyRange {
+    /// The part of `ranges` at or after `from` (where a scan resumes); ranges
+    /// left empty are dropped.
+    pub fn resume(ranges: Vec<KeyRange>, from: &[u8]) -> Vec<KeyRange> {
+        ranges
+            .into_iter()
+            .filter_map(|mut r| {
+                if r.start.as_slice() < from {
+                    r.start = from.to_vec();
+                }
+                (!r.is_empty()).then_some(r)
+            })
+            .collect()
+    }
+
     /// Every key.
     pub fn all() -> Self {
         KeyRange {

@@ -170,7 +170,7 @@ impl Service {
         let mut ranges = plan.ranges;
         if let Some((pk, rk)) = &q.resume {
             let from = EntityKey::new(pk, rk);
-            ranges = resume_ranges(ranges, from.as_bytes());
+            ranges = KeyRange::resume(ranges, from.as_bytes());
         }
         ranges = ctx.access.clip(ranges);
         let counted = plan.residual.is_some();
@@ -331,25 +331,12 @@ impl Service {
             };
             let end = self.store.scan_into(&ctx.account, table, request, &mut counter).await?;
             match end.next {
-                Some(next) => ranges = resume_ranges(ranges, next.as_bytes()),
+                Some(next) => ranges = KeyRange::resume(ranges, next.as_bytes()),
                 None => break,
             }
         }
         Ok(counter.0)
     }
-}
-
-/// The part of `ranges` at or after `from`.
-pub(super) fn resume_ranges(ranges: Vec<KeyRange>, from: &[u8]) -> Vec<KeyRange> {
-    ranges
-        .into_iter()
-        .filter_map(|mut r| {
-            if r.start.as_slice() < from {
-                r.start = from.to_vec();
-            }
-            (!r.is_empty()).then_some(r)
-        })
-        .collect()
 }
 
 #[cfg(test)]
@@ -361,10 +348,10 @@ mod tests {
         let a = KeyRange::partition("a");
         let c = KeyRange::partition("c");
         let from = EntityKey::new("b", "x");
-        let out = resume_ranges(vec![a, c.clone()], from.as_bytes());
+        let out = KeyRange::resume(vec![a, c.clone()], from.as_bytes());
         assert_eq!(out, vec![c]);
         let mid = EntityKey::new("a", "m");
-        let out = resume_ranges(vec![KeyRange::partition("a")], mid.as_bytes());
+        let out = KeyRange::resume(vec![KeyRange::partition("a")], mid.as_bytes());
         assert_eq!(out[0].start, mid.as_bytes());
     }
 }

@@ -164,7 +164,7 @@ impl Service {
                 self.policies.expired.fetch_add(n, Ordering::Relaxed);
             }
             match end.next {
-                Some(next) => ranges = super::entities::resume_ranges(ranges, next.as_bytes()),
+                Some(next) => ranges = KeyRange::resume(ranges, next.as_bytes()),
                 None => return Ok(removed),
             }
         }

@@ -12,7 +12,6 @@
 
 use deadpool_postgres::Pool;
 
-use super::reaper::CHUNK;
 use super::txn::DbError;
 use super::{lower, PostgresStore};
 use crate::error::{FailureKind, StoreError};
@@ -162,16 +161,7 @@ pub(super) async fn sweep(pool: &Pool, now_ns: u64) -> Result<u64, DbError> {
     for row in client.query(&claim, &[&ns(now_ns)]).await? {
         let id: i64 = row.try_get(0)?;
         // No write reaches a kept table, so nothing appears behind the cursor.
-        let mut after: Vec<u8> = Vec::new();
-        loop {
-            let chunk = client.query_one(&chunk, &[&id, &after, &CHUNK]).await?;
-            let n: i64 = chunk.try_get(0)?;
-            removed += u64::try_from(n).unwrap_or(0);
-            match chunk.try_get::<_, Option<Vec<u8>>>(1)? {
-                Some(last) if n > 0 => after = last,
-                _ => break,
-            }
-        }
+        removed += super::reaper::delete_rows(&client, &chunk, id).await?;
         client.execute(&drop_counts, &[&id]).await?;
         client.execute(&drop_kept, &[&id]).await?;
     }

@@ -104,19 +104,31 @@ async fn pass(pool: &Pool) -> Result<u64, DbError> {
     for row in client.query(&tables, &[]).await? {
         let id: i64 = row.try_get(0)?;
         // No write reaches a marked table, so nothing appears behind the cursor.
-        let mut after: Vec<u8> = Vec::new();
-        loop {
-            let chunk = client.query_one(&chunk, &[&id, &after, &CHUNK]).await?;
-            let n: i64 = chunk.try_get(0)?;
-            removed += u64::try_from(n).unwrap_or(0);
-            match chunk.try_get::<_, Option<Vec<u8>>>(1)? {
-                Some(last) if n > 0 => after = last,
-                _ => break,
-            }
-        }
+        removed += delete_rows(&client, &chunk, id).await?;
         if client.execute(&drop_empty, &[&id]).await? == 1 {
             client.execute(&drop_counts, &[&id]).await?;
         }
     }
     Ok(removed)
+}
+
+/// Deletes every entity of table `id`, [`CHUNK`] rows per statement (`chunk` is
+/// `DELETE_CHUNK`, prepared), walking a key cursor: for a table no write reaches
+/// any more (marked deleted, or kept past its time). The rows removed.
+pub(super) async fn delete_rows(
+    client: &deadpool_postgres::Object,
+    chunk: &tokio_postgres::Statement,
+    id: i64,
+) -> Result<u64, DbError> {
+    let mut removed = 0;
+    let mut after: Vec<u8> = Vec::new();
+    loop {
+        let row = client.query_one(chunk, &[&id, &after, &CHUNK]).await?;
+        let n: i64 = row.try_get(0)?;
+        removed += u64::try_from(n).unwrap_or(0);
+        match row.try_get::<_, Option<Vec<u8>>>(1)? {
+            Some(last) if n > 0 => after = last,
+            _ => return Ok(removed),
+        }
+    }
 }
