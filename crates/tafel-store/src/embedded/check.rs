@@ -16,7 +16,7 @@ use super::counts;
 use super::disk::Disk;
 use super::engine::tree::{ReadTrees, Tree};
 use super::opening::{open_db, recover, verify_pages};
-use super::schema::{decode_table, parse_table, table_key, to_store_error};
+use super::schema::{decode_table, parse_table, table_key, to_store_error, TableValue};
 use super::scratch_disk::ScratchDisk;
 use super::STORE_FILE;
 use crate::error::{FailureKind, StoreError};
@@ -157,6 +157,9 @@ fn walk_store(
     }
 }
 
+/// Table id → "account/table", for naming what a check finds.
+type Names = HashMap<u64, String>;
+
 /// Reads every table record, listing entry, setting and entity.
 fn walk(
     view: &ReadView,
@@ -164,19 +167,35 @@ fn walk(
     report: &mut CheckReport,
     progress: &mut dyn FnMut(u64),
 ) -> Result<(), StoreError> {
-    let all = |tree| view.range(tree, Bound::Unbounded, Bound::Unbounded);
-    let sealed = report.checksums;
-    // A table record, checked if the store's values carry checksums.
-    let record = |key: &[u8], stored: &[u8]| match sealed {
+    let names = tables(view, report)?;
+    listing(view, report)?;
+    sealed_rows(view, Tree::Meta, "setting", report)?;
+    let tallies = entities(view, &names, report, progress)?;
+    counters(view, &names, &tallies, report);
+    // The change feed's rows (a store from before the feed has none).
+    sealed_rows(view, Tree::Changes, "change feed row", report)?;
+    if let Some(encoder) = encoder {
+        indexes(view, &names, encoder, report)?;
+    }
+    progress(report.entities);
+    Ok(())
+}
+
+/// A table record, checked if the store's values carry checksums.
+fn record(report: &CheckReport, key: &[u8], stored: &[u8]) -> Result<TableValue, StoreError> {
+    match report.checksums {
         true => decode_table(key, stored),
         false => parse_table(stored),
-    };
-    // Table id → "account/table".
-    let mut names: HashMap<u64, String> = HashMap::new();
-    for row in all(Tree::Tables)? {
+    }
+}
+
+/// Every table's record, live or kept deleted, by id.
+fn tables(view: &ReadView, report: &mut CheckReport) -> Result<Names, StoreError> {
+    let mut names = Names::new();
+    for row in view.range(Tree::Tables, Bound::Unbounded, Bound::Unbounded)? {
         let (k, v) = row?;
         let (account, _) = split_at_zero(k.bytes());
-        match record(k.bytes(), v.bytes()) {
+        match record(report, k.bytes(), v.bytes()) {
             Ok(t) => {
                 names.insert(t.id, format!("{account}/{}", t.record.name));
                 report.tables += 1;
@@ -188,39 +207,65 @@ fn walk(
         }
     }
     // Deleted tables kept restorable (`deleted.rs`) keep their rows, counters
-    // and indexes; a damaged record is reported with the settings below.
-    if let Ok(kept) = super::deleted::kept(view, None, sealed) {
+    // and indexes; a damaged record is reported with the settings.
+    if let Ok(kept) = super::deleted::kept(view, None, report.checksums) {
         for k in kept {
             names.insert(k.table.id, format!("{}/{} (deleted)", k.account, k.table.record.name));
         }
     }
-    for row in all(Tree::TableOrder)? {
+    Ok(names)
+}
+
+/// Every listing entry names a table whose record names it back.
+fn listing(view: &ReadView, report: &mut CheckReport) -> Result<(), StoreError> {
+    for row in view.range(Tree::TableOrder, Bound::Unbounded, Bound::Unbounded)? {
         let (k, _) = row?;
         let (account, name) = split_at_zero(k.bytes());
         let key = table_key(&account, &name);
         let listed = view.get(Tree::Tables, &key)?;
-        if !matches!(listed.map(|v| record(&key, v.bytes())), Some(Ok(t)) if t.record.name == name) {
+        if !matches!(listed.map(|v| record(report, &key, v.bytes())), Some(Ok(t)) if t.record.name == name) {
             report.damaged(
                 format!("table listing entry {}", printable(k.bytes())),
                 "names no table: the key is damaged, or the table's record is",
             );
         }
     }
-    for row in all(Tree::Meta)? {
+    Ok(())
+}
+
+/// Every row of `tree` passes its checksum (when the store has them).
+fn sealed_rows(view: &ReadView, tree: Tree, what: &str, report: &mut CheckReport) -> Result<(), StoreError> {
+    if !report.checksums {
+        return Ok(());
+    }
+    for row in view.range(tree, Bound::Unbounded, Bound::Unbounded)? {
         let (k, v) = row?;
-        if sealed && checked(k.bytes(), v.bytes()).is_none() {
-            report.damaged(format!("setting {}", printable(k.bytes())), "failed its checksum");
+        if checked(k.bytes(), v.bytes()).is_none() {
+            report.damaged(format!("{what} {}", printable(k.bytes())), "failed its checksum");
         }
     }
-    // Table id → (entities, bytes) as counted here, for its counters.
+    Ok(())
+}
+
+/// Every entity row belongs to a table and passes its checksum; returns
+/// table id → (entities, bytes) as counted, for its counters.
+fn entities(
+    view: &ReadView,
+    names: &Names,
+    report: &mut CheckReport,
+    progress: &mut dyn FnMut(u64),
+) -> Result<HashMap<u64, (u64, u64)>, StoreError> {
+    let table_of = |k: &[u8]| {
+        k.get(..8)
+            .map(|id| u64::from_be_bytes(id.try_into().unwrap_or_default()))
+    };
     let mut tallies: HashMap<u64, (u64, u64)> = HashMap::new();
     for row in view.entity_rows(Bound::Unbounded, Bound::Unbounded)? {
         let (k, v) = row?;
         let k = k.bytes();
-        if let Some(id) = k.get(..8) {
-            let t = tallies
-                .entry(u64::from_be_bytes(id.try_into().unwrap_or_default()))
-                .or_default();
+        let id = table_of(k);
+        if let Some(id) = id {
+            let t = tallies.entry(id).or_default();
             t.0 += 1;
             t.1 += counts::row_bytes(k.len() - 8, payload(v.bytes()).len()) as u64;
         }
@@ -229,11 +274,8 @@ fn walk(
         if report.entities.is_multiple_of(65_536) {
             progress(report.entities);
         }
-        let intact = !sealed || checked(k, v.bytes()).is_some();
-        let table = k
-            .get(..8)
-            .and_then(|id| names.get(&u64::from_be_bytes(id.try_into().unwrap_or_default())));
-        match (table, intact) {
+        let intact = !report.checksums || checked(k, v.bytes()).is_some();
+        match (id.and_then(|id| names.get(&id)), intact) {
             (Some(_), true) => {}
             (Some(table), false) => {
                 let (pk, rk) = KeyRef::new(&k[8..]).keys();
@@ -248,12 +290,15 @@ fn walk(
             ),
         }
     }
-    let mut ids: Vec<_> = names.iter().collect();
-    ids.sort();
-    for (id, table) in ids {
-        let counted = tallies.get(id).copied().unwrap_or_default();
-        // A counter that fails its checksum is reported with the settings above.
-        match counts::read(view, *id) {
+    Ok(tallies)
+}
+
+/// Each table's stored counters agree with its rows as counted.
+fn counters(view: &ReadView, names: &Names, tallies: &HashMap<u64, (u64, u64)>, report: &mut CheckReport) {
+    for (id, table) in sorted(names) {
+        let counted = tallies.get(&id).copied().unwrap_or_default();
+        // A counter that fails its checksum is reported with the settings.
+        match counts::read(view, id) {
             // A store from before the counters: not damage, counted at the next open.
             Ok(None) if counted.0 > 0 => report.warnings.push(Damage {
                 place: format!("table {table}"),
@@ -267,33 +312,29 @@ fn walk(
             Err(_) => {}
         }
     }
-    // The change feed's rows (a store from before the feed has none).
-    for row in all(Tree::Changes)? {
-        let (k, v) = row?;
-        if sealed && checked(k.bytes(), v.bytes()).is_none() {
+}
+
+/// Every index entry agrees with the entry its entity gives through `encoder`.
+fn indexes(view: &ReadView, names: &Names, encoder: &IndexEncoder, report: &mut CheckReport) -> Result<(), StoreError> {
+    for (id, table) in sorted(names) {
+        let (entries, mismatches) = super::index::verify(view, id, encoder)?;
+        report.index_entries += entries;
+        for m in mismatches {
+            let (pk, rk) = KeyRef::new(&m.key).keys();
             report.damaged(
-                format!("change feed row {}", printable(k.bytes())),
-                "failed its checksum",
+                format!("index {table}.{} of PartitionKey {pk:?} RowKey {rk:?}", m.property),
+                m.problem,
             );
         }
     }
-    if let Some(encoder) = encoder {
-        let mut ids: Vec<(&u64, &String)> = names.iter().collect();
-        ids.sort();
-        for (id, table) in ids {
-            let (entries, mismatches) = super::index::verify(view, *id, encoder)?;
-            report.index_entries += entries;
-            for m in mismatches {
-                let (pk, rk) = KeyRef::new(&m.key).keys();
-                report.damaged(
-                    format!("index {table}.{} of PartitionKey {pk:?} RowKey {rk:?}", m.property),
-                    m.problem,
-                );
-            }
-        }
-    }
-    progress(report.entities);
     Ok(())
+}
+
+/// The tables by id, for a report in a stable order.
+fn sorted(names: &Names) -> Vec<(u64, &str)> {
+    let mut ids: Vec<_> = names.iter().map(|(id, n)| (*id, n.as_str())).collect();
+    ids.sort();
+    ids
 }
 
 /// `account 0x00 rest` as text.
