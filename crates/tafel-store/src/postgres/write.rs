@@ -66,6 +66,51 @@ impl<'a> FeedRows<'a> {
     }
 }
 
+/// A decided write's rows by statement, its feed rows and its change to the
+/// table's counters.
+#[derive(Default)]
+struct Sorted<'a> {
+    puts: Puts<'a>,
+    inserts: Puts<'a>,
+    deletes: Vec<&'a [u8]>,
+    feed: FeedRows<'a>,
+    entities: i64,
+    bytes: i64,
+}
+
+impl<'a> Sorted<'a> {
+    /// Sorts each key's mutation by what it finds there (`current`).
+    fn of(keys: &[&'a [u8]], mutations: &'a [Mutation], current: &'a [Option<Vec<u8>>], recorded: bool) -> Self {
+        let mut s = Sorted::default();
+        for ((&key, m), cur) in keys.iter().zip(mutations).zip(current) {
+            if recorded {
+                s.feed.push(key, m, cur.is_some());
+            }
+            match (m, cur) {
+                (Mutation::Put(v) | Mutation::Merge(v), Some(old)) => {
+                    s.bytes += counts::row_bytes(key, v) - counts::row_bytes(key, old);
+                    s.puts.push(key, v)
+                }
+                (Mutation::Put(v) | Mutation::Merge(v), None) => {
+                    (s.entities, s.bytes) = (s.entities + 1, s.bytes + counts::row_bytes(key, v));
+                    s.inserts.push(key, v)
+                }
+                // An absent row has nothing to delete.
+                (Mutation::Delete | Mutation::Expire, Some(old)) => {
+                    (s.entities, s.bytes) = (s.entities - 1, s.bytes - counts::row_bytes(key, old));
+                    s.deletes.push(key)
+                }
+                (Mutation::Delete | Mutation::Expire, None) | (Mutation::Keep, _) => {}
+            }
+        }
+        s
+    }
+
+    fn is_empty(&self) -> bool {
+        self.inserts.keys.is_empty() && self.puts.keys.is_empty() && self.deletes.is_empty()
+    }
+}
+
 /// The service's decision on `current`; its panic is an error, not a crash.
 fn decided(decide: &Decide, current: &[Option<&[u8]>]) -> Result<Vec<Mutation>, DbError> {
     catch_unwind(AssertUnwindSafe(|| decide(current)))
@@ -159,27 +204,7 @@ impl PostgresStore {
         recorded: bool,
     ) -> Result<bool, DbError> {
         let client = txn.client()?;
-        let lock = client.prepare_cached(schema::LOCK_TABLE).await?;
-        let read = client.prepare_cached(schema::READ_FOR_WRITE).await?;
-        let (lock_params, read_params): (&Params, &Params) = (&[&account, &lname], &[&account, &lname, &keys]);
-        // Round trip 1: BEGIN, the table row, the keys' rows.
-        let ((), table, found) = try_join3(
-            client.batch_execute(pipelined::BEGIN).err_into(),
-            client.query_opt(&lock, lock_params).err_into::<DbError>(),
-            client.query(&read, read_params).err_into(),
-        )
-        .await?;
-        let Some(table) = table else {
-            return Err(StoreError::TableNotFound.into());
-        };
-        let id: i64 = table.try_get(0)?;
-        let mut current: Vec<Option<Vec<u8>>> = vec![None; keys.len()];
-        for row in &found {
-            let key: &[u8] = row.try_get(0)?;
-            if let Some(i) = keys.iter().position(|k| *k == key) {
-                current[i] = Some(row.try_get(1)?);
-            }
-        }
+        let (id, current) = read_for_write(client, account, lname, keys).await?;
         let views: Vec<Option<&[u8]>> = current.iter().map(|c| c.as_deref()).collect();
         let mutations = decided(decide, &views)?;
         if mutations.is_empty() {
@@ -188,34 +213,17 @@ impl PostgresStore {
         if mutations.len() != keys.len() {
             return Err(StoreError::failure(FailureKind::Internal, "decision does not cover every key").into());
         }
-        let (mut puts, mut inserts, mut deletes) = (Puts::default(), Puts::default(), Vec::new());
-        let mut feed = FeedRows::default();
-        // The write's change to the table's counters, from what it writes.
-        let (mut entities, mut bytes) = (0i64, 0i64);
-        for ((key, m), cur) in keys.iter().zip(&mutations).zip(&current) {
-            if recorded {
-                feed.push(key, m, cur.is_some());
-            }
-            match (m, cur) {
-                (Mutation::Put(v) | Mutation::Merge(v), Some(old)) => {
-                    bytes += counts::row_bytes(key, v) - counts::row_bytes(key, old);
-                    puts.push(key, v)
-                }
-                (Mutation::Put(v) | Mutation::Merge(v), None) => {
-                    (entities, bytes) = (entities + 1, bytes + counts::row_bytes(key, v));
-                    inserts.push(key, v)
-                }
-                // An absent row has nothing to delete.
-                (Mutation::Delete | Mutation::Expire, Some(old)) => {
-                    (entities, bytes) = (entities - 1, bytes - counts::row_bytes(key, old));
-                    deletes.push(*key)
-                }
-                (Mutation::Delete | Mutation::Expire, None) | (Mutation::Keep, _) => {}
-            }
-        }
-        if inserts.keys.is_empty() && puts.keys.is_empty() && deletes.is_empty() {
-            return Ok(false);
-        }
+        let Sorted {
+            puts,
+            inserts,
+            deletes,
+            feed,
+            entities,
+            bytes,
+        } = match Sorted::of(keys, &mutations, &current, recorded) {
+            s if s.is_empty() => return Ok(false),
+            s => s,
+        };
         let insert = client.prepare_cached(schema::INSERT_ENTITIES).await?;
         let put = client.prepare_cached(schema::PUT_ENTITIES).await?;
         let delete = client.prepare_cached(schema::DELETE_ENTITIES).await?;
@@ -264,4 +272,35 @@ impl PostgresStore {
             Err(e) => Err(e.into()),
         }
     }
+}
+
+/// Round trip 1 of a write: BEGIN, the table's row (locked) and the keys'
+/// rows; the table's id and each key's current value.
+async fn read_for_write(
+    client: &deadpool_postgres::Client,
+    account: &str,
+    lname: &[u8],
+    keys: &[&[u8]],
+) -> Result<(i64, Vec<Option<Vec<u8>>>), DbError> {
+    let lock = client.prepare_cached(schema::LOCK_TABLE).await?;
+    let read = client.prepare_cached(schema::READ_FOR_WRITE).await?;
+    let (lock_params, read_params): (&Params, &Params) = (&[&account, &lname], &[&account, &lname, &keys]);
+    let ((), table, found) = try_join3(
+        client.batch_execute(pipelined::BEGIN).err_into(),
+        client.query_opt(&lock, lock_params).err_into::<DbError>(),
+        client.query(&read, read_params).err_into(),
+    )
+    .await?;
+    let Some(table) = table else {
+        return Err(StoreError::TableNotFound.into());
+    };
+    let id: i64 = table.try_get(0)?;
+    let mut current: Vec<Option<Vec<u8>>> = vec![None; keys.len()];
+    for row in &found {
+        let key: &[u8] = row.try_get(0)?;
+        if let Some(i) = keys.iter().position(|k| *k == key) {
+            current[i] = Some(row.try_get(1)?);
+        }
+    }
+    Ok((id, current))
 }
