@@ -113,77 +113,16 @@ pub(super) fn run(db: &Db, state: &mut LogState, to_log: &ToLog, health: &Health
         if health.log_failure().is_some() {
             return Err(BackendError::new(FailureKind::Stopped, "write-ahead log failed"));
         }
-        let (before, next_id, feed_heads) = {
-            let view = ReadView::take(db).map_err(store_error)?;
-            let next_id = match view.get(Tree::Meta, NEXT_TABLE_ID.as_bytes()).map_err(store_error)? {
-                Some(v) => decode_u64(NEXT_TABLE_ID, v.bytes()).map_err(store_error)?,
-                None => 1,
-            };
-            let feed_heads = feed_restore::heads(&*view).map_err(store_error)?;
-            (names(&*view).map_err(store_error)?, next_id, feed_heads)
-        };
-        let found = before.get(op.name()).copied();
+        let mut before = Before::read(db)?;
+        let found = before.names.get(op.name()).copied();
         match (&op, found) {
             (Op::Save(_), Some(_)) => return Ok(Outcome::Exists),
             (Op::Restore(_) | Op::Delete(_), None) => return Ok(Outcome::NotFound),
             _ => {}
         }
         let mut txn = DurableTx::begin(db).map_err(as_backend)?;
-        let mut names = before;
-        match (&op, found) {
-            (Op::Save(name), _) => {
-                let id = txn.save_point().map_err(as_backend)?;
-                names.insert(
-                    name.clone(),
-                    Saved {
-                        id,
-                        created_ms: now_ms(),
-                    },
-                );
-            }
-            (Op::Restore(_), Some(saved)) => {
-                txn.restore_point(saved.id).map_err(as_backend)?;
-                // redb deleted those saved after it.
-                names.retain(|_, s| s.id <= saved.id);
-            }
-            (Op::Delete(name), Some(saved)) => {
-                txn.delete_point(saved.id).map_err(as_backend)?;
-                names.remove(name);
-            }
-            _ => {
-                return Err(BackendError::new(
-                    FailureKind::Internal,
-                    "savepoint job without its savepoint",
-                ))
-            }
-        }
-        {
-            let mut trees = txn.trees().map_err(store_error)?;
-            let stale: Vec<String> = self::names(&trees).map_err(store_error)?.into_keys().collect();
-            for name in stale {
-                trees
-                    .remove_unlogged(Tree::Meta, key(&name).as_bytes())
-                    .map_err(store_error)?;
-            }
-            for (name, saved) in &names {
-                let k = key(name);
-                trees
-                    .insert_unlogged(Tree::Meta, k.as_bytes(), &seal(k.as_bytes(), &encode(*saved)))
-                    .map_err(store_error)?;
-            }
-            if matches!(op, Op::Restore(_)) {
-                feed_restore::carry_across_restore(&mut trees, &feed_heads).map_err(store_error)?;
-            }
-            let next = seal(NEXT_TABLE_ID.as_bytes(), &next_id.to_le_bytes());
-            trees
-                .insert_unlogged(Tree::Meta, NEXT_TABLE_ID.as_bytes(), &next)
-                .map_err(store_error)?;
-            // Every record so far is in this state (or, after a restore, undone by it).
-            let seq = seal(WAL_SEQ.as_bytes(), &state.last_seq.to_le_bytes());
-            trees
-                .insert_unlogged(Tree::Meta, WAL_SEQ.as_bytes(), &seq)
-                .map_err(store_error)?;
-        }
+        let names = apply(&mut txn, &op, found, std::mem::take(&mut before.names))?;
+        rewrite_meta(&mut txn, &names, &op, &before, state.last_seq)?;
         if state.since.any() {
             commit::wait_published(to_log);
         }
@@ -208,6 +147,100 @@ pub(super) fn run(db: &Db, state: &mut LogState, to_log: &ToLog, health: &Health
     committed.pending.push(Pending::Savepoint(reply, result));
     committed.result = commit;
     to_log.send(committed);
+}
+
+/// What a savepoint job keeps from the store as it was before it.
+struct Before {
+    names: BTreeMap<String, Saved>,
+    next_table_id: u64,
+    /// The change feed's heads (`feed_restore.rs`).
+    feed_heads: BTreeMap<String, (u64, u64)>,
+}
+
+impl Before {
+    fn read(db: &Db) -> Result<Before, BackendError> {
+        let view = ReadView::take(db).map_err(store_error)?;
+        let next_table_id = match view.get(Tree::Meta, NEXT_TABLE_ID.as_bytes()).map_err(store_error)? {
+            Some(v) => decode_u64(NEXT_TABLE_ID, v.bytes()).map_err(store_error)?,
+            None => 1,
+        };
+        Ok(Before {
+            names: names(&*view).map_err(store_error)?,
+            next_table_id,
+            feed_heads: feed_restore::heads(&*view).map_err(store_error)?,
+        })
+    }
+}
+
+/// Saves, restores or deletes the savepoint (`found` is the name's, if any);
+/// the names as they are after it.
+fn apply(
+    txn: &mut DurableTx,
+    op: &Op,
+    found: Option<Saved>,
+    mut names: BTreeMap<String, Saved>,
+) -> Result<BTreeMap<String, Saved>, BackendError> {
+    match (op, found) {
+        (Op::Save(name), _) => {
+            let id = txn.save_point().map_err(as_backend)?;
+            let created_ms = now_ms();
+            names.insert(name.clone(), Saved { id, created_ms });
+        }
+        (Op::Restore(_), Some(saved)) => {
+            txn.restore_point(saved.id).map_err(as_backend)?;
+            // redb deleted those saved after it.
+            names.retain(|_, s| s.id <= saved.id);
+        }
+        (Op::Delete(name), Some(saved)) => {
+            txn.delete_point(saved.id).map_err(as_backend)?;
+            names.remove(name);
+        }
+        _ => {
+            return Err(BackendError::new(
+                FailureKind::Internal,
+                "savepoint job without its savepoint",
+            ))
+        }
+    }
+    Ok(names)
+}
+
+/// Writes META as it must be after the job, whatever state a restore brought
+/// back: the savepoint names, the feed's heads and the table-id counter never
+/// going back, and the last log record this state holds.
+fn rewrite_meta(
+    txn: &mut DurableTx,
+    names: &BTreeMap<String, Saved>,
+    op: &Op,
+    before: &Before,
+    last_seq: u64,
+) -> Result<(), BackendError> {
+    let mut trees = txn.trees().map_err(store_error)?;
+    let stale: Vec<String> = self::names(&trees).map_err(store_error)?.into_keys().collect();
+    for name in stale {
+        trees
+            .remove_unlogged(Tree::Meta, key(&name).as_bytes())
+            .map_err(store_error)?;
+    }
+    for (name, saved) in names {
+        let k = key(name);
+        trees
+            .insert_unlogged(Tree::Meta, k.as_bytes(), &seal(k.as_bytes(), &encode(*saved)))
+            .map_err(store_error)?;
+    }
+    if matches!(op, Op::Restore(_)) {
+        feed_restore::carry_across_restore(&mut trees, &before.feed_heads).map_err(store_error)?;
+    }
+    let next = seal(NEXT_TABLE_ID.as_bytes(), &before.next_table_id.to_le_bytes());
+    trees
+        .insert_unlogged(Tree::Meta, NEXT_TABLE_ID.as_bytes(), &next)
+        .map_err(store_error)?;
+    // Every record so far is in this state (or, after a restore, undone by it).
+    let seq = seal(WAL_SEQ.as_bytes(), &last_seq.to_le_bytes());
+    trees
+        .insert_unlogged(Tree::Meta, WAL_SEQ.as_bytes(), &seq)
+        .map_err(store_error)?;
+    Ok(())
 }
 
 fn store_error(e: StoreError) -> BackendError {
