@@ -17,7 +17,7 @@ use http_body_util::{BodyExt, Limited};
 use serde_json::{json, Value};
 
 use crate::listener::{error, json_response, not_allowed, store_failure, unauthorized, AdminState, Resp};
-use crate::purge_job::{self, Job, JobState, DEFAULT_BATCH, MAX_BATCH};
+use crate::purge_job::{self, Job, JobState, Purges, DEFAULT_BATCH, MAX_BATCH};
 
 const MAX_BODY: usize = 64 * 1024;
 
@@ -107,69 +107,14 @@ async fn start(state: &AdminState, account: &str, table: &str, body: &Bytes) -> 
             "this server was started without purge jobs".into(),
         );
     };
-    if !state.accounts.iter().any(|a| a == account) {
-        return error(
-            StatusCode::NOT_FOUND,
-            "AccountNotFound",
-            format!("this server has no account named {account:?}"),
-        );
-    }
-    let (filter, partition, batch) = match parse_body(body) {
-        Ok(b) => b,
-        Err(e) => return bad("InvalidInput", e),
+    let mut job = match new_job(state, &purges, account, table, body).await {
+        Ok(job) => job,
+        Err(refused) => return refused,
     };
-    if let Some(f) = &filter {
-        // Alone first, so an error's position is in the text the caller sent.
-        if let Err(e) = (purges.compile)(f) {
-            return bad("InvalidFilter", format!("the filter does not parse: {e}"));
-        }
-    }
-    let table = match state.store.get_table(account, table).await {
-        Ok(Some(t)) => t.name,
-        Ok(None) => {
-            return error(
-                StatusCode::NOT_FOUND,
-                "TableNotFound",
-                format!("account {account:?} has no table named {table:?}"),
-            )
-        }
-        Err(e) => return store_failure(&e, "starting a purge", e.to_string()),
-    };
-    let job = Job {
-        id: String::new(),
-        account: account.to_owned(),
-        table,
-        filter,
-        partition,
-        batch,
-        state: JobState::Running,
-        deleted: 0,
-        cursor: None,
-        started: purge_job::now_secs(),
-        finished: None,
-    };
-    if let Some(text) = job.filter_text() {
-        if let Err(e) = (purges.compile)(&text) {
-            return bad("InvalidFilter", format!("the filter does not parse: {e}"));
-        }
-    }
     // Neither filter nor partition: the whole table, emptied at once.
-    let mut job = job;
     if job.filter.is_none() && job.partition.is_none() {
-        match state.store.truncate_table(account, &job.table).await {
-            Ok(Some(n)) => {
-                job.deleted = n;
-                job.state = JobState::Done;
-                job.finished = Some(purge_job::now_secs());
-            }
-            Ok(None) => {
-                return error(
-                    StatusCode::NOT_FOUND,
-                    "TableNotFound",
-                    format!("account {account:?} has no table named {:?}", job.table),
-                )
-            }
-            Err(e) => return store_failure(&e, "truncating a table", e.to_string()),
+        if let Err(refused) = truncate(state, &mut job).await {
+            return refused;
         }
     }
     let done = job.state == JobState::Done;
@@ -192,6 +137,67 @@ async fn start(state: &AdminState, account: &str, table: &str, body: &Bytes) -> 
         r.headers_mut().insert(header::LOCATION, v);
     }
     r
+}
+
+/// The job a request asks for, checked: its account, body, filter and table;
+/// or the answer refusing it.
+async fn new_job(state: &AdminState, purges: &Purges, account: &str, table: &str, body: &Bytes) -> Result<Job, Resp> {
+    if !state.accounts.iter().any(|a| a == account) {
+        return Err(error(
+            StatusCode::NOT_FOUND,
+            "AccountNotFound",
+            format!("this server has no account named {account:?}"),
+        ));
+    }
+    let (filter, partition, batch) = parse_body(body).map_err(|e| bad("InvalidInput", e))?;
+    if let Some(f) = &filter {
+        // Alone first, so an error's position is in the text the caller sent.
+        (purges.compile)(f).map_err(|e| bad("InvalidFilter", format!("the filter does not parse: {e}")))?;
+    }
+    let table = match state.store.get_table(account, table).await {
+        Ok(Some(t)) => t.name,
+        Ok(None) => return Err(no_table(account, table)),
+        Err(e) => return Err(store_failure(&e, "starting a purge", e.to_string())),
+    };
+    let job = Job {
+        id: String::new(),
+        account: account.to_owned(),
+        table,
+        filter,
+        partition,
+        batch,
+        state: JobState::Running,
+        deleted: 0,
+        cursor: None,
+        started: purge_job::now_secs(),
+        finished: None,
+    };
+    if let Some(text) = job.filter_text() {
+        (purges.compile)(&text).map_err(|e| bad("InvalidFilter", format!("the filter does not parse: {e}")))?;
+    }
+    Ok(job)
+}
+
+/// Empties the job's whole table at once, and marks the job done.
+async fn truncate(state: &AdminState, job: &mut Job) -> Result<(), Resp> {
+    match state.store.truncate_table(&job.account, &job.table).await {
+        Ok(Some(n)) => {
+            job.deleted = n;
+            job.state = JobState::Done;
+            job.finished = Some(purge_job::now_secs());
+            Ok(())
+        }
+        Ok(None) => Err(no_table(&job.account, &job.table)),
+        Err(e) => Err(store_failure(&e, "truncating a table", e.to_string())),
+    }
+}
+
+fn no_table(account: &str, table: &str) -> Resp {
+    error(
+        StatusCode::NOT_FOUND,
+        "TableNotFound",
+        format!("account {account:?} has no table named {table:?}"),
+    )
 }
 
 fn bad(code: &str, message: String) -> Resp {

@@ -48,19 +48,28 @@ fn help(h: &str) -> &str {
 
 impl Collector for Scrape {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        self.encode_node(&mut encoder)?;
+        self.encode_tables(&mut encoder)?;
+        self.encode_store(&mut encoder)
+    }
+}
+
+impl Scrape {
+    /// The node's own state: ready, draining, start time, build.
+    fn encode_node(&self, encoder: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let gauge = |encoder: &mut DescriptorEncoder, name: &str, text: &str, v: i64| {
             encoder
                 .encode_descriptor(name, text, None, MetricType::Gauge)?
                 .encode_gauge(&v)
         };
         gauge(
-            &mut encoder,
+            encoder,
             "tafel_ready",
             "1 while the node is ready to serve (GET /ready answers 200)",
             i64::from(self.ready),
         )?;
         gauge(
-            &mut encoder,
+            encoder,
             "tafel_draining",
             "1 once shutdown began: the node answers /ready with 503 while in-flight requests finish",
             i64::from(self.draining),
@@ -86,6 +95,11 @@ impl Collector for Scrape {
             )?
             .encode_family(&info)?
             .encode_gauge(&1i64)?;
+        Ok(())
+    }
+
+    /// Tables per account and the largest tables' sizes.
+    fn encode_tables(&self, encoder: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
         {
             let mut tables = encoder.encode_descriptor(
                 "tafel_account_tables",
@@ -127,6 +141,11 @@ impl Collector for Scrape {
                     .encode_gauge(&i64::try_from(value(t)).unwrap_or(i64::MAX))?;
             }
         }
+        Ok(())
+    }
+
+    /// Expiry's removals and the store's own metrics.
+    fn encode_store(&self, encoder: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
         encoder
             .encode_descriptor(
                 "tafel_expired_entities",

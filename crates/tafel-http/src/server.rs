@@ -137,28 +137,11 @@ pub async fn serve(
     };
     let (query_runtime, batch_runtime) = (long_runtime("tafel-query")?, long_runtime("tafel-batch")?);
     let (stop_tx, stop_rx) = watch::channel(false);
-    let mut workers = Vec::new();
-    let mut handles = Vec::new();
-    for i in 0..threads.serving.max(1) {
-        let (tx, rx) = mpsc::unbounded_channel();
-        let open = Arc::new(AtomicUsize::new(0));
-        let (open2, stop) = (open.clone(), stop_rx.clone());
-        let conn = ConnState {
-            state: state.clone(),
-            long: LongRuntimes {
-                query: query_runtime.handle().clone(),
-                batch: batch_runtime.handle().clone(),
-            },
-            tls: tls.clone(),
-        };
-        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-        handles.push(
-            std::thread::Builder::new()
-                .name(format!("tafel-http-{i}"))
-                .spawn(move || runtime.block_on(serve_thread(rx, conn, open2, stop)))?,
-        );
-        workers.push(Worker { conns: tx, open });
-    }
+    let long = LongRuntimes {
+        query: query_runtime.handle().clone(),
+        batch: batch_runtime.handle().clone(),
+    };
+    let (workers, handles) = spawn_serving(threads.serving, &state, &long, &tls, &stop_rx)?;
     tokio::pin!(shutdown);
     let fresh = Arc::new(AtomicUsize::new(0));
     // At the limit, no more connections are accepted: they wait in the backlog.
@@ -197,17 +180,53 @@ pub async fn serve(
     }
     let _ = stop_tx.send(true);
     drop(workers);
+    join_serving(handles).await;
+    // Every request has finished: nothing runs there any more.
+    query_runtime.shutdown_background();
+    batch_runtime.shutdown_background();
+    Ok(())
+}
+
+/// Starts the serving threads, each with a runtime of its own; their
+/// mailboxes and join handles.
+fn spawn_serving(
+    n: usize,
+    state: &Arc<AppState>,
+    long: &LongRuntimes,
+    tls: &Option<TlsAcceptor>,
+    stop: &watch::Receiver<bool>,
+) -> std::io::Result<(Vec<Worker>, Vec<std::thread::JoinHandle<()>>)> {
+    let mut workers = Vec::new();
+    let mut handles = Vec::new();
+    for i in 0..n.max(1) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let open = Arc::new(AtomicUsize::new(0));
+        let (open2, stop) = (open.clone(), stop.clone());
+        let conn = ConnState {
+            state: state.clone(),
+            long: long.clone(),
+            tls: tls.clone(),
+        };
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        handles.push(
+            std::thread::Builder::new()
+                .name(format!("tafel-http-{i}"))
+                .spawn(move || runtime.block_on(serve_thread(rx, conn, open2, stop)))?,
+        );
+        workers.push(Worker { conns: tx, open });
+    }
+    Ok((workers, handles))
+}
+
+/// Waits for the serving threads, which drain for up to DRAIN_TIMEOUT.
+async fn join_serving(handles: Vec<std::thread::JoinHandle<()>>) {
     for h in handles {
-        // A join on this runtime's blocking pool: the threads drain for up to DRAIN_TIMEOUT.
+        // A join on this runtime's blocking pool.
         let joined = tokio::task::spawn_blocking(move || h.join()).await;
         if !matches!(joined, Ok(Ok(()))) {
             tracing::warn!("a serving thread panicked");
         }
     }
-    // Every request has finished: nothing runs there any more.
-    query_runtime.shutdown_background();
-    batch_runtime.shutdown_background();
-    Ok(())
 }
 
 /// Gives a connection to the serving thread with the fewest open ones.
