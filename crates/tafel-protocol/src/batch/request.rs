@@ -77,21 +77,19 @@ impl SubRequest {
 }
 
 fn strip_scheme_and_authority(url: &str) -> &str {
-    let Some(scheme_end) = url.find("://") else {
-        return url;
-    };
-    let scheme = url.get(..scheme_end).unwrap_or("");
-    let is_scheme = !scheme.is_empty()
-        && scheme
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.'));
-    if !is_scheme {
+    // The scheme is the longest prefix of scheme characters; a URL has `://`
+    // right after it. (Byte scans: `str::find` of a string sets up a searcher
+    // costing more than the whole target of a typical operation.)
+    let scheme_end = url
+        .bytes()
+        .position(|b| !(b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.')))
+        .unwrap_or(url.len());
+    if scheme_end == 0 || !url.get(scheme_end..).is_some_and(|r| r.starts_with("://")) {
         return url;
     }
     let after = url.get(scheme_end + 3..).unwrap_or("");
-    match after.find(['/', '?', '#']) {
-        Some(i) if after.as_bytes().get(i) == Some(&b'/') => after.get(i..).unwrap_or("/"),
-        // `http://host?x=1`: empty path, the query follows the authority.
+    // `http://host?x=1`: an empty path, the query right after the authority.
+    match after.bytes().position(|b| matches!(b, b'/' | b'?' | b'#')) {
         Some(i) => after.get(i..).unwrap_or("/"),
         None => "/",
     }
@@ -353,6 +351,10 @@ mod tests {
         assert_eq!(strip_scheme_and_authority("https://host?x=1"), "?x=1");
         assert_eq!(strip_scheme_and_authority("/acct/t"), "/acct/t");
         assert_eq!(strip_scheme_and_authority("t()"), "t()");
+        assert_eq!(strip_scheme_and_authority("://x/t"), "://x/t");
+        assert_eq!(strip_scheme_and_authority("h t://x/t"), "h t://x/t");
+        assert_eq!(strip_scheme_and_authority("é://x/t"), "é://x/t");
+        assert_eq!(strip_scheme_and_authority("svn+ssh://x/t"), "/t");
         assert_eq!(
             strip_scheme_and_authority("/t(PartitionKey='://x')"),
             "/t(PartitionKey='://x')"
