@@ -73,7 +73,7 @@ def test_statistics_match_the_data(browser, soft):
     b.d.refresh()  # the panel stays open across a reload
     b.wait(lambda: b.el("#stat-entities").get_attribute("data-value") == "32", "32 after an insert")
     assert b.el("#stat-partitions").get_attribute("data-value") == "4"
-    b.screenshot("12-manage")
+    b.screenshot("14-manage")
 
 
 def test_set_refuse_and_clear_an_expiry_policy(browser, soft):
@@ -193,6 +193,7 @@ def test_a_deleted_table_is_restored_from_the_explorer(browser, soft):
     assert "1 h" in b.text("#deleted-policy")
     row = b.el(f"#deleted-tables tr[data-name={name}]")
     assert [td.text for td in row.find_elements("css selector", "td.num")][0] == "12"
+    b.screenshot("15-deleted-tables")
     row.find_element("css selector", "button.restore").click()
     b.wait(lambda: not b.all(f"#deleted-tables tr[data-name={name}]"), "gone from the list")
     assert rows(svc, name) == before
@@ -218,7 +219,6 @@ def test_a_deleted_table_is_restored_from_the_explorer(browser, soft):
     b.wait(lambda: not b.all(f"#deleted-tables tr[data-name={name}]"), "restored")
     assert rows(svc, other) == before
     assert rows(svc, name) == []
-    b.screenshot("13-deleted-tables")
 
 
 def test_the_deleted_tables_view_says_when_none_are_kept(browser, server):
