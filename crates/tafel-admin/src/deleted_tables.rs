@@ -1,7 +1,8 @@
 //! Deleted tables kept restorable (`serve --table-soft-delete`, docs/lifecycle.md):
 //!
 //! - `GET /accounts/A/deleted-tables`: the account's deleted tables still
-//!   restorable, most recently deleted first, as JSON.
+//!   restorable, most recently deleted first, as JSON, with `keepSeconds`: how
+//!   long a table deleted now is kept (`null`: soft delete is off).
 //! - `POST /accounts/A/deleted-tables/ID/restore`, optional body `{"as": "NEW"}`:
 //!   restores table ID under its own name or NEW (200). A taken name is 409
 //!   TableAlreadyExists; a NEW that is no table name 400; an ID not kept (never
@@ -87,7 +88,13 @@ async fn list(state: &AdminState, account: &str) -> Resp {
     match state.store.deleted_tables(account).await {
         Ok(list) => {
             let tables: Vec<Value> = list.iter().map(describe).collect();
-            json_response(StatusCode::OK, &json!({"account": account, "deletedTables": tables}))
+            // Whether deleting keeps a table now, so a client can tell "none
+            // deleted" from "none kept" (the explorer says which).
+            let keep = state.store.table_soft_delete().map(|d| d.as_secs());
+            json_response(
+                StatusCode::OK,
+                &json!({"account": account, "keepSeconds": keep, "deletedTables": tables}),
+            )
         }
         Err(e) => failed(e),
     }

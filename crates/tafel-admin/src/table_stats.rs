@@ -2,8 +2,8 @@
 //! with every write (docs/lifecycle.md):
 //!
 //! - `GET /accounts/ACCOUNT/tables/TABLE/stats`: one table's entities, partitions
-//!   and bytes, as JSON (`partitions` is `null` where the backend does not count
-//!   them: PostgreSQL).
+//!   and bytes, as JSON (`partitions` is `null` where a backend does not count
+//!   them; both count them now).
 //! - `GET /stats[?account=ACCOUNT]`: every table's entities and bytes, largest
 //!   first.
 //!

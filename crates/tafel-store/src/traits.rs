@@ -420,6 +420,12 @@ pub trait Store: Send + Sync + 'static {
         }
     }
 
+    /// How long a deleted table stays restorable (`None`: soft delete is off),
+    /// as [`Store::set_table_soft_delete`] last set it.
+    fn table_soft_delete(&self) -> Option<std::time::Duration> {
+        None
+    }
+
     /// `account`'s deleted tables still restorable, most recently deleted first.
     async fn deleted_tables(&self, account: &str) -> Result<Vec<DeletedTable>, UndeleteError> {
         let _ = account;

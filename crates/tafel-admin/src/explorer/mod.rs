@@ -54,6 +54,9 @@ static ASSETS: &[Asset] = &[
     asset!("/js/changes.js", "js/changes.js", JS),
     asset!("/js/status.js", "js/status.js", JS),
     asset!("/js/faults.js", "js/faults.js", JS),
+    asset!("/js/admin.js", "js/admin.js", JS),
+    asset!("/js/manage.js", "js/manage.js", JS),
+    asset!("/js/deleted.js", "js/deleted.js", JS),
 ];
 
 /// Every embedded asset's bytes, for the size check in the tests.

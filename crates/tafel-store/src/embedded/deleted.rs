@@ -107,6 +107,11 @@ impl super::EmbeddedStore {
         self.inner.feed.soft_delete_ns.store(ns, Ordering::Release);
     }
 
+    pub(super) fn kept_deleted(&self) -> Option<std::time::Duration> {
+        let ns = self.inner.feed.soft_delete_ns.load(Ordering::Acquire);
+        (ns > 0).then(|| std::time::Duration::from_nanos(ns))
+    }
+
     pub(super) fn list_deleted(&self, account: &str) -> Result<Vec<DeletedTable>, UndeleteError> {
         let snapshot = self.opening()?.view();
         let now = crate::feed::now_ns();

@@ -521,6 +521,10 @@ impl Store for EmbeddedStore {
         Ok(())
     }
 
+    fn table_soft_delete(&self) -> Option<std::time::Duration> {
+        self.kept_deleted()
+    }
+
     async fn deleted_tables(&self, account: &str) -> Result<Vec<crate::DeletedTable>, crate::UndeleteError> {
         self.list_deleted(account)
     }

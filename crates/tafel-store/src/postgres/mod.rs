@@ -575,6 +575,11 @@ impl Store for PostgresStore {
         Ok(())
     }
 
+    fn table_soft_delete(&self) -> Option<Duration> {
+        let ns = self.keep_ns.load(std::sync::atomic::Ordering::Acquire);
+        (ns > 0).then(|| Duration::from_nanos(ns))
+    }
+
     async fn deleted_tables(&self, account: &str) -> Result<Vec<crate::DeletedTable>, crate::UndeleteError> {
         Ok(self.retry("list deleted tables", || self.list_deleted(account)).await?)
     }

@@ -2,7 +2,9 @@
 //
 // Routes (the hash, so a query can be shared as a link; no credential is ever
 // part of it): #/ tables · #/a/<account>/<table>?filter=&select=&top= a
-// table's entities · #/a/<account>/<table>/changes its changes, live · #/status the server's status · #/faults the fault rules.
+// table's entities · #/a/<account>/<table>/changes its changes, live ·
+// #/a/<account>/deleted-tables the account's deleted tables (no table name has
+// a '-') · #/status the server's status · #/faults the fault rules.
 
 import { Api } from "./api.js";
 import { h, $, fill, showError, leaveView } from "./ui.js";
@@ -11,10 +13,12 @@ import { renderEntities } from "./entities.js";
 import { renderStatus } from "./status.js";
 import { renderFaults } from "./faults.js";
 import { renderChanges } from "./changes.js";
+import { renderDeleted } from "./deleted.js";
 
 const DEV_ACCOUNT = "devstoreaccount1";
 const DEV_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==";
 const SESSIONS = "tafel.sessions";
+const DELETED = "deleted-tables";
 
 // Credentials live in this tab's sessionStorage: gone when the tab closes,
 // never in a URL, a cookie or the server's logs.
@@ -43,6 +47,9 @@ function route() {
   const params = new URLSearchParams(qs || "");
   if (parts[0] === "status") return { view: "status" };
   if (parts[0] === "faults") return { view: "faults" };
+  if (parts[0] === "a" && parts[1] && parts[2] === DELETED) {
+    return { view: "tables", account: parts[1], table: null, params, deleted: true };
+  }
   if (parts[0] === "a" && parts[1]) {
     return { view: "tables", account: parts[1], table: parts[2] || null, params, changes: parts[3] === "changes" };
   }
@@ -107,9 +114,15 @@ async function render() {
     split = h("div.split", { "data-account": api.account }, h("aside#tables", { "aria-label": "Tables" }),
       h("section#view", { "aria-label": "Entities" }));
     fill(main, split);
-    renderTables($("#tables"), api, { selected: table, open: (t) => (location.hash = tableLink(api.account, t)) });
+    renderTables($("#tables"), api, { selected: table, open: (t) => (location.hash = tableLink(api.account, t)),
+      deleted: `${tableLink(api.account)}/${DELETED}` });
   } else {
     $("#tables").dispatchEvent(new CustomEvent("select", { detail: table }));
+  }
+  if (r.deleted) {
+    return renderDeleted($("#view"), api, {
+      tableLink, tablesChanged: () => $("#tables").dispatchEvent(new CustomEvent("reload")),
+    });
   }
   if (table && r.changes) {
     return renderChanges($("#view"), api, table, { back: tableLink(api.account, table) });

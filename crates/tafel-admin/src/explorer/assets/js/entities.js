@@ -6,9 +6,14 @@ import { fromWire, TYPES, SYSTEM, literal, check } from "./edm.js";
 import { countEntities, deleteTable, editAcl, makeSas } from "./tables.js";
 import { editEntity } from "./editor.js";
 import { exportQuery, importFile } from "./transfer.js";
+import { renderManage } from "./manage.js";
 
 const OPS = ["eq", "ne", "gt", "ge", "lt", "le"];
 const COLUMNS = "tafel.columns";
+
+// Whether the Manage panel is open, kept in the tab's session: running a query
+// (a new route), opening another table or reloading does not close it.
+const MANAGE = "tafel.manage";
 
 // Each table's property names in the order first seen, for this tab's session: the
 // grid keeps its columns in that order across pages and filters, so a column never
@@ -62,6 +67,17 @@ export async function renderEntities(root, api, table, params, nav) {
   const next = h("button#page-next", { disabled: true, onclick: () => { page++; load(); }, title: "Next page" }, "Next ▶");
   const pageNo = h("span.muted#page-no", {}, "page 1");
   const delSel = h("button#delete-selected", { disabled: true, onclick: bulkDelete }, "Delete selected");
+  let manageOpen = sessionStorage.getItem(MANAGE) === "open";
+  const manage = h("section.manage#manage", { "aria-label": "Manage the table", hidden: !manageOpen });
+  const showManage = () => renderManage(manage, api, table, { changed: () => load() });
+  const manageToggle = h("button#manage-toggle", { "aria-expanded": String(manageOpen), title: "Statistics, expiry, indexes, purge",
+    onclick: () => {
+      manageOpen = manage.hidden;
+      sessionStorage.setItem(MANAGE, manageOpen ? "open" : "");
+      manage.hidden = !manageOpen;
+      manageToggle.setAttribute("aria-expanded", String(manageOpen));
+      if (manageOpen) showManage();
+    } }, "Manage");
 
   // The query as typed in the bar: what Run shows and Copy link shares.
   const typedQuery = () => new URLSearchParams([["filter", filter.value.trim()], ["select", select.value.trim()], ["top", top.value.trim()]]);
@@ -85,6 +101,7 @@ export async function renderEntities(root, api, table, params, nav) {
     h("button#count", { onclick: () => countEntities(api, table, q.filter) }, "Count"),
     h("a#live-changes", { href: nav.changes, title: "The table's change feed, live" }, "Changes"),
     h("span.spacer"),
+    manageToggle,
     h("button#acl", { onclick: () => editAcl(api, table) }, "Access policies"),
     h("button#sas", { onclick: () => makeSas(api, table) }, "SAS…"),
     h("button.danger#table-delete", {
@@ -252,7 +269,8 @@ export async function renderEntities(root, api, table, params, nav) {
     if (typing || e.ctrlKey || e.metaKey || e.altKey || document.querySelector("dialog[open]")) return;
     if (e.key === "n") { e.preventDefault(); edit(null, "insert"); }
   };
-  fill(root, h("div.view-head", {}, h("h2#table-name", {}, table)), actions, form, status, grid, h("div.pager", {}, prev, pageNo, next));
+  fill(root, h("div.view-head", {}, h("h2#table-name", {}, table)), actions, manage, form, status, grid, h("div.pager", {}, prev, pageNo, next));
+  if (manageOpen) showManage();
   await load();
   const first = $("#entities tbody tr[tabindex]");
   if (first && document.activeElement === document.body) first.focus({ preventScroll: true });

@@ -3,8 +3,8 @@
 // listener's own /faults (docs/testing.md), as the status page reads /metrics.
 
 import { h, fill, notify } from "./ui.js";
+import { adminCall, tokenForm } from "./admin.js";
 
-const TOKEN = "tafel.adminToken";
 const COUNTS = ["matched", "fired"];
 const MATCH = ["account", "table", "partition", "operation", "method"];
 const WHEN = ["times", "every", "probability", "seed", "for-seconds"];
@@ -15,16 +15,7 @@ const OPERATIONS = ["InsertEntity", "UpdateEntity", "MergeEntity", "DeleteEntity
 const ERRORS = ["ServerBusy", "OperationTimedOut", "InternalError", "EntityAlreadyExists",
   "UpdateConditionNotSatisfied", "ResourceNotFound", "TableNotFound"];
 
-async function call(method, body) {
-  const token = sessionStorage.getItem(TOKEN);
-  const headers = token ? { Authorization: `Bearer ${token}` } : {};
-  if (body) headers["Content-Type"] = "application/json";
-  const r = await fetch("/faults", { method, headers, body: body && JSON.stringify(body), cache: "no-store" });
-  const text = await r.text();
-  let json = null;
-  try { json = JSON.parse(text); } catch { /* not JSON: a 401's text */ }
-  return { status: r.status, json, text };
-}
+const call = (method, body) => adminCall(method, "/faults", body);
 
 /** A rule as written: without the counts the server adds. */
 const asWritten = (rule) => Object.fromEntries(Object.entries(rule).filter(([k]) => !COUNTS.includes(k)));
@@ -122,9 +113,7 @@ export function renderFaults(main) {
     list, error, form, edit));
 
   function askToken(why) {
-    const input = h("input#admin-token", { type: "password", "aria-label": "Admin token", autocomplete: "off" });
-    fill(list, h("form.card", { onsubmit: (e) => { e.preventDefault(); sessionStorage.setItem(TOKEN, input.value); renderFaults(main); } },
-      h("p", {}, why), input, h("button.primary", { type: "submit" }, "Show")));
+    fill(list, tokenForm(why, () => renderFaults(main)));
   }
 
   return load();

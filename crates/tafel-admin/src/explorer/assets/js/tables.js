@@ -6,7 +6,7 @@ import { tableSas } from "./sign.js";
 
 const PAGE = 50;
 
-export function renderTables(root, api, { selected, open }) {
+export function renderTables(root, api, { selected, open, deleted }) {
   let prefix = "";
   let pages = [""]; // continuation of each page shown so far
   let page = 0;
@@ -74,7 +74,9 @@ export function renderTables(root, api, { selected, open }) {
     list.removeAttribute("aria-busy");
   }
 
-  fill(root, h("div.side-head", {}, create), search, list, h("div.pager", {}, prev, where, next));
+  // A table SAS reaches one table: no other table's fate is its business.
+  const kept = api.sasTable ? null : h("a.side-foot#deleted-link", { href: deleted, title: "Deleted tables still restorable (--table-soft-delete)" }, "Deleted tables");
+  fill(root, h("div.side-head", {}, create), search, list, h("div.pager", {}, prev, where, next), kept);
   load();
 }
 
