@@ -100,6 +100,8 @@ async fn a_write_after_a_savepoint_restore_follows_the_restored_definitions() {
     assert_eq!(rewrite_after_reopen_and_index(dir.path()).await, 1);
 }
 
+/// The cache is keyed by table id and trusts that ids are never reused: a new
+/// table under the old name must not inherit the old one's cached definitions.
 #[tokio::test]
 async fn a_table_made_again_under_its_name_starts_without_the_old_ones_indexes() {
     let dir = tempdir().expect("temp dir");
