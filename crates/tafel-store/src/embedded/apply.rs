@@ -10,6 +10,7 @@ use super::commit::Pending;
 use super::counts::{self, Counts};
 use super::engine::group::GroupTx;
 use super::engine::tree::{ReadTrees, Tree};
+use super::index::IndexDefs;
 use super::schema::*;
 use super::Job;
 use crate::error::{FailureKind, StoreError};
@@ -26,6 +27,8 @@ pub(super) struct Writer<'t, 'l> {
     pub(super) counts: Counts,
     /// The service's index encoder, once it gave one (`index.rs`).
     pub(super) index_encoder: Option<&'l IndexEncoder>,
+    /// Tables' indexed properties, kept across groups (`index.rs`).
+    pub(super) index_defs: &'l mut IndexDefs,
     /// How long a deleted table stays restorable (ns; 0: deleted at once).
     pub(super) keep_ns: u64,
     /// When the next kept table is due for removal (`deleted.rs`).

@@ -5,8 +5,9 @@
 //! length (the encoding is the service's, opaque here). The writer changes the
 //! entries in the entity's own commit, from its stored forms before and after.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
 
 use super::apply::Writer;
 use super::checksums::{seal, unseal};
@@ -103,10 +104,41 @@ fn definitions(trees: &impl ReadTrees, id: u64) -> Result<Vec<(String, u8)>, Sto
     Ok(out)
 }
 
+/// Tables' indexed properties as the writer last read them, so a write learns
+/// them without a META range read (issue #59: it cost every insert about a
+/// microsecond). Kept on the writer thread across groups: every change of a
+/// definition forgets its table's entry, a savepoint job forgets all, and a
+/// group that does not commit drops the whole cache (`writer.rs`), since what
+/// it read may have been its own uncommitted change.
+#[derive(Default)]
+pub(in crate::embedded) struct IndexDefs(HashMap<u64, Arc<[String]>>);
+
+/// Entries kept at most; past it the cache starts over (a store with more
+/// tables than this written in turn reads definitions again, as before).
+const CACHED_TABLES: usize = 1 << 16;
+
+impl IndexDefs {
+    pub(in crate::embedded) fn clear(&mut self) {
+        self.0.clear();
+    }
+
+    fn forget(&mut self, id: u64) {
+        self.0.remove(&id);
+    }
+}
+
 impl Writer<'_, '_> {
-    /// The indexed properties of table `id`.
-    pub(super) fn indexed(&self, id: u64) -> Result<Vec<String>, StoreError> {
-        Ok(definitions(&self.tx, id)?.into_iter().map(|(p, _)| p).collect())
+    /// The indexed properties of table `id`, from the cache when it has them.
+    pub(super) fn indexed(&mut self, id: u64) -> Result<Arc<[String]>, StoreError> {
+        if let Some(found) = self.index_defs.0.get(&id) {
+            return Ok(found.clone());
+        }
+        let found: Arc<[String]> = definitions(&self.tx, id)?.into_iter().map(|(p, _)| p).collect();
+        if self.index_defs.0.len() >= CACHED_TABLES {
+            self.index_defs.clear();
+        }
+        self.index_defs.0.insert(id, found.clone());
+        Ok(found)
     }
 
     /// Moves one entity's entries from its stored form `old` to `new` (`None`: absent).
@@ -147,6 +179,7 @@ impl Writer<'_, '_> {
         if self.tx.get(Tree::Meta, def.as_bytes())?.is_some() {
             return Ok(false);
         }
+        self.index_defs.forget(t.id);
         let encoder = at_hand(self.index_encoder)?;
         let prefix = entry_prefix(t.id, property);
         let mut entries = Vec::new();
@@ -177,6 +210,7 @@ impl Writer<'_, '_> {
         if self.tx.get(Tree::Meta, def.as_bytes())?.is_none() {
             return Ok(false);
         }
+        self.index_defs.forget(t.id);
         self.tx.remove(Tree::Meta, def.as_bytes())?;
         let prefix = entry_prefix(t.id, property);
         self.tx.remove_range(Tree::Index, &prefix, &entries_end(&prefix))?;
@@ -185,11 +219,12 @@ impl Writer<'_, '_> {
 
     /// Drops every index of table `id` with its entries (the table is being deleted).
     pub(super) fn drop_indexes(&mut self, id: u64) -> Result<(), StoreError> {
-        let properties = self.indexed(id)?;
+        self.index_defs.forget(id);
+        let properties = definitions(&self.tx, id)?;
         if properties.is_empty() {
             return Ok(());
         }
-        for property in &properties {
+        for (property, _) in &properties {
             self.tx.remove(Tree::Meta, def_key(id, property).as_bytes())?;
         }
         self.tx

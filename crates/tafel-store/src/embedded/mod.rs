@@ -41,6 +41,8 @@ mod feed_restore;
 #[cfg(test)]
 mod feed_tests;
 mod index;
+#[cfg(test)]
+mod index_tests;
 mod records;
 mod savepoints;
 #[cfg(test)]

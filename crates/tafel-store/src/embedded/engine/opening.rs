@@ -193,6 +193,7 @@ impl Opening {
             durable: durable.clone(),
             stats: stats.clone(),
             feed: feed.clone(),
+            index_defs: Default::default(),
         };
         let log = commit::LogSide {
             wal,

@@ -21,6 +21,7 @@ use super::tree::Tree;
 use super::wal::{LogBuf, Spare};
 use crate::embedded::apply::Writer;
 use crate::embedded::feed::FeedState;
+use crate::embedded::index::IndexDefs;
 use crate::embedded::stats::EmbeddedStats;
 use crate::embedded::{savepoints, Job};
 use crate::error::{kind_of_io, BackendError, FailureKind};
@@ -48,6 +49,8 @@ pub(in crate::embedded) struct LogState {
     pub(in crate::embedded) stats: Arc<EmbeddedStats>,
     /// The change feed's settings (and when its retention last ran).
     pub(in crate::embedded) feed: Arc<FeedState>,
+    /// Tables' indexed properties (`index.rs`); only a committed group's reads stay.
+    pub(in crate::embedded) index_defs: IndexDefs,
 }
 
 impl LogState {
@@ -160,6 +163,8 @@ fn run_group(db: &Database, state: &mut LogState, to_log: &ToLog, health: &Healt
         }
         let mut txn = db.begin_write().map_err(backend_error)?;
         let mut log = state.spare.take();
+        // Put back only once the group's changes are committed (or it made none).
+        let mut defs = std::mem::take(&mut state.index_defs);
         let (checkpoint, unchanged, seq) = apply_jobs(
             &txn,
             state,
@@ -168,9 +173,11 @@ fn run_group(db: &Database, state: &mut LogState, to_log: &ToLog, health: &Healt
             group,
             &mut committed.pending,
             checkpoint_alone,
+            &mut defs,
         )?;
         if unchanged {
             // Every job failed or changed nothing: there is nothing to commit.
+            state.index_defs = defs;
             return txn.abort().map_err(backend_error);
         }
         let level = if checkpoint {
@@ -187,6 +194,7 @@ fn run_group(db: &Database, state: &mut LogState, to_log: &ToLog, health: &Healt
         }
         let started = Instant::now();
         txn.commit().map_err(backend_error)?;
+        state.index_defs = defs;
         account_commit(
             db,
             state,
@@ -216,6 +224,7 @@ fn run_group(db: &Database, state: &mut LogState, to_log: &ToLog, health: &Healt
 /// Applies the group's jobs in `txn`, their changes logged in `log`, each job's
 /// outcome pushed to `pending`; then whether the group commits as a checkpoint,
 /// whether it changed nothing, and the number its log record takes.
+#[allow(clippy::too_many_arguments)]
 fn apply_jobs(
     txn: &redb::WriteTransaction,
     state: &LogState,
@@ -224,6 +233,7 @@ fn apply_jobs(
     group: Vec<Job>,
     pending: &mut Vec<Pending>,
     checkpoint_alone: bool,
+    index_defs: &mut IndexDefs,
 ) -> Result<(bool, bool, u64), BackendError> {
     let mut seq = state.last_seq;
     let trees = Trees::open(txn).map_err(as_backend)?;
@@ -234,6 +244,7 @@ fn apply_jobs(
         feed: &feed,
         counts: Default::default(),
         index_encoder: encoder.as_deref(),
+        index_defs,
         keep_ns: state.feed.soft_delete_ns.load(std::sync::atomic::Ordering::Acquire),
         next_sweep: &state.feed.next_sweep_ns,
     };
