@@ -114,25 +114,10 @@ async fn drop_index(state: &AdminState, account: &str, table: &str, property: &s
     }
 }
 
-/// The 400 for `name` unless it can be an indexed property: a property name
-/// (letters, digits, `_`; up to 255) other than the keys and `Timestamp`, which
-/// the key planner serves.
+/// The 400 for `name` unless it can be an indexed property.
 fn bad_property(name: &str) -> Option<Resp> {
-    let ok = !name.is_empty()
-        && name.len() <= 255
-        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
-        && !matches!(name, "PartitionKey" | "RowKey" | "Timestamp");
-    if ok {
-        return None;
-    }
-    Some(error(
-        StatusCode::BAD_REQUEST,
-        "InvalidPropertyName",
-        format!(
-            "an index is on a property named by 1 to 255 ASCII letters, digits or '_', \
-             other than PartitionKey, RowKey and Timestamp (got {name:?})"
-        ),
-    ))
+    let message = tafel_service::index::property_problem(name)?;
+    Some(error(StatusCode::BAD_REQUEST, "InvalidPropertyName", message))
 }
 
 fn failed(e: IndexError) -> Resp {

@@ -6,7 +6,8 @@
 //! the file holds that neither a flag nor a variable gave is added to the
 //! command line as `--name=value` and the command line parsed again, so the
 //! file's values go through exactly the parsing and checks a flag's do. A key
-//! that names no flag is refused, by name.
+//! that names no flag is refused, by name. The file's `[[table]]` entries
+//! (tables' TTL policies and indexes) are not flags: `table_config.rs` reads them.
 
 use std::collections::BTreeSet;
 use std::ffi::OsString;
@@ -35,6 +36,9 @@ pub fn layered(cmd: &Command, argv: Vec<OsString>) -> anyhow::Result<(Vec<OsStri
     let table: toml::Table = text.parse().with_context(|| format!("parsing {}", path.display()))?;
     let mut extra = Vec::new();
     for (key, value) in &table {
+        if key == crate::table_config::KEY {
+            continue;
+        }
         let arg = serve
             .get_arguments()
             .find(|a| a.get_long() == Some(key.as_str()) && !NOT_IN_FILE.contains(&key.as_str()))
@@ -142,6 +146,10 @@ pub fn print(cmd: &Command, argv: Vec<OsString>, from_file: &BTreeSet<String>) -
         };
         out.push_str(&format!("{line:<48} # {source}\n"));
     }
+    let config = m.try_get_one::<PathBuf>("config").ok().flatten();
+    out.push_str(&crate::table_config::render(&crate::table_config::read(
+        config.map(PathBuf::as_path),
+    )?));
     Ok(out)
 }
 

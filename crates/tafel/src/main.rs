@@ -20,6 +20,7 @@ mod purge;
 mod serve_args;
 mod snapshot;
 mod stats;
+mod table_config;
 mod transfer;
 mod ttl;
 mod undelete;
@@ -227,7 +228,8 @@ fn main() -> anyhow::Result<()> {
     let (argv, from_file) = config::layered(&cmd, std::env::args_os().collect())?;
     let matches = cmd.clone().try_get_matches_from(&argv).unwrap_or_else(|e| e.exit());
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
-    let mut args = match cli.command {
+    let args = match cli.command {
+        None => cli.serve,
         Some(Command::Serve(a)) => a,
         Some(Command::Config {
             action: ConfigCommand::Print(_),
@@ -235,35 +237,69 @@ fn main() -> anyhow::Result<()> {
             print!("{}", config::print(&cmd, argv, &from_file)?);
             return Ok(());
         }
-        Some(Command::Cert(a)) => return cert::run(a),
-        Some(Command::Export(a)) => return transfer::export(a),
-        Some(Command::Import(a)) => return transfer::import(a),
-        Some(Command::Copy(a)) => return transfer::copy(a),
-        Some(Command::Watch(a)) => return transfer::watch(a),
-        Some(Command::Backup(a)) => return backup::backup(a),
-        Some(Command::Restore(a)) => return backup::restore(a),
+        Some(tool) => return run_tool(tool, &matches),
+    };
+    let serve_matches = matches.subcommand_matches("serve").unwrap_or(&matches);
+    let (mut args, debug_file, log_given) = settle(args, serve_matches)?;
+    init_logging(&args, debug_file, log_given);
+    if let Some(mb) = args.azurite.extent_memory_limit {
+        if !args.in_memory {
+            tracing::info!("--extentMemoryLimit: ignored without --inMemoryPersistence, as in Azurite");
+        } else if args.in_memory_max_mb.is_none() {
+            args.in_memory_max_mb = Some(mb);
+        }
+    }
+    tafel_http::set_path_style_only(args.azurite.disable_product_style_url);
+    tafel_protocol::cosmos::set_server_cosmos(args.cosmos);
+    // This runtime only accepts connections and runs the store's background
+    // work; serving threads and long requests run on their own (tafel_http::serve).
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?
+        .block_on(serve(args))
+}
+
+/// Runs a subcommand that is neither `serve` nor `config print` (which main
+/// runs itself, and which this refuses).
+fn run_tool(command: Command, matches: &clap::ArgMatches) -> anyhow::Result<()> {
+    match command {
+        Command::Cert(a) => cert::run(a),
+        Command::Export(a) => transfer::export(a),
+        Command::Import(a) => transfer::import(a),
+        Command::Copy(a) => transfer::copy(a),
+        Command::Watch(a) => transfer::watch(a),
+        Command::Backup(a) => backup::backup(a),
+        Command::Restore(a) => backup::restore(a),
         #[cfg(feature = "embedded")]
-        Some(Command::Check(a)) => return check::run(a),
-        Some(Command::Health(mut a)) => {
-            let given = matches.subcommand_matches("health").is_some_and(|m| {
+        Command::Check(a) => check::run(a),
+        Command::Health(mut a) => {
+            a.address_given = matches.subcommand_matches("health").is_some_and(|m| {
                 ["admin_host", "admin_port"]
                     .iter()
                     .any(|id| m.value_source(id) == Some(clap::parser::ValueSource::CommandLine))
             });
-            a.address_given = given;
-            return health::run(a);
+            health::run(a)
         }
-        Some(Command::Snapshot(a)) => return snapshot::run(a),
-        Some(Command::Stats(a)) => return stats::run(a),
-        Some(Command::Index(a)) => return index::run(a),
-        Some(Command::Ttl(a)) => return ttl::run(a),
-        Some(Command::Undelete(a)) => return undelete::run(a),
-        Some(Command::Purge(a)) => return purge::run(a),
-        None => cli.serve,
-    };
+        Command::Snapshot(a) => snapshot::run(a),
+        Command::Stats(a) => stats::run(a),
+        Command::Index(a) => index::run(a),
+        Command::Ttl(a) => ttl::run(a),
+        Command::Undelete(a) => undelete::run(a),
+        Command::Purge(a) => purge::run(a),
+        Command::Serve(_) | Command::Config { .. } => anyhow::bail!("serve and config print are not tools"),
+    }
+}
+
+/// The serve flags settled before logging starts: the checks that refuse a
+/// start, what was given rather than defaulted, and Azurite's `--debug FILE`
+/// opened (the log goes there too, at debug level unless `--log` was given:
+/// the `bool`).
+fn settle(
+    mut args: ServeArgs,
+    serve_matches: &clap::ArgMatches,
+) -> anyhow::Result<(ServeArgs, Option<std::fs::File>, bool)> {
     args.check_tls_flags()?;
     args.azurite.refused()?;
-    // Azurite's `--debug FILE`: the log goes to FILE, at debug level unless --log was given.
     let debug_file = match &args.azurite.debug {
         Some(path) => Some(
             std::fs::OpenOptions::new()
@@ -274,7 +310,6 @@ fn main() -> anyhow::Result<()> {
         ),
         None => None,
     };
-    let serve_matches = matches.subcommand_matches("serve").unwrap_or(&matches);
     let given = |id: &str| {
         matches!(
             serve_matches.value_source(id),
@@ -294,22 +329,7 @@ fn main() -> anyhow::Result<()> {
             args.store.data_dir.display()
         );
     }
-    init_logging(&args, debug_file, log_given);
-    if let Some(mb) = args.azurite.extent_memory_limit {
-        if !args.in_memory {
-            tracing::info!("--extentMemoryLimit: ignored without --inMemoryPersistence, as in Azurite");
-        } else if args.in_memory_max_mb.is_none() {
-            args.in_memory_max_mb = Some(mb);
-        }
-    }
-    tafel_http::set_path_style_only(args.azurite.disable_product_style_url);
-    tafel_protocol::cosmos::set_server_cosmos(args.cosmos);
-    // This runtime only accepts connections and runs the store's background
-    // work; serving threads and long requests run on their own (tafel_http::serve).
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?
-        .block_on(serve(args))
+    Ok((args, debug_file, log_given))
 }
 
 /// The server's log on stderr, filtered by `--log`; with Azurite's `--debug FILE`,
@@ -353,9 +373,6 @@ fn init_logging(args: &ServeArgs, debug_file: Option<std::fs::File>, log_given: 
     tracing_subscriber::registry().with(layers).init();
 }
 
-/// The Table API's listener, with a listen backlog that holds a burst of new
-/// connections: with the usual 128, clients opening a few hundred at once saw
-/// some of their SYNs dropped, and waited a second to retry each.
 /// The expiry sweep (docs/lifecycle.md, "Expiry (TTL)"): a round every
 /// `SWEEP_EVERY`, reading every table's policy every `DISCOVER_EVERY`.
 async fn expire(service: Service) {
@@ -370,6 +387,9 @@ async fn expire(service: Service) {
     }
 }
 
+/// The Table API's listener, with a listen backlog that holds a burst of new
+/// connections: with the usual 128, clients opening a few hundred at once saw
+/// some of their SYNs dropped, and waited a second to retry each.
 fn bind(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
     let socket = match addr {
         SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4()?,
@@ -425,26 +445,16 @@ fn limit_settings(args: &ServeArgs) -> LimitSettings {
 
 async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let accounts = accounts(&args)?;
-    let store = args.open_store().await?;
-    args.change_feed.apply(store.as_ref())?;
-    store
-        .set_table_soft_delete(args.table_soft_delete)
-        .map_err(|e| anyhow::anyhow!("--table-soft-delete: {e}"))?;
-    if let Some(what) = tafel_backup::unfinished_restore(store.as_ref()).await? {
-        anyhow::bail!(
-            "this store holds a restore that did not finish ({what}): it is not served as if it were whole. \
-             Start from an empty store (delete the data directory, or drop and recreate the database) and run `tafel restore` again"
-        );
-    }
+    let account_names: Vec<String> = accounts.names().map(str::to_owned).collect();
+    // The file's `[[table]]` entries are checked before the store opens, and
+    // applied before any listener takes a request.
+    let tables = table_config::read(args.config.as_deref())?;
+    table_config::check_accounts(&tables, &account_names)?;
+    let store = open_checked_store(&args).await?;
+    let service = Service::new(store.clone());
+    table_config::apply(&tables, &service).await?;
     let ops = Arc::new(Ops::new(args.access_log()?));
     args.install_faults(&ops)?;
-    let account_names: Vec<String> = accounts.names().map(str::to_owned).collect();
-    let oauth = args.oauth().await?;
-    if oauth.is_some() && args.tls_source().is_none() {
-        tracing::warn!(
-            "--oauth without --cert/--pfx: bearer tokens are accepted only over HTTPS, so every one will be refused"
-        );
-    }
     let admin_listener = if args.no_admin {
         None
     } else {
@@ -462,56 +472,26 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         Some(l) if !args.no_explorer => Some(l.local_addr()?),
         _ => None,
     };
-    let service = Service::new(store.clone());
     tokio::spawn(expire(service.clone()));
-    let state = Arc::new(
-        AppState::new(
-            service.clone(),
-            accounts,
-            ops.clone(),
-            Limits::new(limit_settings(&args)),
-        )
-        .with_oauth(oauth)
-        .with_root_page(explorer.map(admin::explorer::root_page))
-        .with_throttle(
-            args.azure_limits
-                .then(|| Throttle::new(args.partition_limit, args.account_limit)),
-        ),
-    );
+    let state = Arc::new(app_state(&args, service.clone(), accounts, ops.clone(), explorer).await?);
     let acceptor = tls_acceptor(&args)?;
     let scheme = if acceptor.is_some() { "https" } else { "http" };
     let addr: SocketAddr = format!("{}:{}", args.host, args.port)
         .parse()
         .context("bad --host/--port")?;
     let listener = bind(addr).with_context(|| format!("binding {addr}"))?;
-    let backend = args.store.backend.name();
-    let (admin_stop, admin_stopped) = tokio::sync::oneshot::channel::<()>();
-    let admin_listener_addr = admin_listener.as_ref().map(|l| l.local_addr()).transpose()?;
-    let admin_task = match admin_listener {
+    let admin_addr = admin_listener.as_ref().map(|l| l.local_addr()).transpose()?;
+    let admin = match admin_listener {
         None => None,
         Some(admin_listener) => {
             tracing::info!("admin listener on {}", admin_listener.local_addr()?);
-            let mut admin_state = AdminState::new(
-                ops.clone(),
-                store.clone(),
-                account_names,
-                args.admin_token.clone().filter(|t| !t.is_empty()),
-                backend,
-            )
-            .with_service(service.clone())
-            .with_purge(admin::purge_job::Purges::new(purge::filter_compiler(), store.clone()));
+            let mut admin_state = admin_state(&args, &service, ops.clone(), account_names);
             if let Some(at) = explorer {
                 let endpoint = format!("{scheme}://{}", listeners::reachable(listener.local_addr()?));
                 admin_state = admin_state.with_explorer(state.clone(), endpoint);
                 tracing::info!("explorer on http://{}/", listeners::reachable(at));
             }
-            Some(tokio::spawn(admin::serve_admin(
-                admin_listener,
-                Arc::new(admin_state),
-                async {
-                    let _ = admin_stopped.await;
-                },
-            )))
+            Some(AdminTask::spawn(admin_listener, admin_state))
         }
     };
     log_listening(&args, state.accounts(), scheme, listener.local_addr()?);
@@ -520,28 +500,109 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             path,
             &listeners::Listeners {
                 table: listener.local_addr().ok()?,
-                admin: admin_listener_addr,
+                admin: admin_addr,
             },
         )
     });
-    let defaults = Threads::for_cores(std::thread::available_parallelism().map_or(1, |n| n.get()));
-    let threads = Threads {
-        serving: args.threads.unwrap_or(defaults.serving),
-        long: args.long_threads.unwrap_or(defaults.long),
-    };
     let drain = std::time::Duration::from_secs(args.drain_seconds);
-    tafel_http::serve(listener, state, acceptor, threads, shutdown_signal(ops.clone(), drain)).await?;
+    let stop = shutdown_signal(ops.clone(), drain);
+    tafel_http::serve(listener, state, acceptor, threads(&args), stop).await?;
     tracing::info!("draining the store");
     store.shutdown().await?;
     ops.flush();
-    let _ = admin_stop.send(());
-    if let Some(task) = admin_task {
-        if let Ok(Err(e)) = task.await {
-            tracing::warn!(error = %e, "the admin listener failed");
-        }
+    if let Some(admin) = admin {
+        admin.stop().await;
     }
     tracing::info!("stopped");
     Ok(())
+}
+
+/// What the Table API's handlers share: the service, the accounts, bearer-token
+/// checking (--oauth), the limits, the explorer's link at `/` and the throttle.
+async fn app_state(
+    args: &ServeArgs,
+    service: Service,
+    accounts: Accounts,
+    ops: Arc<Ops>,
+    explorer: Option<SocketAddr>,
+) -> anyhow::Result<AppState> {
+    let oauth = args.oauth().await?;
+    if oauth.is_some() && args.tls_source().is_none() {
+        tracing::warn!(
+            "--oauth without --cert/--pfx: bearer tokens are accepted only over HTTPS, so every one will be refused"
+        );
+    }
+    Ok(AppState::new(service, accounts, ops, Limits::new(limit_settings(args)))
+        .with_oauth(oauth)
+        .with_root_page(explorer.map(admin::explorer::root_page))
+        .with_throttle(
+            args.azure_limits
+                .then(|| Throttle::new(args.partition_limit, args.account_limit)),
+        ))
+}
+
+/// What the admin listener's handlers share (the explorer is added when served).
+fn admin_state(args: &ServeArgs, service: &Service, ops: Arc<Ops>, accounts: Vec<String>) -> AdminState {
+    let store = service.store().clone();
+    AdminState::new(
+        ops,
+        store.clone(),
+        accounts,
+        args.admin_token.clone().filter(|t| !t.is_empty()),
+        args.store.backend.name(),
+    )
+    .with_service(service.clone())
+    .with_purge(admin::purge_job::Purges::new(purge::filter_compiler(), store))
+}
+
+/// The store `args` name, with the settings it takes at start, refused if it
+/// holds a restore that did not finish.
+async fn open_checked_store(args: &ServeArgs) -> anyhow::Result<Arc<dyn tafel_store::Store>> {
+    let store = args.open_store().await?;
+    args.change_feed.apply(store.as_ref())?;
+    store
+        .set_table_soft_delete(args.table_soft_delete)
+        .map_err(|e| anyhow::anyhow!("--table-soft-delete: {e}"))?;
+    if let Some(what) = tafel_backup::unfinished_restore(store.as_ref()).await? {
+        anyhow::bail!(
+            "this store holds a restore that did not finish ({what}): it is not served as if it were whole. \
+             Start from an empty store (delete the data directory, or drop and recreate the database) and run `tafel restore` again"
+        );
+    }
+    Ok(store)
+}
+
+/// The admin listener's server, running until told to stop.
+struct AdminTask {
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl AdminTask {
+    fn spawn(listener: tokio::net::TcpListener, state: AdminState) -> AdminTask {
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(admin::serve_admin(listener, Arc::new(state), async {
+            let _ = stopped.await;
+        }));
+        AdminTask { stop, task }
+    }
+
+    /// Stops it (after the Table API: `/ready` answers through the drain).
+    async fn stop(self) {
+        let _ = self.stop.send(());
+        if let Ok(Err(e)) = self.task.await {
+            tracing::warn!(error = %e, "the admin listener failed");
+        }
+    }
+}
+
+/// The serving threads `--threads`/`--long-threads` ask for, else one per core's defaults.
+fn threads(args: &ServeArgs) -> Threads {
+    let defaults = Threads::for_cores(std::thread::available_parallelism().map_or(1, |n| n.get()));
+    Threads {
+        serving: args.threads.unwrap_or(defaults.serving),
+        long: args.long_threads.unwrap_or(defaults.long),
+    }
 }
 
 /// The accounts served: `--account`s and `--accounts-file`, else Azurite's

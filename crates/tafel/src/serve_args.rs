@@ -16,7 +16,9 @@ use tafel_store::Store;
 #[derive(Args, Clone)]
 pub(crate) struct ServeArgs {
     /// A TOML file setting any of these flags under its own name (`port = 10002`);
-    /// flags and environment variables take precedence over it.
+    /// flags and environment variables take precedence over it. Its `[[table]]`
+    /// entries declare tables with their TTL policy and indexes, made so at every
+    /// start (docs/operations.md, "Tables in the configuration file").
     #[arg(long, env = "TAFEL_CONFIG")]
     pub(crate) config: Option<PathBuf>,
     /// Address to listen on.

@@ -14,3 +14,19 @@ pub use plan::{plan_index, IndexPlan};
 pub fn encoder() -> tafel_store::IndexEncoder {
     Box::new(|stored: &[u8], property: &str| crate::model::codec::lookup(stored, property).map(encode))
 }
+
+/// Why `name` cannot be an indexed property, if it cannot: a property name of 1
+/// to 255 ASCII letters, digits or `_`, other than the keys and `Timestamp`,
+/// which the key planner serves. The admin API's and the config file's check.
+pub fn property_problem(name: &str) -> Option<String> {
+    let ok = !name.is_empty()
+        && name.len() <= 255
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+        && !matches!(name, "PartitionKey" | "RowKey" | "Timestamp");
+    (!ok).then(|| {
+        format!(
+            "an index is on a property named by 1 to 255 ASCII letters, digits or '_', \
+             other than PartitionKey, RowKey and Timestamp (got {name:?})"
+        )
+    })
+}

@@ -40,6 +40,14 @@ impl Service {
         }
     }
 
+    /// Creates a table unless one of the name exists, under the Table API's
+    /// naming rule: an operator's declaration (the config file's `[[table]]`),
+    /// checked by no caller's grants. Whether it was created.
+    pub async fn ensure_table(&self, account: &str, name: &str) -> Result<bool> {
+        validate::table_name(name)?;
+        Ok(self.store.create_table(account, name).await?)
+    }
+
     pub async fn delete_table(&self, ctx: &Ctx, name: &str) -> Result<()> {
         self.delete_table_named_by(ctx, name, |n| {
             validate::table_name(n).map_err(|_| Error::new(ErrorCode::TableNotFound))
