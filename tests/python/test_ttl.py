@@ -289,6 +289,20 @@ def test_background_removal_feed_counts_and_metric(srv):
     assert value(scrape(srv), "tafel_expired_entities_total") >= 119
 
 
+def test_entities_written_after_a_pass_found_none_are_removed_when_they_expire(srv):
+    """The sweep paces itself (a table is swept again when its first entity expires, not every
+    second), and an entity written after a pass that found nothing must not wait past its
+    expiry for the next: with seconds = 3, the next pass is due 3 s after the last at the latest."""
+    name = unique_table_name("ttlpace")
+    with TableServiceClient.from_connection_string(srv.conn_str) as svc:
+        tc = svc.create_table(name)
+        assert set_ttl(srv, name, {"seconds": 3}).status_code == 200
+        time.sleep(2.5)  # a pass or two over the empty table
+        tc.submit_transaction([("create", {"PartitionKey": "p", "RowKey": f"{i}"}) for i in range(5)])
+        assert stats(srv, name)["entities"] == 5
+        assert wait_for(lambda: stats(srv, name)["entities"] == 0, timeout=9), stats(srv, name)
+
+
 def test_expiry_survives_kill_9_and_check_passes(srv):
     name = unique_table_name("ttlkill")
     now = datetime.now(timezone.utc)

@@ -86,20 +86,36 @@ impl Expiry {
     /// Whether the stored entity `bytes` has expired. Corrupt bytes have not
     /// (their read fails on its own).
     pub fn expired(&self, bytes: &[u8]) -> bool {
-        if let Some(s) = self.policy.seconds {
-            let Some(ts) = codec::timestamp(bytes) else {
-                return false;
-            };
-            let ttl = i64::try_from(s).unwrap_or(i64::MAX).saturating_mul(TICKS_PER_SECOND);
-            if ts.0.saturating_add(ttl) <= self.now.0 {
-                return true;
-            }
-        }
-        match &self.policy.property {
-            Some(p) => matches!(codec::lookup(bytes, p), Some(ValueRef::DateTime(at)) if at <= self.now),
-            None => false,
+        self.expires_at(bytes).is_some_and(|at| at <= self.now)
+    }
+
+    /// When the stored entity `bytes` expires under the policy: the earlier of
+    /// its last write plus `seconds` and its expiry property (an Edm.DateTime;
+    /// any other type sets none); `None` if neither applies.
+    pub fn expires_at(&self, bytes: &[u8]) -> Option<DateTime> {
+        let by_age = self.policy.seconds.and_then(|s| {
+            let ts = codec::timestamp(bytes)?;
+            Some(DateTime(ts.0.saturating_add(ticks(s))))
+        });
+        let by_property = match &self.policy.property {
+            Some(p) => match codec::lookup(bytes, p) {
+                Some(ValueRef::DateTime(at)) => Some(at),
+                _ => None,
+            },
+            None => None,
+        };
+        match (by_age, by_property) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
         }
     }
+}
+
+/// `seconds` in DateTime ticks.
+pub(crate) fn ticks(seconds: u64) -> i64 {
+    i64::try_from(seconds)
+        .unwrap_or(i64::MAX)
+        .saturating_mul(TICKS_PER_SECOND)
 }
 
 /// The policy's part of a table's blob, appended after the ACL's.
@@ -140,6 +156,9 @@ pub(crate) struct Policies {
     map: RwLock<HashMap<String, HashMap<String, Cached>>>,
     /// Entities the sweep removed (`tafel_expired_entities_total`).
     pub expired: AtomicU64,
+    /// When each table swept last is next due for a sweep, and under which
+    /// policy that was worked out (`ops/expiry.rs`).
+    dues: std::sync::Mutex<HashMap<(String, String), (DateTime, Arc<TtlPolicy>)>>,
 }
 
 impl Policies {
@@ -177,19 +196,42 @@ impl Policies {
         if let Some(tables) = map.get_mut(account) {
             tables.retain(|name, _| !name.eq_ignore_ascii_case(table));
         }
+        drop(map);
+        let mut dues = self.dues.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        dues.retain(|(a, t), _| !(a == account && t.eq_ignore_ascii_case(table)));
     }
 
     /// The tables last seen with a policy: the sweep's work.
-    pub fn with_policy(&self) -> Vec<(String, String)> {
+    pub fn with_policy(&self) -> Vec<(String, String, Arc<TtlPolicy>)> {
         let map = self.map.read().unwrap_or_else(std::sync::PoisonError::into_inner);
         map.iter()
             .flat_map(|(account, tables)| {
-                tables
-                    .iter()
-                    .filter(|(_, c)| c.policy.is_some())
-                    .map(move |(table, _)| (account.clone(), table.clone()))
+                tables.iter().filter_map(move |(table, c)| {
+                    let policy = c.policy.clone()?;
+                    Some((account.clone(), table.clone(), policy))
+                })
             })
             .collect()
+    }
+
+    /// Whether a sweep of the table under `policy` is not yet due at `now`.
+    pub fn not_due(&self, account: &str, table: &str, policy: &TtlPolicy, now: DateTime) -> bool {
+        let dues = self.dues.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        // A policy changed since (on another node too) voids the due time.
+        matches!(dues.get(&(account.to_owned(), table.to_owned())), Some((at, p)) if now < *at && **p == *policy)
+    }
+
+    pub fn set_due(&self, account: String, table: String, policy: Arc<TtlPolicy>, at: DateTime) {
+        let mut dues = self.dues.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        dues.insert((account, table), (at, policy));
+    }
+
+    /// Every table is due at once (the test clock moved).
+    pub fn all_due(&self) {
+        self.dues
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clear();
     }
 }
 
