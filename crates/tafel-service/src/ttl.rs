@@ -151,6 +151,9 @@ struct Cached {
 /// Each table's policy as last read, by account and by table name as requests
 /// spell it (a lookup on every request allocates nothing); changes reach every
 /// spelling of the name, as Azure's names are case-insensitive.
+/// When a table is next due for a sweep, and under which policy.
+type Due = (DateTime, Arc<TtlPolicy>);
+
 #[derive(Default)]
 pub(crate) struct Policies {
     map: RwLock<HashMap<String, HashMap<String, Cached>>>,
@@ -158,7 +161,7 @@ pub(crate) struct Policies {
     pub expired: AtomicU64,
     /// When each table swept last is next due for a sweep, and under which
     /// policy that was worked out (`ops/expiry.rs`).
-    dues: std::sync::Mutex<HashMap<(String, String), (DateTime, Arc<TtlPolicy>)>>,
+    dues: std::sync::Mutex<HashMap<(String, String), Due>>,
 }
 
 impl Policies {
