@@ -214,17 +214,23 @@ impl Writer<'_, '_> {
         Ok(true)
     }
 
+    /// The stored rows `full` names, unsealed (`None`: absent).
+    fn current_rows(&self, full: &[Vec<u8>]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
+        let mut current = Vec::with_capacity(full.len());
+        for k in full {
+            // A damaged row fails the write: nothing is built on what it holds.
+            let found = self.tx.get(Tree::Entities, k)?;
+            current.push(found.map(|v| unseal(k, v.bytes()).map(<[u8]>::to_vec)).transpose()?);
+        }
+        Ok(current)
+    }
+
     fn write(&mut self, account: &str, table: &str, keys: &[EntityKey], decide: Decide) -> Result<(), StoreError> {
         let Some(t) = self.table(account, table)? else {
             return Err(StoreError::TableNotFound);
         };
         let full: Vec<Vec<u8>> = keys.iter().map(|k| row_key(t.id, k.as_bytes())).collect();
-        let mut current: Vec<Option<Vec<u8>>> = Vec::with_capacity(keys.len());
-        for k in &full {
-            // A damaged row fails the write: nothing is built on what it holds.
-            let found = self.tx.get(Tree::Entities, k)?;
-            current.push(found.map(|v| unseal(k, v.bytes()).map(<[u8]>::to_vec)).transpose()?);
-        }
+        let current = self.current_rows(&full)?;
         let views: Vec<Option<&[u8]>> = current.iter().map(|c| c.as_deref()).collect();
         let mutations = catch_unwind(AssertUnwindSafe(|| decide(&views)))
             .map_err(|_| StoreError::failure(FailureKind::Internal, "write decision panicked"))?;
@@ -277,17 +283,7 @@ impl Writer<'_, '_> {
                     latest.insert(k.as_slice(), now);
                 }
                 if recording {
-                    let (key, existed) = (key.as_bytes(), old.is_some());
-                    match &m {
-                        Mutation::Put(v) if existed => changes.push((ChangeOp::Replace, Some(key), Some(v.clone()))),
-                        Mutation::Merge(v) if existed => changes.push((ChangeOp::Merge, Some(key), Some(v.clone()))),
-                        Mutation::Put(v) | Mutation::Merge(v) => {
-                            changes.push((ChangeOp::Insert, Some(key), Some(v.clone())))
-                        }
-                        Mutation::Delete if existed => changes.push((ChangeOp::Delete, Some(key), None)),
-                        Mutation::Expire if existed => changes.push((ChangeOp::Expire, Some(key), None)),
-                        Mutation::Delete | Mutation::Expire | Mutation::Keep => {}
-                    }
+                    changes.extend(feed_change(&m, key.as_bytes(), old.is_some()));
                 }
                 match m {
                     Mutation::Put(mut v) | Mutation::Merge(mut v) => {
@@ -303,16 +299,7 @@ impl Writer<'_, '_> {
                 }
             }
             self.insert_new_rows(fresh)?;
-            let (mut entities, mut bytes) = (0i64, 0i64);
-            for ((before, now), key) in current.iter().zip(&after).zip(keys) {
-                let size = |len: usize| counts::row_bytes(key.as_bytes().len(), len);
-                match (before.as_ref().map(Vec::len), *now) {
-                    (None, Some(n)) => (entities, bytes) = (entities + 1, bytes + size(n)),
-                    (Some(o), None) => (entities, bytes) = (entities - 1, bytes - size(o)),
-                    (Some(o), Some(n)) => bytes += size(n) - size(o),
-                    (None, None) => {}
-                }
-            }
+            let (entities, bytes) = count_change(&current, &after, keys);
             self.counts.add(t.id, entities, bytes);
             let changes: Vec<_> = changes.iter().map(|(op, k, v)| (*op, *k, v.as_deref())).collect();
             self.record(account, &t.record.name, &changes)?;
@@ -349,4 +336,36 @@ fn distinct_keys(keys: &[Vec<u8>]) -> bool {
     let mut sorted: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
     sorted.sort_unstable();
     sorted.windows(2).all(|w| w[0] != w[1])
+}
+
+/// One row's change as the feed records it: its op, key and new value.
+type Change<'k> = (ChangeOp, Option<&'k [u8]>, Option<Vec<u8>>);
+
+/// A write's change of one row as the feed records it (`None`: it recorded nothing).
+fn feed_change<'k>(m: &Mutation, key: &'k [u8], existed: bool) -> Option<Change<'k>> {
+    let (op, value) = match m {
+        Mutation::Put(v) if existed => (ChangeOp::Replace, Some(v.clone())),
+        Mutation::Merge(v) if existed => (ChangeOp::Merge, Some(v.clone())),
+        Mutation::Put(v) | Mutation::Merge(v) => (ChangeOp::Insert, Some(v.clone())),
+        Mutation::Delete if existed => (ChangeOp::Delete, None),
+        Mutation::Expire if existed => (ChangeOp::Expire, None),
+        Mutation::Delete | Mutation::Expire | Mutation::Keep => return None,
+    };
+    Some((op, Some(key), value))
+}
+
+/// The change of a table's (entities, bytes) from rows of the lengths
+/// `before` to `after` (`None`: absent).
+fn count_change(before: &[Option<Vec<u8>>], after: &[Option<usize>], keys: &[EntityKey]) -> (i64, i64) {
+    let (mut entities, mut bytes) = (0i64, 0i64);
+    for ((before, now), key) in before.iter().zip(after).zip(keys) {
+        let size = |len: usize| counts::row_bytes(key.as_bytes().len(), len);
+        match (before.as_ref().map(Vec::len), *now) {
+            (None, Some(n)) => (entities, bytes) = (entities + 1, bytes + size(n)),
+            (Some(o), None) => (entities, bytes) = (entities - 1, bytes - size(o)),
+            (Some(o), Some(n)) => bytes += size(n) - size(o),
+            (None, None) => {}
+        }
+    }
+    (entities, bytes)
 }

@@ -43,6 +43,7 @@ mod feed_tests;
 mod index;
 #[cfg(test)]
 mod index_tests;
+mod jobs;
 mod records;
 mod savepoints;
 #[cfg(test)]
@@ -70,7 +71,6 @@ use self::engine::{checksums, commit, disk, opening, reopen, schema, scratch_dis
 
 use arc_swap::ArcSwapOption;
 use async_trait::async_trait;
-use tokio::sync::oneshot;
 
 use self::checksums::unseal;
 use self::disk::{Disk, OsDisk};
@@ -79,6 +79,7 @@ use self::opening::Opening;
 use self::scan::{scan, table_id};
 use self::schema::{decode_table, guarded, order_key, props_key, row_key, table_key, to_store_error, TableValue};
 use self::scratch_disk::ScratchDisk;
+use self::jobs::{Job, Reply};
 use self::stats::EmbeddedStats;
 use crate::error::{FailureKind, NotReady, StoreError};
 use crate::key::EntityKey;
@@ -113,83 +114,6 @@ const IN_MEMORY_LOG_SIZE: u64 = 16 << 20;
 
 /// The store's file redb keeps its B-trees in.
 const STORE_FILE: &str = "tafel.redb";
-
-type Reply<T> = oneshot::Sender<Result<T, StoreError>>;
-
-enum Job {
-    CreateTable {
-        account: String,
-        name: String,
-        reply: Reply<bool>,
-    },
-    DeleteTable {
-        account: String,
-        name: String,
-        reply: Reply<bool>,
-    },
-    SetAcl {
-        account: String,
-        name: String,
-        acl: Vec<u8>,
-        reply: Reply<bool>,
-    },
-    SetProps {
-        account: String,
-        value: Vec<u8>,
-        reply: Reply<()>,
-    },
-    /// Empties a table at once (`apply.rs`).
-    Truncate {
-        account: String,
-        table: String,
-        reply: Reply<Option<u64>>,
-    },
-    /// Writes (or with `None` removes) an operator record (`records.rs`).
-    SetRecord {
-        key: String,
-        value: Option<Vec<u8>>,
-        reply: Reply<()>,
-    },
-    Write {
-        account: String,
-        table: String,
-        keys: Vec<EntityKey>,
-        decide: Decide,
-        reply: Reply<()>,
-    },
-    /// Declares an index and builds its entries (`index.rs`).
-    CreateIndex {
-        account: String,
-        table: String,
-        property: String,
-        reply: Reply<bool>,
-    },
-    DropIndex {
-        account: String,
-        table: String,
-        property: String,
-        reply: Reply<bool>,
-    },
-    /// Drops changes past their retention (`feed.rs`).
-    TrimChanges { now_ns: u64, reply: Reply<()> },
-    /// Restores a kept deleted table (`deleted.rs`); answers the name it took.
-    RestoreTable {
-        account: String,
-        id: u64,
-        name: Option<String>,
-        reply: Reply<Result<String, crate::undelete::UndeleteError>>,
-    },
-    /// Removes a kept deleted table past its time (`deleted.rs`).
-    SweepDeleted { now_ns: u64, reply: Reply<()> },
-    /// Removes an account's tables and properties; answers how many tables it had.
-    ClearAccount { account: String, reply: Reply<u64> },
-    /// Saves, restores or deletes a named savepoint: a durable commit of its
-    /// own, never in a group (`savepoints.rs`).
-    Savepoint {
-        op: savepoints::Op,
-        reply: Reply<savepoints::Outcome>,
-    },
-}
 
 pub struct EmbeddedStore {
     inner: Arc<Inner>,

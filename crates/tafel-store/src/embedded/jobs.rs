@@ -1,0 +1,87 @@
+//! What the store asks of its writer thread: one job each, answered on its
+//! reply channel once durable (`engine/writer.rs` groups and runs them).
+
+use tokio::sync::oneshot;
+
+use super::savepoints;
+use crate::error::StoreError;
+use crate::key::EntityKey;
+use crate::traits::Decide;
+
+pub(super) type Reply<T> = oneshot::Sender<Result<T, StoreError>>;
+
+pub(super) enum Job {
+    CreateTable {
+        account: String,
+        name: String,
+        reply: Reply<bool>,
+    },
+    DeleteTable {
+        account: String,
+        name: String,
+        reply: Reply<bool>,
+    },
+    SetAcl {
+        account: String,
+        name: String,
+        acl: Vec<u8>,
+        reply: Reply<bool>,
+    },
+    SetProps {
+        account: String,
+        value: Vec<u8>,
+        reply: Reply<()>,
+    },
+    /// Empties a table at once (`apply.rs`).
+    Truncate {
+        account: String,
+        table: String,
+        reply: Reply<Option<u64>>,
+    },
+    /// Writes (or with `None` removes) an operator record (`records.rs`).
+    SetRecord {
+        key: String,
+        value: Option<Vec<u8>>,
+        reply: Reply<()>,
+    },
+    Write {
+        account: String,
+        table: String,
+        keys: Vec<EntityKey>,
+        decide: Decide,
+        reply: Reply<()>,
+    },
+    /// Declares an index and builds its entries (`index.rs`).
+    CreateIndex {
+        account: String,
+        table: String,
+        property: String,
+        reply: Reply<bool>,
+    },
+    DropIndex {
+        account: String,
+        table: String,
+        property: String,
+        reply: Reply<bool>,
+    },
+    /// Drops changes past their retention (`feed.rs`).
+    TrimChanges { now_ns: u64, reply: Reply<()> },
+    /// Restores a kept deleted table (`deleted.rs`); answers the name it took.
+    RestoreTable {
+        account: String,
+        id: u64,
+        name: Option<String>,
+        reply: Reply<Result<String, crate::undelete::UndeleteError>>,
+    },
+    /// Removes a kept deleted table past its time (`deleted.rs`).
+    SweepDeleted { now_ns: u64, reply: Reply<()> },
+    /// Removes an account's tables and properties; answers how many tables it had.
+    ClearAccount { account: String, reply: Reply<u64> },
+    /// Saves, restores or deletes a named savepoint: a durable commit of its
+    /// own, never in a group (`savepoints.rs`).
+    Savepoint {
+        op: savepoints::Op,
+        reply: Reply<savepoints::Outcome>,
+    },
+}
+
