@@ -58,6 +58,20 @@ pub enum ChangeOp {
 }
 
 impl ChangeOp {
+    /// What the feed records for mutation `m` of a row that `existed`, and the
+    /// row's new value; `None` when it changed nothing (a delete of an absent row).
+    pub(crate) fn of(m: &crate::traits::Mutation, existed: bool) -> Option<(ChangeOp, Option<&[u8]>)> {
+        use crate::traits::Mutation;
+        Some(match m {
+            Mutation::Put(v) if existed => (ChangeOp::Replace, Some(v.as_slice())),
+            Mutation::Merge(v) if existed => (ChangeOp::Merge, Some(v.as_slice())),
+            Mutation::Put(v) | Mutation::Merge(v) => (ChangeOp::Insert, Some(v.as_slice())),
+            Mutation::Delete if existed => (ChangeOp::Delete, None),
+            Mutation::Expire if existed => (ChangeOp::Expire, None),
+            Mutation::Delete | Mutation::Expire | Mutation::Keep => return None,
+        })
+    }
+
     /// The op stored as `b` (its discriminant), by either backend.
     pub(crate) fn from_u8(b: u8) -> Option<Self> {
         Some(match b {

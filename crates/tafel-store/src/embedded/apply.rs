@@ -343,15 +343,8 @@ type Change<'k> = (ChangeOp, Option<&'k [u8]>, Option<Vec<u8>>);
 
 /// A write's change of one row as the feed records it (`None`: it recorded nothing).
 fn feed_change<'k>(m: &Mutation, key: &'k [u8], existed: bool) -> Option<Change<'k>> {
-    let (op, value) = match m {
-        Mutation::Put(v) if existed => (ChangeOp::Replace, Some(v.clone())),
-        Mutation::Merge(v) if existed => (ChangeOp::Merge, Some(v.clone())),
-        Mutation::Put(v) | Mutation::Merge(v) => (ChangeOp::Insert, Some(v.clone())),
-        Mutation::Delete if existed => (ChangeOp::Delete, None),
-        Mutation::Expire if existed => (ChangeOp::Expire, None),
-        Mutation::Delete | Mutation::Expire | Mutation::Keep => return None,
-    };
-    Some((op, Some(key), value))
+    let (op, value) = ChangeOp::of(m, existed)?;
+    Some((op, Some(key), value.map(<[u8]>::to_vec)))
 }
 
 /// The change of a table's (entities, bytes) from rows of the lengths

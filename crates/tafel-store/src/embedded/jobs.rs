@@ -84,4 +84,3 @@ pub(super) enum Job {
         reply: Reply<savepoints::Outcome>,
     },
 }
-

@@ -52,17 +52,11 @@ struct FeedRows<'a> {
 
 impl<'a> FeedRows<'a> {
     fn push(&mut self, key: &'a [u8], m: &'a Mutation, existed: bool) {
-        let (op, value) = match m {
-            Mutation::Put(v) if existed => (ChangeOp::Replace, Some(v.as_slice())),
-            Mutation::Merge(v) if existed => (ChangeOp::Merge, Some(v.as_slice())),
-            Mutation::Put(v) | Mutation::Merge(v) => (ChangeOp::Insert, Some(v.as_slice())),
-            Mutation::Delete if existed => (ChangeOp::Delete, None),
-            Mutation::Expire if existed => (ChangeOp::Expire, None),
-            Mutation::Delete | Mutation::Expire | Mutation::Keep => return,
-        };
-        self.ops.push(op as i16);
-        self.keys.push(key);
-        self.values.push(value);
+        if let Some((op, value)) = ChangeOp::of(m, existed) {
+            self.ops.push(op as i16);
+            self.keys.push(key);
+            self.values.push(value);
+        }
     }
 }
 
