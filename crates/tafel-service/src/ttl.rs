@@ -23,7 +23,6 @@ use crate::model::DateTime;
 pub const FRESH: Duration = Duration::from_secs(1);
 /// The longest `seconds` a policy takes: 100 years.
 pub const MAX_SECONDS: u64 = 100 * 366 * 86_400;
-const TICKS_PER_SECOND: i64 = 10_000_000;
 /// The format byte of the policy's part of the blob.
 const FORMAT: u8 = b'T';
 
@@ -95,7 +94,7 @@ impl Expiry {
     pub fn expires_at(&self, bytes: &[u8]) -> Option<DateTime> {
         let by_age = self.policy.seconds.and_then(|s| {
             let ts = codec::timestamp(bytes)?;
-            Some(DateTime(ts.0.saturating_add(ticks(s))))
+            Some(ts.after(Duration::from_secs(s)))
         });
         let by_property = match &self.policy.property {
             Some(p) => match codec::lookup(bytes, p) {
@@ -104,18 +103,8 @@ impl Expiry {
             },
             None => None,
         };
-        match (by_age, by_property) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        by_age.into_iter().chain(by_property).min()
     }
-}
-
-/// `seconds` in DateTime ticks.
-pub(crate) fn ticks(seconds: u64) -> i64 {
-    i64::try_from(seconds)
-        .unwrap_or(i64::MAX)
-        .saturating_mul(TICKS_PER_SECOND)
 }
 
 /// The policy's part of a table's blob, appended after the ACL's.

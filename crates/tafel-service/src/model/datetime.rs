@@ -41,6 +41,12 @@ impl DateTime {
         self.0
     }
 
+    /// `d` later (saturating: a far future stays the farthest).
+    pub fn after(self, d: std::time::Duration) -> DateTime {
+        let ticks = i64::try_from(d.as_nanos() / 100).unwrap_or(i64::MAX);
+        DateTime(self.0.saturating_add(ticks))
+    }
+
     /// Seconds since the Unix epoch (may be negative).
     pub fn unix_seconds(self) -> i64 {
         (self.0 - UNIX_EPOCH_DAYS * TICKS_PER_DAY).div_euclid(TICKS_PER_SECOND)

@@ -219,17 +219,11 @@ impl Service {
 /// `earliest`: by `seconds` no sooner than `now + seconds`, which bounds the
 /// wait too; by a property, at any time, so such a table waits only the spacing.
 fn next_due(policy: &TtlPolicy, now: DateTime, took: Duration, earliest: Option<DateTime>) -> DateTime {
-    let after = |d: Duration| {
-        DateTime(
-            now.0
-                .saturating_add(i64::try_from(d.as_micros() * 10).unwrap_or(i64::MAX)),
-        )
-    };
-    let soonest = after(SWEEP_EVERY.max(took * PASS_SPACING));
+    let soonest = now.after(SWEEP_EVERY.max(took * PASS_SPACING));
     let latest = match (&policy.property, policy.seconds) {
         (Some(_), _) => soonest,
-        (None, Some(s)) => after(RECHECK_EVERY).min(DateTime(now.0.saturating_add(ttl::ticks(s)))),
-        (None, None) => after(RECHECK_EVERY),
+        (None, Some(s)) => now.after(RECHECK_EVERY.min(Duration::from_secs(s))),
+        (None, None) => now.after(RECHECK_EVERY),
     };
     earliest.unwrap_or(latest).min(latest).max(soonest)
 }
