@@ -1,8 +1,9 @@
 //! Secondary indexes on the admin listener (docs/indexes.md):
 //!
 //! - `GET /accounts/A/tables/T/indexes`: the table's indexes, as JSON.
-//! - `PUT /accounts/A/tables/T/indexes/P`: declares an index on property P and
-//!   builds its entries (201; 200 if it exists).
+//! - `PUT /accounts/A/tables/T/indexes/P`: declares an index on property P
+//!   (201 when its entries are built, 202 while they are built online; 200 if
+//!   it exists).
 //! - `DELETE /accounts/A/tables/T/indexes/P`: drops it and its entries (204).
 //!
 //! The store does the work (`Store::create_index` and the rest); a backend
@@ -58,11 +59,15 @@ pub(crate) async fn route(state: &AdminState, req: &hyper::Request<hyper::body::
 }
 
 fn info(i: &IndexInfo) -> Value {
-    json!({
+    let mut v = json!({
         "property": i.property,
         "state": if i.ready { "ready" } else { "building" },
         "entries": i.entries,
-    })
+    });
+    if let Some(p) = i.progress {
+        v["progress"] = json!({"done": p.done, "total": p.total});
+    }
+    v
 }
 
 async fn list(state: &AdminState, account: &str, table: &str) -> Resp {
@@ -89,13 +94,20 @@ async fn create(state: &AdminState, account: &str, table: &str, property: &str) 
         Ok(list) => list,
         Err(e) => return failed(e),
     };
-    let mut body = match listed.iter().find(|i| i.property == property) {
+    let found = listed.iter().find(|i| i.property == property);
+    let building = found.is_some_and(|i| !i.ready);
+    let mut body = match found {
         Some(i) => info(i),
         None => json!({"property": property}),
     };
     body["created"] = json!(created);
     body["ms"] = json!(ms);
-    let status = if created { StatusCode::CREATED } else { StatusCode::OK };
+    // 202 while the entries are still being built online; 201 when ready.
+    let status = match (created, building) {
+        (true, true) => StatusCode::ACCEPTED,
+        (true, false) => StatusCode::CREATED,
+        (false, _) => StatusCode::OK,
+    };
     json_response(status, &body)
 }
 

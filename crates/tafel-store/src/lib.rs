@@ -39,7 +39,7 @@ pub use snapshot::{Snapshot, SnapshotTable};
 pub use stats::{MetricValue, StoreMetric};
 pub use tafel_stats::HistogramSnapshot;
 pub use traits::{
-    write_with, Decide, Expect, IndexEncoder, IndexError, IndexInfo, IndexScanRequest, Mutation, RowFilter, RowSink,
-    ScanEnd, ScanRequest, Store, TableRecord, TableSize, TableStats,
+    write_with, Decide, Expect, IndexEncoder, IndexError, IndexInfo, IndexProgress, IndexScanRequest, Mutation,
+    RowFilter, RowSink, ScanEnd, ScanRequest, Store, TableRecord, TableSize, TableStats,
 };
 pub use undelete::{DeletedTable, UndeleteError};

@@ -100,6 +100,17 @@ pub struct IndexInfo {
     /// Whether queries may use it (every entity of the table has its entry).
     pub ready: bool,
     pub entries: u64,
+    /// While building: how far the build has come.
+    pub progress: Option<IndexProgress>,
+}
+
+/// How far an index's online build has come: `done` of the table's `total`
+/// entities have had their entries written (`total` counted when asked, so a
+/// table written meanwhile can move it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IndexProgress {
+    pub done: u64,
+    pub total: u64,
 }
 
 /// Why an index operation failed.
@@ -323,8 +334,10 @@ pub trait Store: Send + Sync + 'static {
         let _ = encoder;
     }
 
-    /// Declares an index on `property` of a table and builds its entries;
-    /// `Ok(false)` if it exists already.
+    /// Declares an index on `property` of a table; `Ok(false)` if it exists
+    /// already. A backend may build the entries before answering (the index is
+    /// then ready) or online after it (the index lists as building, with its
+    /// progress, until ready); queries use only ready indexes.
     async fn create_index(&self, account: &str, table: &str, property: &str) -> Result<bool, IndexError> {
         let _ = (account, table, property);
         Err(self.indexes_unsupported())

@@ -255,6 +255,7 @@ pub(super) fn list(view: &ReadView, id: u64) -> Result<Vec<IndexInfo>, StoreErro
             property,
             ready: state == READY,
             entries,
+            progress: None,
         });
     }
     Ok(out)
