@@ -309,3 +309,35 @@ def test_indexes_commands_and_the_plan_header(default_server, tmp_path):
               SAS=read_sas("Customers"))
     assert "x-tafel-query-plan: index:Email" in r.stdout, r.stdout
     assert "x-tafel-rows-examined: 1" in r.stdout.lower(), r.stdout
+
+
+def test_indexes_scan_warn_recipe_names_the_scanning_query(default_ports, tmp_path):
+    serve, grep = commands(recipe("indexes.md", "scan-warn"))
+    assert serve.endswith("&"), serve
+    # As printed, but run here so the test holds the server (the recipe backgrounds it).
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TAFEL_")}
+    env["PATH"] = f"{tafel_binary().parent}:{env['PATH']}"
+    proc = subprocess.Popen(["bash", "-c", "exec " + serve.removesuffix("&").strip()], cwd=tmp_path, env=env,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while port_free(10002):
+            assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "tafel.log").read_text()
+            time.sleep(0.05)
+        with TableServiceClient.from_connection_string(DEV_CONN) as svc:
+            customers = svc.create_table("Customers")
+            for start in range(0, 1200, 100):
+                customers.submit_transaction(
+                    [("create", {"PartitionKey": "p", "RowKey": f"{i:05}", "Email": f"u{i}@example.com"})
+                     for i in range(start, start + 100)])
+            assert len(list(customers.query_entities("Email eq 'u7@example.com'"))) == 1
+            # A point read is not a scan.
+            customers.get_entity("p", "00007")
+        time.sleep(0.3)
+        r = shell(grep, tmp_path)
+        lines = r.stdout.strip().splitlines()
+        assert len(lines) == 1 and '"rows_examined":1200' in lines[0], r.stdout
+        assert "\"filter\":\"Email eq 'u7@example.com'\"" in lines[0], r.stdout
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)

@@ -146,6 +146,8 @@ def test_a_whole_session_in_the_browser(browser, server, service):
     b.type("#filter", f"Big eq {BIG}L" + Keys.ENTER)
     b.wait(lambda: len(grid_rows(b)) == 1 and "r1" in grid_rows(b)[0].text, "the filter finds it")
     assert "1 row on this page" in b.text("#result-status")
+    # The server's plan under the results: no index, so the table's two rows were read.
+    assert "plan table-scan, 2 examined" in b.text("#result-status"), b.text("#result-status")
     b.click("#builder-toggle")
     row = b.el(".builder-row")
     row.find_element("css selector", "[data-part=prop]").send_keys("Name")

@@ -60,6 +60,8 @@ pub enum ChangeOp {
 impl ChangeOp {
     /// What the feed records for mutation `m` of a row that `existed`, and the
     /// row's new value; `None` when it changed nothing (a delete of an absent row).
+    /// (The backends' writes use it: a build without them has none.)
+    #[cfg(any(feature = "embedded", feature = "postgres"))]
     pub(crate) fn of(m: &crate::traits::Mutation, existed: bool) -> Option<(ChangeOp, Option<&[u8]>)> {
         use crate::traits::Mutation;
         Some(match m {

@@ -453,7 +453,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let store = open_checked_store(&args).await?;
     let service = Service::new(store.clone());
     table_config::apply(&tables, &service).await?;
-    let ops = Arc::new(Ops::new(args.access_log()?));
+    let ops = Arc::new(Ops::new(args.access_log()?).with_scan_warn_rows(args.scan_warn_rows));
     args.install_faults(&ops)?;
     let admin_listener = if args.no_admin {
         None

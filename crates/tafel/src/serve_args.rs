@@ -152,6 +152,11 @@ pub(crate) struct ServeArgs {
     /// Where the access log goes: off, stdout, or a file to append to.
     #[arg(long, env = "TAFEL_ACCESS_LOG", default_value = "off")]
     pub(crate) access_log: String,
+    /// Log a warning for each entity query that examines more than this many
+    /// rows without a secondary index (a table scan or a wide key range), naming
+    /// its table and filter: the scans the code would pay for on Azure.
+    #[arg(long, env = "TAFEL_SCAN_WARN_ROWS", value_name = "ROWS")]
+    pub(crate) scan_warn_rows: Option<u64>,
     /// Format of the access log and of the server's own log lines.
     #[arg(long, env = "TAFEL_LOG_FORMAT", value_enum, default_value_t = LogFormatArg::Text)]
     pub(crate) log_format: LogFormatArg,

@@ -96,6 +96,12 @@ pub struct Entry<'a> {
     /// The kind of fault a rule injected (docs/testing.md); left out when none.
     #[serde(skip_serializing_if = "str::is_empty")]
     pub fault: &'static str,
+    /// An entity query's plan and rows examined (docs/indexes.md); left out
+    /// for other operations.
+    #[serde(skip_serializing_if = "str::is_empty")]
+    pub plan: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rows_examined: Option<u64>,
 }
 
 enum Msg {
@@ -220,6 +226,12 @@ fn text_line(e: &Entry<'_>) -> String {
     if !e.fault.is_empty() {
         pair("fault", e.fault);
     }
+    if !e.plan.is_empty() {
+        pair("plan", e.plan);
+    }
+    if let Some(n) = e.rows_examined {
+        pair("rows_examined", &n.to_string());
+    }
     s
 }
 
@@ -289,10 +301,13 @@ mod tests {
             user_agent: "azsdk-python x=1",
             credential: "SharedKey",
             fault: "",
+            plan: "index:Email",
+            rows_examined: Some(3),
         };
         let line = text_line(&e);
         assert!(line.contains(r#"error_code="""#), "{line}");
         assert!(line.contains(r#"user_agent="azsdk-python x=1""#), "{line}");
         assert!(line.contains("latency_ms=1.500 "), "{line}");
+        assert!(line.ends_with(" plan=index:Email rows_examined=3"), "{line}");
     }
 }

@@ -9,7 +9,8 @@
 //! read at scrape time (the store's metrics, per-account table counts) the
 //! admin listener (tafel-admin) adds to [`Metrics::render`].
 
-use std::sync::{Arc, OnceLock};
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, NoLabelSet};
@@ -40,6 +41,20 @@ struct RequestLabels {
 struct KindLabels {
     kind: &'static str,
 }
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PlanLabels {
+    plan: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TableLabels {
+    account: String,
+    table: String,
+}
+
+/// Rows an entity query examined: a point read's 1 to a scan of millions.
+const ROWS: &[f64] = &[1.0, 10.0, 100.0, 1e3, 1e4, 1e5, 1e6, 1e7];
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct OpLabels {
@@ -92,6 +107,43 @@ pub struct Metrics {
     access_log_dropped: Counter,
     faults: Family<KindLabels, Counter>,
     ops: Box<[OnceLock<OpSeries>]>,
+    /// Entity queries' rows examined, by plan kind (indexed as [`PLANS`]).
+    rows_examined: Arc<[Histogram]>,
+    table_scans: Family<TableLabels, Counter>,
+    /// The tables `table_scans` names, at most [`SCANNED_TABLES`].
+    scanned_tables: Mutex<HashSet<TableLabels>>,
+}
+
+/// Tables `tafel_table_scans_total` names one by one; scans of any other table
+/// count under `table="(other)"`, a name no table can have.
+const SCANNED_TABLES: usize = 1000;
+
+/// The plan kinds of `x-tafel-query-plan`, without an index's properties.
+const PLANS: [&str; 5] = ["point", "partition-range", "index", "table-scan", "other"];
+
+/// Rows examined by plan kind, encoded under `tafel_query_rows_examined`.
+#[derive(Debug)]
+struct RowsExamined(Arc<[Histogram]>);
+
+impl Collector for RowsExamined {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let mut family = encoder.encode_descriptor(
+            "query_rows_examined",
+            "Entities an entity query read to answer its page, by plan (x-tafel-query-plan without the index's properties)",
+            None,
+            MetricType::Histogram,
+        )?;
+        for (plan, h) in PLANS.iter().zip(self.0.iter()) {
+            let s = h.snapshot();
+            if s.count == 0 {
+                continue;
+            }
+            family
+                .encode_family(&PlanLabels { plan })?
+                .encode_histogram::<NoLabelSet>(s.sum, s.count, &s.buckets, None)?;
+        }
+        Ok(())
+    }
 }
 
 /// One finished request, as metrics see it.
@@ -121,6 +173,14 @@ impl Metrics {
         let in_flight = Gauge::default();
         let access_log_dropped = Counter::default();
         let faults = Family::<KindLabels, Counter>::default();
+        let rows_examined: Arc<[Histogram]> = PLANS.iter().map(|_| Histogram::new(ROWS)).collect();
+        let table_scans = Family::<TableLabels, Counter>::default();
+        registry.register_collector(Box::new(RowsExamined(rows_examined.clone())));
+        registry.register(
+            "table_scans",
+            "Entity queries answered by reading the whole table, by account and table",
+            table_scans.clone(),
+        );
         registry.register(
             "requests",
             "Table API requests answered, by operation, status class and error code",
@@ -168,6 +228,9 @@ impl Metrics {
             access_log_dropped,
             faults,
             ops: Operation::ALL.iter().map(|_| OnceLock::new()).collect(),
+            rows_examined,
+            table_scans,
+            scanned_tables: Mutex::default(),
         }
     }
 
@@ -239,6 +302,33 @@ impl Metrics {
     /// Counts a fault a rule injected (only while rules are set).
     pub fn fault_injected(&self, kind: &'static str) {
         self.faults.get_or_create(&KindLabels { kind }).inc();
+    }
+
+    /// Counts an entity query's plan (a kind of [`PLANS`]) and the rows it
+    /// examined; a table scan also by its table.
+    pub fn query_planned(&self, plan: &'static str, examined: u64, account: &str, table: &str) {
+        if let Some(i) = PLANS.iter().position(|p| *p == plan) {
+            if let Some(h) = self.rows_examined.get(i) {
+                h.observe(examined as f64);
+            }
+        }
+        if plan == "table-scan" {
+            let mut labels = TableLabels {
+                account: account.to_owned(),
+                table: table.to_owned(),
+            };
+            // A table scan reads the table: a lock here costs nothing beside it.
+            if let Ok(mut seen) = self.scanned_tables.lock() {
+                if !seen.contains(&labels) {
+                    if seen.len() < SCANNED_TABLES {
+                        seen.insert(labels.clone());
+                    } else {
+                        labels.table = "(other)".into();
+                    }
+                }
+            }
+            self.table_scans.get_or_create(&labels).inc();
+        }
     }
 
     pub fn access_log_dropped(&self) {

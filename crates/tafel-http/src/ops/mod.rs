@@ -13,7 +13,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
-use tafel_protocol::Operation;
+use tafel_protocol::{names, Operation};
 use tafel_service::ErrorCode;
 
 pub use access_log::{AccessLog, Credential, Destination, LogFormat};
@@ -27,6 +27,9 @@ pub struct Ops {
     pub faults: crate::faults::Faults,
     access_log: Option<AccessLog>,
     draining: AtomicBool,
+    /// `--scan-warn-rows`: warn of a query that examined more rows than this
+    /// without an index.
+    scan_warn_rows: Option<u64>,
 }
 
 /// A request being served; reported by [`Ops::finish`].
@@ -46,6 +49,43 @@ pub struct Request<'a> {
     pub user_agent: &'a str,
     /// The kind of fault injected into it (`""`: none).
     pub fault: &'static str,
+    /// How an entity query found its page (`None` for other operations).
+    pub query: Option<QueryPlan<'a>>,
+    /// An entity query's `$filter`, only while scans are warned of.
+    pub filter: &'a str,
+}
+
+/// How an entity query found its page, from the headers the protocol layer
+/// answered with (`x-tafel-query-plan`, `x-tafel-rows-examined`).
+#[derive(Clone, Copy, Debug)]
+pub struct QueryPlan<'a> {
+    /// The header's value: `point`, `partition-range`, `index:P[,Q…]`, `table-scan`.
+    pub plan: &'a str,
+    pub examined: u64,
+}
+
+impl<'a> QueryPlan<'a> {
+    pub fn of(headers: &'a http::HeaderMap) -> Option<Self> {
+        let plan = headers.get(names::X_TAFEL_QUERY_PLAN)?.to_str().ok()?;
+        let examined = headers.get(names::X_TAFEL_ROWS_EXAMINED)?.to_str().ok()?.parse().ok()?;
+        Some(QueryPlan { plan, examined })
+    }
+
+    /// The plan without an index's property names, as a metric label.
+    pub fn kind(&self) -> &'static str {
+        match self.plan {
+            "point" => "point",
+            "partition-range" => "partition-range",
+            "table-scan" => "table-scan",
+            p if p.starts_with("index:") => "index",
+            _ => "other",
+        }
+    }
+
+    /// Whether the page was found without a secondary index or a point read.
+    fn scanned(&self) -> bool {
+        matches!(self.kind(), "table-scan" | "partition-range")
+    }
 }
 
 /// Counts a request in flight while it lives.
@@ -70,7 +110,20 @@ impl Ops {
             faults: Default::default(),
             access_log,
             draining: AtomicBool::new(false),
+            scan_warn_rows: None,
         }
+    }
+
+    /// Warns of every query that examines more than `rows` rows without an
+    /// index (`--scan-warn-rows`).
+    pub fn with_scan_warn_rows(mut self, rows: Option<u64>) -> Self {
+        self.scan_warn_rows = rows;
+        self
+    }
+
+    /// Whether queries' filters should be kept for a scan warning.
+    pub fn warns_of_scans(&self) -> bool {
+        self.scan_warn_rows.is_some()
     }
 
     /// Whether request details only the access log uses should be gathered.
@@ -107,6 +160,21 @@ impl Ops {
         if !r.fault.is_empty() {
             self.metrics.fault_injected(r.fault);
         }
+        if let Some(q) = &r.query {
+            self.metrics.query_planned(q.kind(), q.examined, r.account, r.table);
+            if let Some(limit) = self.scan_warn_rows.filter(|limit| q.scanned() && q.examined > *limit) {
+                tracing::warn!(
+                    request_id = r.request_id,
+                    account = r.account,
+                    table = r.table,
+                    plan = q.plan,
+                    rows_examined = q.examined,
+                    filter = r.filter,
+                    "a query examined {} rows without an index (--scan-warn-rows {limit}); docs/indexes.md",
+                    q.examined,
+                );
+            }
+        }
         if let Some(log) = &self.access_log {
             let entry = access_log::Entry {
                 time: access_log::rfc3339(SystemTime::now()),
@@ -123,6 +191,8 @@ impl Ops {
                 user_agent: r.user_agent,
                 credential: r.credential.as_str(),
                 fault: r.fault,
+                plan: r.query.map_or("", |q| q.plan),
+                rows_examined: r.query.map(|q| q.examined),
             };
             if !log.log(&entry) {
                 self.metrics.access_log_dropped();

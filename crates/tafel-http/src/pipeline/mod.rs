@@ -247,6 +247,15 @@ pub(crate) async fn handle_routed(
         false => (Credential::Anonymous, None, None),
     };
     let mut meta = Meta::of(&req, routed.dialect);
+    // The filter a `--scan-warn-rows` warning quotes (only while it is on).
+    let filter = match state.ops.warns_of_scans() && routed.route.operation() == Operation::QueryEntities {
+        true => routed
+            .query
+            .iter()
+            .find(|(k, _)| k == "$filter")
+            .map(|(_, v)| v.clone()),
+        false => None,
+    };
     let head_request = req.method() == Method::HEAD;
     let mut resp = match run(&state, req, routed, &mut meta).await {
         Ok(r) => r,
@@ -273,6 +282,10 @@ pub(crate) async fn handle_routed(
         // idle here to be cut when the drain ends.
         resp.set_static(CONNECTION, "close");
     }
+    let query = match meta.operation {
+        Operation::QueryEntities => ops::QueryPlan::of(&resp.headers),
+        _ => None,
+    };
     state.ops.finish(&ops::Request {
         started,
         operation: meta.operation,
@@ -287,6 +300,8 @@ pub(crate) async fn handle_routed(
         peer,
         user_agent: user_agent.as_ref().and_then(|v| v.to_str().ok()).unwrap_or_default(),
         fault: meta.fault,
+        query,
+        filter: filter.as_deref().unwrap_or_default(),
     });
     if meta.lose_answer {
         return Err(LostAnswer);
@@ -456,7 +471,8 @@ fn classify(
         .ok_or_else(|| Error::with_message(ErrorCode::InvalidUri, "The request URI names no storage account."))?;
     meta.account = Some(address.account.clone());
     meta.operation = route.operation();
-    if state.ops.logs_access() {
+    // A query's table also names its table scans in the metrics.
+    if state.ops.logs_access() || meta.operation == Operation::QueryEntities {
         meta.table = route.table().unwrap_or_default().to_owned();
     }
     Ok(address)

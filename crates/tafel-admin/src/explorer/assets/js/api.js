@@ -125,7 +125,8 @@ export class Api {
     return this.call("DELETE", `/Tables('${keyLiteral(name)}')`);
   }
 
-  /** One page of a query: { rows (fullmetadata objects), next: {pk, rk} | null }. */
+  /** One page of a query: { rows (fullmetadata objects), next: {pk, rk} | null, plan, examined }
+   * (plan and examined: the server's x-tafel-query-plan and x-tafel-rows-examined). */
   async query(table, { filter, select, top, next } = {}) {
     const query = [["$filter", filter], ["$select", select], ["$top", top ? String(top) : ""]];
     if (next) query.push(["NextPartitionKey", next.pk], ["NextRowKey", next.rk]);
@@ -133,7 +134,12 @@ export class Api {
     const body = await r.json();
     const pk = r.headers.get("x-ms-continuation-NextPartitionKey");
     const rk = r.headers.get("x-ms-continuation-NextRowKey");
-    return { rows: body.value, next: pk ? { pk, rk: rk || "" } : null };
+    return {
+      rows: body.value,
+      next: pk ? { pk, rk: rk || "" } : null,
+      plan: r.headers.get("x-tafel-query-plan"),
+      examined: r.headers.get("x-tafel-rows-examined"),
+    };
   }
 
   /** How many entities match `filter` (all without one): the `$count` path, a number. */

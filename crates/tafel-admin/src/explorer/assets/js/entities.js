@@ -245,7 +245,8 @@ export async function renderEntities(root, api, table, params, nav) {
       rows = r.rows.map(fromWire);
       pages[page + 1] = r.next;
       pages.length = page + 2;
-      status.textContent = `${rows.length} ${rows.length === 1 ? "row" : "rows"} on this page · ${ms(t0)}${r.next ? " · more pages" : ""}`;
+      const plan = r.plan ? ` · plan ${r.plan}, ${r.examined} examined` : "";
+      status.textContent = `${rows.length} ${rows.length === 1 ? "row" : "rows"} on this page · ${ms(t0)}${r.next ? " · more pages" : ""}${plan}`;
       renderGrid();
       prev.disabled = page === 0;
       next.disabled = !r.next;
