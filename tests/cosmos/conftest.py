@@ -2,7 +2,9 @@
 Tafel, as Microsoft runs them against an Azure Cosmos DB account: over HTTPS, at
 `https://<account>.table.cosmos.azure.com`. One Tafel serves the session; its certificate
 (from `tafel cert`) names the account's hosts, and those names resolve to 127.0.0.1 inside
-this pytest process (getaddrinfo is wrapped below), so no /etc/hosts entry is needed."""
+this pytest process (getaddrinfo is wrapped below), so no /etc/hosts entry is needed. Tafel
+takes Microsoft Entra tokens (`--oauth strict`) from a local stand-in for Entra (entra.py),
+which the tests' own DefaultAzureCredential reaches as a managed identity."""
 
 import os
 import shutil
@@ -13,6 +15,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from entra import Issuer
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ACCOUNT = "tafelcosmos"
@@ -56,11 +60,12 @@ def pytest_configure(config):
     names = [a for h in HOSTS for a in ("--name", h)]
     subprocess.run([str(_binary()), "cert", "--out", str(tls), *names], check=True, capture_output=True)
     port = _port()
+    issuer = Issuer(work)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TAFEL_", "AZURITE_"))}
     log = open(work / "tafel.out", "ab")
     proc = subprocess.Popen(
         [str(_binary()), "serve", "--in-memory", "--no-admin", "--host", "127.0.0.1", "--port", str(port),
-         "--account", f"{ACCOUNT}:{KEY}", "--cert", str(tls / "cert.pem"), "--key", str(tls / "key.pem")],
+         "--account", f"{ACCOUNT}:{KEY}", "--cert", str(tls / "cert.pem"), "--key", str(tls / "key.pem"), *issuer.tafel_args()],
         cwd=work, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
     )
     deadline = time.monotonic() + 30
@@ -81,14 +86,16 @@ def pytest_configure(config):
     ca = str(tls / "ca.pem")
     os.environ["SSL_CERT_FILE"] = ca
     os.environ["REQUESTS_CA_BUNDLE"] = ca
-    config._tafel = (proc, work, log)
+    os.environ.update(issuer.environment())
+    config._tafel = (proc, work, log, issuer)
 
 
 def pytest_unconfigure(config):
     state = getattr(config, "_tafel", None)
     if state is None:
         return
-    proc, work, log = state
+    proc, work, log, issuer = state
+    issuer.close()
     proc.terminate()
     try:
         proc.wait(timeout=20)
@@ -117,9 +124,6 @@ KNOWN = {
     "test_table_batch_cosmos_async.py::TestTableBatchCosmosAsync::test_new_invalid_key":
         "addresses <account>.table.core.windows.net (endpoint type \"table\"), a Table Storage URL: "
         "answered by Azure Storage, not Cosmos",
-    "::test_table_client_with_token_credential": "Microsoft Entra tokens for Cosmos are not accepted (docs/cosmos.md)",
-    "::test_table_service_client_with_token_credential": "Microsoft Entra tokens for Cosmos are not accepted",
-    "::test_create_service_with_token_async": "Microsoft Entra tokens for Cosmos are not accepted",
     "::test_table_client_with_named_key_credential":
         "passes when this harness has port 443; on another port its own connection string "
         "(EndpointSuffix=cosmos.azure.com) still goes to 443",

@@ -1,6 +1,7 @@
 """Microsoft Entra ID bearer tokens (--oauth basic|strict) over HTTPS: the SDK with a
 TokenCredential, every refusal with Azure's status, code and challenge, signature checks
-against a JWKS file and an OpenID discovery document, and the role file."""
+against a JWKS file and an OpenID discovery document, the role file, and Cosmos DB for Table's
+audiences on a Cosmos endpoint."""
 
 from __future__ import annotations
 
@@ -374,3 +375,120 @@ def test_the_tenant_is_pinned_unless_common(basic, strict):
         # Signed with the right key and named in the role file: still another tenant's token.
         assert call(strict, token=mint(iss=iss, appid="admin-app")).status_code == 401, iss
     assert call(strict, token=mint(appid="admin-app")).status_code == 200
+
+
+# Cosmos DB for Table (docs/cosmos.md): the SDKs ask for https://cosmos.azure.com/.default on a
+# Cosmos endpoint, and Tafel takes Cosmos's audiences there and Storage's elsewhere.
+COSMOS_AUD = "https://cosmos.azure.com"
+COSMOS_CHALLENGE = CHALLENGE.replace("https://storage.azure.com", COSMOS_AUD)
+
+
+class ScopedToken:
+    """A TokenCredential minting a token for whatever scope the SDK asks, as Entra does."""
+
+    def __init__(self):
+        self.scopes = []
+
+    def get_token(self, *scopes, **kwargs):
+        self.scopes.extend(scopes)
+        return AccessToken(mint(aud=scopes[0].removesuffix("/.default")), int(time.time()) + 3600)
+
+
+@pytest.fixture(scope="module")
+def cosmos_basic(_workdir, tls_dir):
+    srv = start(_workdir, tls_dir, "--oauth", "basic", "--cosmos")
+    yield srv
+    srv.stop()
+
+
+def cosmos_call(srv: TafelServer, token: str, path: str = "/Tables") -> requests.Response:
+    """A request answered as Cosmos by its host name (`<account>.table.cosmos.azure.com`)."""
+    return call_host(srv, f"{ACCOUNT}.table.cosmos.azure.com:{srv.port}", token, path)
+
+
+def call_host(srv: TafelServer, host: str, token: str, path: str = "/Tables") -> requests.Response:
+    headers = {"x-ms-version": "2019-02-02", "Accept": "application/json;odata=nometadata",
+               "Authorization": f"Bearer {token}", "Host": host}
+    return requests.get(f"https://127.0.0.1:{srv.port}{path}", headers=headers, verify=str(srv.ca_file), timeout=30)
+
+
+def test_the_sdk_on_a_cosmos_endpoint_asks_for_a_cosmos_token_and_tafel_takes_it(cosmos_basic):
+    # `localhost` on a port but 10002 is a Cosmos endpoint to the SDK, as the server is with --cosmos.
+    cred = ScopedToken()
+    url = f"https://localhost:{cosmos_basic.port}/{ACCOUNT}"
+    name = "tok_" + uuid.uuid4().hex[:8]  # a Cosmos table name: Table Storage refuses `_`
+    with TableServiceClient(endpoint=url, credential=cred, connection_verify=str(cosmos_basic.ca_file)) as svc:
+        table = svc.create_table(name)
+        table.create_entity({"PartitionKey": "p", "RowKey": "1", "V": 1})
+        table.update_entity({"PartitionKey": "p", "RowKey": "1", "W": 2})  # a MERGE, tunnelled as on Cosmos
+        assert [(e["V"], e["W"]) for e in table.query_entities("PartitionKey eq 'p'")] == [(1, 2)]
+        svc.delete_table(name)
+    assert cred.scopes and set(cred.scopes) == {f"{COSMOS_AUD}/.default"}
+
+
+def test_a_storage_token_is_refused_on_cosmos_with_a_challenge_naming_cosmos(cosmos_basic):
+    r = call(cosmos_basic, token=mint())
+    assert r.status_code == 401, r.text
+    assert r.headers["x-ms-error-code"] == "InvalidAuthenticationInfo"
+    assert r.headers["WWW-Authenticate"] == COSMOS_CHALLENGE
+    assert r.headers["Content-Type"].startswith("application/json"), "Cosmos's error form"
+    # The SDK asks again for the challenge's resource; a credential that only has a storage
+    # token cannot answer it.
+    cred = StaticToken(mint())
+    url = f"https://localhost:{cosmos_basic.port}/{ACCOUNT}"
+    with TableServiceClient(endpoint=url, credential=cred, connection_verify=str(cosmos_basic.ca_file)) as svc:
+        with pytest.raises(HttpResponseError) as e:
+            list(svc.list_tables())
+    assert e.value.status_code == 401
+    # Cosmos's audiences: its URI and the account's Cosmos endpoints.
+    for aud in (COSMOS_AUD, f"{COSMOS_AUD}/", f"https://{ACCOUNT}.table.cosmos.azure.com", f"https://{ACCOUNT}.documents.azure.com"):
+        assert call(cosmos_basic, token=mint(aud=aud)).status_code == 200, aud
+    for aud in ("e406a681-f3d4-42a8-90b6-c2b029497af1", f"https://{ACCOUNT}.table.core.windows.net"):
+        assert call(cosmos_basic, token=mint(aud=aud)).status_code == 401, aud
+
+
+def test_the_host_name_decides_which_audience_a_request_takes(basic):
+    """One server: a request under a Cosmos host name takes a Cosmos token and refuses a
+    storage one; the same request under the server's address does the reverse."""
+    r = cosmos_call(basic, mint(aud=COSMOS_AUD))
+    assert r.status_code == 200, r.text
+    r = cosmos_call(basic, mint())
+    assert r.status_code == 401 and r.headers["WWW-Authenticate"] == COSMOS_CHALLENGE, r.text
+    assert r.json()["odata.error"]["code"] == "InvalidAuthenticationInfo"
+    storage_host = f"127.0.0.1:{basic.port}"
+    assert call_host(basic, storage_host, mint(), f"/{ACCOUNT}/Tables").status_code == 200
+    r = call_host(basic, storage_host, mint(aud=COSMOS_AUD), f"/{ACCOUNT}/Tables")
+    assert r.status_code == 401 and r.headers["WWW-Authenticate"] == CHALLENGE, r.text
+    # The SDK, told the audience, asks for a Cosmos token on a Storage endpoint: refused, and
+    # the challenge makes it ask again for the resource it names.
+    cred = ScopedToken()
+    with TableServiceClient(endpoint=basic.url, credential=cred, audience=COSMOS_AUD,
+                            connection_verify=str(basic.ca_file)) as svc:
+        list(svc.list_tables())
+    assert cred.scopes == [f"{COSMOS_AUD}/.default", "https://storage.azure.com/.default"]
+
+
+def test_cosmos_built_in_data_roles_grant_as_on_cosmos(_workdir, tls_dir):
+    keys = _workdir / "jwks-cosmos.json"
+    keys.write_text(json.dumps(jwks(SIGNING_KEY)))
+    roles = _workdir / "roles-cosmos.toml"
+    roles.write_text('[[grant]]\nprincipal = "oid:cr"\nrole = "Cosmos DB Built-in Data Reader"\n'
+                     '[[grant]]\nprincipal = "oid:cc"\nrole = "Cosmos DB Built-in Data Contributor"\n')
+    srv = start(_workdir, tls_dir, "--oauth", "strict", "--oauth-jwks", str(keys), "--oauth-roles", str(roles), "--cosmos")
+    try:
+        url = f"https://localhost:{srv.port}/{ACCOUNT}"
+
+        def client(oid):
+            token = mint(aud=COSMOS_AUD, oid=oid)
+            return TableServiceClient(endpoint=url, credential=StaticToken(token), connection_verify=str(srv.ca_file))
+
+        name = "roles_" + uuid.uuid4().hex[:6]
+        with client("cc") as svc:
+            svc.create_table(name).create_entity({"PartitionKey": "p", "RowKey": "r"})
+        with client("cr") as svc:
+            assert [e["RowKey"] for e in svc.get_table_client(name).list_entities()] == ["r"]
+            with pytest.raises(HttpResponseError) as e:
+                svc.get_table_client(name).create_entity({"PartitionKey": "p", "RowKey": "s"})
+            assert e.value.status_code == 403
+    finally:
+        srv.stop()

@@ -13,8 +13,16 @@ def is_live():
     return True
 
 
-def get_credential(**_kwargs):
-    raise RuntimeError("Tafel's Cosmos run uses keys and SAS, not Microsoft Entra tokens")
+def get_credential(is_async=False, **_kwargs):
+    """DefaultAzureCredential, as Azure's helper gives in live runs; conftest.py points it at
+    the local Entra stand-in (entra.py)."""
+    if is_async:
+        from azure.identity.aio import DefaultAzureCredential as AsyncDefaultAzureCredential
+
+        return AsyncDefaultAzureCredential()
+    from azure.identity import DefaultAzureCredential
+
+    return DefaultAzureCredential()
 
 
 def set_custom_default_matcher(**_kwargs):

@@ -1,16 +1,19 @@
 //! Microsoft Entra ID bearer tokens (`Authorization: Bearer <JWT>`), as Azure
 //! accepts them for the Table service: over HTTPS, from x-ms-version 2019-02-02,
 //! for the storage audience or the account's own endpoint, from an Entra issuer.
-//! The audiences accepted come from configuration alone (Azure Storage's URI and
-//! application ID, the account's Azure endpoint, this server's endpoints and
-//! `--oauth-audience`), never from the request: a token for another service must
-//! not pass because the request's `Host` names that service.
+//! A request answered as Cosmos DB for Table takes Cosmos's audiences instead
+//! (`https://cosmos.azure.com`, which the SDKs ask for on a Cosmos endpoint, or
+//! the account's Cosmos endpoints), and a storage token is no Cosmos token nor the
+//! reverse. The audiences accepted come from configuration and the request's
+//! dialect alone (Azure's URIs, the account's Azure endpoints, this server's
+//! endpoints and `--oauth-audience`), never from the request's `Host`: a token for
+//! another service must not pass because the request names that service.
 //!
 //! `--oauth basic` checks those claims and the token's lifetime but not its
 //! signature (Azurite's mode, for local development); `--oauth strict` also
 //! verifies the signature with the issuer's keys ([`super::jwks`]). A refused
 //! token is 401 `InvalidAuthenticationInfo` with the `WWW-Authenticate`
-//! challenge the SDKs read to find the tenant.
+//! challenge the SDKs read to find the tenant (and, on Cosmos, the resource).
 
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -40,6 +43,8 @@ const FIRST_VERSION: &str = "2019-02-02";
 const STORAGE_AUDIENCE: &str = "https://storage.azure.com";
 /// Azure Storage's application ID, which Azure accepts as an audience beside its URI.
 const STORAGE_APP_ID: &str = "e406a681-f3d4-42a8-90b6-c2b029497af1";
+/// What the SDKs ask for on a Cosmos endpoint (`https://cosmos.azure.com/.default`).
+const COSMOS_AUDIENCE: &str = "https://cosmos.azure.com";
 
 pub struct OAuth {
     mode: Mode,
@@ -55,7 +60,15 @@ pub struct OAuth {
     /// This server's endpoints (`https://127.0.0.1:10002`) and `--oauth-audience`
     /// values: accepted as audiences, each also with `/<account>` after it.
     endpoints: Vec<String>,
+    /// The `WWW-Authenticate` values for Storage's requests and for Cosmos's.
     challenge: String,
+    cosmos_challenge: String,
+}
+
+fn challenge(tenant: &str, resource: &str) -> String {
+    format!(
+        "Bearer authorization_uri=https://login.microsoftonline.com/{tenant}/oauth2/authorize resource_id={resource}"
+    )
 }
 
 fn refused(detail: &str) -> Error {
@@ -84,15 +97,18 @@ impl OAuth {
                 .into_iter()
                 .map(|e| e.trim_end_matches('/').to_owned())
                 .collect(),
-            challenge: format!(
-                "Bearer authorization_uri=https://login.microsoftonline.com/{tenant}/oauth2/authorize resource_id={STORAGE_AUDIENCE}"
-            ),
+            challenge: challenge(tenant, STORAGE_AUDIENCE),
+            cosmos_challenge: challenge(tenant, COSMOS_AUDIENCE),
         }
     }
 
-    /// The `WWW-Authenticate` value of a 401.
-    pub fn challenge(&self) -> &str {
-        &self.challenge
+    /// The `WWW-Authenticate` value of a 401: the resource named is the one whose
+    /// token the request needs, as the SDKs ask for a new token for it.
+    pub fn challenge(&self, cosmos: bool) -> &str {
+        match cosmos {
+            true => &self.cosmos_challenge,
+            false => &self.challenge,
+        }
     }
 
     /// Checks the token of `Authorization: Bearer <token>`; what it grants.
@@ -121,7 +137,7 @@ impl OAuth {
             &claims,
             &self.issuers,
             self.tenant.as_deref(),
-            &self.audiences(req.account),
+            &self.audiences(req.account, req.cosmos),
             now(),
         )?;
         let grant = match &self.roles {
@@ -190,14 +206,23 @@ fn unverified_claims(token: &str) -> Result<Value> {
 
 impl OAuth {
     /// The audiences a token for `account` may name: Azure Storage's URI and
-    /// application ID, the account's Azure endpoint, and each configured endpoint
-    /// alone and with the account after it.
-    fn audiences(&self, account: &str) -> Vec<String> {
-        let mut out = vec![
-            STORAGE_AUDIENCE.to_owned(),
-            STORAGE_APP_ID.to_owned(),
-            format!("https://{account}.table.core.windows.net"),
-        ];
+    /// application ID and the account's Azure endpoint — or, answered as Cosmos,
+    /// Cosmos's URI and the account's Cosmos endpoints (its Table endpoint and the
+    /// `documents` endpoint every Cosmos account has) — and each configured
+    /// endpoint alone and with the account after it.
+    fn audiences(&self, account: &str, cosmos: bool) -> Vec<String> {
+        let mut out = match cosmos {
+            false => vec![
+                STORAGE_AUDIENCE.to_owned(),
+                STORAGE_APP_ID.to_owned(),
+                format!("https://{account}.table.core.windows.net"),
+            ],
+            true => vec![
+                COSMOS_AUDIENCE.to_owned(),
+                format!("https://{account}.table.cosmos.azure.com"),
+                format!("https://{account}.documents.azure.com"),
+            ],
+        };
         for e in &self.endpoints {
             out.push(e.clone());
             out.push(format!("{e}/{account}"));
@@ -366,7 +391,7 @@ mod tests {
             "common",
             vec!["https://127.0.0.1:10002/".to_owned()],
         );
-        let auds = o.audiences("acct");
+        let auds = o.audiences("acct", false);
         for want in [
             "https://storage.azure.com",
             STORAGE_APP_ID,
@@ -377,6 +402,37 @@ mod tests {
             assert!(auds.iter().any(|a| a == want), "{want}");
         }
         assert!(!auds.iter().any(|a| a.contains("other-api")));
+        assert!(!auds.iter().any(|a| a.contains("cosmos")), "no Cosmos token on Storage");
+    }
+
+    #[test]
+    fn cosmos_takes_cosmos_audiences_and_storage_s_are_refused_there() {
+        let o = OAuth::new(
+            Mode::Basic,
+            None,
+            vec![],
+            None,
+            "common",
+            vec!["https://127.0.0.1:10002".to_owned()],
+        );
+        let auds = o.audiences("acct", true);
+        for want in [
+            COSMOS_AUDIENCE,
+            "https://acct.table.cosmos.azure.com",
+            "https://acct.documents.azure.com",
+            "https://127.0.0.1:10002",
+        ] {
+            assert!(auds.iter().any(|a| a == want), "{want}");
+        }
+        for refused in [STORAGE_AUDIENCE, STORAGE_APP_ID, "https://acct.table.core.windows.net"] {
+            assert!(!auds.iter().any(|a| a == refused), "{refused}");
+        }
+        let mut cosmos = good();
+        cosmos["aud"] = json!("https://cosmos.azure.com/");
+        assert!(check_claims(&cosmos, &[], None, &auds, NOW).is_ok());
+        assert!(check(cosmos).is_err(), "a Cosmos token on a Storage request");
+        assert!(o.challenge(true).ends_with("resource_id=https://cosmos.azure.com"));
+        assert!(o.challenge(false).ends_with("resource_id=https://storage.azure.com"));
     }
 
     #[test]

@@ -30,6 +30,8 @@ pub(crate) struct Signed<'a> {
     pub peer: Option<IpAddr>,
     /// The connection is TLS (SAS `spr=https`).
     pub https: bool,
+    /// Answered as Cosmos DB for Table: bearer tokens are Cosmos's, not Storage's.
+    pub cosmos: bool,
 }
 
 /// A bearer token when `oauth` is on and the `Authorization` header says

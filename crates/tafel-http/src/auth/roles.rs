@@ -65,8 +65,12 @@ pub struct Roles {
 
 fn role(name: &str) -> Option<TableRole> {
     match name.to_ascii_lowercase().as_str() {
-        "reader" | "storage table data reader" => Some(TableRole::Reader),
-        "contributor" | "storage table data contributor" => Some(TableRole::Contributor),
+        // Cosmos DB for Table's built-in data roles grant the same (its Contributor's
+        // `tables/*` takes in creating and deleting tables).
+        "reader" | "storage table data reader" | "cosmos db built-in data reader" => Some(TableRole::Reader),
+        "contributor" | "storage table data contributor" | "cosmos db built-in data contributor" => {
+            Some(TableRole::Contributor)
+        }
         "owner" => Some(TableRole::Owner),
         _ => None,
     }
@@ -102,7 +106,7 @@ impl Roles {
             };
             let role = role(&g.role).ok_or_else(|| {
                 format!(
-                    "role `{}`: expected Storage Table Data Reader, Storage Table Data Contributor or owner",
+                    "role `{}`: expected Storage Table Data Reader, Storage Table Data Contributor, Cosmos DB Built-in Data Reader, Cosmos DB Built-in Data Contributor or owner",
                     g.role
                 )
             })?;
@@ -214,6 +218,19 @@ mod tests {
             entra_grant(&roles, "acct", json!({"oid": "bob"})),
             TokenGrant::default()
         );
+    }
+
+    #[test]
+    fn cosmos_built_in_data_roles_are_reader_and_contributor() {
+        let roles = Roles::parse(
+            "[[grant]]\nprincipal = \"oid:r\"\nrole = \"Cosmos DB Built-in Data Reader\"\n\
+             [[grant]]\nprincipal = \"oid:c\"\nrole = \"Cosmos DB Built-in Data Contributor\"",
+            false,
+        )
+        .unwrap();
+        let grant = |oid: &str| entra_grant(&roles, "acct", json!({ "oid": oid })).account;
+        assert_eq!(grant("r"), Some(TableRole::Reader));
+        assert_eq!(grant("c"), Some(TableRole::Contributor));
     }
 
     #[test]

@@ -156,6 +156,7 @@ mod tests {
             headers: &headers,
             peer: None,
             https: false,
+            cosmos: false,
         };
         let sig = sign(
             &key,

@@ -37,6 +37,8 @@ pub(super) struct Caller<'a> {
     pub raw_path: &'a str,
     pub peer: Option<IpAddr>,
     pub https: bool,
+    /// Answered as Cosmos DB for Table (the token audiences it accepts).
+    pub cosmos: bool,
 }
 
 impl<'a> Caller<'a> {
@@ -49,6 +51,7 @@ impl<'a> Caller<'a> {
             query,
             peer: self.peer,
             https: self.https,
+            cosmos: self.cosmos,
         }
     }
 }
@@ -62,6 +65,7 @@ pub(super) struct Head<'a> {
     pub query: &'a [(String, String)],
     pub peer: Option<IpAddr>,
     pub https: bool,
+    pub cosmos: bool,
 }
 
 impl Head<'_> {
@@ -74,6 +78,7 @@ impl Head<'_> {
             headers: self.headers,
             peer: self.peer,
             https: self.https,
+            cosmos: self.cosmos,
         }
     }
 }
@@ -136,7 +141,7 @@ pub(super) fn recheck(state: Arc<AppState>, head: &Head<'_>) -> Recheck {
     let method = head.method.as_str().to_owned();
     let (account, raw_path) = (head.account.to_owned(), head.raw_path.to_owned());
     let (query, headers) = (head.query.to_vec(), head.headers.clone());
-    let (peer, https) = (head.peer, head.https);
+    let (peer, https, cosmos) = (head.peer, head.https, head.cosmos);
     Recheck(Arc::new(move || {
         let (state, account, raw_path) = (state.clone(), account.clone(), raw_path.clone());
         let (query, headers, method) = (query.clone(), headers.clone(), method.clone());
@@ -149,6 +154,7 @@ pub(super) fn recheck(state: Arc<AppState>, head: &Head<'_>) -> Recheck {
                 headers: &headers,
                 peer,
                 https,
+                cosmos,
             };
             auth::authenticate(&state.accounts, &state.service, state.oauth.as_deref(), &signed)
                 .await

@@ -340,7 +340,7 @@ fn error_response(e: &Error, meta: &Meta, oauth: Option<&OAuth>) -> Response {
     }
     if let (Some(oauth), ErrorCode::InvalidBearerToken | ErrorCode::NoAuthenticationInformation) = (oauth, e.code) {
         // The tenant is configuration, always header text; a failure is logged by `set`.
-        let _ = resp.set(WWW_AUTHENTICATE, oauth.challenge());
+        let _ = resp.set(WWW_AUTHENTICATE, oauth.challenge(meta.dialect.is_cosmos()));
     }
     resp
 }
@@ -400,6 +400,7 @@ async fn run(
         raw_path: &raw_path,
         peer: Some(peer.addr.ip()),
         https: peer.https,
+        cosmos: dialect.is_cosmos(),
     };
     let admit::Admitted {
         method,
