@@ -19,6 +19,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
+import requests
 from azure.data.tables import (
     TableAccessPolicy,
     TableAnalyticsLogging,
@@ -115,7 +116,7 @@ def test_a_serving_embedded_node_backs_up_and_restores_on_the_other_backend_whol
     assert "5 tables, 1 accounts' service properties, from embedded" in r.stderr
     assert not (tmp_path / "all.backup.partial").exists()
     header = path.read_bytes()[:400]
-    assert header.startswith(b"TAFELBAK\x01\x00\x00\x00")
+    assert header.startswith(b"TAFELBAK\x02\x00\x00\x00")
     assert b'"source":"embedded"' in header
 
     r = tafel("restore", "--check", str(path))
@@ -138,6 +139,54 @@ def test_a_serving_embedded_node_backs_up_and_restores_on_the_other_backend_whol
         r = tafel("restore", str(path), *flags)
         assert r.returncode != 0
         assert "not empty" in r.stderr
+    finally:
+        restored.stop()
+
+
+def indexes_of(srv: TafelServer, table: str) -> dict:
+    r = requests.get(f"{srv.admin_url}/accounts/{ACCOUNT}/tables/{table}/indexes",
+                     headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30)
+    assert r.status_code == 200, r.text
+    return {i["property"]: (i["state"], i["entries"]) for i in r.json()["indexes"]}
+
+
+@pytest.mark.skipif(BACKEND == "postgres", reason="indexes are built on the embedded store only")
+def test_a_backup_carries_index_definitions_and_the_restore_makes_their_entries(_workdir, tmp_path):
+    srv = server(_workdir, "indexed", "embedded")
+    srv.start()
+    try:
+        with TableServiceClient.from_connection_string(conn(srv)) as svc:
+            people = svc.create_table("people")
+            for i in range(60):
+                e = {"PartitionKey": f"p{i % 3}", "RowKey": f"{i:03}", "Age": i}
+                if i % 4:
+                    e["Email"] = f"u{i}@example.com"
+                people.create_entity(e)
+        for prop in ("Email", "Age"):
+            r = requests.put(f"{srv.admin_url}/accounts/{ACCOUNT}/tables/people/indexes/{prop}",
+                             headers={"Authorization": f"Bearer {TOKEN}"}, timeout=60)
+            assert r.status_code in (201, 202), r.text
+        deadline = time.monotonic() + 60
+        while set(indexes_of(srv, "people").values()) != {("ready", 45), ("ready", 60)}:
+            assert time.monotonic() < deadline, indexes_of(srv, "people")
+            time.sleep(0.1)
+        path = tmp_path / "indexed.backup"
+        r = tafel("backup", "--from", srv.admin_url, "--admin-token", TOKEN, "--out", str(path))
+        assert r.returncode == 0, r.stderr
+        before = everything(srv)
+    finally:
+        srv.stop()
+
+    flags, restored = restore_target(_workdir, "embedded")
+    r = tafel("restore", str(path), *flags)
+    assert r.returncode == 0, r.stderr
+    restored.start()
+    try:
+        assert indexes_of(restored, "people") == {"Age": ("ready", 60), "Email": ("ready", 45)}
+        assert everything(restored) == before
+        r = restored.raw.request("GET", "/people()", query={"$filter": "Email eq 'u7@example.com'"})
+        assert r.status_code == 200 and r.headers["x-tafel-query-plan"] == "index:Email", (r.status_code, r.headers)
+        assert [e["RowKey"] for e in r.json()["value"]] == ["007"]
     finally:
         restored.stop()
 

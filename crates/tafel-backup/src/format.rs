@@ -1,4 +1,5 @@
-//! The backup file, version 1:
+//! The backup file, version 2 (version 1 is the same without 'I' records; both
+//! are read):
 //!
 //! ```text
 //! "TAFELBAK"  u32 version  u32 info length  info (JSON)       ← plain, so `head` shows it
@@ -6,6 +7,7 @@
 //!   u8 tag  u32 length  payload
 //!   'P' service properties   str account, bytes value
 //!   'T' table                str account, str name, bytes acl
+//!   'I' index of the last 'T' str property (before the table's rows)
 //!   'R' rows of the last 'T' u32 count, then count × (bytes key, bytes value)
 //!   'E' end                  u64 properties, u64 tables, u64 rows, u32 CRC-32 of
 //!                            every byte before this record, header included
@@ -26,7 +28,9 @@ use tafel_store::{EntityKey, KeyRef, RowSink, TableRecord};
 use crate::BackupError;
 
 pub const MAGIC: &[u8; 8] = b"TAFELBAK";
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
+/// The oldest version read (it has no index records).
+const OLDEST: u32 = 1;
 /// Rows gather into one record until it holds this many bytes.
 const ROWS_RECORD: usize = 1 << 20;
 /// A record longer than this is damage, not data (an entity is at most ~1 MiB).
@@ -38,6 +42,7 @@ const ZSTD_LEVEL: i32 = -1;
 
 const P: u8 = b'P';
 const T: u8 = b'T';
+const I: u8 = b'I';
 const R: u8 = b'R';
 const E: u8 = b'E';
 
@@ -157,6 +162,14 @@ impl Writer {
         Ok(())
     }
 
+    /// A secondary index of the table started last; before its rows.
+    pub fn index(&mut self, property: &str) -> Result<(), BackupError> {
+        self.check()?;
+        let mut p = Vec::new();
+        put_bytes(&mut p, property.as_bytes());
+        Ok(self.record(I, &p)?)
+    }
+
     /// The key of the last row pushed.
     pub fn last_key(&self) -> EntityKey {
         EntityKey::from_bytes(self.last_key.clone())
@@ -230,6 +243,8 @@ pub enum Item {
         account: String,
         record: TableRecord,
     },
+    /// A secondary index of the last table (declared before its rows).
+    Index(String),
     /// Rows of the last table, in key order.
     Rows(Vec<(EntityKey, Vec<u8>)>),
 }
@@ -305,7 +320,7 @@ impl<R: Read> Reader<R> {
             return Err(BackupError::NotABackup);
         }
         let version = u32::from_le_bytes([head[8], head[9], head[10], head[11]]);
-        if version != VERSION {
+        if !(OLDEST..=VERSION).contains(&version) {
             return Err(BackupError::Version(version));
         }
         let len = u32::from_le_bytes([head[12], head[13], head[14], head[15]]);
@@ -369,6 +384,8 @@ impl<R: Read> Reader<R> {
                     record: TableRecord { name, acl },
                 }
             }
+            I if self.in_table => Item::Index(f.str()?),
+            I => return Err(corrupt("an index before any table")),
             R if self.in_table => {
                 let n = f.u32()? as usize;
                 let mut rows = Vec::with_capacity(n.min(65_536));

@@ -1,5 +1,6 @@
 //! Backup and restore of a whole Tafel store: every account's service
-//! properties, tables with their access policies, and entities, as of one
+//! properties, tables with their access policies and secondary-index
+//! definitions (the entries are made again as the rows load), and entities, as of one
 //! instant, in one versioned, checksummed, compressed file ([`format`]).
 //!
 //! A backup reads a store [`Snapshot`](tafel_store::Snapshot): the embedded
@@ -21,7 +22,7 @@ pub use take::{info_now, take, ChunkError, Chunks};
 pub enum BackupError {
     #[error("not a Tafel backup file")]
     NotABackup,
-    #[error("backup format version {0}; this Tafel reads version {v}", v = format::VERSION)]
+    #[error("backup format version {0}; this Tafel reads versions 1 to {v}", v = format::VERSION)]
     Version(u32),
     #[error("the backup is truncated: it ends before its end record")]
     Truncated,
@@ -29,6 +30,8 @@ pub enum BackupError {
     Corrupt(String),
     #[error("the target store is not empty ({0}): restore writes only into an empty store")]
     NotEmpty(String),
+    #[error("restoring the index of {0}")]
+    Index(String),
     #[error("the store: {0}")]
     Store(#[from] tafel_store::StoreError),
     #[error(transparent)]

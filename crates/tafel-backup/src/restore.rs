@@ -161,6 +161,16 @@ async fn load(
                 }
                 table = Some((account, record.name));
             }
+            // Declared on the empty table, so each row's write makes its entries.
+            Item::Index(property) => {
+                let Some((account, name)) = &table else {
+                    return Err(BackupError::Corrupt("an index before any table".into()));
+                };
+                store
+                    .create_index(account, name, &property)
+                    .await
+                    .map_err(|e| BackupError::Index(format!("{account}/{name} on {property}: {e}")))?;
+            }
             Item::Rows(rows) => {
                 let Some((account, name)) = &table else {
                     return Err(BackupError::Corrupt("rows before any table".into()));

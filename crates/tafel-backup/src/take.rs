@@ -76,6 +76,9 @@ async fn write_all(snapshot: &mut dyn Snapshot, source: &str, out: &Chunks) -> R
     }
     for table in snapshot.tables().await? {
         w.table(&table.account, &table.record)?;
+        for property in snapshot.indexes(&table).await? {
+            w.index(&property)?;
+        }
         let mut after = None;
         loop {
             let n = snapshot.rows(&table, after.as_ref(), ROWS_PER_READ, &mut w).await?;

@@ -48,4 +48,12 @@ pub trait Snapshot: Send {
         limit: usize,
         sink: &mut (dyn RowSink + '_),
     ) -> Result<usize, StoreError>;
+
+    /// The properties one of [`Snapshot::tables`] has a secondary index on
+    /// (ready or still building), in property order; none on a backend without
+    /// indexes.
+    async fn indexes(&mut self, table: &SnapshotTable) -> Result<Vec<String>, StoreError> {
+        let _ = table;
+        Ok(Vec::new())
+    }
 }

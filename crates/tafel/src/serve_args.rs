@@ -465,7 +465,15 @@ impl ServeArgs {
 
 /// The backend `--backend` names, if this build has it (cargo features
 /// `embedded` and `postgres`, both default).
+/// Opens the store `args` name, keeping secondary indexes as a server does (a
+/// restore or any other command's writes make their entries).
 pub(crate) async fn open_store(args: &StoreArgs) -> anyhow::Result<Arc<dyn Store>> {
+    let store = open_backend(args).await?;
+    store.set_index_encoder(tafel_service::index::encoder());
+    Ok(store)
+}
+
+async fn open_backend(args: &StoreArgs) -> anyhow::Result<Arc<dyn Store>> {
     match (args.backend, &args.postgres_url) {
         #[cfg(feature = "postgres")]
         (Backend::Postgres, Some(url)) => Ok(Arc::new(

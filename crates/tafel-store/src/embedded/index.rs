@@ -92,7 +92,7 @@ fn at_hand(encoder: Option<&IndexEncoder>) -> Result<&IndexEncoder, StoreError> 
 }
 
 /// The properties with an index on table `id`, with their state bytes.
-fn definitions(trees: &impl ReadTrees, id: u64) -> Result<Vec<(String, u8)>, StoreError> {
+pub(super) fn definitions(trees: &impl ReadTrees, id: u64) -> Result<Vec<(String, u8)>, StoreError> {
     let (lo, hi) = (def_prefix(id), def_end(id));
     let mut out = Vec::new();
     for item in trees.range_of(Tree::Meta, lo.as_bytes(), hi.as_bytes())? {

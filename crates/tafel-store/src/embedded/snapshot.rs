@@ -52,6 +52,13 @@ impl Snapshot for EmbeddedSnapshot {
         })
     }
 
+    async fn indexes(&mut self, table: &SnapshotTable) -> Result<Vec<String>, StoreError> {
+        guarded(|| {
+            let defs = super::index::definitions(&*self.view, table.id())?;
+            Ok(defs.into_iter().map(|(property, _)| property).collect())
+        })
+    }
+
     async fn tables(&mut self) -> Result<Vec<SnapshotTable>, StoreError> {
         guarded(|| {
             let mut out = Vec::new();
