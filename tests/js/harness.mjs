@@ -65,8 +65,9 @@ function backendArgs() {
   return ["--backend", "postgres", "--postgres-url", `${admin.replace(/\/[^/]*$/, "")}/${name}`];
 }
 
-/** Starts tafel; `args` are extra serve flags (with `--cert` the server speaks HTTPS). */
-export async function startServer({ timeoutMs = 60000, args = [] } = {}) {
+/** Starts tafel; `args` are extra serve flags (with `--cert` the server speaks HTTPS); with
+ * `admin`, the admin listener on a free port of its own (`adminUrl`). */
+export async function startServer({ timeoutMs = 60000, args = [], admin = false } = {}) {
   const bin = tafelBinary();
   if (!fs.existsSync(bin)) {
     throw new Error(`tafel binary not found at ${bin}; run \`cargo build --release -p tafel\` or set TAFEL_BIN`);
@@ -75,11 +76,13 @@ export async function startServer({ timeoutMs = 60000, args = [] } = {}) {
   const dataDir = path.join(dir, "data");
   const logPath = path.join(dir, "tafel.log");
   const port = await freePort();
+  const adminPort = admin ? await freePort() : null;
+  const adminArgs = admin ? ["--admin-port", String(adminPort)] : ["--no-admin"];
   const logFd = fs.openSync(logPath, "a");
   const child = spawn(
     bin,
-    // No admin listener (its default port would clash between servers), no drain wait.
-    ["serve", "--host", "127.0.0.1", "--port", String(port), "--data-dir", dataDir, "--no-admin", "--drain-seconds", "0", ...backendArgs(), ...args],
+    // No admin listener unless asked (its default port would clash between servers), no drain wait.
+    ["serve", "--host", "127.0.0.1", "--port", String(port), "--data-dir", dataDir, ...adminArgs, "--drain-seconds", "0", ...backendArgs(), ...args],
     {
       stdio: ["ignore", logFd, logFd],
       env: { RUST_LOG: "info", NO_COLOR: "1", ...process.env },
@@ -131,6 +134,7 @@ export async function startServer({ timeoutMs = 60000, args = [] } = {}) {
 
   return {
     port,
+    adminUrl: admin ? `http://127.0.0.1:${adminPort}` : null,
     url,
     connStr,
     dataDir,
