@@ -43,11 +43,6 @@ struct KindLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct PlanLabels {
-    plan: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct TableLabels {
     account: String,
     table: String,
@@ -61,27 +56,47 @@ struct OpLabels {
     operation: &'static str,
 }
 
-/// Request latency by operation (indexed by [`Operation::index`]), encoded
-/// under `tafel_request_duration_seconds` for the operations seen so far.
+/// Fixed-bucket histograms, one per value of one label (`values[i]` labels
+/// `histograms[i]`), encoded under `name` for the values observed so far:
+/// request latency by operation, rows examined by plan.
 #[derive(Debug)]
-struct Latency(Arc<[Histogram]>);
+struct ByLabel {
+    name: &'static str,
+    help: &'static str,
+    label: &'static str,
+    values: Vec<&'static str>,
+    histograms: Arc<[Histogram]>,
+}
 
-impl Collector for Latency {
+impl ByLabel {
+    fn new(
+        name: &'static str,
+        help: &'static str,
+        label: &'static str,
+        values: Vec<&'static str>,
+        bounds: &'static [f64],
+    ) -> Self {
+        let histograms = values.iter().map(|_| Histogram::new(bounds)).collect();
+        ByLabel {
+            name,
+            help,
+            label,
+            values,
+            histograms,
+        }
+    }
+}
+
+impl Collector for ByLabel {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let mut family = encoder.encode_descriptor(
-            "request_duration_seconds",
-            "Time from a request's arrival to its response, by operation",
-            None,
-            MetricType::Histogram,
-        )?;
-        for (op, h) in Operation::ALL.iter().zip(self.0.iter()) {
+        let mut family = encoder.encode_descriptor(self.name, self.help, None, MetricType::Histogram)?;
+        for (value, h) in self.values.iter().zip(self.histograms.iter()) {
             let s = h.snapshot();
             if s.count == 0 {
                 continue;
             }
-            let labels = OpLabels { operation: op.as_str() };
             family
-                .encode_family(&labels)?
+                .encode_family(&[(self.label, *value)])?
                 .encode_histogram::<NoLabelSet>(s.sum, s.count, &s.buckets, None)?;
         }
         Ok(())
@@ -121,31 +136,6 @@ const SCANNED_TABLES: usize = 1000;
 /// The plan kinds of `x-tafel-query-plan`, without an index's properties.
 const PLANS: [&str; 5] = ["point", "partition-range", "index", "table-scan", "other"];
 
-/// Rows examined by plan kind, encoded under `tafel_query_rows_examined`.
-#[derive(Debug)]
-struct RowsExamined(Arc<[Histogram]>);
-
-impl Collector for RowsExamined {
-    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let mut family = encoder.encode_descriptor(
-            "query_rows_examined",
-            "Entities an entity query read to answer its page, by plan (x-tafel-query-plan without the index's properties)",
-            None,
-            MetricType::Histogram,
-        )?;
-        for (plan, h) in PLANS.iter().zip(self.0.iter()) {
-            let s = h.snapshot();
-            if s.count == 0 {
-                continue;
-            }
-            family
-                .encode_family(&PlanLabels { plan })?
-                .encode_histogram::<NoLabelSet>(s.sum, s.count, &s.buckets, None)?;
-        }
-        Ok(())
-    }
-}
-
 /// One finished request, as metrics see it.
 pub struct Outcome {
     pub operation: Operation,
@@ -166,16 +156,29 @@ impl Metrics {
     pub fn new() -> Self {
         let mut registry = Registry::with_prefix("tafel");
         let requests = Family::<RequestLabels, Counter>::default();
-        let latency: Arc<[Histogram]> = Operation::ALL.iter().map(|_| Histogram::new(LATENCY)).collect();
+        let latency = ByLabel::new(
+            "request_duration_seconds",
+            "Time from a request's arrival to its response, by operation",
+            "operation",
+            Operation::ALL.iter().map(|op| op.as_str()).collect(),
+            LATENCY,
+        );
+        let rows_examined = ByLabel::new(
+            "query_rows_examined",
+            "Entities an entity query read to answer its page, by plan (x-tafel-query-plan without the index's properties)",
+            "plan",
+            PLANS.to_vec(),
+            ROWS,
+        );
+        let (latency_histograms, rows_histograms) = (latency.histograms.clone(), rows_examined.histograms.clone());
         let bytes_in = Family::<OpLabels, Counter>::default();
         let bytes_out = Family::<OpLabels, Counter>::default();
         let connections = Gauge::default();
         let in_flight = Gauge::default();
         let access_log_dropped = Counter::default();
         let faults = Family::<KindLabels, Counter>::default();
-        let rows_examined: Arc<[Histogram]> = PLANS.iter().map(|_| Histogram::new(ROWS)).collect();
         let table_scans = Family::<TableLabels, Counter>::default();
-        registry.register_collector(Box::new(RowsExamined(rows_examined.clone())));
+        registry.register_collector(Box::new(rows_examined));
         registry.register(
             "table_scans",
             "Entity queries answered by reading the whole table, by account and table",
@@ -186,7 +189,7 @@ impl Metrics {
             "Table API requests answered, by operation, status class and error code",
             requests.clone(),
         );
-        registry.register_collector(Box::new(Latency(latency.clone())));
+        registry.register_collector(Box::new(latency));
         registry.register(
             "request_body_bytes",
             "Bytes of request bodies read, by operation",
@@ -220,7 +223,7 @@ impl Metrics {
         Metrics {
             registry,
             requests,
-            latency,
+            latency: latency_histograms,
             bytes_in,
             bytes_out,
             connections,
@@ -228,7 +231,7 @@ impl Metrics {
             access_log_dropped,
             faults,
             ops: Operation::ALL.iter().map(|_| OnceLock::new()).collect(),
-            rows_examined,
+            rows_examined: rows_histograms,
             table_scans,
             scanned_tables: Mutex::default(),
         }
