@@ -111,12 +111,15 @@ pub(super) const DELETE_ENTRY_CHUNK_NAMED: &str =
 pub(super) const DROP_DEFINITIONS_NAMED: &str = "DELETE FROM tafel_indexes WHERE table_id IN
      (SELECT id FROM tafel_tables WHERE account = $1 AND lname = $2 AND deleting)";
 
+/// A table, by account and lowercase name, as the guesses are kept.
+type TableName = (String, Vec<u8>);
+
 /// The store's index state on this node: the service's encoder, and the
 /// indexed properties last seen per table, only ever a guess (see the top).
 #[derive(Default)]
 pub(super) struct Indexes {
     encoder: OnceLock<IndexEncoder>,
-    guesses: Mutex<HashMap<(String, Vec<u8>), Arc<[String]>>>,
+    guesses: Mutex<HashMap<TableName, Arc<[String]>>>,
 }
 
 /// Tables whose lists a node remembers at most (then it starts over).
