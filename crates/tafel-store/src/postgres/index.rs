@@ -18,6 +18,8 @@
 //! committed, and then reads the new list: under READ COMMITTED a FOR SHARE that
 //! waited returns the row's newest version; under REPEATABLE READ or
 //! SERIALIZABLE it fails with a serialization failure and the write runs again.
+//! Creates, drops and truncates run at READ COMMITTED ([`read_committed`]),
+//! so what they read after taking the lock includes every write before it.
 //! No node caches the list as truth: the insert's one-round-trip path sends the
 //! entries for the list it guesses, and its statement inserts only if the
 //! locked row's list equals the guess (else nothing, and the write goes the
@@ -266,7 +268,7 @@ impl PostgresStore {
     pub(super) async fn create_index_once(&self, account: &str, table: &str, property: &str) -> Result<bool, DbError> {
         let lname = lower(table);
         let mut client = self.client().await?;
-        let tx = client.transaction().await?;
+        let tx = read_committed(&mut client).await?;
         let add = tx.prepare_cached(ADD_TO_LIST).await?;
         let Some(row) = tx.query_opt(&add, &[&account, &lname, &property]).await? else {
             return match exists(&tx, account, &lname, property).await? {
@@ -324,7 +326,7 @@ impl PostgresStore {
     pub(super) async fn drop_index_once(&self, account: &str, table: &str, property: &str) -> Result<bool, DbError> {
         let lname = lower(table);
         let mut client = self.client().await?;
-        let tx = client.transaction().await?;
+        let tx = read_committed(&mut client).await?;
         let remove = tx.prepare_cached(REMOVE_FROM_LIST).await?;
         let Some(row) = tx.query_opt(&remove, &[&account, &lname, &property]).await? else {
             return match exists(&tx, account, &lname, property).await? {
@@ -458,6 +460,21 @@ impl PostgresStore {
         let end = page.finish();
         Ok(Some((out, end)))
     }
+}
+
+/// A transaction at READ COMMITTED whatever the database's default: its
+/// statements after the table row's lock see every write that held the row
+/// before (a snapshot per statement). At SERIALIZABLE, a create would read the
+/// table as of before its lock waited, and a build reading the whole table
+/// would conflict with every concurrent write (and be run again until it gave up).
+pub(super) async fn read_committed(
+    client: &mut deadpool_postgres::Object,
+) -> Result<deadpool_postgres::Transaction<'_>, DbError> {
+    Ok(client
+        .build_transaction()
+        .isolation_level(tokio_postgres::IsolationLevel::ReadCommitted)
+        .start()
+        .await?)
 }
 
 /// After a list change that found nothing to change: whether the table has the

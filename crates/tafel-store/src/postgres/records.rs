@@ -112,7 +112,7 @@ impl PostgresStore {
 
     pub(super) async fn truncate_once(&self, account: &str, table: &str) -> Result<Option<u64>, DbError> {
         let mut client = self.client().await?;
-        let tx = client.transaction().await?;
+        let tx = super::index::read_committed(&mut client).await?;
         let lname = lower(table);
         let id = counts::change_id();
         let lock = tx.prepare_cached(LOCK_FOR_TRUNCATE).await?;

@@ -186,7 +186,7 @@ async fn create_index_racing_writes_of_two_nodes_misses_no_entity() {
     let db = sql(&url).await;
     let a = account();
     nodes[0].create_table(&a, "race").await.unwrap();
-    for round in 0..6usize {
+    for round in 0..4usize {
         let running = writers(&nodes, &a, round * 2);
         tokio::time::sleep(Duration::from_millis(40)).await;
         assert!(nodes[round % 2].create_index(&a, "race", "P").await.unwrap());
