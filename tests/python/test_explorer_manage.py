@@ -10,7 +10,7 @@ import pytest
 import requests
 from azure.data.tables import TableServiceClient
 
-from conftest import ACCOUNT, BACKEND, TafelServer, unique_table_name
+from conftest import ACCOUNT, TafelServer, unique_table_name
 from explorer_browser import Browser, browser  # noqa: F401 - a fixture
 from test_explorer import grid_rows, open_table, sign_in
 
@@ -112,12 +112,6 @@ def test_add_and_drop_an_index(browser, soft):
     b = browser
     sign_in(b, soft)
     manage(b, soft, name)
-    if BACKEND != "embedded":
-        # The backend has none: its 501 said once, and nothing to add.
-        b.wait(lambda: "501 NotSupportedByBackend" in b.text("#index-unsupported"), "the 501 shown")
-        assert b.el("#index-add").get_attribute("disabled") is not None
-        assert admin(soft, "GET", f"/tables/{name}/indexes").status_code == 501
-        return
     b.wait(lambda: b.all("#indexes-none"), "no indexes at first")
     b.type("#index-property", "Email")
     b.click("#index-add")

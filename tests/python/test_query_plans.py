@@ -10,7 +10,7 @@ import time
 import pytest
 import requests
 
-from conftest import ACCOUNT, BACKEND, TafelServer, bulk_insert, scrape, unique_table_name, value
+from conftest import ACCOUNT, TafelServer, bulk_insert, scrape, unique_table_name, value
 
 WARN = "without an index"
 
@@ -108,7 +108,6 @@ def test_a_scan_past_scan_warn_rows_is_warned_logged_and_counted_by_table(plans_
     assert value(samples, "tafel_query_rows_examined_bucket", plan="table-scan", le="1000") == 1
 
 
-@pytest.mark.skipif(BACKEND == "postgres", reason="indexes are built on the embedded store only")
 def test_a_query_answered_from_an_index_is_not_warned_of(plans_server):
     srv, table = plans_server, unique_table_name("plans")
     seed(srv, table)

@@ -2,7 +2,7 @@
 `[[table]]` entries of `tafel serve --config FILE` create tables, set their TTL policies and
 create their indexes at every start; a restart with a changed file applies the change; a bad
 file stops the start with a non-zero exit and a message naming the file and the entry. Run on
-both backends: indexes in the file stop a PostgreSQL start, saying why."""
+both backends."""
 
 from __future__ import annotations
 
@@ -23,9 +23,7 @@ from conftest import (
     TafelServer,
     backend_args,
     create_postgres_database,
-    embedded_only,
     free_port,
-    postgres_only,
     tafel_binary,
 )
 from doc_recipes import recipe
@@ -81,7 +79,6 @@ def test_the_ttl_policy_from_the_file_expires_data(_workdir, tmp_path):
         srv.stop()
 
 
-@embedded_only
 def test_indexes_from_the_file_are_listed_and_answer_queries(_workdir, tmp_path):
     cfg = tmp_path / "tafel.toml"
     cfg.write_text(recipe("indexes.md", "index-config"))
@@ -102,10 +99,8 @@ def test_indexes_from_the_file_are_listed_and_answer_queries(_workdir, tmp_path)
 
 
 def test_a_restart_with_a_changed_file_applies_the_change(_workdir, tmp_path):
-    embedded = BACKEND == "embedded"
     cfg = tmp_path / "tafel.toml"
-    first = '[[table]]\nname = "orders"\nttl-seconds = 60\n'
-    cfg.write_text(first + ('indexes = ["Email"]\n' if embedded else ""))
+    cfg.write_text('[[table]]\nname = "orders"\nttl-seconds = 60\nindexes = ["Email"]\n')
     srv = server_with(_workdir, cfg)
     srv.start()
     try:
@@ -115,17 +110,14 @@ def test_a_restart_with_a_changed_file_applies_the_change(_workdir, tmp_path):
             svc.create_table("unlisted")
         r = requests.put(f"{srv.admin_url}/accounts/{ACCOUNT}/tables/unlisted/ttl", data='{"seconds": 30}', timeout=10)
         assert r.status_code == 200, r.text
-        if embedded:
-            assert indexes_of(srv, "orders") == {"Email": "ready"}
+        assert indexes_of(srv, "orders") == {"Email": "ready"}
         srv.stop()
 
-        cfg.write_text('[[table]]\nname = "orders"\nttl-property = "ExpiresAt"\n'
-                       + ('indexes = ["Status"]\n' if embedded else ""))
+        cfg.write_text('[[table]]\nname = "orders"\nttl-property = "ExpiresAt"\nindexes = ["Status"]\n')
         srv.start()
         assert ttl_of(srv, "orders") == {"seconds": None, "property": "ExpiresAt"}
-        if embedded:
-            # Created if missing, never dropped.
-            assert indexes_of(srv, "orders") == {"Email": "ready", "Status": "ready"}
+        # Created if missing, never dropped.
+        assert indexes_of(srv, "orders") == {"Email": "ready", "Status": "ready"}
         assert ttl_of(srv, "unlisted") == {"seconds": 30, "property": None}
         srv.stop()
 
@@ -173,15 +165,4 @@ def test_a_bad_file_stops_the_start_naming_the_file_and_entry(tmp_path, text, sa
     r = start_with(cfg, tmp_path / "data")
     assert r.returncode != 0
     assert str(cfg) in r.stderr and says in r.stderr, r.stderr
-    assert "panicked" not in r.stderr, r.stderr
-
-
-@postgres_only
-def test_indexes_in_the_file_stop_a_postgres_start_saying_why(tmp_path):
-    cfg = tmp_path / "tafel.toml"
-    cfg.write_text('[[table]]\nname = "orders"\nttl-seconds = 60\nindexes = ["Email"]\n')
-    r = start_with(cfg, tmp_path / "data")
-    assert r.returncode != 0
-    assert f'{cfg}: [[table]] #1 ("orders"): the index on Email:' in r.stderr, r.stderr
-    assert "no secondary indexes" in r.stderr, r.stderr
     assert "panicked" not in r.stderr, r.stderr

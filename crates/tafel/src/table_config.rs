@@ -146,8 +146,8 @@ pub(crate) fn check_accounts(entries: &[TableEntry], served: &[String]) -> anyho
 /// Makes the store hold what the entries say: each table (created if missing)
 /// with its indexes (created if missing, never dropped), then each TTL policy
 /// (replacing the stored one; cleared where the entry has none). Indexes come
-/// first so that a backend without them (PostgreSQL) fails the start before a
-/// policy has changed. Each step is idempotent: after a failure, fixing the
+/// first so that a backend without them fails the start before a policy has
+/// changed. Each step is idempotent: after a failure, fixing the
 /// file and starting again finishes the work.
 pub(crate) async fn apply(entries: &[TableEntry], service: &Service) -> anyhow::Result<()> {
     for e in entries {

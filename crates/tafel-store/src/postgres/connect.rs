@@ -1,4 +1,4 @@
-//! Where the pool's connections live.
+//! Where the pool's connections live, and the pool itself (its limits).
 //!
 //! A `tokio_postgres` connection is a socket plus a task that drives it, both
 //! bound to the runtime that opened them. The HTTP layer serves requests on
@@ -12,14 +12,63 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::time::Duration;
 
-use deadpool_postgres::Connect;
+use deadpool_postgres::{Connect, Manager, ManagerConfig, Pool, RecyclingMethod, Runtime, Timeouts};
 use tokio::runtime::Handle;
 use tokio::task::JoinHandle;
 use tokio_postgres::tls::MakeTlsConnect;
 use tokio_postgres::{Client, Config, Error, NoTls, Socket};
 
-use super::tls::Connector;
+use super::tls::{self, Connector};
+use crate::error::{BackendError, FailureKind, StoreError};
+
+/// Limits that turn a database out of reach into a prompt error (503 to the
+/// client) rather than a hang, unless the URL sets them: how long to wait for a
+/// connection, and for the database to acknowledge what was sent (a cut link
+/// where packets vanish, not a closed port).
+pub(super) fn fail_fast(config: &mut tokio_postgres::Config) {
+    if config.get_connect_timeout().is_none() {
+        config.connect_timeout(Duration::from_secs(5));
+    }
+    if config.get_tcp_user_timeout().is_none() {
+        config.tcp_user_timeout(Duration::from_secs(10));
+    }
+    if config.get_keepalives_idle() == Duration::from_secs(2 * 60 * 60) {
+        config.keepalives_idle(Duration::from_secs(30));
+    }
+}
+
+/// A pool of at most `size` connections opened with `config`, each set up by `hook`.
+pub(super) fn pool(
+    config: tokio_postgres::Config,
+    connector: tls::Connector,
+    size: usize,
+    hook: Option<deadpool_postgres::Hook>,
+) -> Result<Pool, StoreError> {
+    let manager = Manager::from_connect(
+        config,
+        OnStoreRuntime::current(connector),
+        ManagerConfig {
+            recycling_method: RecyclingMethod::Fast,
+        },
+    );
+    let mut builder = Pool::builder(manager)
+        .max_size(size.max(1))
+        .runtime(Runtime::Tokio1)
+        // A request waits this long for a connection before failing, not forever.
+        .timeouts(Timeouts {
+            wait: Some(Duration::from_secs(10)),
+            create: Some(Duration::from_secs(10)),
+            recycle: Some(Duration::from_secs(5)),
+        });
+    if let Some(hook) = hook {
+        builder = builder.post_create(hook);
+    }
+    builder
+        .build()
+        .map_err(|e| BackendError::caused_by(FailureKind::Internal, "building the connection pool", e).into())
+}
 
 pub(super) struct OnStoreRuntime {
     runtime: Handle,

@@ -6,7 +6,7 @@
 //! entities and counters stay under the table's id. A restore moves the row
 //! back in one transaction, under a free name. The reaper of every node claims
 //! kept tables past their time (`until_ns` set to 0, which no restore accepts),
-//! then removes their entities in chunks and the row last: two nodes sweeping
+//! then removes their entities (and index entries) in chunks and the row last: two nodes sweeping
 //! the same table only repeat each other's chunks, and a crash mid-way leaves a
 //! claimed row the next pass finishes.
 
@@ -40,7 +40,9 @@ const LIST: &str = "SELECT d.id, d.name, d.deleted_ns, d.until_ns,
 /// A restore's first step: the kept row, taken (the transaction rolls it back if the name is taken).
 const TAKE: &str = "DELETE FROM tafel_deleted_tables WHERE account = $1 AND id = $2 AND until_ns > $3
      RETURNING name, acl";
-const PUT_BACK: &str = "INSERT INTO tafel_tables (account, lname, name, id, acl) VALUES ($1, $2, $3, $4, $5)
+/// With its indexes, which stayed under its id (`index.rs`), listed in its row again.
+const PUT_BACK: &str = "INSERT INTO tafel_tables (account, lname, name, id, acl, indexes)
+     VALUES ($1, $2, $3, $4, $5, ARRAY(SELECT property FROM tafel_indexes WHERE table_id = $4 ORDER BY property))
      ON CONFLICT (account, lname) DO NOTHING";
 /// The restored table's creation in the change feed: `$4` now.
 const RECORD_RESTORE: &str = "WITH h AS (INSERT INTO tafel_feed_heads (account, head) VALUES ($1, 1)
@@ -162,6 +164,7 @@ pub(super) async fn sweep(pool: &Pool, now_ns: u64) -> Result<u64, DbError> {
         let id: i64 = row.try_get(0)?;
         // No write reaches a kept table, so nothing appears behind the cursor.
         removed += super::reaper::delete_rows(&client, &chunk, id).await?;
+        super::index::drop_all(&client, id).await?;
         client.execute(&drop_counts, &[&id]).await?;
         client.execute(&drop_kept, &[&id]).await?;
     }

@@ -27,6 +27,7 @@ mod connect;
 mod counts;
 mod deleted;
 mod feed;
+mod index;
 mod migrate;
 mod pipelined;
 mod reaper;
@@ -43,8 +44,8 @@ mod write;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime, Timeouts};
-use futures_util::future::join4;
+use deadpool_postgres::Pool;
+use futures_util::future::{join, join4};
 use tokio_postgres::error::SqlState;
 
 use self::stats::PgStats;
@@ -54,7 +55,10 @@ use crate::error::{BackendError, FailureKind, NotReady, StoreError};
 use crate::key::EntityKey;
 use crate::reset::ResetError;
 use crate::stats::StoreMetric;
-use crate::traits::{Decide, RowSink, ScanEnd, ScanRequest, Store, TableRecord, TableSize, TableStats};
+use crate::traits::{
+    Decide, IndexEncoder, IndexError, IndexInfo, IndexScanRequest, RowSink, ScanEnd, ScanRequest, Store, TableRecord,
+    TableSize, TableStats,
+};
 
 pub use self::schema::SCHEMA_VERSION;
 pub use self::tls::{SslMode, SslOptions, TlsError};
@@ -90,6 +94,8 @@ pub struct PostgresStore {
     feed: std::sync::Arc<feed::Feed>,
     /// How long a deleted table stays restorable (ns; 0: deleted at once; `deleted.rs`).
     keep_ns: std::sync::atomic::AtomicU64,
+    /// The index encoder and what this node last saw of tables' indexes (`index.rs`).
+    indexes: index::Indexes,
 }
 
 /// How long readiness waits for the database to answer.
@@ -110,53 +116,6 @@ fn record(row: &tokio_postgres::Row) -> Result<TableRecord, DbError> {
     })
 }
 
-/// Limits that turn a database out of reach into a prompt error (503 to the
-/// client) rather than a hang, unless the URL sets them: how long to wait for a
-/// connection, and for the database to acknowledge what was sent (a cut link
-/// where packets vanish, not a closed port).
-fn fail_fast(config: &mut tokio_postgres::Config) {
-    if config.get_connect_timeout().is_none() {
-        config.connect_timeout(Duration::from_secs(5));
-    }
-    if config.get_tcp_user_timeout().is_none() {
-        config.tcp_user_timeout(Duration::from_secs(10));
-    }
-    if config.get_keepalives_idle() == Duration::from_secs(2 * 60 * 60) {
-        config.keepalives_idle(Duration::from_secs(30));
-    }
-}
-
-/// A pool of at most `size` connections opened with `config`, each set up by `hook`.
-fn pool(
-    config: tokio_postgres::Config,
-    connector: tls::Connector,
-    size: usize,
-    hook: Option<deadpool_postgres::Hook>,
-) -> Result<Pool, StoreError> {
-    let manager = Manager::from_connect(
-        config,
-        connect::OnStoreRuntime::current(connector),
-        ManagerConfig {
-            recycling_method: RecyclingMethod::Fast,
-        },
-    );
-    let mut builder = Pool::builder(manager)
-        .max_size(size.max(1))
-        .runtime(Runtime::Tokio1)
-        // A request waits this long for a connection before failing, not forever.
-        .timeouts(Timeouts {
-            wait: Some(Duration::from_secs(10)),
-            create: Some(Duration::from_secs(10)),
-            recycle: Some(Duration::from_secs(5)),
-        });
-    if let Some(hook) = hook {
-        builder = builder.post_create(hook);
-    }
-    builder
-        .build()
-        .map_err(|e| BackendError::caused_by(FailureKind::Internal, "building the connection pool", e).into())
-}
-
 impl PostgresStore {
     /// Connects to `url` (a libpq-style URL or `key=value` string, TLS as
     /// [`tls`] says) and creates the schema if it is missing. Connections are
@@ -165,10 +124,10 @@ impl PostgresStore {
     pub async fn connect(url: &str, options: PostgresOptions) -> Result<Self, StoreError> {
         let (mut config, connector) = tls::configure(url, options.ssl)
             .map_err(|e| BackendError::caused_by(FailureKind::Unavailable, "postgres connection settings", e))?;
-        fail_fast(&mut config);
+        connect::fail_fast(&mut config);
         // The schema first, on a connection of its own: the pool's connections
         // prepare statements that need the current schema as they open.
-        let setup = pool(config.clone(), connector.clone(), 1, None)?;
+        let setup = connect::pool(config.clone(), connector.clone(), 1, None)?;
         let client = setup.get().await.map_err(|e| {
             let why = connect::with_causes(&e);
             BackendError::new(FailureKind::Unavailable, format!("connecting to the database: {why}"))
@@ -176,7 +135,7 @@ impl PostgresStore {
         migrate::migrate(&client).await.map_err(DbError::into_store)?;
         drop(client);
         setup.close();
-        let pool = pool(
+        let pool = connect::pool(
             config,
             connector,
             options.pool_size,
@@ -192,6 +151,7 @@ impl PostgresStore {
             deadline: options.timeout + Duration::from_secs(2),
             feed: Default::default(),
             keep_ns: Default::default(),
+            indexes: Default::default(),
         })
     }
 
@@ -266,22 +226,31 @@ impl PostgresStore {
             false => &[&account, &lname],
         };
         let chunk = client.prepare_cached(schema::DELETE_CHUNK_NAMED).await?;
+        let entries = client.prepare_cached(index::DELETE_ENTRY_CHUNK_NAMED).await?;
+        let definitions = client.prepare_cached(index::DROP_DEFINITIONS_NAMED).await?;
         let drop_empty = client.prepare_cached(schema::DROP_EMPTY_NAMED).await?;
         let drop_counts = client.prepare_cached(schema::DROP_COUNTS_NAMED).await?;
-        let limit = reaper::CHUNK;
-        // Not short-circuiting: the mark's answer is the delete's; the chunk and the
-        // drop are the reaper's work done early, which it finishes if they failed.
-        // The counters go after the mark (no write reaches the table then), before
-        // the drop frees the name; left behind, they would count for no table.
-        let (marked, chunk, _, dropped) = join4(
-            client.query_opt(&mark, mark_params),
-            client.execute(&chunk, &[&account, &lname, &limit]),
-            client.execute(&drop_counts, &[&account, &lname]),
-            client.execute(&drop_empty, &[&account, &lname]),
+        let (limit, entry_limit) = (reaper::CHUNK, index::ENTRY_CHUNK);
+        // Not short-circuiting: the mark's answer is the delete's; the chunks and
+        // the drop are the reaper's work done early, which it finishes if they
+        // failed. The counters and index definitions go after the mark (no write
+        // reaches the table then), before the drop frees the name; left behind,
+        // they would belong to no table. `join` polls in order: sent in this order.
+        let ((marked, chunk, entries, _), (_, dropped)) = join(
+            join4(
+                client.query_opt(&mark, mark_params),
+                client.execute(&chunk, &[&account, &lname, &limit]),
+                client.execute(&entries, &[&account, &lname, &entry_limit]),
+                client.execute(&definitions, &[&account, &lname]),
+            ),
+            join(
+                client.execute(&drop_counts, &[&account, &lname]),
+                client.execute(&drop_empty, &[&account, &lname]),
+            ),
         )
         .await;
         let marked = marked?.is_some();
-        if marked && (chunk.is_err() || !matches!(dropped, Ok(1))) {
+        if marked && (chunk.is_err() || entries.is_err() || !matches!(dropped, Ok(1))) {
             self.reaper.wake();
         }
         Ok(marked)
@@ -378,12 +347,7 @@ impl Store for PostgresStore {
     ) -> Result<ScanEnd, StoreError> {
         let lname = lower(table);
         let (rows, end) = self.retry("scan", || self.scan_once(account, &lname, &request)).await?;
-        for (key, value) in &rows {
-            if sink.push(key.view(), value).is_break() {
-                return Ok(ScanEnd { next: None });
-            }
-        }
-        Ok(end)
+        Ok(scan::deliver(rows, end, sink))
     }
 
     async fn write_entities(
@@ -423,6 +387,43 @@ impl Store for PostgresStore {
         // A key was there (or the decision was not to insert): decide again on the
         // rows as they are.
         self.write_entities(account, table, keys, decide).await
+    }
+
+    fn set_index_encoder(&self, encoder: IndexEncoder) {
+        self.indexes.set_encoder(encoder);
+    }
+
+    async fn create_index(&self, account: &str, table: &str, property: &str) -> Result<bool, IndexError> {
+        let once = || self.create_index_once(account, table, property);
+        Ok(self.retry("create an index", once).await?)
+    }
+
+    async fn drop_index(&self, account: &str, table: &str, property: &str) -> Result<bool, IndexError> {
+        let once = || self.drop_index_once(account, table, property);
+        Ok(self.retry("drop an index", once).await?)
+    }
+
+    async fn list_indexes(&self, account: &str, table: &str) -> Result<Vec<IndexInfo>, IndexError> {
+        Ok(self
+            .retry("list indexes", || self.list_indexes_once(account, table))
+            .await?)
+    }
+
+    async fn ready_indexes(&self, account: &str, table: &str) -> Result<Vec<String>, StoreError> {
+        self.retry("ready indexes", || self.ready_indexes_once(account, table))
+            .await
+    }
+
+    async fn index_scan_into(
+        &self,
+        account: &str,
+        table: &str,
+        request: IndexScanRequest,
+        sink: &mut (dyn RowSink + '_),
+    ) -> Result<Option<ScanEnd>, StoreError> {
+        let once = || self.index_scan_once(account, table, &request);
+        let page = self.retry("index scan", once).await?;
+        Ok(page.map(|(rows, end)| scan::deliver(rows, end, sink)))
     }
 
     fn set_change_feed(&self, settings: crate::feed::FeedSettings) -> Result<(), StoreError> {

@@ -105,6 +105,7 @@ async fn pass(pool: &Pool) -> Result<u64, DbError> {
         let id: i64 = row.try_get(0)?;
         // No write reaches a marked table, so nothing appears behind the cursor.
         removed += delete_rows(&client, &chunk, id).await?;
+        super::index::drop_all(&client, id).await?;
         if client.execute(&drop_empty, &[&id]).await? == 1 {
             client.execute(&drop_counts, &[&id]).await?;
         }

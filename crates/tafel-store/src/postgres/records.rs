@@ -10,12 +10,14 @@ use std::time::Duration;
 use super::txn::DbError;
 use super::{counts, lower, PostgresStore};
 
-/// Empties table `$2` of account `$1`: its rows go in this statement, its
-/// counters get one change row (`$3`, its id) taking off exactly what went. The
-/// count of what went, or no row without the table.
+/// Empties table `$2` of account `$1`: its rows and index entries go in this
+/// statement, its counters get one change row (`$3`, its id) taking off exactly
+/// what went. The count of what went, or no row without the table. Run after
+/// [`LOCK_FOR_TRUNCATE`], in its transaction.
 const TRUNCATE: &str = "WITH t AS (SELECT id FROM tafel_tables WHERE account = $1 AND lname = $2 AND NOT deleting),
      d AS (DELETE FROM tafel_entities e USING t WHERE e.table_id = t.id
            RETURNING octet_length(e.key) + octet_length(e.value) AS b),
+     x AS (DELETE FROM tafel_index_entries e USING t WHERE e.table_id = t.id),
      c AS (INSERT INTO tafel_table_counts (table_id, id, entities, bytes)
            SELECT t.id, $3, -(SELECT count(*) FROM d), -(SELECT COALESCE(sum(b), 0) FROM d) FROM t)
      SELECT (SELECT count(*) FROM d) FROM t";
@@ -25,6 +27,7 @@ const TRUNCATE_RECORDED: &str = "WITH t AS (SELECT id, name FROM tafel_tables
            WHERE account = $1 AND lname = $2 AND NOT deleting),
      d AS (DELETE FROM tafel_entities e USING t WHERE e.table_id = t.id
            RETURNING octet_length(e.key) + octet_length(e.value) AS b),
+     x AS (DELETE FROM tafel_index_entries e USING t WHERE e.table_id = t.id),
      c AS (INSERT INTO tafel_table_counts (table_id, id, entities, bytes)
            SELECT t.id, $3, -(SELECT count(*) FROM d), -(SELECT COALESCE(sum(b), 0) FROM d) FROM t),
      h AS (INSERT INTO tafel_feed_heads (account, head) SELECT $1, 1 FROM t
@@ -32,6 +35,14 @@ const TRUNCATE_RECORDED: &str = "WITH t AS (SELECT id, name FROM tafel_tables
      f AS (INSERT INTO tafel_changes (account, position, txn, time_ns, op, tbl, ltbl, key, value)
            SELECT $1, h.head, h.head, $4, 7, t.name, $2, NULL, NULL FROM h, t)
      SELECT (SELECT count(*) FROM d) FROM t";
+
+/// A truncate first holds the table's row against every write (writes hold it
+/// FOR SHARE): its delete, a statement after, then sees every write committed
+/// and none under way. Without it, an entity updated meanwhile would be deleted
+/// (its new version found) while its new index entry, not in the delete's
+/// snapshot, stayed.
+const LOCK_FOR_TRUNCATE: &str =
+    "SELECT id FROM tafel_tables WHERE account = $1 AND lname = $2 AND NOT deleting FOR UPDATE";
 
 const NOW_MS: &str = "CAST(extract(epoch FROM now()) * 1000 AS BIGINT)";
 
@@ -100,17 +111,23 @@ impl PostgresStore {
     }
 
     pub(super) async fn truncate_once(&self, account: &str, table: &str) -> Result<Option<u64>, DbError> {
-        let client = self.client().await?;
+        let mut client = self.client().await?;
+        let tx = super::index::read_committed(&mut client).await?;
         let lname = lower(table);
         let id = counts::change_id();
+        let lock = tx.prepare_cached(LOCK_FOR_TRUNCATE).await?;
+        if tx.query_opt(&lock, &[&account, &lname]).await?.is_none() {
+            return Ok(None);
+        }
         let row = if self.feed.on(account) {
-            let stmt = client.prepare_cached(TRUNCATE_RECORDED).await?;
+            let stmt = tx.prepare_cached(TRUNCATE_RECORDED).await?;
             let now = i64::try_from(crate::feed::now_ns()).unwrap_or(i64::MAX);
-            client.query_opt(&stmt, &[&account, &lname, &id, &now]).await?
+            tx.query_opt(&stmt, &[&account, &lname, &id, &now]).await?
         } else {
-            let stmt = client.prepare_cached(TRUNCATE).await?;
-            client.query_opt(&stmt, &[&account, &lname, &id]).await?
+            let stmt = tx.prepare_cached(TRUNCATE).await?;
+            tx.query_opt(&stmt, &[&account, &lname, &id]).await?
         };
+        tx.commit().await?;
         match row {
             Some(row) => Ok(Some(u64::try_from(row.try_get::<_, i64>(0)?).unwrap_or(0))),
             None => Ok(None),

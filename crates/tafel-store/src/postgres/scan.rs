@@ -108,6 +108,16 @@ pub async fn scan(
     Ok((rows, end))
 }
 
+/// Hands an attempt's rows to the caller's sink, once the attempt has ended.
+pub(super) fn deliver(rows: Rows, end: ScanEnd, sink: &mut (dyn crate::traits::RowSink + '_)) -> ScanEnd {
+    for (key, value) in &rows {
+        if sink.push(key.view(), value).is_break() {
+            return ScanEnd { next: None };
+        }
+    }
+    end
+}
+
 /// For a scan whose ranges are all empty (a filter no key can match): the table
 /// must still exist for the answer to be an empty page.
 async fn table_exists(client: &Client, account: &str, lname: &[u8]) -> Result<bool, DbError> {

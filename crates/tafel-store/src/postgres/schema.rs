@@ -105,6 +105,27 @@ CREATE TABLE IF NOT EXISTS tafel_records (
     PRIMARY KEY (kind, id)
 );
 ",
+    // 7: secondary indexes (`index.rs`): each table's indexed properties in its
+    // row (every write reads them from the row it locks), their definitions and
+    // their entries, keyed so that a value range then key order is one range scan.
+    "
+ALTER TABLE tafel_tables ADD COLUMN IF NOT EXISTS indexes TEXT[] NOT NULL DEFAULT '{}';
+CREATE TABLE IF NOT EXISTS tafel_indexes (
+    table_id BIGINT NOT NULL,
+    property TEXT NOT NULL,
+    ready BOOLEAN NOT NULL,
+    build_after BYTEA,
+    done BIGINT NOT NULL DEFAULT 0,
+    PRIMARY KEY (table_id, property)
+);
+CREATE TABLE IF NOT EXISTS tafel_index_entries (
+    table_id BIGINT NOT NULL,
+    property TEXT NOT NULL,
+    value BYTEA NOT NULL,
+    key BYTEA NOT NULL,
+    PRIMARY KEY (table_id, property, value, key)
+);
+",
 ];
 
 /// The schema version this node knows: it migrates older databases to it and
@@ -140,10 +161,13 @@ pub(crate) const DELETE_CHUNK_NAMED: &str = "DELETE FROM tafel_entities WHERE ta
          (SELECT id FROM tafel_tables WHERE account = $1 AND lname = $2 AND deleting)
       ORDER BY key LIMIT $3)";
 /// A deleted table's row, once no entity of it is left: its name is free again.
+/// Its index entries gone too (`index.rs`), so no id outlives its entries.
 pub(crate) const DROP_EMPTY: &str = "DELETE FROM tafel_tables WHERE id = $1 AND deleting
-     AND NOT EXISTS (SELECT 1 FROM tafel_entities WHERE table_id = $1)";
+     AND NOT EXISTS (SELECT 1 FROM tafel_entities WHERE table_id = $1)
+     AND NOT EXISTS (SELECT 1 FROM tafel_index_entries WHERE table_id = $1)";
 pub(crate) const DROP_EMPTY_NAMED: &str = "DELETE FROM tafel_tables WHERE account = $1 AND lname = $2 AND deleting
-     AND NOT EXISTS (SELECT 1 FROM tafel_entities WHERE table_id = tafel_tables.id)";
+     AND NOT EXISTS (SELECT 1 FROM tafel_entities WHERE table_id = tafel_tables.id)
+     AND NOT EXISTS (SELECT 1 FROM tafel_index_entries WHERE table_id = tafel_tables.id)";
 pub(crate) const SET_ACL: &str = "UPDATE tafel_tables SET acl = $3 WHERE account = $1 AND lname = $2 AND NOT deleting";
 pub(crate) const LIST_TABLES: &str = "SELECT name, acl FROM tafel_tables
      WHERE account = $1 AND name >= $2 AND NOT deleting ORDER BY name LIMIT $3";
@@ -156,8 +180,10 @@ pub(crate) const GET_ENTITY: &str = "SELECT e.value FROM tafel_tables t
 /// A write's reads, sent together: the table row, locked FOR SHARE so a table
 /// delete waits for the write (and a write behind a delete fails); and the current
 /// rows of the keys, locked FOR UPDATE so concurrent writers of a key queue up.
+/// Its indexed properties too (`index.rs`): read from the row it locks, so an
+/// index created meanwhile is either waited for or seen.
 pub(crate) const LOCK_TABLE: &str =
-    "SELECT id FROM tafel_tables WHERE account = $1 AND lname = $2 AND NOT deleting FOR SHARE";
+    "SELECT id, indexes FROM tafel_tables WHERE account = $1 AND lname = $2 AND NOT deleting FOR SHARE";
 /// Rows are locked in key order, so writes of overlapping key sets cannot deadlock.
 pub(crate) const READ_FOR_WRITE: &str = "SELECT key, value FROM tafel_entities
      WHERE table_id = (SELECT id FROM tafel_tables WHERE account = $1 AND lname = $2) AND key = ANY($3)
@@ -174,16 +200,23 @@ pub(crate) const INSERT_ENTITIES: &str = "INSERT INTO tafel_entities (table_id, 
 /// table, no rows. In key order, as rows are locked everywhere else: two inserts
 /// of overlapping keys wait for each other instead of deadlocking.
 /// It also records its rows in the table's counters (a change row of id `$5`,
-/// `counts.rs`), in the same statement: one round trip still. No table, no rows,
-/// no change row: 0 rows.
+/// `counts.rs`), in the same statement: one round trip still.
+/// It writes the index entries `$7..$9` (property, value, key) made for the
+/// table's indexed properties as the node last saw them (`$6`), and writes
+/// anything only if the locked row lists exactly those (`index.rs`). It answers
+/// the row's list: no row, no table; a list other than `$6`, nothing written.
 pub(crate) const INSERT_NEW_ENTITIES: &str = "WITH t AS
-         (SELECT id FROM tafel_tables WHERE account = $1 AND lname = $2 AND NOT deleting FOR SHARE),
+         (SELECT id, indexes FROM tafel_tables WHERE account = $1 AND lname = $2 AND NOT deleting FOR SHARE),
+     ok AS (SELECT id FROM t WHERE indexes = $6::TEXT[]),
      ins AS (INSERT INTO tafel_entities (table_id, key, value)
-         SELECT t.id, u.k, u.v FROM t, UNNEST($3::BYTEA[], $4::BYTEA[]) AS u(k, v)
+         SELECT ok.id, u.k, u.v FROM ok, UNNEST($3::BYTEA[], $4::BYTEA[]) AS u(k, v)
          ORDER BY u.k
-         RETURNING table_id, octet_length(key) + octet_length(value) AS b)
-     INSERT INTO tafel_table_counts (table_id, id, entities, bytes)
-         SELECT table_id, $5, count(*), sum(b) FROM ins GROUP BY table_id";
+         RETURNING table_id, octet_length(key) + octet_length(value) AS b),
+     ix AS (INSERT INTO tafel_index_entries (table_id, property, value, key)
+         SELECT ok.id, x.p, x.v, x.k FROM ok, UNNEST($7::TEXT[], $8::BYTEA[], $9::BYTEA[]) AS x(p, v, k)),
+     c AS (INSERT INTO tafel_table_counts (table_id, id, entities, bytes)
+         SELECT table_id, $5, count(*), sum(b) FROM ins GROUP BY table_id)
+     SELECT indexes FROM t";
 /// Records a write's change to its table's counters, a row of its own (`counts.rs`).
 pub(crate) const ADD_COUNTS: &str =
     "INSERT INTO tafel_table_counts (table_id, id, entities, bytes) VALUES ($1, $2, $3, $4)";

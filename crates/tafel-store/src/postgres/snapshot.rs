@@ -88,6 +88,22 @@ impl Snapshot for PgSnapshot {
         }
         Ok(rows.len())
     }
+
+    async fn indexes(&mut self, table: &SnapshotTable) -> Result<Vec<String>, StoreError> {
+        let id = table.id() as i64;
+        let rows = self
+            .client
+            .query(
+                "SELECT property FROM tafel_indexes WHERE table_id = $1 ORDER BY property",
+                &[&id],
+            )
+            .await
+            .map_err(store)?;
+        rows.iter()
+            .map(|r| r.try_get(0))
+            .collect::<Result<_, tokio_postgres::Error>>()
+            .map_err(store)
+    }
 }
 
 /// The name and acl of an `ALL_TABLES` row, whose account comes first.

@@ -20,7 +20,7 @@ use tokio_postgres::Statement;
 
 use super::pipelined::{self, OpenTxn};
 use super::txn::DbError;
-use super::{counts, schema, PostgresStore};
+use super::{counts, index, schema, PostgresStore};
 use crate::error::{FailureKind, StoreError};
 use crate::feed::ChangeOp;
 use crate::traits::{Decide, Mutation};
@@ -144,16 +144,36 @@ impl PostgresStore {
         let client = self.client().await?;
         let insert = client.prepare_cached(schema::INSERT_NEW_ENTITIES).await?;
         let change = counts::change_id();
+        // The entries of the indexes this node last saw on the table: the
+        // statement inserts only if the table's list (locked) is exactly that.
+        let guess = self.indexes.guess(account, lname);
+        let entries = index::entries_of(&self.indexes, &guess, keys, values)?;
+        let params: [&(dyn ToSql + Sync); 9] = [
+            &account,
+            &lname,
+            &keys,
+            &values,
+            &change,
+            &&*guess,
+            &entries.properties,
+            &entries.values,
+            &entries.keys,
+        ];
         // One statement, its own transaction: it reads the table's row and locks it
         // in the same snapshot, so a table created or deleted meanwhile is seen
         // whole or not at all, and a delete's mark waits for the rows; and it
         // counts the rows in the table's counters.
-        match client
-            .execute(&insert, &[&account, &lname, &keys, &values, &change])
-            .await
-        {
-            Ok(0) => Err(StoreError::TableNotFound.into()),
-            Ok(_) => Ok(true),
+        match client.query_opt(&insert, &params).await {
+            Ok(None) => Err(StoreError::TableNotFound.into()),
+            Ok(Some(row)) => {
+                let list: Vec<String> = row.try_get(0)?;
+                if *list == *guess {
+                    return Ok(true);
+                }
+                // Nothing was written: the long way, with the list it reads.
+                self.indexes.saw(account, lname, list);
+                Ok(false)
+            }
             Err(e) if e.code() == Some(&SqlState::UNIQUE_VIOLATION) => Ok(false),
             Err(e) => Err(e.into()),
         }
@@ -198,7 +218,7 @@ impl PostgresStore {
         recorded: bool,
     ) -> Result<bool, DbError> {
         let client = txn.client()?;
-        let (id, current) = read_for_write(client, account, lname, keys).await?;
+        let (id, indexed, current) = read_for_write(client, account, lname, keys).await?;
         let views: Vec<Option<&[u8]>> = current.iter().map(|c| c.as_deref()).collect();
         let mutations = decided(decide, &views)?;
         if mutations.is_empty() {
@@ -218,6 +238,13 @@ impl PostgresStore {
             s if s.is_empty() => return Ok(false),
             s => s,
         };
+        // The entries of the indexes the locked table row lists (`index.rs`).
+        let (removed, added) = index::changes(&self.indexes, &indexed, keys, &mutations, &current)?;
+        if *self.indexes.guess(account, lname) != *indexed {
+            self.indexes.saw(account, lname, indexed.clone());
+        }
+        let unindex = client.prepare_cached(index::DELETE_ENTRIES).await?;
+        let reindex = client.prepare_cached(index::INSERT_ENTRIES).await?;
         let insert = client.prepare_cached(schema::INSERT_ENTITIES).await?;
         let put = client.prepare_cached(schema::PUT_ENTITIES).await?;
         let delete = client.prepare_cached(schema::DELETE_ENTITIES).await?;
@@ -233,7 +260,7 @@ impl PostgresStore {
         let now = i64::try_from(crate::feed::now_ns()).unwrap_or(i64::MAX);
         let record_params: [&(dyn ToSql + Sync); 8] =
             [&account, &n, &now, &id, &feed.ops, &feed.keys, &feed.values, &lname];
-        let changes: [(&Statement, &Params, bool); 4] = [
+        let changes: [(&Statement, &Params, bool); 6] = [
             (
                 &insert,
                 &[&id, &inserts.keys, &inserts.values],
@@ -241,6 +268,17 @@ impl PostgresStore {
             ),
             (&put, &[&id, &puts.keys, &puts.values], !puts.keys.is_empty()),
             (&delete, &[&id, &deletes], !deletes.is_empty()),
+            // The index entries, in the same transaction as their entities.
+            (
+                &unindex,
+                &[&id, &removed.properties, &removed.values, &removed.keys],
+                !removed.is_empty(),
+            ),
+            (
+                &reindex,
+                &[&id, &added.properties, &added.values, &added.keys],
+                !added.is_empty(),
+            ),
             // The counters, in the same transaction as the rows they count.
             (
                 &add_counts,
@@ -269,13 +307,13 @@ impl PostgresStore {
 }
 
 /// Round trip 1 of a write: BEGIN, the table's row (locked) and the keys'
-/// rows; the table's id and each key's current value.
+/// rows; the table's id, its indexed properties and each key's current value.
 async fn read_for_write(
     client: &deadpool_postgres::Client,
     account: &str,
     lname: &[u8],
     keys: &[&[u8]],
-) -> Result<(i64, Vec<Option<Vec<u8>>>), DbError> {
+) -> Result<(i64, Vec<String>, Vec<Option<Vec<u8>>>), DbError> {
     let lock = client.prepare_cached(schema::LOCK_TABLE).await?;
     let read = client.prepare_cached(schema::READ_FOR_WRITE).await?;
     let (lock_params, read_params): (&Params, &Params) = (&[&account, &lname], &[&account, &lname, &keys]);
@@ -288,7 +326,7 @@ async fn read_for_write(
     let Some(table) = table else {
         return Err(StoreError::TableNotFound.into());
     };
-    let id: i64 = table.try_get(0)?;
+    let (id, indexed): (i64, Vec<String>) = (table.try_get(0)?, table.try_get(1)?);
     let mut current: Vec<Option<Vec<u8>>> = vec![None; keys.len()];
     for row in &found {
         let key: &[u8] = row.try_get(0)?;
@@ -296,5 +334,5 @@ async fn read_for_write(
             current[i] = Some(row.try_get(1)?);
         }
     }
-    Ok((id, current))
+    Ok((id, indexed, current))
 }

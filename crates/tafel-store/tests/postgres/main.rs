@@ -21,6 +21,7 @@ mod big_tables;
 mod concurrency;
 mod counts;
 mod feed;
+mod indexes;
 mod lifecycle;
 mod migrations;
 mod operations;
