@@ -10,10 +10,10 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
 use super::apply::Writer;
-use super::index_build::{Build, State};
 use super::checksums::{seal, unseal};
 use super::commit::ReadView;
 use super::engine::tree::{ReadTrees, Tree};
+use super::index_build::{Build, State};
 use super::schema::{row_key, to_store_error};
 use crate::error::{FailureKind, StoreError};
 use crate::key::{EntityKey, KeyRef};

@@ -103,8 +103,11 @@ pub(in crate::embedded) fn take_step(feed: &super::feed::FeedState) -> bool {
     }
 }
 
-/// The first building index of the store: table id, property, cursor.
-fn first_building(trees: &impl ReadTrees) -> Result<Option<(u64, String, Option<Vec<u8>>)>, StoreError> {
+/// A building index: its table's id, its property, its cursor.
+type Building = (u64, String, Option<Vec<u8>>);
+
+/// The first building index of the store.
+fn first_building(trees: &impl ReadTrees) -> Result<Option<Building>, StoreError> {
     // Every definition's key is `index/{id:020}/{property}`; `'0'` follows `'/'`.
     for item in trees.range_of(Tree::Meta, b"index/", b"index0")? {
         let (k, v) = item?;

@@ -6,9 +6,9 @@
 
 use std::time::{Duration, Instant};
 
+use super::engine::tree::{ReadTrees, Tree};
 use super::index::verify;
 use super::index_build::STEP_ROWS;
-use super::engine::tree::{ReadTrees, Tree};
 use super::scan_tests::tempdir;
 use super::{check_with, EmbeddedOptions, EmbeddedStore};
 use crate::key::EntityKey;
@@ -129,7 +129,10 @@ async fn a_build_in_steps_with_writes_ahead_of_and_behind_its_cursor_ends_as_a_w
         assert!(store.ready_indexes(ACCOUNT, "t").await.expect("ready").is_empty());
         let done = i.progress.expect("progress while building").done as usize;
         // Up to the cursor, less the entities deleted behind it.
-        assert!(done <= steps * STEP_ROWS && done + 2 * steps >= steps * STEP_ROWS, "{done} after {steps} steps");
+        assert!(
+            done <= steps * STEP_ROWS && done + 2 * steps >= steps * STEP_ROWS,
+            "{done} after {steps} steps"
+        );
         // Behind the cursor: an update, a delete, an update that drops `x`.
         if done > 10 {
             put(&store, done / 2, 9).await;
@@ -178,11 +181,7 @@ async fn a_dropped_index_stops_its_build_and_leaves_no_entry() {
     let view = store.opening_now().view();
     let mut rows = 0;
     for item in view
-        .range(
-            Tree::Index,
-            std::ops::Bound::Unbounded,
-            std::ops::Bound::Unbounded,
-        )
+        .range(Tree::Index, std::ops::Bound::Unbounded, std::ops::Bound::Unbounded)
         .expect("range")
     {
         item.expect("row");
@@ -214,7 +213,10 @@ async fn a_reopened_store_resumes_a_build_from_its_cursor() {
     let store = EmbeddedStore::open(dir.path(), options()).expect("reopen");
     let i = index(&store).await;
     assert!(!i.ready);
-    assert_eq!(i.progress.map(|p| (p.done, p.total)), Some((STEP_ROWS as u64, n as u64)));
+    assert_eq!(
+        i.progress.map(|p| (p.done, p.total)),
+        Some((STEP_ROWS as u64, n as u64))
+    );
     store.set_index_encoder(encoder());
     let i = wait_ready(&store).await;
     assert_eq!(compared(&store), (i.entries, 0));
