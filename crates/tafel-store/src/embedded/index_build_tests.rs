@@ -243,3 +243,22 @@ async fn check_takes_a_building_index_as_whole_up_to_its_cursor_only() {
     let built = (0..STEP_ROWS).filter(|i| i % 7 != 0).count() as u64;
     assert_eq!(report.index_entries, built + 1);
 }
+
+#[tokio::test]
+async fn a_restored_savepoint_with_a_building_index_builds_it_again() {
+    let dir = tempdir().expect("temp dir");
+    let store = open(dir.path());
+    fill(&store, 2 * STEP_ROWS + 1).await;
+    allow(&store, Some(0));
+    assert!(store.create_index(ACCOUNT, "t", "x").await.expect("create index"));
+    store.save_savepoint("building").await.expect("save");
+    allow(&store, None);
+    put(&store, 1, 3).await;
+    let built = wait_ready(&store).await.entries;
+    store.restore_savepoint("building").await.expect("restore");
+    // Back to building from the start (the savepoint's cursor), then ready again.
+    let i = wait_ready(&store).await;
+    assert_eq!(i.entries, built);
+    assert_eq!(compared(&store), (built, 0));
+    store.shutdown().await.expect("shutdown");
+}
