@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import random
 import subprocess
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import requests
 from azure.data.tables import EdmType, EntityProperty, TableServiceClient, UpdateMode
 
-from conftest import ACCOUNT, BACKEND, TafelServer, bulk_insert, postgres_only, unique_table_name
+from conftest import ACCOUNT, BACKEND, TafelServer, bulk_insert, embedded_only, postgres_only, unique_table_name
 
 
 def index_url(srv, table: str, prop: str | None = None) -> str:
@@ -21,9 +23,23 @@ def index_url(srv, table: str, prop: str | None = None) -> str:
 
 
 def create_index(srv, table: str, prop: str) -> dict:
+    """Creates the index and waits for its online build: the PUT's answer, as listed once ready."""
     r = requests.put(index_url(srv, table, prop), timeout=120)
-    assert r.status_code == 201, (r.status_code, r.text)
-    return r.json()
+    assert r.status_code in (201, 202), (r.status_code, r.text)
+    made = r.json()
+    assert made["state"] == ("ready" if r.status_code == 201 else "building"), made
+    return {**made, **wait_ready(srv, table, prop)}
+
+
+def wait_ready(srv, table: str, prop: str, timeout: float = 120) -> dict:
+    until = time.monotonic() + timeout
+    while True:
+        listed = indexes(srv, table)[prop]
+        if listed["state"] == "ready":
+            assert "progress" not in listed, listed
+            return listed
+        assert time.monotonic() < until, f"the index on {prop} is still building: {listed}"
+        time.sleep(0.02)
 
 
 def indexes(srv, table: str) -> dict:
@@ -138,6 +154,12 @@ def test_tafel_index_cli_creates_lists_and_drops(server):
     out = subprocess.run(cli + ["create", "Email"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert f"indexed {name}.Email: 1 entries" in out.stdout
+    # --no-wait returns once the index is declared; here it is ready at once (no entities).
+    other = unique_table_name("idx")
+    server.raw.create_table(other)
+    out = subprocess.run([*cli[:-1], other, "create", "--no-wait", "Email"], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0 and f"indexed {other}.Email: 0 entries" in out.stdout, out.stdout + out.stderr
     out = subprocess.run(cli + ["list"], capture_output=True, text=True, timeout=60)
     assert out.stdout.split() == ["Email", "ready", "1"]
     out = subprocess.run(cli + ["drop", "Email"], capture_output=True, text=True, timeout=60)
@@ -340,3 +362,98 @@ def test_an_index_declared_on_one_postgres_node_is_kept_by_another(server, tmp_p
         assert r.headers["x-tafel-query-plan"] == "table-scan" and len(r.json()["value"]) == 11
     finally:
         other.stop()
+
+
+# --- Built online: progress, reads and writes during the build, kill -9 in the middle.
+
+
+def seed(srv, table: str, n: int) -> None:
+    """`n` entities in partitions of 100, one batch each: `Email` u{i % 1000}@x on four of
+    five, `Age` on all (an Int64, i)."""
+    client = TableServiceClient.from_connection_string(srv.conn_str).get_table_client(table)
+
+    def batch(part: int) -> None:
+        rows = []
+        for i in range(part * 100, min(n, part * 100 + 100)):
+            e = {"PartitionKey": f"p{part:05d}", "RowKey": f"r{i:07d}", "Age": EntityProperty(i, EdmType.INT64)}
+            if i % 5:
+                e["Email"] = f"u{i % 1000}@x"
+            rows.append(("upsert", e))
+        client.submit_transaction(rows)
+
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(batch, range((n + 99) // 100)))
+
+
+def keys_of(r) -> list[tuple[str, str]]:
+    return [(e["PartitionKey"], e["RowKey"]) for e in r.json()["value"]]
+
+
+@embedded_only
+def test_an_index_on_a_table_with_data_builds_online_and_resumes_after_kill9(fresh_server):
+    srv = fresh_server
+    name = unique_table_name("online")
+    srv.raw.create_table(name)
+    n = 100_000
+    seed(srv, name, n)
+    want = sorted((f"p{i // 100:05d}", f"r{i:07d}") for i in range(n) if i % 5 and i % 1000 == 7)
+    r = requests.put(index_url(srv, name, "Email"), timeout=60)
+    assert r.status_code == 202, (r.status_code, r.text)
+    assert r.json()["state"] == "building" and r.json()["progress"]["total"] == n, r.text
+    # Reads and writes go on during the build; queries scan until the index is ready.
+    seen, added = [], 0
+    while True:
+        listed = indexes(srv, name)["Email"]
+        if listed["state"] == "ready":
+            break
+        seen.append(listed["progress"])
+        w = srv.raw.insert(name, {"PartitionKey": "w", "RowKey": f"{added:05d}", "Email": "u7@x"})
+        assert w.status_code == 201, w.text
+        want.append(("w", f"{added:05d}"))
+        added += 1
+        q, _ = query(srv, name, "Email eq 'u7@x'")
+        assert keys_of(q) == sorted(want)
+        # The index answers only once ready (the build may end between the listing and the query).
+        if q.headers["x-tafel-query-plan"] != "table-scan":
+            assert q.headers["x-tafel-query-plan"] == "index:Email"
+            assert indexes(srv, name)["Email"]["state"] == "ready"
+    assert seen and seen[0]["total"] >= n, seen
+    assert all(0 <= p["done"] <= p["total"] for p in seen), seen
+    assert listed["entries"] == n - n // 5 + added
+    q, _ = query(srv, name, "Email eq 'u7@x'")
+    assert q.headers["x-tafel-query-plan"] == "index:Email" and keys_of(q) == sorted(want)
+
+    # kill -9 right after the index is declared: the restarted server resumes its build.
+    r = requests.put(index_url(srv, name, "Age"), timeout=60)
+    assert r.status_code == 202 and r.json()["state"] == "building", r.text
+    srv.kill9()
+    since = srv.log_size()
+    srv.start()
+    ready = wait_ready(srv, name, "Age")
+    assert ready["entries"] == n
+    assert "index built online" in srv.log_text(since), "the build did not resume after the restart"
+    q, _ = query(srv, name, "Age ge 1000L and Age lt 1010L")
+    assert q.headers["x-tafel-query-plan"] == "index:Age"
+    assert keys_of(q) == [(f"p{i // 100:05d}", f"r{i:07d}") for i in range(1000, 1010)]
+    srv.stop()
+    out = subprocess.run([str(srv.binary), "check", "--quiet", "--data-dir", str(srv.data_dir)],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert f"{(n - n // 5 + added) + n} index entries" in out.stderr, out.stderr
+
+
+@embedded_only
+def test_tafel_index_create_waits_for_the_build_with_progress(server):
+    name = unique_table_name("online")
+    server.raw.create_table(name)
+    seed(server, name, 20_000)
+    cli = [str(server.binary), "index", "--admin-url", server.admin_url, "--table", name]
+    out = subprocess.run(cli + ["create", "Email"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert f"indexed {name}.Email: 16000 entries" in out.stdout, out.stdout
+    assert f"indexing {name}.Email:" in out.stderr, out.stderr
+    assert indexes(server, name)["Email"]["state"] == "ready"
+    out = subprocess.run(cli + ["create", "--no-wait", "Age"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert f"{name}.Age is building" in out.stdout and "of 20000 entities" in out.stdout, out.stdout
+    wait_ready(server, name, "Age")

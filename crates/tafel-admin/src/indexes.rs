@@ -87,15 +87,15 @@ async fn create(state: &AdminState, account: &str, table: &str, property: &str) 
         Err(e) => return failed(e),
     };
     let ms = started.elapsed().as_secs_f64() * 1e3;
-    if created {
-        tracing::info!(account, table, property, ms, "index built");
-    }
     let listed = match state.store.list_indexes(account, table).await {
         Ok(list) => list,
         Err(e) => return failed(e),
     };
     let found = listed.iter().find(|i| i.property == property);
     let building = found.is_some_and(|i| !i.ready);
+    if created {
+        tracing::info!(account, table, property, ms, building, "index created");
+    }
     let mut body = match found {
         Some(i) => info(i),
         None => json!({"property": property}),

@@ -99,6 +99,13 @@ impl Progress {
         (rows as f64 / self.started.elapsed().as_secs_f64().max(1e-3)) as u64
     }
 
+    /// Sets the rows expected (a table written meanwhile moves an index build's).
+    pub fn set_total(&self, total: u64) {
+        if let Some(bar) = &self.bar {
+            bar.set_length(total);
+        }
+    }
+
     pub fn rows(&self) -> u64 {
         self.rows.load(std::sync::atomic::Ordering::Relaxed)
     }

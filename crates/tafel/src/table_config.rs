@@ -161,14 +161,15 @@ pub(crate) async fn apply(entries: &[TableEntry], service: &Service) -> anyhow::
         }
         for property in &e.indexes {
             let started = std::time::Instant::now();
-            let built = service
+            let created = service
                 .store()
                 .create_index(account, table, property)
                 .await
                 .map_err(|err| anyhow!("{}: the index on {property}: {err}", e.at))?;
-            if built {
+            if created {
                 let ms = started.elapsed().as_secs_f64() * 1e3;
-                tracing::info!(account, table, property = %property, ms, "config file: index built");
+                // On a table with entities it is built online from here.
+                tracing::info!(account, table, property = %property, ms, "config file: index created");
             }
         }
     }

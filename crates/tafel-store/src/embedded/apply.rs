@@ -82,6 +82,13 @@ impl Writer<'_, '_> {
                 property,
                 reply,
             } => Pending::Bool(reply, self.drop_index(&account, &table, &property)),
+            Job::BuildIndex { reply } => {
+                let r = self.build_step();
+                if let Err(e) = &r {
+                    tracing::warn!(error = %e, "an index build step failed; it is tried again in a second");
+                }
+                Pending::Unit(reply, r)
+            }
             Job::RestoreTable {
                 account,
                 id,

@@ -45,6 +45,9 @@ pub(super) struct FeedState {
     /// (0 at opening: the first sweep finds out; `deleted.rs`).
     pub(super) soft_delete_ns: std::sync::atomic::AtomicU64,
     pub(super) next_sweep_ns: std::sync::atomic::AtomicU64,
+    /// Tests only: how many more online build steps may run (`None`: any).
+    #[cfg(test)]
+    pub(super) build_steps: std::sync::Mutex<Option<u64>>,
 }
 
 /// META key of an account's feed head.

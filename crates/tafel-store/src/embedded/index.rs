@@ -13,17 +13,15 @@ use super::apply::Writer;
 use super::checksums::{seal, unseal};
 use super::commit::ReadView;
 use super::engine::tree::{ReadTrees, Tree};
+use super::index_build::{Build, State};
 use super::schema::{row_key, to_store_error};
 use crate::error::{FailureKind, StoreError};
 use crate::key::{EntityKey, KeyRef};
 use crate::paging::PageBuilder;
 use crate::traits::{IndexEncoder, IndexInfo, IndexScanRequest, RowSink, ScanEnd, ScanRequest};
 
-/// The state byte of an index whose entries are all written.
-const READY: u8 = 1;
-
 /// META keys of table `id`'s index definitions start with this.
-fn def_prefix(id: u64) -> String {
+pub(super) fn def_prefix(id: u64) -> String {
     format!("index/{id:020}/")
 }
 
@@ -32,12 +30,12 @@ fn def_end(id: u64) -> String {
     format!("index/{id:020}0")
 }
 
-fn def_key(id: u64, property: &str) -> String {
+pub(super) fn def_key(id: u64, property: &str) -> String {
     format!("{}{property}", def_prefix(id))
 }
 
 /// Every entry of `property`'s index on table `id` starts with this.
-fn entry_prefix(id: u64, property: &str) -> Vec<u8> {
+pub(super) fn entry_prefix(id: u64, property: &str) -> Vec<u8> {
     let mut k = Vec::with_capacity(9 + property.len());
     k.extend_from_slice(&id.to_be_bytes());
     k.extend_from_slice(property.as_bytes());
@@ -54,7 +52,7 @@ fn entries_end(prefix: &[u8]) -> Vec<u8> {
     end
 }
 
-fn entry(prefix: &[u8], encoded: &[u8], key: &[u8]) -> Result<(Vec<u8>, [u8; 2]), StoreError> {
+pub(super) fn entry(prefix: &[u8], encoded: &[u8], key: &[u8]) -> Result<(Vec<u8>, [u8; 2]), StoreError> {
     let len = u16::try_from(key.len())
         .map_err(|_| StoreError::failure(FailureKind::Internal, "an entity key too long for an index entry"))?;
     let mut k = Vec::with_capacity(prefix.len() + encoded.len() + key.len());
@@ -75,7 +73,7 @@ fn entity_key_of<'a>(entry: &'a [u8], value: &[u8]) -> Result<&'a [u8], StoreErr
 }
 
 /// The service's encoding of `property` in `value`; a panic in it fails the write.
-fn encode(encoder: &IndexEncoder, value: &[u8], property: &str) -> Result<Option<Vec<u8>>, StoreError> {
+pub(super) fn encode(encoder: &IndexEncoder, value: &[u8], property: &str) -> Result<Option<Vec<u8>>, StoreError> {
     catch_unwind(AssertUnwindSafe(|| encoder(value, property)))
         .map_err(|_| StoreError::failure(FailureKind::Internal, "the index encoder panicked"))
 }
@@ -91,13 +89,13 @@ fn at_hand(encoder: Option<&IndexEncoder>) -> Result<&IndexEncoder, StoreError> 
     })
 }
 
-/// The properties with an index on table `id`, with their state bytes.
-pub(super) fn definitions(trees: &impl ReadTrees, id: u64) -> Result<Vec<(String, u8)>, StoreError> {
+/// The properties with an index on table `id`, with their states.
+pub(super) fn definitions(trees: &impl ReadTrees, id: u64) -> Result<Vec<(String, State)>, StoreError> {
     let (lo, hi) = (def_prefix(id), def_end(id));
     let mut out = Vec::new();
     for item in trees.range_of(Tree::Meta, lo.as_bytes(), hi.as_bytes())? {
         let (k, v) = item?;
-        let state = unseal(k.bytes(), v.bytes())?.first().copied().unwrap_or(0);
+        let state = State::decode(unseal(k.bytes(), v.bytes())?);
         let name = k.bytes().get(lo.len()..).unwrap_or_default();
         out.push((String::from_utf8(name.to_vec()).map_err(to_store_error)?, state));
     }
@@ -106,38 +104,45 @@ pub(super) fn definitions(trees: &impl ReadTrees, id: u64) -> Result<Vec<(String
 
 /// Tables' indexed properties as the writer last read them, so a write learns
 /// them without a META range read (issue #59: it cost every insert about a
-/// microsecond). Kept on the writer thread across groups: every change of a
-/// definition forgets its table's entry, a savepoint job forgets all, and a
-/// group that does not commit drops the whole cache (`writer.rs`), since what
-/// it read may have been its own uncommitted change.
+/// microsecond). Building indexes are listed as ready ones are: writes keep
+/// their entries from the definition's commit on. Kept on the writer thread
+/// across groups: every change of a definition forgets its table's entry, a
+/// savepoint job forgets all, and a group that does not commit drops the whole
+/// cache (`writer.rs`), since what it read may have been its own uncommitted
+/// change. With it, whether an online build has steps to run (`index_build.rs`).
 #[derive(Default)]
-pub(in crate::embedded) struct IndexDefs(HashMap<u64, Arc<[String]>>);
+pub(in crate::embedded) struct IndexDefs {
+    tables: HashMap<u64, Arc<[String]>>,
+    pub(in crate::embedded) build: Build,
+}
 
 /// Entries kept at most; past it the cache starts over (a store with more
 /// tables than this written in turn reads definitions again, as before).
 const CACHED_TABLES: usize = 1 << 16;
 
 impl IndexDefs {
+    /// Forgets every table's definitions, and looks for builds again (a
+    /// restored savepoint may hold one).
     pub(in crate::embedded) fn clear(&mut self) {
-        self.0.clear();
+        *self = IndexDefs::default();
     }
 
     fn forget(&mut self, id: u64) {
-        self.0.remove(&id);
+        self.tables.remove(&id);
     }
 }
 
 impl Writer<'_, '_> {
     /// The indexed properties of table `id`, from the cache when it has them.
     pub(super) fn indexed(&mut self, id: u64) -> Result<Arc<[String]>, StoreError> {
-        if let Some(found) = self.index_defs.0.get(&id) {
+        if let Some(found) = self.index_defs.tables.get(&id) {
             return Ok(found.clone());
         }
         let found: Arc<[String]> = definitions(&self.tx, id)?.into_iter().map(|(p, _)| p).collect();
-        if self.index_defs.0.len() >= CACHED_TABLES {
-            self.index_defs.clear();
+        if self.index_defs.tables.len() >= CACHED_TABLES {
+            self.index_defs.tables.clear();
         }
-        self.index_defs.0.insert(id, found.clone());
+        self.index_defs.tables.insert(id, found.clone());
         Ok(found)
     }
 
@@ -169,8 +174,10 @@ impl Writer<'_, '_> {
         Ok(())
     }
 
-    /// Declares the index and writes an entry for each entity the table holds, in
-    /// this group's commit (the writer waits for it); `Ok(false)` if it exists.
+    /// Declares the index, in state `building` with no cursor when the table
+    /// has entities (the writer's build steps write their entries,
+    /// `index_build.rs`), or ready at once when it has none; `Ok(false)` if it
+    /// exists.
     pub(super) fn create_index(&mut self, account: &str, table: &str, property: &str) -> Result<bool, StoreError> {
         let Some(t) = self.table(account, table)? else {
             return Err(StoreError::TableNotFound);
@@ -179,25 +186,23 @@ impl Writer<'_, '_> {
         if self.tx.get(Tree::Meta, def.as_bytes())?.is_some() {
             return Ok(false);
         }
+        // From this commit on every write keeps the index's entries.
+        at_hand(self.index_encoder)?;
         self.index_defs.forget(t.id);
-        let encoder = at_hand(self.index_encoder)?;
-        let prefix = entry_prefix(t.id, property);
-        let mut entries = Vec::new();
-        for item in self
+        let empty = self
             .tx
             .range_of(Tree::Entities, &t.id.to_be_bytes(), &(t.id + 1).to_be_bytes())?
-        {
-            let (k, v) = item?;
-            let (k, v) = (k.bytes(), v.bytes());
-            if let Some(encoded) = encode(encoder, unseal(k, v)?, property)? {
-                entries.push(entry(&prefix, &encoded, k.get(8..).unwrap_or_default())?);
+            .next()
+            .is_none();
+        let state = match empty {
+            true => State::Ready,
+            false => {
+                self.index_defs.build = Build::Look;
+                State::Building(None)
             }
-        }
-        for (k, v) in entries {
-            self.tx.insert(Tree::Index, &k, &v)?;
-        }
+        };
         self.tx
-            .insert(Tree::Meta, def.as_bytes(), &seal(def.as_bytes(), &[READY]))?;
+            .insert(Tree::Meta, def.as_bytes(), &seal(def.as_bytes(), &state.encode()))?;
         Ok(true)
     }
 
@@ -236,7 +241,7 @@ impl Writer<'_, '_> {
 pub(super) fn ready(view: &ReadView, id: u64) -> Result<Vec<String>, StoreError> {
     Ok(definitions(view, id)?
         .into_iter()
-        .filter(|(_, state)| *state == READY)
+        .filter(|(_, state)| *state == State::Ready)
         .map(|(p, _)| p)
         .collect())
 }
@@ -251,11 +256,15 @@ pub(super) fn list(view: &ReadView, id: u64) -> Result<Vec<IndexInfo>, StoreErro
             item?;
             entries += 1;
         }
+        let progress = match &state {
+            State::Ready => None,
+            State::Building(cursor) => Some(super::index_build::progress(view, id, cursor.as_deref())?),
+        };
         out.push(IndexInfo {
             property,
-            ready: state == READY,
+            ready: state == State::Ready,
             entries,
-            progress: None,
+            progress,
         });
     }
     Ok(out)
@@ -331,10 +340,12 @@ pub(super) struct Mismatch {
 }
 
 /// Compares each index of table `id` with the entries its entities give
-/// (`encoder`, the service's); returns the entries read and what differs.
+/// (`encoder`, the service's); returns the entries read and what differs. A
+/// building index is whole only up to its cursor: past it, an entry a write
+/// made must be right, but a missing one is the build's to write.
 pub(super) fn verify(view: &ReadView, id: u64, encoder: &IndexEncoder) -> Result<(u64, Vec<Mismatch>), StoreError> {
     let (mut entries, mut found) = (0u64, Vec::new());
-    for (property, _) in definitions(view, id)? {
+    for (property, state) in definitions(view, id)? {
         let prefix = entry_prefix(id, &property);
         let mut want: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
         for item in view.range_of(Tree::Entities, &id.to_be_bytes(), &(id + 1).to_be_bytes())? {
@@ -358,7 +369,11 @@ pub(super) fn verify(view: &ReadView, id: u64, encoder: &IndexEncoder) -> Result
                 });
             }
         }
-        found.extend(want.into_values().map(|key| Mismatch {
+        let built = |key: &[u8]| match &state {
+            State::Ready => true,
+            State::Building(cursor) => cursor.as_deref().is_some_and(|c| key <= c),
+        };
+        found.extend(want.into_values().filter(|key| built(key)).map(|key| Mismatch {
             property: property.clone(),
             key,
             problem: "has no index entry though the entity has the property",

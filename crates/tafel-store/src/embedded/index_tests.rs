@@ -36,10 +36,18 @@ async fn put(store: &EmbeddedStore, row: &str, value: u8) {
         .expect("write");
 }
 
-/// Index entries of table `t`, over all its indexes.
+/// Index entries of table `t`, over all its indexes, once they are built
+/// (a table with entities builds them online, `index_build.rs`).
 async fn entries(store: &EmbeddedStore) -> u64 {
-    let list = store.list_indexes(ACCOUNT, "t").await.expect("list indexes");
-    list.iter().map(|i| i.entries).sum()
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let list = store.list_indexes(ACCOUNT, "t").await.expect("list indexes");
+        if list.iter().all(|i| i.ready) {
+            return list.iter().map(|i| i.entries).sum();
+        }
+        assert!(std::time::Instant::now() < until, "the build did not end");
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
 }
 
 #[tokio::test]

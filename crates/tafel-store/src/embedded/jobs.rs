@@ -51,7 +51,7 @@ pub(super) enum Job {
         decide: Decide,
         reply: Reply<()>,
     },
-    /// Declares an index and builds its entries (`index.rs`).
+    /// Declares an index, building or ready (`index.rs`).
     CreateIndex {
         account: String,
         table: String,
@@ -64,6 +64,9 @@ pub(super) enum Job {
         property: String,
         reply: Reply<bool>,
     },
+    /// One step of an online index build; the writer makes these itself
+    /// (`index_build.rs`).
+    BuildIndex { reply: Reply<()> },
     /// Drops changes past their retention (`feed.rs`).
     TrimChanges { now_ns: u64, reply: Reply<()> },
     /// Restores a kept deleted table (`deleted.rs`); answers the name it took.

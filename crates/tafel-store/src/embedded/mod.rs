@@ -41,6 +41,9 @@ mod feed_restore;
 #[cfg(test)]
 mod feed_tests;
 mod index;
+mod index_build;
+#[cfg(test)]
+mod index_build_tests;
 #[cfg(test)]
 mod index_tests;
 mod jobs;

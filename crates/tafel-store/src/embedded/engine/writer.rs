@@ -96,8 +96,30 @@ pub(in crate::embedded) fn writer_loop(
                 run_group(db, &mut state, log, health, vec![Job::SweepDeleted { now_ns, reply }]);
             }
         }
-        let first = match rx.recv_timeout(IDLE_CHECKPOINT) {
+        // An online index build steps between groups, and in each group
+        // (`index_build.rs`): writes wait for one step at most.
+        let step_due = |state: &LogState| {
+            state.index_defs.build.due(Instant::now())
+                && health.broken().is_none()
+                && crate::embedded::index_build::take_step(&state.feed)
+        };
+        let building = step_due(&state);
+        let queued = match building {
+            true => rx.try_recv().map_err(|e| match e {
+                mpsc::TryRecvError::Empty => mpsc::RecvTimeoutError::Timeout,
+                mpsc::TryRecvError::Disconnected => mpsc::RecvTimeoutError::Disconnected,
+            }),
+            false => rx.recv_timeout(IDLE_CHECKPOINT),
+        };
+        let first = match queued {
             Ok(job) => job,
+            Err(mpsc::RecvTimeoutError::Timeout) if building => {
+                run_group(db, &mut state, log, health, vec![build_step()]);
+                if state.since.checkpoint_due(Instant::now()) {
+                    run_group(db, &mut state, log, health, Vec::new());
+                }
+                continue;
+            }
             Err(mpsc::RecvTimeoutError::Timeout) => {
                 // After a failed log or store-file write every commit fails until a
                 // restart: an idle checkpoint would only fail (and log it) each second.
@@ -108,6 +130,8 @@ pub(in crate::embedded) fn writer_loop(
             }
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
         };
+        // A build due by now (a wait for an encoder ended) joins the group.
+        let building = building || step_due(&state);
         // A savepoint job ends the group and runs alone, after it.
         let mut group = Vec::new();
         let mut alone = None;
@@ -117,9 +141,12 @@ pub(in crate::embedded) fn writer_loop(
                 Job::Savepoint { op, reply } => alone = Some((op, reply)),
                 job => group.push(job),
             }
-            if alone.is_none() && group.len() < MAX_GROUP {
+            if alone.is_none() && group.len() < MAX_GROUP - usize::from(building) {
                 next = rx.try_recv().ok();
             }
+        }
+        if building && !group.is_empty() {
+            group.push(build_step());
         }
         if !group.is_empty() {
             run_group(db, &mut state, log, health, group);
@@ -138,6 +165,12 @@ pub(in crate::embedded) fn writer_loop(
     }
 }
 
+/// A step of an online index build, which no one waits for.
+fn build_step() -> Job {
+    let (reply, _) = tokio::sync::oneshot::channel();
+    Job::BuildIndex { reply }
+}
+
 /// Runs one group of jobs in one transaction, commits it (non-durably, or as a
 /// checkpoint) and hands it to the log thread. An empty group with pending
 /// non-durable commits is a plain checkpoint.
@@ -153,7 +186,8 @@ fn run_group(db: &Database, state: &mut LogState, to_log: &ToLog, health: &Healt
         ..Committed::default()
     };
     let checkpoint_alone = group.is_empty();
-    let jobs = group.len() as u64;
+    // Jobs asked for: an index build's step is the writer's own.
+    let jobs = group.iter().filter(|j| !matches!(j, Job::BuildIndex { .. })).count() as u64;
     // A panic in redb (a damaged page, see `schema::guarded`) fails the group;
     // its transaction, dropped unfinished, changes nothing.
     let run = AssertUnwindSafe(|| -> Result<(), BackendError> {

@@ -126,7 +126,7 @@ export function renderManage(root, api, table, { changed }) {
     fill(indexList, list.length ? h("table.grid.compact#indexes", {},
       h("thead", {}, h("tr", {}, ["Property", "State", "Entries", ""].map((c) => h("th", {}, c)))),
       h("tbody", {}, list.map((i) => h("tr", { "data-property": i.property },
-        h("td", {}, i.property), h("td", { "data-state": i.state }, i.state), h("td.num", {}, String(i.entries)),
+        h("td", {}, i.property), h("td", { "data-state": i.state }, stateOf(i)), h("td.num", {}, String(i.entries)),
         h("td", {}, h("button.link.danger", { type: "button", "data-drop": i.property, onclick: () => dropIndex(i.property) }, "Drop"))))))
       : h("p.muted#indexes-none", {}, "No indexes: a filter on a property other than the keys scans."));
     // One still building: look again until it is ready.
@@ -146,8 +146,9 @@ export function renderManage(root, api, table, { changed }) {
       indexError.textContent = "";
       const p = indexProp.value.trim();
       const r = await call("PUT", `indexes/${encodeURIComponent(p)}`);
-      if (r.status !== 200 && r.status !== 201) { indexError.textContent = adminError(r); return; }
-      notify(r.status === 201 ? `Index on ${p} added` : `${p} was indexed already`);
+      if (![200, 201, 202].includes(r.status)) { indexError.textContent = adminError(r); return; }
+      // 202: the table has entities, and the index is built online (listed building till ready).
+      notify(r.status === 201 ? `Index on ${p} added` : r.status === 202 ? `Index on ${p} added; building` : `${p} was indexed already`);
       indexProp.value = "";
       await loadIndexes();
     },
@@ -223,4 +224,10 @@ export function renderManage(root, api, table, { changed }) {
 
   fill(root, h("h3", {}, "Statistics"), stats, h("div.manage-cards", {}, ttl, indexes, purgeForm));
   return Promise.all([loadStats(), loadTtl(), loadIndexes()]);
+}
+
+/** An index's state as listed; a building one with how far it is. */
+function stateOf(i) {
+  if (!i.progress || !i.progress.total) return i.state;
+  return `${i.state} ${Math.floor((100 * i.progress.done) / i.progress.total)}%`;
 }
