@@ -483,3 +483,18 @@ def scrape(server: TafelServer, token: str | None = None) -> dict:
 
 def value(samples: dict, name: str, **labels) -> float:
     return samples.get((name, tuple(sorted(labels.items()))), 0.0)
+
+
+def declare_index(server: TafelServer, table: str, prop: str, timeout: float = 120) -> dict:
+    """Declares an index through the admin API and waits until it is ready (a table with data
+    builds it online on the embedded store: 202, then `building` until ready); its listing."""
+    url = f"{server.admin_url}/accounts/{ACCOUNT}/tables/{table}/indexes"
+    r = requests.put(f"{url}/{prop}", timeout=60)
+    assert r.status_code in (201, 202), (r.status_code, r.text)
+    deadline = time.monotonic() + timeout
+    while True:
+        listed = {i["property"]: i for i in requests.get(url, timeout=30).json()["indexes"]}
+        if listed.get(prop, {}).get("state") == "ready":
+            return listed[prop]
+        assert time.monotonic() < deadline, listed
+        time.sleep(0.05)

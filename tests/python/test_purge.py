@@ -18,6 +18,7 @@ from conftest import (
     ACCOUNT,
     BACKEND,
     TafelServer,
+    declare_index,
     create_postgres_database,
     free_port,
     postgres_only,
@@ -324,8 +325,7 @@ def test_a_truncate_takes_the_index_entries_and_keeps_the_index(srv):
     name = unique_table_name("purgeidx")
     with TableServiceClient.from_connection_string(srv.conn_str) as svc:
         tc = fill(svc, name, "ab", 100)
-        url = f"{srv.admin_url}/accounts/{ACCOUNT}/tables/{name}/indexes/n"
-        assert requests.put(url, timeout=60).status_code == 201
+        declare_index(srv, name, "n")
         assert purge(srv, name)["deleted"] == 200
         r = srv.raw.request("GET", f"/{name}()", query={"$filter": "n eq 5"})
         assert r.status_code == 200 and r.headers["x-tafel-query-plan"] == "index:n", r.headers

@@ -61,9 +61,16 @@ async fn pg(url: &str) -> PostgresStore {
 }
 
 /// A plain SQL session on `url` (no TLS), for a test that looks at the database itself.
+/// It reads at READ COMMITTED whatever the server's default: under SERIALIZABLE even a
+/// lone count can be cancelled (40001) by the store's own transactions running beside
+/// it (the reaper's deletes), and a test's look is not one of the store's transactions.
 async fn sql(url: &str) -> tokio_postgres::Client {
     let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls).await.unwrap();
     tokio::spawn(conn);
+    client
+        .batch_execute("SET default_transaction_isolation = 'read committed'")
+        .await
+        .unwrap();
     client
 }
 
