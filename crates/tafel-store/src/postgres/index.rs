@@ -33,6 +33,7 @@
 use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::time::{Duration, Instant};
 
 use deadpool_postgres::GenericClient;
 
@@ -122,7 +123,16 @@ type TableName = (String, Vec<u8>);
 pub(super) struct Indexes {
     encoder: OnceLock<IndexEncoder>,
     guesses: Mutex<HashMap<TableName, Arc<[String]>>>,
+    /// Each table's ready indexes as a query last read them, and when.
+    ready: Mutex<HashMap<TableName, (Instant, Arc<[String]>)>>,
 }
+
+/// How long a query takes a table's ready indexes as read before, rather than read
+/// them again (one more round trip per query). Only ever a choice of plan: an index
+/// believed ready that is not answers `None` in the scan's own statement (the query
+/// scans), and one ready but not yet seen leaves a query scanning for this long on a
+/// node that did not declare it (the declaring node forgets its entry at once).
+const READY_FRESH: Duration = Duration::from_secs(1);
 
 /// Tables whose lists a node remembers at most (then it starts over).
 const GUESSED_TABLES: usize = 1 << 16;
@@ -139,6 +149,27 @@ impl Indexes {
             .get(&(account.to_owned(), lname.to_vec()))
             .cloned()
             .unwrap_or_else(|| Arc::from(Vec::new()))
+    }
+
+    /// Table `table`'s ready indexes if read within [`READY_FRESH`].
+    pub(super) fn fresh_ready(&self, account: &str, table: &str) -> Option<Vec<String>> {
+        let ready = self.ready.lock().unwrap_or_else(PoisonError::into_inner);
+        let (at, list) = ready.get(&(account.to_owned(), lower(table)))?;
+        (at.elapsed() < READY_FRESH).then(|| list.to_vec())
+    }
+
+    pub(super) fn saw_ready(&self, account: &str, table: &str, list: &[String]) {
+        let mut ready = self.ready.lock().unwrap_or_else(PoisonError::into_inner);
+        if ready.len() >= GUESSED_TABLES {
+            ready.clear();
+        }
+        ready.insert((account.to_owned(), lower(table)), (Instant::now(), Arc::from(list)));
+    }
+
+    /// After this node declared or dropped an index of `table`: read it anew.
+    pub(super) fn forget_ready(&self, account: &str, table: &str) {
+        let mut ready = self.ready.lock().unwrap_or_else(PoisonError::into_inner);
+        ready.remove(&(account.to_owned(), lower(table)));
     }
 
     pub(super) fn saw(&self, account: &str, lname: &[u8], list: Vec<String>) {

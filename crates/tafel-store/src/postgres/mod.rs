@@ -395,12 +395,16 @@ impl Store for PostgresStore {
 
     async fn create_index(&self, account: &str, table: &str, property: &str) -> Result<bool, IndexError> {
         let once = || self.create_index_once(account, table, property);
-        Ok(self.retry("create an index", once).await?)
+        let created = self.retry("create an index", once).await;
+        self.indexes.forget_ready(account, table);
+        Ok(created?)
     }
 
     async fn drop_index(&self, account: &str, table: &str, property: &str) -> Result<bool, IndexError> {
         let once = || self.drop_index_once(account, table, property);
-        Ok(self.retry("drop an index", once).await?)
+        let dropped = self.retry("drop an index", once).await;
+        self.indexes.forget_ready(account, table);
+        Ok(dropped?)
     }
 
     async fn list_indexes(&self, account: &str, table: &str) -> Result<Vec<IndexInfo>, IndexError> {
@@ -410,8 +414,16 @@ impl Store for PostgresStore {
     }
 
     async fn ready_indexes(&self, account: &str, table: &str) -> Result<Vec<String>, StoreError> {
-        self.retry("ready indexes", || self.ready_indexes_once(account, table))
-            .await
+        // Read at most once a second per table (`index::READY_FRESH`): a filter query
+        // keeps its one round trip.
+        if let Some(list) = self.indexes.fresh_ready(account, table) {
+            return Ok(list);
+        }
+        let list = self
+            .retry("ready indexes", || self.ready_indexes_once(account, table))
+            .await?;
+        self.indexes.saw_ready(account, table, &list);
+        Ok(list)
     }
 
     async fn index_scan_into(
