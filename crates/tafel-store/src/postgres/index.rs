@@ -124,8 +124,11 @@ pub(super) struct Indexes {
     encoder: OnceLock<IndexEncoder>,
     guesses: Mutex<HashMap<TableName, Arc<[String]>>>,
     /// Each table's ready indexes as a query last read them, and when.
-    ready: Mutex<HashMap<TableName, (Instant, Arc<[String]>)>>,
+    ready: Mutex<HashMap<TableName, ReadyAt>>,
 }
+
+/// A table's ready indexes and when they were read.
+type ReadyAt = (Instant, Arc<[String]>);
 
 /// How long a query takes a table's ready indexes as read before, rather than read
 /// them again (one more round trip per query). Only ever a choice of plan: an index
