@@ -150,6 +150,24 @@ pub struct IndexScanRequest {
     pub max_candidates: usize,
 }
 
+impl IndexScanRequest {
+    /// Puts the candidate keys gathered from the ranges (in value order) in key
+    /// order, each once, and gives the scan's paging rules for reading them (a
+    /// page ends at the first match past its limit, which starts the next page),
+    /// so an index's pages are the scan's. For each backend's `index_scan_into`.
+    #[cfg_attr(not(any(feature = "embedded", feature = "postgres")), allow(dead_code))]
+    pub(crate) fn candidates_in_key_order(&self, keys: &mut Vec<Vec<u8>>) -> ScanRequest {
+        keys.sort_unstable();
+        keys.dedup();
+        ScanRequest {
+            ranges: Vec::new(),
+            limit: self.limit,
+            filter: Some(self.filter.clone()),
+            deadline: None,
+        }
+    }
+}
+
 /// What a write does to one of the keys it locked.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Mutation {

@@ -18,7 +18,7 @@ use super::schema::{row_key, to_store_error};
 use crate::error::{FailureKind, StoreError};
 use crate::key::{EntityKey, KeyRef};
 use crate::paging::PageBuilder;
-use crate::traits::{IndexEncoder, IndexInfo, IndexScanRequest, RowSink, ScanEnd, ScanRequest};
+use crate::traits::{IndexEncoder, IndexInfo, IndexScanRequest, RowSink, ScanEnd};
 
 /// META keys of table `id`'s index definitions start with this.
 pub(super) fn def_prefix(id: u64) -> String {
@@ -304,17 +304,7 @@ pub(super) fn scan(
             }
         }
     }
-    // Entries come in value order; the answer is in key order, each entity once.
-    keys.sort_unstable();
-    keys.dedup();
-    // The scan's paging rules (a page ends at the first match past its limit,
-    // which starts the next page), so both answer alike.
-    let paging = ScanRequest {
-        ranges: Vec::new(),
-        limit: request.limit,
-        filter: Some(request.filter.clone()),
-        deadline: None,
-    };
+    let paging = request.candidates_in_key_order(&mut keys);
     let mut page = PageBuilder::new(&paging, sink);
     for key in keys {
         let row = row_key(id, &key);

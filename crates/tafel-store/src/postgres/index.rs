@@ -42,7 +42,7 @@ use super::{lower, PostgresStore};
 use crate::error::{FailureKind, StoreError};
 use crate::key::{EntityKey, KeyRef};
 use crate::paging::PageBuilder;
-use crate::traits::{IndexEncoder, IndexInfo, IndexScanRequest, Mutation, ScanEnd, ScanRequest};
+use crate::traits::{IndexEncoder, IndexInfo, IndexScanRequest, Mutation, ScanEnd};
 
 /// Entities read per statement while building.
 const BUILD_CHUNK: i64 = 1000;
@@ -453,15 +453,7 @@ impl PostgresStore {
         if keys.len() > request.max_candidates {
             return Ok(None);
         }
-        // Entries come in value order; the answer is in key order, each entity once.
-        keys.sort_unstable();
-        keys.dedup();
-        let paging = ScanRequest {
-            ranges: Vec::new(),
-            limit: request.limit,
-            filter: Some(request.filter.clone()),
-            deadline: None,
-        };
+        let paging = request.candidates_in_key_order(&mut keys);
         let mut out = super::scan::Rows::new();
         let mut page = PageBuilder::new(&paging, &mut out).counted(&self.stats.rows);
         let fetch = client.prepare_cached(FETCH).await?;
