@@ -147,7 +147,11 @@ pub struct IndexScanRequest {
     pub limit: usize,
     pub filter: RowFilter,
     /// More candidates than this: the index does not answer (the scan does).
+    /// Only where candidates are gathered and sorted (ranges over several values):
+    /// one value's entries are read in key order, as far as the page goes.
     pub max_candidates: usize,
+    /// Past it the page ends where it is, with a continuation (as a scan's).
+    pub deadline: Option<Instant>,
 }
 
 impl IndexScanRequest {
@@ -159,11 +163,17 @@ impl IndexScanRequest {
     pub(crate) fn candidates_in_key_order(&self, keys: &mut Vec<Vec<u8>>) -> ScanRequest {
         keys.sort_unstable();
         keys.dedup();
+        self.paging()
+    }
+
+    /// The scan's paging rules for candidates offered in key order.
+    #[cfg_attr(not(any(feature = "embedded", feature = "postgres")), allow(dead_code))]
+    pub(crate) fn paging(&self) -> ScanRequest {
         ScanRequest {
             ranges: Vec::new(),
             limit: self.limit,
             filter: Some(self.filter.clone()),
-            deadline: None,
+            deadline: self.deadline,
         }
     }
 }

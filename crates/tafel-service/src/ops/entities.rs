@@ -227,6 +227,7 @@ impl Service {
             limit: q.page_limit(),
             filter: live_all(counting(filter.clone(), examined), expiry),
             max_candidates: MAX_INDEX_CANDIDATES,
+            deadline: Some(Instant::now() + PAGE_BUDGET),
         };
         let Some(end) = self.store.index_scan_into(&ctx.account, table, request, rows).await? else {
             return Ok(None);

@@ -63,7 +63,7 @@ pub(super) fn entry(prefix: &[u8], encoded: &[u8], key: &[u8]) -> Result<(Vec<u8
 }
 
 /// The entity key at the end of an index entry's key.
-fn entity_key_of<'a>(entry: &'a [u8], value: &[u8]) -> Result<&'a [u8], StoreError> {
+pub(super) fn entity_key_of<'a>(entry: &'a [u8], value: &[u8]) -> Result<&'a [u8], StoreError> {
     let corrupt = || StoreError::failure(FailureKind::Corrupt, "corrupt index entry");
     let len: [u8; 2] = value.try_into().map_err(|_| corrupt())?;
     let len = u16::from_be_bytes(len) as usize;
@@ -278,12 +278,15 @@ pub(super) fn scan(
     sink: &mut (dyn RowSink + '_),
 ) -> Result<Option<ScanEnd>, StoreError> {
     let ready = ready(view, id)?;
+    if request.ranges.iter().any(|(property, _)| !ready.contains(property)) {
+        return Ok(None);
+    }
+    if let Some(streams) = super::index_stream::single_values(view, id, request)? {
+        return super::index_stream::page(view, id, request, streams, sink).map(Some);
+    }
     let from = request.from.as_ref().map(EntityKey::as_bytes);
     let mut keys: Vec<Vec<u8>> = Vec::new();
     for (property, ranges) in &request.ranges {
-        if !ready.contains(property) {
-            return Ok(None);
-        }
         let prefix = entry_prefix(id, property);
         for (start, end) in ranges {
             if start >= end {

@@ -125,3 +125,85 @@ async fn a_table_made_again_under_its_name_starts_without_the_old_ones_indexes()
     drop(store);
     assert_eq!(rewrite_after_reopen_and_index(dir.path()).await, 1);
 }
+
+/// Writes rows `r000000`… with value `i % 3` each, a thousand to a commit.
+async fn put_many(store: &EmbeddedStore, n: usize) {
+    for chunk in (0..n).collect::<Vec<_>>().chunks(1000) {
+        let keys: Vec<EntityKey> = chunk.iter().map(|i| EntityKey::new("p", &format!("r{i:06}"))).collect();
+        let values: Vec<u8> = chunk.iter().map(|i| (i % 3) as u8).collect();
+        store
+            .write_entities(
+                ACCOUNT,
+                "t",
+                keys,
+                Box::new(move |_: &[Option<&[u8]>]| values.iter().map(|v| Mutation::Put(vec![*v])).collect()),
+            )
+            .await
+            .expect("write");
+    }
+}
+
+/// One page of rows whose `x` is in `ranges`, from `from`, with at most 100
+/// candidates gathered: the rows' indices and where the next page starts.
+async fn index_page(
+    store: &EmbeddedStore,
+    ranges: Vec<(Vec<u8>, Vec<u8>)>,
+    from: Option<EntityKey>,
+) -> Option<(Vec<usize>, Option<EntityKey>)> {
+    let request = crate::traits::IndexScanRequest {
+        ranges: vec![("x".into(), ranges)],
+        from,
+        limit: 1000,
+        // Every other row: a page examines more candidates than it answers.
+        filter: std::sync::Arc::new(|key: crate::key::KeyRef<'_>, _: &[u8]| {
+            key.keys_cow().1.ends_with(['0', '2', '4', '6', '8'])
+        }),
+        max_candidates: 100,
+        deadline: None,
+    };
+    let mut rows: Vec<(EntityKey, Vec<u8>)> = Vec::new();
+    let end = store
+        .index_scan_into(ACCOUNT, "t", request, &mut rows)
+        .await
+        .expect("index scan")?;
+    let rows = rows
+        .iter()
+        .map(|(k, _)| k.keys().1[1..].parse().expect("row index"))
+        .collect();
+    Some((rows, end.next))
+}
+
+/// A value many entities share is read from its index in key order as far as
+/// the page goes (issue #59: past 50,000 candidates the scan answered `eq` too).
+#[tokio::test]
+async fn an_eq_on_a_value_thousands_share_pages_from_the_index_in_key_order() {
+    let dir = tempdir().expect("temp dir");
+    let store = open(dir.path());
+    store.create_table(ACCOUNT, "t").await.expect("create");
+    assert!(store.create_index(ACCOUNT, "t", "x").await.expect("create index"));
+    put_many(&store, 9000).await;
+    assert_eq!(entries(&store).await, 9000);
+    let want =
+        |values: &[usize]| -> Vec<usize> { (0..9000).filter(|i| values.contains(&(i % 3)) && i % 2 == 0).collect() };
+    for (ranges, values) in [
+        (vec![(vec![1], vec![2])], vec![1]),
+        (vec![(vec![0], vec![1]), (vec![2], vec![3])], vec![0, 2]),
+    ] {
+        let (mut got, mut from) = (Vec::new(), None);
+        loop {
+            let (rows, next) = index_page(&store, ranges.clone(), from)
+                .await
+                .expect("answered from the index");
+            assert!(rows.len() <= 1000);
+            got.extend(rows);
+            match next {
+                Some(n) => from = Some(n),
+                None => break,
+            }
+        }
+        assert_eq!(got, want(&values), "values {values:?}");
+    }
+    // A range over several values gathers its candidates: more than 100 is the scan's.
+    assert!(index_page(&store, vec![(vec![0], vec![2])], None).await.is_none());
+    store.shutdown().await.expect("shutdown");
+}

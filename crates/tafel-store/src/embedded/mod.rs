@@ -44,6 +44,7 @@ mod index;
 mod index_build;
 #[cfg(test)]
 mod index_build_tests;
+mod index_stream;
 #[cfg(test)]
 mod index_tests;
 mod jobs;

@@ -75,6 +75,7 @@ async fn by_index(s: &PostgresStore, a: &str, t: &str, x: &[u8], limit: usize) -
         limit,
         filter: Arc::new(|_, _| true),
         max_candidates: 50_000,
+        deadline: None,
     };
     let mut rows: Vec<(EntityKey, Vec<u8>)> = Vec::new();
     s.index_scan_into(a, t, request, &mut rows).await.unwrap()?;
