@@ -97,7 +97,12 @@ pub(super) fn check_on(disk: &dyn Disk, progress: &mut dyn FnMut(u64)) -> CheckR
     check_on_with(disk, None, progress)
 }
 
-fn check_on_with(disk: &dyn Disk, encoder: Option<&IndexEncoder>, progress: &mut dyn FnMut(u64)) -> CheckReport {
+/// [`check_on`], comparing every secondary index with its entities.
+pub(super) fn check_on_with(
+    disk: &dyn Disk,
+    encoder: Option<&IndexEncoder>,
+    progress: &mut dyn FnMut(u64),
+) -> CheckReport {
     let mut report = CheckReport::default();
     // A damaged file may make a read panic: redb promises errors only from
     // its integrity check. Whatever panics is damage too.

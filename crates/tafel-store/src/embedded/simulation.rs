@@ -1,11 +1,13 @@
 //! Deterministic simulation of power loss, after SQLite's crash tests and
 //! FoundationDB's simulation: a seed draws a workload (inserts, upserts,
-//! merges, deletes, batches, table creates and deletes; a log small enough
-//! that checkpoints come every few writes), which runs on a simulated disk
-//! (`sim_disk.rs`) recording every write and sync. Then, at many points of
-//! that trace, a power loss: the files as it would leave them reopen as a
-//! store, which must hold every acknowledged write, each unacknowledged
-//! write wholly or not at all, and keep working.
+//! merges, deletes, batches, table creates and deletes, secondary indexes
+//! declared — built online when the table has rows — and dropped; a log small
+//! enough that checkpoints come every few writes), which runs on a simulated
+//! disk (`sim_disk.rs`) recording every write and sync. Then, at many points of
+//! that trace, a power loss: the files as it would leave them must pass `tafel
+//! check` (every index entry against its entity) and reopen as a store, which
+//! must hold every acknowledged write, each unacknowledged write wholly or not
+//! at all, and keep working.
 //!
 //! `TAFEL_SIM_SEEDS` (how many), `TAFEL_SIM_FIRST_SEED` and `TAFEL_SIM_CUTS`
 //! (power losses per seed) widen the run; `scripts/simulate` sets them. A
@@ -16,21 +18,36 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Instant;
 
+use super::check::check_on_with;
 use super::sim_disk::{Image, Mark, SimDisk};
 use super::{EmbeddedOptions, EmbeddedStore};
 use crate::key::{EntityKey, KeyRange};
 use crate::test_support::ScanEntities;
-use crate::traits::{Mutation, ScanRequest, Store};
+use crate::traits::{IndexEncoder, Mutation, ScanRequest, Store};
 
 const ACCOUNT: &str = "sim";
 const TABLES: [&str; 3] = ["t0", "t1", "t2"];
 const WAVES: usize = 120;
 
-/// What the store holds: tables, and rows by (table, key).
+/// What the store holds: tables, the tables with an index on [`INDEXED`], and
+/// rows by (table, key).
 #[derive(Clone, Default, PartialEq, Debug)]
 struct State {
     tables: BTreeSet<String>,
+    indexed: BTreeSet<String>,
     rows: BTreeMap<(String, EntityKey), Arc<[u8]>>,
+}
+
+/// The one property the simulation indexes: a row's first two bytes (rows of
+/// one byte have none), so puts and merges move entries and deletes drop them.
+const INDEXED: &str = "x";
+
+fn encoder() -> IndexEncoder {
+    Box::new(|value: &[u8], property: &str| {
+        (property == INDEXED)
+            .then(|| value.get(..2).map(<[u8]>::to_vec))
+            .flatten()
+    })
 }
 
 /// What one write does to one row, given the row's current value.
@@ -64,6 +81,8 @@ impl Change {
 enum Op {
     CreateTable(&'static str),
     DeleteTable(&'static str),
+    CreateIndex(&'static str),
+    DropIndex(&'static str),
     /// One atomic write of rows of one partition (a batch if more than one).
     Write {
         table: &'static str,
@@ -79,7 +98,14 @@ impl Op {
             }
             Op::DeleteTable(t) => {
                 state.tables.remove(*t);
+                state.indexed.remove(*t);
                 state.rows.retain(|(table, _), _| table != t);
+            }
+            Op::CreateIndex(t) => {
+                state.indexed.insert((*t).to_owned());
+            }
+            Op::DropIndex(t) => {
+                state.indexed.remove(*t);
             }
             Op::Write { table, rows } => {
                 for (key, change) in rows {
@@ -102,6 +128,16 @@ impl Op {
         match self {
             Op::CreateTable(t) => store.create_table(ACCOUNT, t).await.map(drop),
             Op::DeleteTable(t) => store.delete_table(ACCOUNT, t).await.map(drop),
+            Op::CreateIndex(t) => store
+                .create_index(ACCOUNT, t, INDEXED)
+                .await
+                .map(drop)
+                .map_err(index_error),
+            Op::DropIndex(t) => store
+                .drop_index(ACCOUNT, t, INDEXED)
+                .await
+                .map(drop)
+                .map_err(index_error),
             Op::Write { table, rows } => {
                 let keys = rows.iter().map(|(k, _)| k.clone()).collect();
                 let changes: Vec<Change> = rows.iter().map(|(_, c)| c.clone()).collect();
@@ -145,6 +181,15 @@ fn draw_wave(rng: &mut fastrand::Rng, state: &State) -> Vec<Op> {
     let live: Vec<&'static str> = TABLES.into_iter().filter(|t| state.tables.contains(*t)).collect();
     let mut partitions = BTreeSet::new();
     let mut ops = Vec::new();
+    // An index declared or dropped beside the wave's writes, which it races.
+    if rng.u8(..100) < 6 {
+        let t = live[rng.usize(..live.len())];
+        ops.push(if state.indexed.contains(t) {
+            Op::DropIndex(t)
+        } else {
+            Op::CreateIndex(t)
+        });
+    }
     for _ in 0..rng.usize(1..=4) {
         let (table, pk) = (live[rng.usize(..live.len())], rng.usize(..8));
         if !partitions.insert((table, pk)) {
@@ -175,7 +220,16 @@ fn open(disk: &SimDisk, log_size: u64) -> Result<EmbeddedStore, crate::StoreErro
         cache_size: 2 << 20,
         log_size,
     };
-    EmbeddedStore::open_on(Box::new(disk.clone()), options, None)
+    let store = EmbeddedStore::open_on(Box::new(disk.clone()), options, None)?;
+    store.set_index_encoder(encoder());
+    Ok(store)
+}
+
+fn index_error(e: crate::IndexError) -> crate::StoreError {
+    match e {
+        crate::IndexError::Store(e) => e,
+        other => crate::StoreError::failure(crate::error::FailureKind::Internal, other.to_string()),
+    }
 }
 
 async fn read_state(store: &EmbeddedStore) -> Result<State, crate::StoreError> {
@@ -189,6 +243,14 @@ async fn read_state(store: &EmbeddedStore) -> Result<State, crate::StoreError> {
         };
         for (key, v) in store.scan_entities(ACCOUNT, &t.name, request).await?.rows {
             state.rows.insert((t.name.clone(), key), v.into());
+        }
+        if !store
+            .list_indexes(ACCOUNT, &t.name)
+            .await
+            .map_err(index_error)?
+            .is_empty()
+        {
+            state.indexed.insert(t.name.clone());
         }
         state.tables.insert(t.name);
     }
@@ -204,6 +266,8 @@ struct Tally {
     in_doubt_absent: usize,
     /// Power losses that struck after at least one checkpoint.
     after_checkpoint: usize,
+    /// Index entries `tafel check` compared with their entities.
+    index_entries: u64,
     failures: Vec<String>,
 }
 
@@ -279,6 +343,12 @@ async fn simulate(seed: u64, cuts: usize) -> Tally {
 
 /// Opens the store a power loss left and checks it against the workload.
 async fn check(waves: &[Wave], marks: &[Mark], image: &Image, log_size: u64, tally: &mut Tally) -> Result<(), String> {
+    // `tafel check` first, on a copy (it replays the log into what it reads).
+    let report = check_on_with(&SimDisk::with(image.clone()), Some(&encoder()), &mut |_| {});
+    if !report.damage.is_empty() {
+        return Err(format!("tafel check found damage: {:?}", report.damage));
+    }
+    tally.index_entries += report.index_entries;
     let disk = SimDisk::with(image.clone());
     let store = open(&disk, log_size).map_err(|e| format!("the store did not open: {e}"))?;
     let actual = read_state(&store).await.map_err(|e| format!("reading failed: {e}"))?;
@@ -471,21 +541,25 @@ fn power_loss_anywhere_loses_no_acknowledged_write_and_tears_no_batch() {
         total.after_checkpoint += t.after_checkpoint;
         total.in_doubt_applied += t.in_doubt_applied;
         total.in_doubt_absent += t.in_doubt_absent;
+        total.index_entries += t.index_entries;
         total.failures.extend(t.failures);
     }
     eprintln!(
         "simulation: seeds {first}..{}: {} power losses ({} after a checkpoint) in {:.1} s; \
-         unacknowledged ops found applied {}, absent {}; {} failures",
+         unacknowledged ops found applied {}, absent {}; {} index entries checked; {} failures",
         first + seeds,
         total.crashes,
         total.after_checkpoint,
         started.elapsed().as_secs_f64(),
         total.in_doubt_applied,
         total.in_doubt_absent,
+        total.index_entries,
         total.failures.len()
     );
     assert!(total.failures.is_empty(), "{}", total.failures.join("\n"));
     // The power losses must have struck where it matters: some after
-    // checkpoints, some that lost a write in flight and some that kept one.
+    // checkpoints, some that lost a write in flight and some that kept one, and
+    // stores with index entries.
     assert!(total.after_checkpoint > 0 && total.in_doubt_applied > 0 && total.in_doubt_absent > 0);
+    assert!(total.index_entries > 0, "no power loss left a store with index entries");
 }
