@@ -113,6 +113,15 @@ impl Job {
     }
 
     /// The filter the job deletes by: the partition's and the user's, both.
+    /// Whether the job finished more than [`FINISHED_KEPT`] before `now`
+    /// (seconds since the epoch), so its record may go.
+    fn outlived(&self, now: u64) -> bool {
+        self.state != JobState::Running
+            && self
+                .finished
+                .is_some_and(|f| now.saturating_sub(f) > FINISHED_KEPT.as_secs())
+    }
+
     pub fn filter_text(&self) -> Option<String> {
         let partition = self
             .partition
@@ -134,6 +143,10 @@ const KIND: &str = "purge";
 const LEASE: Duration = Duration::from_secs(10);
 /// How often a node looks for running jobs nobody works (a stopped node's).
 const RESCAN: Duration = Duration::from_secs(2);
+/// How long a finished job's record stays to be read (`GET /purge-jobs/ID`);
+/// after that a node's look for running jobs deletes it, so the records every
+/// node lists each [`RESCAN`] do not grow with every purge ever run.
+const FINISHED_KEPT: Duration = Duration::from_secs(7 * 24 * 3600);
 
 /// Purge jobs: their records live in the store (`Store::put_record`), so any
 /// node sharing it sees every job and can resume one whose node stopped.
@@ -238,6 +251,12 @@ pub(crate) async fn watch(purges: Arc<Purges>) {
     loop {
         match purges.all().await {
             Ok(jobs) => {
+                let now = now_secs();
+                for job in jobs.iter().filter(|j| j.outlived(now)) {
+                    if let Err(e) = purges.store.delete_record(KIND, &job.id).await {
+                        tracing::warn!(id = job.id, error = %e, "could not delete a finished purge job's record");
+                    }
+                }
                 for job in jobs.into_iter().filter(|j| j.state == JobState::Running) {
                     match purges.take(&job.id).await {
                         Ok(Some(job)) => {
@@ -467,6 +486,22 @@ fn unhex(s: &str) -> Option<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Finished jobs' records were never deleted, and every node lists them
+    /// all every two seconds.
+    #[test]
+    fn a_finished_jobs_record_outlives_its_week_and_no_more() {
+        let day = 24 * 3600;
+        let mut job = Job::from_json(&json!({"id": "1", "account": "a", "table": "t", "batch": 1,
+            "state": "done", "deleted": 0, "started": 0, "finished": 10 * day}))
+        .expect("a job");
+        assert!(!job.outlived(17 * day));
+        assert!(job.outlived(17 * day + 1));
+        job.state = JobState::Failed("e".into());
+        assert!(job.outlived(17 * day + 1));
+        job.state = JobState::Running;
+        assert!(!job.outlived(100 * day));
+    }
 
     #[test]
     fn a_job_record_reads_back_as_written() {
