@@ -97,10 +97,15 @@ pub const ALL_PROPERTIES: &str = "*";
 /// entity's commit.
 pub struct IndexEncoder {
     /// One property's, or `None` when the entity has no such property.
-    one: Box<dyn Fn(&[u8], &str) -> Option<Vec<u8>> + Send + Sync>,
+    one: Box<OneProperty>,
     /// Every indexable property's (not the keys, not `Timestamp`), by name.
-    all: Box<dyn Fn(&[u8]) -> Vec<(String, Vec<u8>)> + Send + Sync>,
+    all: Box<EveryProperty>,
 }
+
+/// An entity's entry value for one property, if it has the property.
+type OneProperty = dyn Fn(&[u8], &str) -> Option<Vec<u8>> + Send + Sync;
+/// An entity's (property, entry value) for every property it has.
+type EveryProperty = dyn Fn(&[u8]) -> Vec<(String, Vec<u8>)> + Send + Sync;
 
 impl IndexEncoder {
     pub fn new(

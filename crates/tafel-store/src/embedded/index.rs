@@ -92,6 +92,9 @@ pub(super) fn encoded(
         .map_err(|_| StoreError::failure(FailureKind::Internal, "the index encoder panicked"))
 }
 
+/// An index row: its key and value (the entity key's length).
+pub(super) type IndexRow = (Vec<u8>, [u8; 2]);
+
 /// The index rows of entity `key` of table `id`, from its stored form.
 pub(super) fn entity_entries(
     encoder: &IndexEncoder,
@@ -99,7 +102,7 @@ pub(super) fn entity_entries(
     definitions: &[String],
     key: &[u8],
     value: &[u8],
-) -> Result<Vec<(Vec<u8>, [u8; 2])>, StoreError> {
+) -> Result<Vec<IndexRow>, StoreError> {
     encoded(encoder, definitions, value)?
         .iter()
         .map(|(p, e)| entry(&entry_prefix(id, p), e, key))
