@@ -264,6 +264,12 @@ def test_index_stays_exact_across_writes_table_delete_and_kill9(fresh_server):
     name = unique_table_name("idx")
     table = svc.create_table(name)
     create_index(srv, name, "Email")
+    # Beside it, a table indexed on every property: 10 entities of two properties, 20 entries.
+    every = unique_table_name("all")
+    svc.create_table(every)
+    create_index(srv, every, "*")
+    for i in range(10):
+        srv.raw.insert(every, {"PartitionKey": "p", "RowKey": f"{i}", "A": f"a{i % 2}", "B": i})
     rng = random.Random(7)
     emails = [f"u{i}@x" for i in range(6)]
     live: dict[tuple[str, str], dict] = {}
@@ -317,6 +323,9 @@ def test_index_stays_exact_across_writes_table_delete_and_kill9(fresh_server):
             r, _ = query(srv, name, f"Email eq '{em}'")
             assert r.headers["x-tafel-query-plan"] == "index:Email"
             assert [(e["PartitionKey"], e["RowKey"]) for e in r.json()["value"]] == want, em
+        assert indexes(srv, every)["*"]["entries"] == 20
+        r, _ = query(srv, every, "A eq 'a1'")
+        assert r.headers["x-tafel-query-plan"] == "index:A" and len(r.json()["value"]) == 5
 
     check()
     srv.kill9()
@@ -328,7 +337,7 @@ def test_index_stays_exact_across_writes_table_delete_and_kill9(fresh_server):
         out = subprocess.run([str(srv.binary), "check", "--quiet", "--data-dir", str(srv.data_dir)],
                              capture_output=True, text=True, timeout=120)
         assert out.returncode == 0, out.stdout + out.stderr
-        assert f"{sum(1 for e in live.values() if 'Email' in e)} index entries" in out.stderr, out.stderr
+        assert f"{sum(1 for e in live.values() if 'Email' in e) + 20} index entries" in out.stderr, out.stderr
         srv.start()
     # A deleted table takes its indexes with it: one made again by that name has none.
     svc = TableServiceClient.from_connection_string(srv.conn_str)
