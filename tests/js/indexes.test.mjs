@@ -106,3 +106,32 @@ test("an indexed filter answers the scan's entities, order and pages through the
   await tc.deleteEntity("p0", "0042");
   assert.deepEqual(await pages(tc, "Email eq 'new@example.com'", 10), [[]]);
 });
+
+test("the index of every property ('*') serves a filter on any property through the SDK", async () => {
+  const table = uniqueTableName("jsall");
+  const plans = [];
+  const tc = client(table, plans);
+  await tc.createTable();
+  const tx = new TableTransaction();
+  for (let i = 0; i < 40; i++) {
+    tx.createEntity({ partitionKey: "p", rowKey: String(i).padStart(3, "0"), Color: ["red", "blue"][i % 2], Size: i });
+  }
+  await tc.submitTransaction(tx.actions);
+  const filters = ["Color eq 'red' and Size lt 10", "Size ge 35"];
+  const scanned = [];
+  for (const f of filters) scanned.push(await pages(tc, f, 3));
+  assert.ok(plans.every((p) => p === "table-scan"), plans.join());
+
+  await declare(table, "*");
+  plans.length = 0;
+  for (const [i, f] of filters.entries()) {
+    assert.deepEqual(await pages(tc, f, 3), scanned[i], f);
+  }
+  assert.ok(plans.includes("index:Size"), plans.join());
+  assert.ok(!plans.includes("table-scan"), plans.join());
+  // A property no entity had when '*' was declared is indexed from its first write.
+  await tc.updateEntity({ partitionKey: "p", rowKey: "007", Shape: "round" }, "Merge");
+  plans.length = 0;
+  assert.deepEqual(await pages(tc, "Shape eq 'round'", 10), [["p/007"]]);
+  assert.deepEqual(plans, ["index:Shape"]);
+});

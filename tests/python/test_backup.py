@@ -163,6 +163,13 @@ def test_a_backup_carries_index_definitions_and_the_restore_makes_their_entries(
                 if i % 4:
                     e["Email"] = f"u{i}@example.com"
                 people.create_entity(e)
+            # The index of every property (`*`): its definition round-trips too.
+            things = svc.create_table("things")
+            for i in range(20):
+                things.create_entity({"PartitionKey": "t", "RowKey": f"{i:03}", "X": i, "Y": f"y{i % 5}"})
+        r = requests.put(f"{srv.admin_url}/accounts/{ACCOUNT}/tables/things/indexes/*",
+                         headers={"Authorization": f"Bearer {TOKEN}"}, timeout=60)
+        assert r.status_code in (201, 202), r.text
         for prop in ("Email", "Age"):
             r = requests.put(f"{srv.admin_url}/accounts/{ACCOUNT}/tables/people/indexes/{prop}",
                              headers={"Authorization": f"Bearer {TOKEN}"}, timeout=60)
@@ -170,6 +177,9 @@ def test_a_backup_carries_index_definitions_and_the_restore_makes_their_entries(
         deadline = time.monotonic() + 60
         while set(indexes_of(srv, "people").values()) != {("ready", 45), ("ready", 60)}:
             assert time.monotonic() < deadline, indexes_of(srv, "people")
+            time.sleep(0.1)
+        while indexes_of(srv, "things") != {"*": ("ready", 40)}:
+            assert time.monotonic() < deadline, indexes_of(srv, "things")
             time.sleep(0.1)
         path = tmp_path / "indexed.backup"
         r = tafel("backup", "--from", srv.admin_url, "--admin-token", TOKEN, "--out", str(path))
@@ -188,6 +198,10 @@ def test_a_backup_carries_index_definitions_and_the_restore_makes_their_entries(
         r = restored.raw.request("GET", "/people()", query={"$filter": "Email eq 'u7@example.com'"})
         assert r.status_code == 200 and r.headers["x-tafel-query-plan"] == "index:Email", (r.status_code, r.headers)
         assert [e["RowKey"] for e in r.json()["value"]] == ["007"]
+        assert indexes_of(restored, "things") == {"*": ("ready", 40)}
+        r = restored.raw.request("GET", "/things()", query={"$filter": "Y eq 'y3'"})
+        assert r.status_code == 200 and r.headers["x-tafel-query-plan"] == "index:Y", (r.status_code, r.headers)
+        assert [e["RowKey"] for e in r.json()["value"]] == ["003", "008", "013", "018"]
     finally:
         restored.stop()
 

@@ -309,6 +309,9 @@ def test_indexes_commands_and_the_plan_header(default_server, tmp_path):
               SAS=read_sas("Customers"))
     assert "x-tafel-query-plan: index:Email" in r.stdout, r.stdout
     assert "x-tafel-rows-examined: 1" in r.stdout.lower(), r.stdout
+    r = shell(recipe("indexes.md", "index-every-property"), tmp_path)
+    # Email, the only property, has an index of its own: `*` lists no entries of its own.
+    assert "indexed Customers.*: 0 entries" in r.stdout, r.stdout
 
 
 def test_indexes_scan_warn_recipe_names_the_scanning_query(default_ports, tmp_path):

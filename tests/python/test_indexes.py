@@ -221,20 +221,29 @@ def random_filter(rng: random.Random, depth: int = 0) -> str:
     return joiner.join(parts)
 
 
-def test_index_pages_equal_the_scans_for_random_filters(server):
+# Indexes declared before the data, after half of it, after all of it. `*` indexes every
+# property (B has no index of its own), sharing S's entries with its declared index.
+INDEX_SETS = {"declared": (["S"], ["N", "I"], ["D"]), "every-property": (["S"], ["*"], [])}
+
+
+@pytest.mark.parametrize("index_set", list(INDEX_SETS))
+def test_index_pages_equal_the_scans_for_random_filters(server, index_set):
+    before, half, whole = INDEX_SETS[index_set]
     rng = random.Random(59)
     plain_t, indexed_t = unique_table_name("scan"), unique_table_name("idx")
     for t in (plain_t, indexed_t):
         assert server.raw.create_table(t).status_code == 201
     # Indexes on one table before its data and after part of it: both paths fill them.
-    create_index(server, indexed_t, "S")
+    for prop in before:
+        create_index(server, indexed_t, prop)
     rows = [random_entity(rng, i) for i in range(400)]
     bulk_insert(server.raw, plain_t, rows)
     bulk_insert(server.raw, indexed_t, rows[:200])
-    create_index(server, indexed_t, "N")
-    create_index(server, indexed_t, "I")
+    for prop in half:
+        create_index(server, indexed_t, prop)
     bulk_insert(server.raw, indexed_t, rows[200:])
-    create_index(server, indexed_t, "D")
+    for prop in whole:
+        create_index(server, indexed_t, prop)
     used = 0
     for n in range(400):
         flt = random_filter(rng)
@@ -255,6 +264,12 @@ def test_index_stays_exact_across_writes_table_delete_and_kill9(fresh_server):
     name = unique_table_name("idx")
     table = svc.create_table(name)
     create_index(srv, name, "Email")
+    # Beside it, a table indexed on every property: 10 entities of two properties, 20 entries.
+    every = unique_table_name("all")
+    svc.create_table(every)
+    create_index(srv, every, "*")
+    for i in range(10):
+        srv.raw.insert(every, {"PartitionKey": "p", "RowKey": f"{i}", "A": f"a{i % 2}", "B": i})
     rng = random.Random(7)
     emails = [f"u{i}@x" for i in range(6)]
     live: dict[tuple[str, str], dict] = {}
@@ -308,6 +323,9 @@ def test_index_stays_exact_across_writes_table_delete_and_kill9(fresh_server):
             r, _ = query(srv, name, f"Email eq '{em}'")
             assert r.headers["x-tafel-query-plan"] == "index:Email"
             assert [(e["PartitionKey"], e["RowKey"]) for e in r.json()["value"]] == want, em
+        assert indexes(srv, every)["*"]["entries"] == 20
+        r, _ = query(srv, every, "A eq 'a1'")
+        assert r.headers["x-tafel-query-plan"] == "index:A" and len(r.json()["value"]) == 5
 
     check()
     srv.kill9()
@@ -319,7 +337,7 @@ def test_index_stays_exact_across_writes_table_delete_and_kill9(fresh_server):
         out = subprocess.run([str(srv.binary), "check", "--quiet", "--data-dir", str(srv.data_dir)],
                              capture_output=True, text=True, timeout=120)
         assert out.returncode == 0, out.stdout + out.stderr
-        assert f"{sum(1 for e in live.values() if 'Email' in e)} index entries" in out.stderr, out.stderr
+        assert f"{sum(1 for e in live.values() if 'Email' in e) + 20} index entries" in out.stderr, out.stderr
         srv.start()
     # A deleted table takes its indexes with it: one made again by that name has none.
     svc = TableServiceClient.from_connection_string(srv.conn_str)
@@ -457,3 +475,55 @@ def test_tafel_index_create_waits_for_the_build_with_progress(server):
     assert out.returncode == 0, out.stderr
     assert f"{name}.Age is building" in out.stdout and "of 20000 entities" in out.stdout, out.stdout
     wait_ready(server, name, "Age")
+
+
+# --- The index of every property (`*`).
+
+
+def test_the_index_of_every_property_serves_each_property_and_drops_what_only_it_asked_for(server):
+    name = unique_table_name("idx")
+    server.raw.create_table(name)
+    rows = [{"PartitionKey": f"p{i % 4}", "RowKey": f"{i:03}", "A": f"a{i % 10}", "B": i,
+             "C@odata.type": "Edm.Int64", "C": str(i % 3)} for i in range(60)]
+    for i, e in enumerate(rows):
+        if i % 5 == 0:
+            del e["A"]
+    bulk_insert(server.raw, name, rows)
+    has_a = sum(1 for e in rows if "A" in e)
+    # `tafel index create '*'` waits for the build and says how many entries it made.
+    cli = [str(server.binary), "index", "--admin-url", server.admin_url, "--table", name]
+    out = subprocess.run(cli + ["create", "*"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert f"indexed {name}.*: {has_a + 120} entries" in out.stdout, out.stdout
+    assert indexes(server, name)["*"]["entries"] == has_a + 120
+    # Every property is indexed: the plan names the property used.
+    for flt, prop in (("A eq 'a3'", "A"), ("B ge 10 and B lt 13", "B"), ("C eq 2L", "C"),
+                      ("A eq 'a1' or B eq 7", "A,B")):
+        r, _ = query(server, name, flt)
+        assert r.headers["x-tafel-query-plan"] == f"index:{prop}", (flt, r.headers)
+    r, _ = query(server, name, "B ge 10 and B lt 13")
+    # In key order: 12 is in p0, 10 in p2, 11 in p3.
+    assert [e["RowKey"] for e in r.json()["value"]] == ["012", "010", "011"]
+    # Keys and Timestamp are not indexed properties: the key planner or a scan serves them.
+    r, _ = query(server, name, "Timestamp ge datetime'2000-01-01T00:00:00Z'")
+    assert r.headers["x-tafel-query-plan"] == "table-scan" and len(r.json()["value"]) == 60
+    assert requests.put(index_url(server, name, "Timestamp"), timeout=30).status_code == 400
+    # A declared index on A shares `*`'s entries: `*` lists those of the others.
+    made = create_index(server, name, "A")
+    assert made["entries"] == has_a
+    assert indexes(server, name)["*"]["entries"] == 120
+    # Dropping A while `*` stays keeps its entries: queries on A still use them.
+    assert requests.delete(index_url(server, name, "A"), timeout=30).status_code == 204
+    assert indexes(server, name) == {"*": {"property": "*", "state": "ready", "entries": has_a + 120}}
+    r, _ = query(server, name, "A eq 'a3'")
+    assert r.headers["x-tafel-query-plan"] == "index:A" and len(r.json()["value"]) == 6
+    # Dropping `*` keeps the entries of declared indexes only.
+    create_index(server, name, "B")
+    assert requests.delete(index_url(server, name, "*"), timeout=30).status_code == 204
+    assert indexes(server, name) == {"B": {"property": "B", "state": "ready", "entries": 60}}
+    r, _ = query(server, name, "A eq 'a3'")
+    assert r.headers["x-tafel-query-plan"] == "table-scan" and len(r.json()["value"]) == 6
+    r, _ = query(server, name, "B eq 3")
+    assert r.headers["x-tafel-query-plan"] == "index:B"
+    out = subprocess.run(cli + ["drop", "*"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1 and "no index" in out.stderr, out.stdout + out.stderr

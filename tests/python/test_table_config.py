@@ -98,6 +98,24 @@ def test_indexes_from_the_file_are_listed_and_answer_queries(_workdir, tmp_path)
         srv.stop()
 
 
+def test_the_index_of_every_property_from_the_file_answers_a_query_on_any_property(_workdir, tmp_path):
+    cfg = tmp_path / "tafel.toml"
+    cfg.write_text('[[table]]\nname = "events"\nindexes = ["*"]\n')
+    srv = server_with(_workdir, cfg)
+    srv.start()
+    try:
+        assert indexes_of(srv, "events") == {"*": "ready"}
+        with TableServiceClient.from_connection_string(srv.conn_str) as svc:
+            tc = svc.get_table_client("events")
+            for i in range(12):
+                tc.create_entity({"PartitionKey": f"p{i % 3}", "RowKey": f"{i:02}", "Kind": f"k{i % 4}", "Size": i})
+        r = srv.raw.request("GET", "/events()", query={"$filter": "Size eq 7"})
+        assert r.status_code == 200 and r.headers["x-tafel-query-plan"] == "index:Size", (r.status_code, r.text)
+        assert [e["RowKey"] for e in r.json()["value"]] == ["07"]
+    finally:
+        srv.stop()
+
+
 def test_a_restart_with_a_changed_file_applies_the_change(_workdir, tmp_path):
     cfg = tmp_path / "tafel.toml"
     cfg.write_text('[[table]]\nname = "orders"\nttl-seconds = 60\nindexes = ["Email"]\n')

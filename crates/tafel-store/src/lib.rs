@@ -40,6 +40,6 @@ pub use stats::{MetricValue, StoreMetric};
 pub use tafel_stats::HistogramSnapshot;
 pub use traits::{
     write_with, Decide, Expect, IndexEncoder, IndexError, IndexInfo, IndexProgress, IndexScanRequest, Mutation,
-    RowFilter, RowSink, ScanEnd, ScanRequest, Store, TableRecord, TableSize, TableStats,
+    RowFilter, RowSink, ScanEnd, ScanRequest, Store, TableRecord, TableSize, TableStats, ALL_PROPERTIES,
 };
 pub use undelete::{DeletedTable, UndeleteError};

@@ -87,11 +87,61 @@ pub struct ScanEnd {
     pub next: Option<EntityKey>,
 }
 
-/// The value part of a secondary-index entry (docs/design/indexes.md) for one
-/// property of an entity in its stored form, or `None` when the entity has no
-/// such property. The service gives it to the store (it knows the stored form);
-/// the store keeps what it returns as opaque bytes, in the entity's commit.
-pub type IndexEncoder = Box<dyn Fn(&[u8], &str) -> Option<Vec<u8>> + Send + Sync>;
+/// The property of the index that indexes every property of a table (Cosmos
+/// DB's default policy): its entries are each property's, under its own name.
+pub const ALL_PROPERTIES: &str = "*";
+
+/// The value parts of secondary-index entries (docs/design/indexes.md) of an
+/// entity in its stored form. The service gives it to the store (it knows the
+/// stored form); the store keeps what it returns as opaque bytes, in the
+/// entity's commit.
+pub struct IndexEncoder {
+    /// One property's, or `None` when the entity has no such property.
+    one: Box<OneProperty>,
+    /// Every indexable property's (not the keys, not `Timestamp`), by name.
+    all: Box<EveryProperty>,
+}
+
+/// An entity's entry value for one property, if it has the property.
+type OneProperty = dyn Fn(&[u8], &str) -> Option<Vec<u8>> + Send + Sync;
+/// An entity's (property, entry value) for every property it has.
+type EveryProperty = dyn Fn(&[u8]) -> Vec<(String, Vec<u8>)> + Send + Sync;
+
+impl IndexEncoder {
+    pub fn new(
+        one: impl Fn(&[u8], &str) -> Option<Vec<u8>> + Send + Sync + 'static,
+        all: impl Fn(&[u8]) -> Vec<(String, Vec<u8>)> + Send + Sync + 'static,
+    ) -> IndexEncoder {
+        IndexEncoder {
+            one: Box::new(one),
+            all: Box::new(all),
+        }
+    }
+
+    pub fn one(&self, stored: &[u8], property: &str) -> Option<Vec<u8>> {
+        (self.one)(stored, property)
+    }
+
+    pub fn all(&self, stored: &[u8]) -> Vec<(String, Vec<u8>)> {
+        (self.all)(stored)
+    }
+
+    /// The entries an entity in stored form `stored` gives the indexes
+    /// `definitions` (properties, [`ALL_PROPERTIES`] among them or not): each
+    /// `(property, encoded value)` once, sorted, whoever asked for it.
+    pub fn entries(&self, definitions: &[String], stored: &[u8]) -> Vec<(String, Vec<u8>)> {
+        let mut out = match definitions.iter().any(|d| d == ALL_PROPERTIES) {
+            true => self.all(stored),
+            false => definitions
+                .iter()
+                .filter_map(|p| Some((p.clone(), self.one(stored, p)?)))
+                .collect(),
+        };
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+}
 
 /// One secondary index of a table, as the admin API lists it.
 #[derive(Clone, Debug, PartialEq, Eq)]

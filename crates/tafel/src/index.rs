@@ -27,6 +27,7 @@ pub(crate) struct IndexArgs {
 enum Action {
     /// Index PROPERTY of the table: its entries are built from the entities
     /// there, online; waits until the index is ready, showing the progress.
+    /// PROPERTY `'*'` indexes every property (quote it from the shell).
     Create {
         property: String,
         /// Return once the index is declared, without waiting for its build.
@@ -38,7 +39,8 @@ enum Action {
     },
     /// List the table's indexes: property, state, entries.
     List,
-    /// Drop the index on PROPERTY and its entries.
+    /// Drop the index on PROPERTY and its entries (`'*'`: the entries of every
+    /// property without an index of its own).
     Drop { property: String },
 }
 

@@ -213,7 +213,9 @@ impl Service {
         if ready.is_empty() {
             return Ok(None);
         }
-        let Some(index) = plan_index(filter, &|p| ready.iter().any(|r| r == p)) else {
+        // `*` ready: every property's entries are there.
+        let every = ready.iter().any(|r| r == tafel_store::ALL_PROPERTIES);
+        let Some(index) = plan_index(filter, &|p| every || ready.iter().any(|r| r == p)) else {
             return Ok(None);
         };
         let properties: Vec<String> = index.ranges.keys().cloned().collect();

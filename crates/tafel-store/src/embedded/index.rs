@@ -4,8 +4,16 @@
 //! `table id ‖ property 0x00 ‖ encoded value ‖ entity key` → the entity key's
 //! length (the encoding is the service's, opaque here). The writer changes the
 //! entries in the entity's own commit, from its stored forms before and after.
+//!
+//! The index `*` ([`ALL_PROPERTIES`]) asks for every property's entries, each
+//! under its property's own name: an entry is a fact about its entity, written
+//! once whichever definitions ask for it, so a query on P reads the P entries
+//! whether `*` or an index on P made them. Dropping `*` removes the entries of
+//! the properties without a definition of their own; dropping one of those
+//! while `*` stays keeps its entries.
 
 use std::collections::{BTreeMap, HashMap};
+use std::ops::ControlFlow;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
@@ -18,7 +26,7 @@ use super::schema::{row_key, to_store_error};
 use crate::error::{FailureKind, StoreError};
 use crate::key::{EntityKey, KeyRef};
 use crate::paging::PageBuilder;
-use crate::traits::{IndexEncoder, IndexInfo, IndexScanRequest, RowSink, ScanEnd};
+use crate::traits::{IndexEncoder, IndexInfo, IndexScanRequest, RowSink, ScanEnd, ALL_PROPERTIES};
 
 /// META keys of table `id`'s index definitions start with this.
 pub(super) fn def_prefix(id: u64) -> String {
@@ -72,10 +80,86 @@ pub(super) fn entity_key_of<'a>(entry: &'a [u8], value: &[u8]) -> Result<&'a [u8
         .ok_or_else(corrupt)
 }
 
-/// The service's encoding of `property` in `value`; a panic in it fails the write.
-pub(super) fn encode(encoder: &IndexEncoder, value: &[u8], property: &str) -> Result<Option<Vec<u8>>, StoreError> {
-    catch_unwind(AssertUnwindSafe(|| encoder(value, property)))
+/// The entries (property, encoded value) that the stored entity `value` gives
+/// the indexes `definitions` (`*` among them or not), sorted, each once
+/// (`IndexEncoder::entries`); a panic in the encoder fails the write.
+pub(super) fn encoded(
+    encoder: &IndexEncoder,
+    definitions: &[String],
+    value: &[u8],
+) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
+    catch_unwind(AssertUnwindSafe(|| encoder.entries(definitions, value)))
         .map_err(|_| StoreError::failure(FailureKind::Internal, "the index encoder panicked"))
+}
+
+/// An index row: its key and value (the entity key's length).
+pub(super) type IndexRow = (Vec<u8>, [u8; 2]);
+
+/// The index rows of entity `key` of table `id`, from its stored form.
+pub(super) fn entity_entries(
+    encoder: &IndexEncoder,
+    id: u64,
+    definitions: &[String],
+    key: &[u8],
+    value: &[u8],
+) -> Result<Vec<IndexRow>, StoreError> {
+    encoded(encoder, definitions, value)?
+        .iter()
+        .map(|(p, e)| entry(&entry_prefix(id, p), e, key))
+        .collect()
+}
+
+/// The property an entry of table `id` is under (`None`: not an entry's key).
+fn property_of(entry: &[u8]) -> Option<&str> {
+    let rest = entry.get(8..)?;
+    let end = rest.iter().position(|&b| b == 0)?;
+    std::str::from_utf8(&rest[..end]).ok()
+}
+
+/// Calls `each` with every property that has entries on table `id`, in order,
+/// seeking past each property's entries rather than reading them.
+fn properties_with_entries(
+    trees: &impl ReadTrees,
+    id: u64,
+    mut each: impl FnMut(&str) -> Result<ControlFlow<()>, StoreError>,
+) -> Result<(), StoreError> {
+    let (mut lo, hi) = (id.to_be_bytes().to_vec(), (id + 1).to_be_bytes());
+    loop {
+        let first = match trees.range_of(Tree::Index, &lo, &hi)?.next() {
+            Some(item) => item?.0.bytes().to_vec(),
+            None => return Ok(()),
+        };
+        let property = property_of(&first)
+            .ok_or_else(|| StoreError::failure(FailureKind::Corrupt, "corrupt index entry"))?
+            .to_owned();
+        if each(&property)?.is_break() {
+            return Ok(());
+        }
+        lo = entries_end(&entry_prefix(id, &property));
+    }
+}
+
+/// The entries under `property` on table `id`.
+fn count_entries(trees: &impl ReadTrees, id: u64, property: &str) -> Result<u64, StoreError> {
+    let prefix = entry_prefix(id, property);
+    let mut n = 0u64;
+    for item in trees.range_of(Tree::Index, &prefix, &entries_end(&prefix))? {
+        item?;
+        n += 1;
+    }
+    Ok(n)
+}
+
+/// The properties with entries on table `id` that no definition but `*` asks for.
+fn only_all(trees: &impl ReadTrees, id: u64, defs: &[(String, State)]) -> Result<Vec<String>, StoreError> {
+    let mut out = Vec::new();
+    properties_with_entries(trees, id, |p| {
+        if !defs.iter().any(|(d, _)| d == p) {
+            out.push(p.to_owned());
+        }
+        Ok(ControlFlow::Continue(()))
+    })?;
+    Ok(out)
 }
 
 /// A table with indexes is written only with the service's encoder at hand:
@@ -156,20 +240,19 @@ impl Writer<'_, '_> {
         new: Option<&[u8]>,
     ) -> Result<(), StoreError> {
         let encoder = at_hand(self.index_encoder)?;
-        for property in properties {
-            let before = old.map(|v| encode(encoder, v, property)).transpose()?.flatten();
-            let after = new.map(|v| encode(encoder, v, property)).transpose()?.flatten();
-            if before == after {
-                continue;
-            }
-            let prefix = entry_prefix(id, property);
-            if let Some(b) = before {
-                self.tx.remove(Tree::Index, &entry(&prefix, &b, key)?.0)?;
-            }
-            if let Some(a) = after {
-                let (k, v) = entry(&prefix, &a, key)?;
-                self.tx.insert(Tree::Index, &k, &v)?;
-            }
+        let entries = |v: Option<&[u8]>| match v {
+            Some(v) => encoded(encoder, properties, v),
+            None => Ok(Vec::new()),
+        };
+        // Both sorted: an entry in both stays as it is.
+        let (before, after) = (entries(old)?, entries(new)?);
+        for gone in before.iter().filter(|b| after.binary_search(b).is_err()) {
+            self.tx
+                .remove(Tree::Index, &entry(&entry_prefix(id, &gone.0), &gone.1, key)?.0)?;
+        }
+        for came in after.iter().filter(|a| before.binary_search(a).is_err()) {
+            let (k, v) = entry(&entry_prefix(id, &came.0), &came.1, key)?;
+            self.tx.insert(Tree::Index, &k, &v)?;
         }
         Ok(())
     }
@@ -206,7 +289,8 @@ impl Writer<'_, '_> {
         Ok(true)
     }
 
-    /// Drops the index and its entries; `Ok(false)` if there was none.
+    /// Drops the index and the entries no other definition asks for (see the
+    /// top); `Ok(false)` if there was none.
     pub(super) fn drop_index(&mut self, account: &str, table: &str, property: &str) -> Result<bool, StoreError> {
         let Some(t) = self.table(account, table)? else {
             return Err(StoreError::TableNotFound);
@@ -217,8 +301,16 @@ impl Writer<'_, '_> {
         }
         self.index_defs.forget(t.id);
         self.tx.remove(Tree::Meta, def.as_bytes())?;
-        let prefix = entry_prefix(t.id, property);
-        self.tx.remove_range(Tree::Index, &prefix, &entries_end(&prefix))?;
+        let rest = definitions(&self.tx, t.id)?;
+        let gone = match property == ALL_PROPERTIES {
+            true => only_all(&self.tx, t.id, &rest)?,
+            false if rest.iter().any(|(p, _)| p == ALL_PROPERTIES) => Vec::new(),
+            false => vec![property.to_owned()],
+        };
+        for p in gone {
+            let prefix = entry_prefix(t.id, &p);
+            self.tx.remove_range(Tree::Index, &prefix, &entries_end(&prefix))?;
+        }
         Ok(true)
     }
 
@@ -246,16 +338,19 @@ pub(super) fn ready(view: &ReadView, id: u64) -> Result<Vec<String>, StoreError>
         .collect())
 }
 
-/// Table `id`'s indexes, with their entries counted.
+/// Table `id`'s indexes, with their entries counted (`*`'s: those of the
+/// properties without a definition of their own).
 pub(super) fn list(view: &ReadView, id: u64) -> Result<Vec<IndexInfo>, StoreError> {
     let mut out = Vec::new();
-    for (property, state) in definitions(view, id)? {
-        let prefix = entry_prefix(id, &property);
-        let mut entries = 0u64;
-        for item in view.range_of(Tree::Index, &prefix, &entries_end(&prefix))? {
-            item?;
-            entries += 1;
-        }
+    let defs = definitions(view, id)?;
+    for (property, state) in defs.iter().cloned() {
+        let entries = match property == ALL_PROPERTIES {
+            true => only_all(view, id, &defs)?
+                .iter()
+                .map(|p| count_entries(view, id, p))
+                .sum::<Result<u64, _>>()?,
+            false => count_entries(view, id, &property)?,
+        };
         let progress = match &state {
             State::Ready => None,
             State::Building(cursor) => Some(super::index_build::progress(view, id, cursor.as_deref())?),
@@ -278,7 +373,8 @@ pub(super) fn scan(
     sink: &mut (dyn RowSink + '_),
 ) -> Result<Option<ScanEnd>, StoreError> {
     let ready = ready(view, id)?;
-    if request.ranges.iter().any(|(property, _)| !ready.contains(property)) {
+    let every = ready.iter().any(|p| p == ALL_PROPERTIES);
+    if !every && request.ranges.iter().any(|(property, _)| !ready.contains(property)) {
         return Ok(None);
     }
     if let Some(streams) = super::index_stream::single_values(view, id, request)? {
@@ -332,45 +428,54 @@ pub(super) struct Mismatch {
     pub(super) problem: &'static str,
 }
 
-/// Compares each index of table `id` with the entries its entities give
-/// (`encoder`, the service's); returns the entries read and what differs. A
-/// building index is whole only up to its cursor: past it, an entry a write
-/// made must be right, but a missing one is the build's to write.
+/// Compares the index entries of table `id` with those its entities give its
+/// definitions (`encoder`, the service's); returns the entries read and what
+/// differs. A building index is whole only up to its cursor: past it, an entry
+/// a write made must be right, but a missing one is the build's to write.
 pub(super) fn verify(view: &ReadView, id: u64, encoder: &IndexEncoder) -> Result<(u64, Vec<Mismatch>), StoreError> {
-    let (mut entries, mut found) = (0u64, Vec::new());
-    for (property, state) in definitions(view, id)? {
-        let prefix = entry_prefix(id, &property);
-        let mut want: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
-        for item in view.range_of(Tree::Entities, &id.to_be_bytes(), &(id + 1).to_be_bytes())? {
-            let (k, v) = item?;
-            let k = k.bytes();
-            // A damaged value is reported as such by the check's own walk.
-            let Ok(value) = unseal(k, v.bytes()) else { continue };
-            let key = k.get(8..).unwrap_or_default();
-            if let Some(encoded) = encode(encoder, value, &property)? {
-                want.insert(entry(&prefix, &encoded, key)?.0, key.to_vec());
+    let defs = definitions(view, id)?;
+    // Each wanted entry → (its property, its entity key, whether a definition
+    // that asks for it is built past the entity).
+    let mut want: BTreeMap<Vec<u8>, (String, Vec<u8>, bool)> = BTreeMap::new();
+    let entities = match defs.is_empty() {
+        true => (id.to_be_bytes(), id.to_be_bytes()),
+        false => (id.to_be_bytes(), (id + 1).to_be_bytes()),
+    };
+    for item in view.range_of(Tree::Entities, &entities.0, &entities.1)? {
+        let (k, v) = item?;
+        let k = k.bytes();
+        // A damaged value is reported as such by the check's own walk.
+        let Ok(value) = unseal(k, v.bytes()) else { continue };
+        let key = k.get(8..).unwrap_or_default();
+        for (property, state) in &defs {
+            let built = match state {
+                State::Ready => true,
+                State::Building(cursor) => cursor.as_deref().is_some_and(|c| key <= c),
+            };
+            for (p, e) in encoded(encoder, std::slice::from_ref(property), value)? {
+                let slot = want
+                    .entry(entry(&entry_prefix(id, &p), &e, key)?.0)
+                    .or_insert_with(|| (p, key.to_vec(), false));
+                slot.2 |= built;
             }
         }
-        for item in view.range_of(Tree::Index, &prefix, &entries_end(&prefix))? {
-            let (k, v) = item?;
-            entries += 1;
-            if want.remove(k.bytes()).is_none() {
-                found.push(Mismatch {
-                    property: property.clone(),
-                    key: entity_key_of(k.bytes(), v.bytes()).unwrap_or(k.bytes()).to_vec(),
-                    problem: "has an index entry its entity does not give (stale or damaged)",
-                });
-            }
-        }
-        let built = |key: &[u8]| match &state {
-            State::Ready => true,
-            State::Building(cursor) => cursor.as_deref().is_some_and(|c| key <= c),
-        };
-        found.extend(want.into_values().filter(|key| built(key)).map(|key| Mismatch {
-            property: property.clone(),
-            key,
-            problem: "has no index entry though the entity has the property",
-        }));
     }
+    let (mut entries, mut found) = (0u64, Vec::new());
+    for item in view.range_of(Tree::Index, &id.to_be_bytes(), &(id + 1).to_be_bytes())? {
+        let (k, v) = item?;
+        entries += 1;
+        if want.remove(k.bytes()).is_none() {
+            found.push(Mismatch {
+                property: property_of(k.bytes()).unwrap_or("?").to_owned(),
+                key: entity_key_of(k.bytes(), v.bytes()).unwrap_or(k.bytes()).to_vec(),
+                problem: "has an index entry its entity does not give (stale or damaged)",
+            });
+        }
+    }
+    found.extend(want.into_values().filter(|w| w.2).map(|(property, key, _)| Mismatch {
+        property,
+        key,
+        problem: "has no index entry though the entity has the property",
+    }));
     Ok((entries, found))
 }

@@ -15,7 +15,7 @@ use super::apply::Writer;
 use super::checksums::{seal, unseal};
 use super::commit::ReadView;
 use super::engine::tree::{ReadTrees, Tree};
-use super::index::{def_key, encode, entry, entry_prefix};
+use super::index::{def_key, entity_entries};
 use super::schema::row_key;
 use crate::error::StoreError;
 use crate::traits::IndexProgress;
@@ -145,7 +145,7 @@ impl Writer<'_, '_> {
             Some(c) => [row_key(id, c).as_slice(), &[0]].concat(),
             None => id.to_be_bytes().to_vec(),
         };
-        let prefix = entry_prefix(id, &property);
+        let definition = std::slice::from_ref(&property);
         let (mut entries, mut last, mut more) = (Vec::new(), None, false);
         for item in self.tx.range_of(Tree::Entities, &lo, &(id + 1).to_be_bytes())? {
             if entries.len() == STEP_ROWS {
@@ -155,12 +155,9 @@ impl Writer<'_, '_> {
             let (k, v) = item?;
             let (k, v) = (k.bytes(), v.bytes());
             let key = k.get(8..).unwrap_or_default();
-            // An entity without the property has no entry: it takes a place of its own.
-            entries.push(
-                encode(encoder, unseal(k, v)?, &property)?
-                    .map(|encoded| entry(&prefix, &encoded, key))
-                    .transpose()?,
-            );
+            // One place per entity, with its entries (none without the property;
+            // every property's for `*`).
+            entries.push(entity_entries(encoder, id, definition, key, unseal(k, v)?)?);
             last = Some(key.to_vec());
         }
         // A write ahead of the cursor already made its entry: this is the same one.

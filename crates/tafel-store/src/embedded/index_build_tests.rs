@@ -23,10 +23,22 @@ fn options() -> EmbeddedOptions {
     }
 }
 
-/// Indexes property `x` as the raw value; a value starting with 0 has no `x`.
+/// A value's property `x` is the raw value, unless it starts with 0 (no `x`);
+/// its `y` is its last byte, if it has two or more.
+fn property(value: &[u8], property: &str) -> Option<Vec<u8>> {
+    match property {
+        "x" => value.first().is_some_and(|&b| b != 0).then(|| value.to_vec()),
+        "y" => (value.len() >= 2).then(|| value[value.len() - 1..].to_vec()),
+        _ => None,
+    }
+}
+
 fn encoder() -> IndexEncoder {
-    Box::new(|value: &[u8], property: &str| {
-        (property == "x" && value.first().is_some_and(|&b| b != 0)).then(|| value.to_vec())
+    IndexEncoder::new(property, |value: &[u8]| {
+        ["x", "y"]
+            .iter()
+            .filter_map(|p| Some((p.to_string(), property(value, p)?)))
+            .collect()
     })
 }
 
@@ -75,9 +87,10 @@ fn allow(store: &EmbeddedStore, steps: Option<u64>) {
     *store.inner.feed.build_steps.lock().expect("lock") = steps;
 }
 
+/// The table's first index (the only one, in most tests).
 async fn index(store: &EmbeddedStore) -> IndexInfo {
     let list = store.list_indexes(ACCOUNT, "t").await.expect("list");
-    list.into_iter().find(|i| i.property == "x").expect("the index on x")
+    list.into_iter().next().expect("an index")
 }
 
 /// Table `t`'s index against its entities, as `tafel check` compares them: the
@@ -110,12 +123,21 @@ async fn step_with(store: &EmbeddedStore, i: usize, salt: u8) {
 
 #[tokio::test]
 async fn a_build_in_steps_with_writes_ahead_of_and_behind_its_cursor_ends_as_a_whole_build() {
+    build_in_steps_with_writes("x").await;
+}
+
+#[tokio::test]
+async fn a_build_of_every_property_in_steps_with_writes_ends_as_a_whole_build() {
+    build_in_steps_with_writes("*").await;
+}
+
+async fn build_in_steps_with_writes(property: &str) {
     let dir = tempdir().expect("temp dir");
     let store = open(dir.path());
     let n = 5 * STEP_ROWS + 123;
     fill(&store, n).await;
     allow(&store, Some(0));
-    assert!(store.create_index(ACCOUNT, "t", "x").await.expect("create index"));
+    assert!(store.create_index(ACCOUNT, "t", property).await.expect("create index"));
     let first = index(&store).await;
     assert!(!first.ready);
     assert_eq!(first.progress.map(|p| (p.done, p.total)), Some((0, n as u64)));
@@ -153,13 +175,13 @@ async fn a_build_in_steps_with_writes_ahead_of_and_behind_its_cursor_ends_as_a_w
     }
     assert!(steps > n / STEP_ROWS, "{steps} steps");
     allow(&store, None);
-    assert_eq!(store.ready_indexes(ACCOUNT, "t").await.expect("ready"), vec!["x"]);
+    assert_eq!(store.ready_indexes(ACCOUNT, "t").await.expect("ready"), vec![property]);
     let (entries, differ) = compared(&store);
     assert_eq!(differ, 0, "entries differ from a whole build's");
     assert_eq!(index(&store).await.entries, entries);
     // The same entries as a build of the table as it is now.
-    assert!(store.drop_index(ACCOUNT, "t", "x").await.expect("drop"));
-    assert!(store.create_index(ACCOUNT, "t", "x").await.expect("create again"));
+    assert!(store.drop_index(ACCOUNT, "t", property).await.expect("drop"));
+    assert!(store.create_index(ACCOUNT, "t", property).await.expect("create again"));
     assert_eq!(wait_ready(&store).await.entries, entries);
     store.shutdown().await.expect("shutdown");
 }
@@ -260,5 +282,49 @@ async fn a_restored_savepoint_with_a_building_index_builds_it_again() {
     let i = wait_ready(&store).await;
     assert_eq!(i.entries, built);
     assert_eq!(compared(&store), (built, 0));
+    store.shutdown().await.expect("shutdown");
+}
+
+/// Every index of table `t`, once all are ready.
+async fn all_ready(store: &EmbeddedStore) -> Vec<(String, u64)> {
+    let until = Instant::now() + Duration::from_secs(30);
+    loop {
+        let list = store.list_indexes(ACCOUNT, "t").await.expect("list");
+        if list.iter().all(|i| i.ready) {
+            return list.into_iter().map(|i| (i.property, i.entries)).collect();
+        }
+        assert!(Instant::now() < until, "the builds did not end");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn every_property_and_a_declared_index_share_entries_and_a_drop_keeps_the_others() {
+    let dir = tempdir().expect("temp dir");
+    let store = open(dir.path());
+    let n = 2 * STEP_ROWS + 5;
+    fill(&store, n).await;
+    let xs = (0..n).filter(|i| i % 7 != 0).count() as u64;
+    let ys = xs;
+    assert!(store.create_index(ACCOUNT, "t", "x").await.expect("create x"));
+    assert!(store.create_index(ACCOUNT, "t", "*").await.expect("create *"));
+    // `*` lists the entries of the properties without an index of their own.
+    let both = vec![("*".to_owned(), ys), ("x".to_owned(), xs)];
+    assert_eq!(all_ready(&store).await, both);
+    assert_eq!(compared(&store), (xs + ys, 0));
+    assert_eq!(store.ready_indexes(ACCOUNT, "t").await.expect("ready"), vec!["*", "x"]);
+    // Dropping x while `*` stays keeps x's entries: they are `*`'s too.
+    assert!(store.drop_index(ACCOUNT, "t", "x").await.expect("drop x"));
+    assert_eq!(all_ready(&store).await, vec![("*".to_owned(), xs + ys)]);
+    assert_eq!(compared(&store), (xs + ys, 0));
+    // Dropping `*` removes the entries of every property but the declared ones.
+    assert!(store.create_index(ACCOUNT, "t", "x").await.expect("create x again"));
+    assert_eq!(all_ready(&store).await, both);
+    put(&store, 1, 7).await;
+    assert!(store.drop_index(ACCOUNT, "t", "*").await.expect("drop *"));
+    assert_eq!(all_ready(&store).await, vec![("x".to_owned(), xs)]);
+    assert_eq!(compared(&store), (xs, 0));
+    assert!(store.drop_index(ACCOUNT, "t", "x").await.expect("drop x"));
+    assert_eq!(compared(&store), (0, 0));
     store.shutdown().await.expect("shutdown");
 }

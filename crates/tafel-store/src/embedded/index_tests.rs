@@ -4,7 +4,7 @@
 use super::scan_tests::tempdir;
 use super::{EmbeddedOptions, EmbeddedStore};
 use crate::key::EntityKey;
-use crate::traits::{Mutation, Store};
+use crate::traits::{IndexEncoder, Mutation, Store};
 
 const ACCOUNT: &str = "acct";
 
@@ -15,11 +15,24 @@ fn options() -> EmbeddedOptions {
     }
 }
 
-/// Opens the store in `dir` with an encoder indexing property `x` as the raw value.
+/// A value's property `x` (the raw value) or `z` (its bits flipped).
+fn property(value: &[u8], property: &str) -> Option<Vec<u8>> {
+    match property {
+        "x" => Some(value.to_vec()),
+        "z" => Some(value.iter().map(|b| !b).collect()),
+        _ => None,
+    }
+}
+
+/// Opens the store in `dir` with an encoder that gives every value the
+/// properties `x` and `z`.
 fn open(dir: &std::path::Path) -> EmbeddedStore {
     let store = EmbeddedStore::open(dir, options()).expect("open");
-    store.set_index_encoder(Box::new(|value: &[u8], property: &str| {
-        (property == "x").then(|| value.to_vec())
+    store.set_index_encoder(IndexEncoder::new(property, |value: &[u8]| {
+        ["x", "z"]
+            .iter()
+            .filter_map(|p| Some((p.to_string(), property(value, p)?)))
+            .collect()
     }));
     store
 }
@@ -205,5 +218,29 @@ async fn an_eq_on_a_value_thousands_share_pages_from_the_index_in_key_order() {
     }
     // A range over several values gathers its candidates: more than 100 is the scan's.
     assert!(index_page(&store, vec![(vec![0], vec![2])], None).await.is_none());
+    store.shutdown().await.expect("shutdown");
+}
+
+#[tokio::test]
+async fn a_write_on_a_table_indexed_by_every_property_moves_each_propertys_entry() {
+    let dir = tempdir().expect("temp dir");
+    let store = open(dir.path());
+    store.create_table(ACCOUNT, "t").await.expect("create");
+    put(&store, "a", 1).await;
+    assert!(store.create_index(ACCOUNT, "t", "*").await.expect("create index"));
+    // `a`'s x and z, then `b`'s; an update moves both of `a`'s.
+    assert_eq!(entries(&store).await, 2);
+    put(&store, "b", 2).await;
+    put(&store, "a", 3).await;
+    assert_eq!(entries(&store).await, 4);
+    // An index on x as well: its entries are the same ones, not written twice.
+    assert!(store.create_index(ACCOUNT, "t", "x").await.expect("create index"));
+    assert_eq!(entries(&store).await, 4);
+    store.shutdown().await.expect("shutdown");
+    drop(store);
+    // Reopened (an empty cache), a write still moves both entries.
+    let store = open(dir.path());
+    put(&store, "a", 4).await;
+    assert_eq!(entries(&store).await, 4);
     store.shutdown().await.expect("shutdown");
 }

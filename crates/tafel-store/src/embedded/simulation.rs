@@ -43,11 +43,11 @@ struct State {
 const INDEXED: &str = "x";
 
 fn encoder() -> IndexEncoder {
-    Box::new(|value: &[u8], property: &str| {
-        (property == INDEXED)
-            .then(|| value.get(..2).map(<[u8]>::to_vec))
-            .flatten()
-    })
+    let x = |value: &[u8]| value.get(..2).map(<[u8]>::to_vec);
+    IndexEncoder::new(
+        move |value: &[u8], property: &str| (property == INDEXED).then(|| x(value)).flatten(),
+        move |value: &[u8]| x(value).map(|v| (INDEXED.to_owned(), v)).into_iter().collect(),
+    )
 }
 
 /// What one write does to one row, given the row's current value.

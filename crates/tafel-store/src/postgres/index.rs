@@ -25,6 +25,13 @@
 //! locked row's list equals the guess (else nothing, and the write goes the
 //! long way with the real list).
 //!
+//! The index `*` ([`ALL_PROPERTIES`]) is an element of that list like any
+//! property: it asks for every property's entries, each under its property's
+//! own name, so a query on P reads the P entries whoever asked for them, and an
+//! entry is written once ([`Indexes::entity_entries`], the write paths' and the
+//! build's). Dropping `*` removes the entries of properties not in the list;
+//! dropping a property while `*` is listed keeps its entries.
+//!
 //! Building: the create's transaction holds that row lock while it writes an
 //! entry for every entity, in chunks of statements, then commits the definition
 //! ready: writes of the table wait for it (the embedded store's build is one
@@ -42,7 +49,7 @@ use super::{lower, PostgresStore};
 use crate::error::{FailureKind, StoreError};
 use crate::key::{EntityKey, KeyRef};
 use crate::paging::PageBuilder;
-use crate::traits::{IndexEncoder, IndexInfo, IndexScanRequest, Mutation, ScanEnd};
+use crate::traits::{IndexEncoder, IndexInfo, IndexScanRequest, Mutation, ScanEnd, ALL_PROPERTIES};
 
 /// Entities read per statement while building.
 const BUILD_CHUNK: i64 = 1000;
@@ -56,7 +63,7 @@ const ADD_TO_LIST: &str = "UPDATE tafel_tables
      SET indexes = ARRAY(SELECT p FROM UNNEST(array_append(indexes, $3::TEXT)) AS u(p) ORDER BY p)
      WHERE account = $1 AND lname = $2 AND NOT deleting AND NOT ($3 = ANY(indexes)) RETURNING id, indexes";
 const REMOVE_FROM_LIST: &str = "UPDATE tafel_tables SET indexes = array_remove(indexes, $3::TEXT)
-     WHERE account = $1 AND lname = $2 AND NOT deleting AND $3 = ANY(indexes) RETURNING id";
+     WHERE account = $1 AND lname = $2 AND NOT deleting AND $3 = ANY(indexes) RETURNING id, indexes";
 /// After a list change that changed nothing: whether the table is there and has the index.
 const HAS_INDEX: &str = "SELECT $3 = ANY(indexes) FROM tafel_tables WHERE account = $1 AND lname = $2 AND NOT deleting";
 const DEFINE: &str = "INSERT INTO tafel_indexes (table_id, property, ready, build_after, done)
@@ -66,6 +73,9 @@ const MARK_READY: &str = "UPDATE tafel_indexes SET ready = true, build_after = N
      WHERE table_id = $1 AND property = $2";
 const UNDEFINE: &str = "DELETE FROM tafel_indexes WHERE table_id = $1 AND property = $2";
 const DROP_ENTRIES: &str = "DELETE FROM tafel_index_entries WHERE table_id = $1 AND property = $2";
+/// A drop of `*`: the entries of every property the list (`$2`, what is left) lacks.
+const DROP_UNLISTED_ENTRIES: &str =
+    "DELETE FROM tafel_index_entries WHERE table_id = $1 AND NOT (property = ANY($2::TEXT[]))";
 const BUILD_FIRST: &str = "SELECT key, value FROM tafel_entities WHERE table_id = $1 ORDER BY key LIMIT $2";
 const BUILD_AFTER: &str =
     "SELECT key, value FROM tafel_entities WHERE table_id = $1 AND key > $2 ORDER BY key LIMIT $3";
@@ -79,21 +89,27 @@ pub(super) const INSERT_ENTRIES: &str = "INSERT INTO tafel_index_entries (table_
      SELECT $1, u.p, u.v, u.k FROM UNNEST($2::TEXT[], $3::BYTEA[], $4::BYTEA[]) AS u(p, v, k)
      ON CONFLICT DO NOTHING";
 
-/// A table's indexes with their entries counted; a row with a NULL property is
-/// a table without any; no row, no table.
+/// A table's indexes with their entries counted (`*`'s: those of properties
+/// not in the list); a row with a NULL property is a table without any; no
+/// row, no table.
 const LIST: &str = "SELECT d.property, d.ready, d.done,
-         (SELECT count(*) FROM tafel_index_entries e WHERE e.table_id = t.id AND e.property = d.property)
+         CASE WHEN d.property = '*' THEN
+             (SELECT count(*) FROM tafel_index_entries e WHERE e.table_id = t.id AND e.property <> ALL(t.indexes))
+         ELSE
+             (SELECT count(*) FROM tafel_index_entries e WHERE e.table_id = t.id AND e.property = d.property)
+         END
      FROM tafel_tables t LEFT JOIN tafel_indexes d ON d.table_id = t.id
      WHERE t.account = $1 AND t.lname = $2 AND NOT t.deleting ORDER BY d.property";
 const READY: &str = "SELECT d.property FROM tafel_tables t JOIN tafel_indexes d ON d.table_id = t.id AND d.ready
      WHERE t.account = $1 AND t.lname = $2 AND NOT t.deleting ORDER BY d.property";
 /// A query's candidates, in one statement (one snapshot): first a row with the
-/// table's id and how many of the properties `$3` have a ready index, then the
+/// table's id and how many of the properties `$3` have a ready index (all of
+/// them with `*` ready), then the
 /// keys of the entries in the ranges (`$4` property, `[$5, $6)` values) at or
 /// after `$7`, at most `$8` of them. No row: no table.
 const CANDIDATES: &str = "WITH t AS (SELECT id FROM tafel_tables WHERE account = $1 AND lname = $2 AND NOT deleting)
-     SELECT t.id, (SELECT count(*) FROM tafel_indexes d
-                   WHERE d.table_id = t.id AND d.ready AND d.property = ANY($3::TEXT[])), NULL::BYTEA FROM t
+     SELECT t.id, (SELECT count(*) FROM UNNEST($3::TEXT[]) AS w(p) WHERE EXISTS (SELECT 1 FROM tafel_indexes d
+                   WHERE d.table_id = t.id AND d.ready AND d.property IN (w.p, '*'))), NULL::BYTEA FROM t
      UNION ALL
      (SELECT NULL, NULL, e.key FROM t, UNNEST($4::TEXT[], $5::BYTEA[], $6::BYTEA[]) AS r(p, lo, hi),
           tafel_index_entries e
@@ -183,16 +199,23 @@ impl Indexes {
         guesses.insert((account.to_owned(), lname.to_vec()), Arc::from(list));
     }
 
-    /// The service's encoding of `property` in `value`; a panic in it, or a
-    /// table with indexes written before the service gave its encoder, fails the write.
-    fn encode(&self, value: &[u8], property: &str) -> Result<Option<Vec<u8>>, StoreError> {
+    /// The entries (property, encoded value) that the stored entity `value`
+    /// gives the indexes `definitions` (`*` among them or not), sorted, each
+    /// once: what every write path and the build write. A panic in the encoder,
+    /// or a table with indexes written before the service gave its encoder,
+    /// fails the write.
+    pub(super) fn entity_entries(
+        &self,
+        definitions: &[String],
+        value: &[u8],
+    ) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
         let encoder = self.encoder.get().ok_or_else(|| {
             StoreError::failure(
                 FailureKind::Internal,
                 "a table with secondary indexes written before the service gave the store its index encoder",
             )
         })?;
-        catch_unwind(AssertUnwindSafe(|| encoder(value, property)))
+        catch_unwind(AssertUnwindSafe(|| encoder.entries(definitions, value)))
             .map_err(|_| StoreError::failure(FailureKind::Internal, "the index encoder panicked"))
     }
 }
@@ -236,22 +259,17 @@ pub(super) fn changes(
             Mutation::Delete | Mutation::Expire => None,
             Mutation::Keep => continue,
         };
-        for property in properties {
-            let before = old
-                .as_deref()
-                .map(|v| indexes.encode(v, property))
-                .transpose()?
-                .flatten();
-            let after = new.map(|v| indexes.encode(v, property)).transpose()?.flatten();
-            if before == after {
-                continue;
-            }
-            if let Some(b) = before {
-                removed.push(property, b, key);
-            }
-            if let Some(a) = after {
-                added.push(property, a, key);
-            }
+        let entries = |v: Option<&[u8]>| match v {
+            Some(v) => indexes.entity_entries(properties, v),
+            None => Ok(Vec::new()),
+        };
+        // Both sorted: an entry in both stays as it is.
+        let (before, after) = (entries(old.as_deref())?, entries(new)?);
+        for (p, b) in before.iter().filter(|b| after.binary_search(b).is_err()) {
+            removed.push(p, b.clone(), key);
+        }
+        for (p, a) in after.iter().filter(|a| before.binary_search(a).is_err()) {
+            added.push(p, a.clone(), key);
         }
     }
     Ok((removed, added))
@@ -265,11 +283,12 @@ pub(super) fn entries_of(
     values: &[&[u8]],
 ) -> Result<Entries, StoreError> {
     let mut out = Entries::default();
+    if properties.is_empty() {
+        return Ok(out);
+    }
     for (&key, &value) in keys.iter().zip(values) {
-        for property in properties {
-            if let Some(e) = indexes.encode(value, property)? {
-                out.push(property, e, key);
-            }
+        for (p, e) in indexes.entity_entries(properties, value)? {
+            out.push(&p, e, key);
         }
     }
     Ok(out)
@@ -329,6 +348,7 @@ impl PostgresStore {
         let first = tx.prepare_cached(BUILD_FIRST).await?;
         let after = tx.prepare_cached(BUILD_AFTER).await?;
         let insert = tx.prepare_cached(INSERT_ENTRIES).await?;
+        let definition = [property.to_owned()];
         let mut cursor: Option<Vec<u8>> = None;
         let mut done = 0u64;
         loop {
@@ -339,8 +359,8 @@ impl PostgresStore {
             let mut entries = Entries::default();
             for row in &rows {
                 let (key, value): (&[u8], &[u8]) = (row.try_get(0)?, row.try_get(1)?);
-                if let Some(e) = self.indexes.encode(value, property)? {
-                    entries.push(property, e, key);
+                for (p, e) in self.indexes.entity_entries(&definition, value)? {
+                    entries.push(&p, e, key);
                 }
             }
             if !entries.is_empty() {
@@ -369,11 +389,17 @@ impl PostgresStore {
                 false => Ok(false),
             };
         };
-        let id: i64 = row.try_get(0)?;
+        let (id, rest): (i64, Vec<String>) = (row.try_get(0)?, row.try_get(1)?);
         let undefine = tx.prepare_cached(UNDEFINE).await?;
-        let entries = tx.prepare_cached(DROP_ENTRIES).await?;
         tx.execute(&undefine, &[&id, &property]).await?;
-        tx.execute(&entries, &[&id, &property]).await?;
+        if property == ALL_PROPERTIES {
+            let entries = tx.prepare_cached(DROP_UNLISTED_ENTRIES).await?;
+            tx.execute(&entries, &[&id, &rest]).await?;
+        } else if !rest.iter().any(|p| p == ALL_PROPERTIES) {
+            // With `*` left, its entries are `*`'s too.
+            let entries = tx.prepare_cached(DROP_ENTRIES).await?;
+            tx.execute(&entries, &[&id, &property]).await?;
+        }
         tx.commit().await?;
         Ok(true)
     }

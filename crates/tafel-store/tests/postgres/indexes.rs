@@ -10,10 +10,21 @@ use tafel_store::IndexScanRequest;
 use super::*;
 
 /// The test's encoding: a value `+x` has property P with entry `x`; any other has no P.
-fn encoder() -> tafel_store::IndexEncoder {
-    Box::new(|v: &[u8], p: &str| match v.split_first() {
-        Some((b'+', rest)) if p == "P" => Some(rest.to_vec()),
+/// Every value has property Q, its length.
+fn property(v: &[u8], p: &str) -> Option<Vec<u8>> {
+    match (v.split_first(), p) {
+        (Some((b'+', rest)), "P") => Some(rest.to_vec()),
+        (_, "Q") => Some(vec![v.len() as u8]),
         _ => None,
+    }
+}
+
+fn encoder() -> tafel_store::IndexEncoder {
+    tafel_store::IndexEncoder::new(property, |v: &[u8]| {
+        ["P", "Q"]
+            .iter()
+            .filter_map(|p| Some((p.to_string(), property(v, p)?)))
+            .collect()
     })
 }
 
@@ -44,7 +55,7 @@ async fn entries(
         .unwrap()
     {
         let (k, v): (Vec<u8>, Vec<u8>) = (row.get(0), row.get(1));
-        if let Some(e) = encoder()(&v, "P") {
+        if let Some(e) = encoder().one(&v, "P") {
             want.insert((e, k));
         }
     }
@@ -182,6 +193,17 @@ async fn index_entries_follow_every_write_path_and_the_table() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "needs PostgreSQL: run under scripts/with-postgres with -- --include-ignored"]
 async fn create_index_racing_writes_of_two_nodes_misses_no_entity() {
+    race("P").await;
+}
+
+/// The same race for the index of every property, whose P entries are checked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs PostgreSQL: run under scripts/with-postgres with -- --include-ignored"]
+async fn create_index_of_every_property_racing_writes_of_two_nodes_misses_no_entity() {
+    race("*").await;
+}
+
+async fn race(property: &str) {
     let url = url();
     let nodes = [node(&url).await, node(&url).await];
     let db = sql(&url).await;
@@ -190,7 +212,7 @@ async fn create_index_racing_writes_of_two_nodes_misses_no_entity() {
     for round in 0..4usize {
         let running = writers(&nodes, &a, round * 2);
         tokio::time::sleep(Duration::from_millis(40)).await;
-        assert!(nodes[round % 2].create_index(&a, "race", "P").await.unwrap());
+        assert!(nodes[round % 2].create_index(&a, "race", property).await.unwrap());
         tokio::time::sleep(Duration::from_millis(40)).await;
         running.stop().await;
         let (want, have) = entries(&db, &a, "race").await;
@@ -198,7 +220,7 @@ async fn create_index_racing_writes_of_two_nodes_misses_no_entity() {
         assert_eq!(want, have, "round {round}: entries differ from the entities");
         let running = writers(&nodes, &a, round * 2 + 1);
         tokio::time::sleep(Duration::from_millis(40)).await;
-        assert!(nodes[(round + 1) % 2].drop_index(&a, "race", "P").await.unwrap());
+        assert!(nodes[(round + 1) % 2].drop_index(&a, "race", property).await.unwrap());
         running.stop().await;
         let (_, have) = entries(&db, &a, "race").await;
         assert!(have.is_empty(), "round {round}: entries left after the drop");
@@ -258,4 +280,121 @@ fn writers(nodes: &[Arc<PostgresStore>; 2], a: &str, round: usize) -> Writers {
         }));
     }
     Writers { stop, tasks }
+}
+
+/// Every entry of table `table`, as `(property, value, key)`: what the
+/// entities give the definitions `defs`, and what is stored.
+async fn all_entries(
+    db: &tokio_postgres::Client,
+    account: &str,
+    table: &str,
+    defs: &[&str],
+) -> (
+    BTreeSet<(String, Vec<u8>, Vec<u8>)>,
+    BTreeSet<(String, Vec<u8>, Vec<u8>)>,
+) {
+    let id: i64 = db
+        .query_one(
+            "SELECT id FROM tafel_tables WHERE account = $1 AND lname = $2",
+            &[&account, &table.to_ascii_lowercase().as_bytes()],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    let defs: Vec<String> = defs.iter().map(|d| d.to_string()).collect();
+    let mut want = BTreeSet::new();
+    for row in db
+        .query("SELECT key, value FROM tafel_entities WHERE table_id = $1", &[&id])
+        .await
+        .unwrap()
+    {
+        let (k, v): (Vec<u8>, Vec<u8>) = (row.get(0), row.get(1));
+        for (p, e) in encoder().entries(&defs, &v) {
+            want.insert((p, e, k.clone()));
+        }
+    }
+    let have = db
+        .query(
+            "SELECT property, value, key FROM tafel_index_entries WHERE table_id = $1",
+            &[&id],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect();
+    (want, have)
+}
+
+fn listed(list: &[tafel_store::IndexInfo]) -> Vec<(String, bool, u64)> {
+    list.iter().map(|i| (i.property.clone(), i.ready, i.entries)).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs PostgreSQL: run under scripts/with-postgres with -- --include-ignored"]
+async fn every_property_index_shares_entries_with_declared_ones_on_every_write_path() {
+    let url = url();
+    let s = node(&url).await;
+    let db = sql(&url).await;
+    let a = account();
+    s.create_table(&a, "All").await.unwrap();
+    for i in 0..30u8 {
+        let v = if i % 3 == 0 {
+            b"-".to_vec()
+        } else {
+            vec![b'+', b'a' + i % 4]
+        };
+        put(&*s, &a, "All", "p", &format!("r{i:02}"), &v).await;
+    }
+    assert!(s.create_index(&a, "All", "P").await.unwrap());
+    assert!(s.create_index(&a, "All", "*").await.unwrap());
+    // `*` lists the entries of the properties without an index of their own (Q).
+    let list = s.list_indexes(&a, "All").await.unwrap();
+    assert_eq!(listed(&list), vec![("*".into(), true, 30), ("P".into(), true, 20)]);
+    assert_eq!(s.ready_indexes(&a, "All").await.unwrap(), vec!["*", "P"]);
+    let (want, have) = all_entries(&db, &a, "All", &["*"]).await;
+    assert_eq!(want, have);
+    // Every kind of write: the fast insert (its guess holds `*`), the long way, a batch.
+    s.insert_entities(&a, "All", vec![key("q", "1")], put_all(vec![b"+bb".to_vec()]))
+        .await
+        .unwrap();
+    put(&*s, &a, "All", "p", "r01", b"+zz").await;
+    put(&*s, &a, "All", "p", "r02", b"-").await;
+    let gone: Decide = Box::new(|_| vec![Mutation::Delete, Mutation::Put(b"+c".to_vec())]);
+    s.write_entities(&a, "All", vec![key("p", "r04"), key("p", "r05")], gone)
+        .await
+        .unwrap();
+    let (want, have) = all_entries(&db, &a, "All", &["*"]).await;
+    assert_eq!(want, have);
+    // A query on Q, which has no index of its own, reads `*`'s entries.
+    let request = IndexScanRequest {
+        ranges: vec![("Q".into(), vec![(vec![3], vec![4])])],
+        from: None,
+        limit: 1000,
+        filter: Arc::new(|_, _| true),
+        max_candidates: 50_000,
+    };
+    let mut rows: Vec<(EntityKey, Vec<u8>)> = Vec::new();
+    s.index_scan_into(&a, "All", request, &mut rows)
+        .await
+        .unwrap()
+        .expect("planned");
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    // Dropping P while `*` stays keeps P's entries.
+    assert!(s.drop_index(&a, "All", "P").await.unwrap());
+    let (want, have) = all_entries(&db, &a, "All", &["*"]).await;
+    assert_eq!(want, have);
+    assert_eq!(
+        listed(&s.list_indexes(&a, "All").await.unwrap()),
+        vec![("*".into(), true, want.len() as u64)]
+    );
+    // Dropping `*` keeps only the declared P's.
+    assert!(s.create_index(&a, "All", "P").await.unwrap());
+    assert!(s.drop_index(&a, "All", "*").await.unwrap());
+    let (want, have) = all_entries(&db, &a, "All", &["P"]).await;
+    assert_eq!(want, have);
+    assert!(!want.is_empty());
+    assert!(s.drop_index(&a, "All", "P").await.unwrap());
+    let (_, have) = all_entries(&db, &a, "All", &[]).await;
+    assert!(have.is_empty());
 }

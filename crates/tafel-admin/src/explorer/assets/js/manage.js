@@ -113,7 +113,7 @@ export function renderManage(root, api, table, { changed }) {
   // Indexes ------------------------------------------------------------------
   const indexList = h("div#index-list", {}, "…");
   const indexError = h("p.error#index-error", { role: "alert" });
-  const indexProp = h("input#index-property", { placeholder: "Property, e.g. Email", spellcheck: "false", "aria-label": "Property to index" });
+  const indexProp = h("input#index-property", { placeholder: "Property, e.g. Email, or * for every property", spellcheck: "false", "aria-label": "Property to index" });
   const indexAdd = h("button.primary#index-add", { type: "submit" }, "Add index");
   async function loadIndexes() {
     const r = await call("GET", "indexes");
@@ -154,7 +154,7 @@ export function renderManage(root, api, table, { changed }) {
     },
   },
   h("h3", {}, "Indexes"), indexList,
-  h("p.hint", {}, "A $filter on an indexed property is answered from its index (docs/indexes.md)."),
+  h("p.hint", {}, "A $filter on an indexed property is answered from its index; * indexes every property (docs/indexes.md)."),
   indexError, h("div.query-row", {}, indexProp, indexAdd));
 
   // Purge --------------------------------------------------------------------
