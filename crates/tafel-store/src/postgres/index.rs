@@ -32,10 +32,10 @@
 //! build's). Dropping `*` removes the entries of properties not in the list;
 //! dropping a property while `*` is listed keeps its entries.
 //!
-//! Building: the create's transaction holds that row lock while it writes an
-//! entry for every entity, in chunks of statements, then commits the definition
-//! ready: writes of the table wait for it (the embedded store's build is one
-//! commit too); no `building` state is ever visible.
+//! Building: the create's transaction writes the definition; on a table with
+//! entities it is `building`, and every node's build task (`index_build.rs`)
+//! writes the other entities' entries in short batches; on an empty table it is
+//! ready at once.
 
 use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -49,10 +49,8 @@ use super::{lower, PostgresStore};
 use crate::error::{FailureKind, StoreError};
 use crate::key::{EntityKey, KeyRef};
 use crate::paging::PageBuilder;
-use crate::traits::{IndexEncoder, IndexInfo, IndexScanRequest, Mutation, ScanEnd, ALL_PROPERTIES};
+use crate::traits::{IndexEncoder, IndexInfo, IndexProgress, IndexScanRequest, Mutation, ScanEnd, ALL_PROPERTIES};
 
-/// Entities read per statement while building.
-const BUILD_CHUNK: i64 = 1000;
 /// Entries removed per statement when a deleted table's go.
 pub(super) const ENTRY_CHUNK: i64 = 1000;
 
@@ -76,9 +74,8 @@ const DROP_ENTRIES: &str = "DELETE FROM tafel_index_entries WHERE table_id = $1 
 /// A drop of `*`: the entries of every property the list (`$2`, what is left) lacks.
 const DROP_UNLISTED_ENTRIES: &str =
     "DELETE FROM tafel_index_entries WHERE table_id = $1 AND NOT (property = ANY($2::TEXT[]))";
-const BUILD_FIRST: &str = "SELECT key, value FROM tafel_entities WHERE table_id = $1 ORDER BY key LIMIT $2";
-const BUILD_AFTER: &str =
-    "SELECT key, value FROM tafel_entities WHERE table_id = $1 AND key > $2 ORDER BY key LIMIT $3";
+/// Whether table `$1` has no entity (after the create's lock: no write is in it).
+const EMPTY: &str = "SELECT NOT EXISTS (SELECT 1 FROM tafel_entities WHERE table_id = $1)";
 
 /// A write's entries: removed first, then added (an entry already there, as a
 /// build may have written it, is left as it is).
@@ -90,14 +87,15 @@ pub(super) const INSERT_ENTRIES: &str = "INSERT INTO tafel_index_entries (table_
      ON CONFLICT DO NOTHING";
 
 /// A table's indexes with their entries counted (`*`'s: those of properties
-/// not in the list); a row with a NULL property is a table without any; no
-/// row, no table.
+/// not in the list), and the table's entities (a build's progress); a row with
+/// a NULL property is a table without any; no row, no table.
 const LIST: &str = "SELECT d.property, d.ready, d.done,
          CASE WHEN d.property = '*' THEN
              (SELECT count(*) FROM tafel_index_entries e WHERE e.table_id = t.id AND e.property <> ALL(t.indexes))
          ELSE
              (SELECT count(*) FROM tafel_index_entries e WHERE e.table_id = t.id AND e.property = d.property)
-         END
+         END,
+         (SELECT CAST(COALESCE(sum(c.entities), 0) AS BIGINT) FROM tafel_table_counts c WHERE c.table_id = t.id)
      FROM tafel_tables t LEFT JOIN tafel_indexes d ON d.table_id = t.id
      WHERE t.account = $1 AND t.lname = $2 AND NOT t.deleting ORDER BY d.property";
 const READY: &str = "SELECT d.property FROM tafel_tables t JOIN tafel_indexes d ON d.table_id = t.id AND d.ready
@@ -141,6 +139,8 @@ pub(super) struct Indexes {
     guesses: Mutex<HashMap<TableName, Arc<[String]>>>,
     /// Each table's ready indexes as a query last read them, and when.
     ready: Mutex<HashMap<TableName, ReadyAt>>,
+    /// Wakes this node's build task (`index_build.rs`).
+    build: tokio::sync::Notify,
 }
 
 /// A table's ready indexes and when they were read.
@@ -159,6 +159,21 @@ const GUESSED_TABLES: usize = 1 << 16;
 impl Indexes {
     pub(super) fn set_encoder(&self, encoder: IndexEncoder) {
         let _ = self.encoder.set(encoder);
+        // Builds left by a stopped node wait for it.
+        self.wake_builder();
+    }
+
+    pub(super) fn has_encoder(&self) -> bool {
+        self.encoder.get().is_some()
+    }
+
+    /// A build is due: this node's build task runs now (or when its pass ends).
+    pub(super) fn wake_builder(&self) {
+        self.build.notify_one();
+    }
+
+    pub(super) async fn woken(&self) {
+        self.build.notified().await;
     }
 
     /// The indexed properties table `lname` had when this node last looked.
@@ -189,6 +204,13 @@ impl Indexes {
     pub(super) fn forget_ready(&self, account: &str, table: &str) {
         let mut ready = self.ready.lock().unwrap_or_else(PoisonError::into_inner);
         ready.remove(&(account.to_owned(), lower(table)));
+    }
+
+    /// After this node's build task made an index ready (it knows the table's id,
+    /// not its name): every table's read anew.
+    pub(super) fn forget_all_ready(&self) {
+        let mut ready = self.ready.lock().unwrap_or_else(PoisonError::into_inner);
+        ready.clear();
     }
 
     pub(super) fn saw(&self, account: &str, lname: &[u8], list: Vec<String>) {
@@ -316,8 +338,9 @@ fn count(n: i64) -> u64 {
 }
 
 impl PostgresStore {
-    /// One attempt of a create: the definition and every entity's entry, one
-    /// transaction (see the top). `Ok(false)` when the index exists.
+    /// One attempt of a create: the definition, `building` on a table with
+    /// entities (the build task writes their entries), ready on an empty one; one
+    /// short transaction (see the top). `Ok(false)` when the index exists.
     pub(super) async fn create_index_once(&self, account: &str, table: &str, property: &str) -> Result<bool, DbError> {
         let lname = lower(table);
         let mut client = self.client().await?;
@@ -333,46 +356,19 @@ impl PostgresStore {
         let (id, list): (i64, Vec<String>) = (row.try_get(0)?, row.try_get(1)?);
         let define = tx.prepare_cached(DEFINE).await?;
         tx.execute(&define, &[&id, &property]).await?;
-        let done = self.build(&tx, id, property).await?;
-        let ready = tx.prepare_cached(MARK_READY).await?;
-        tx.execute(&ready, &[&id, &property, &i64::try_from(done).unwrap_or(i64::MAX)])
-            .await?;
+        // After the lock, at READ COMMITTED: every write before it is seen, none runs.
+        let empty = tx.prepare_cached(EMPTY).await?;
+        let empty: bool = tx.query_one(&empty, &[&id]).await?.try_get(0)?;
+        if empty {
+            let ready = tx.prepare_cached(MARK_READY).await?;
+            tx.execute(&ready, &[&id, &property, &0i64]).await?;
+        }
         tx.commit().await?;
         self.indexes.saw(account, &lname, list);
-        Ok(true)
-    }
-
-    /// Writes the entry of every entity of table `id` for `property`, chunk by
-    /// chunk, in the create's transaction; the entities read.
-    async fn build(&self, tx: &deadpool_postgres::Transaction<'_>, id: i64, property: &str) -> Result<u64, DbError> {
-        let first = tx.prepare_cached(BUILD_FIRST).await?;
-        let after = tx.prepare_cached(BUILD_AFTER).await?;
-        let insert = tx.prepare_cached(INSERT_ENTRIES).await?;
-        let definition = [property.to_owned()];
-        let mut cursor: Option<Vec<u8>> = None;
-        let mut done = 0u64;
-        loop {
-            let rows = match &cursor {
-                None => tx.query(&first, &[&id, &BUILD_CHUNK]).await?,
-                Some(c) => tx.query(&after, &[&id, c, &BUILD_CHUNK]).await?,
-            };
-            let mut entries = Entries::default();
-            for row in &rows {
-                let (key, value): (&[u8], &[u8]) = (row.try_get(0)?, row.try_get(1)?);
-                for (p, e) in self.indexes.entity_entries(&definition, value)? {
-                    entries.push(&p, e, key);
-                }
-            }
-            if !entries.is_empty() {
-                tx.execute(&insert, &[&id, &entries.properties, &entries.values, &entries.keys])
-                    .await?;
-            }
-            done += rows.len() as u64;
-            match rows.last() {
-                Some(last) if rows.len() as i64 == BUILD_CHUNK => cursor = Some(last.try_get(0)?),
-                _ => return Ok(done),
-            }
+        if !empty {
+            self.indexes.wake_builder();
         }
+        Ok(true)
     }
 
     /// One attempt of a drop: the definition and its entries, in one transaction
@@ -417,11 +413,18 @@ impl PostgresStore {
                 continue;
             };
             let ready: bool = row.try_get(1)?;
+            // Entities the build has passed, of the table's now (deletes behind the cursor
+            // do not lower `done`: it is capped).
+            let (done, total) = (count(row.try_get(2)?), count(row.try_get(4)?));
+            let progress = (!ready).then_some(IndexProgress {
+                done: done.min(total),
+                total,
+            });
             out.push(IndexInfo {
                 property,
                 ready,
                 entries: count(row.try_get(3)?),
-                progress: None,
+                progress,
             });
         }
         Ok(out)

@@ -28,6 +28,7 @@ mod counts;
 mod deleted;
 mod feed;
 mod index;
+mod index_build;
 mod migrate;
 mod pipelined;
 mod reaper;
@@ -95,7 +96,9 @@ pub struct PostgresStore {
     /// How long a deleted table stays restorable (ns; 0: deleted at once; `deleted.rs`).
     keep_ns: std::sync::atomic::AtomicU64,
     /// The index encoder and what this node last saw of tables' indexes (`index.rs`).
-    indexes: index::Indexes,
+    indexes: std::sync::Arc<index::Indexes>,
+    /// This node's task building indexes online (`index_build.rs`).
+    _builder: index_build::Builder,
 }
 
 /// How long readiness waits for the database to answer.
@@ -144,6 +147,8 @@ impl PostgresStore {
         let reaper = reaper::Reaper::start(pool.clone());
         // Deletes a node left unfinished when it stopped.
         reaper.wake();
+        let indexes = std::sync::Arc::<index::Indexes>::default();
+        let builder = index_build::Builder::start(pool.clone(), indexes.clone());
         Ok(PostgresStore {
             pool,
             stats: PgStats::default(),
@@ -151,7 +156,8 @@ impl PostgresStore {
             deadline: options.timeout + Duration::from_secs(2),
             feed: Default::default(),
             keep_ns: Default::default(),
-            indexes: Default::default(),
+            indexes,
+            _builder: builder,
         })
     }
 
