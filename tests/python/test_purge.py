@@ -320,7 +320,6 @@ def test_a_whole_table_truncate_is_one_change_and_leaves_the_table_usable(srv):
         assert stats(srv, name)["entities"] == 1
 
 
-@pytest.mark.skipif(BACKEND == "postgres", reason="indexes are built on the embedded store only")
 def test_a_truncate_takes_the_index_entries_and_keeps_the_index(srv):
     name = unique_table_name("purgeidx")
     with TableServiceClient.from_connection_string(srv.conn_str) as svc:
