@@ -259,9 +259,7 @@ class TafelServer:
         while time.monotonic() < deadline:
             code = self.proc.poll()
             if code is not None:
-                raise RuntimeError(
-                    f"tafel exited with code {code} during startup:\n{self.log_tail(80)}"
-                )
+                raise RuntimeError(f"tafel exited with code {code} during startup:\n{self.startup_error()}")
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
                     return
@@ -338,6 +336,14 @@ class TafelServer:
 
     def log_tail(self, lines: int = 60, since: int = 0) -> str:
         return "\n".join(self.log_text(since).splitlines()[-lines:])
+
+    def startup_error(self) -> str:
+        """The log's last 80 lines before the error's stack backtrace (RUST_BACKTRACE=1), whose
+        frames once pushed the error itself ("No space left on device") out of the tail shown."""
+        lines = self.log_text().splitlines()
+        if "Stack backtrace:" in lines:
+            lines = lines[: len(lines) - lines[::-1].index("Stack backtrace:") - 1]
+        return "\n".join(lines[-80:])
 
 
 # ---------------------------------------------------------------------------
