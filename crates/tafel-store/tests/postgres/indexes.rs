@@ -110,6 +110,20 @@ async fn by_index(s: &PostgresStore, a: &str, t: &str, x: &[u8], limit: usize) -
     Some(rows.into_iter().map(|(k, _)| k).collect())
 }
 
+/// Table `t`, made with 30 entities in partition `p`: every third without the
+/// property `P` (value `-`), the rest with `P` of four values (`+a`…`+d`).
+async fn fill(s: &PostgresStore, a: &str, t: &str) {
+    s.create_table(a, t).await.unwrap();
+    for i in 0..30u8 {
+        let v = if i % 3 == 0 {
+            b"-".to_vec()
+        } else {
+            vec![b'+', b'a' + i % 4]
+        };
+        put(s, a, t, "p", &format!("r{i:02}"), &v).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "needs PostgreSQL: run under scripts/with-postgres with -- --include-ignored"]
 async fn index_entries_follow_every_write_path_and_the_table() {
@@ -117,15 +131,7 @@ async fn index_entries_follow_every_write_path_and_the_table() {
     let s = node(&url).await;
     let db = sql(&url).await;
     let a = account();
-    s.create_table(&a, "Idx").await.unwrap();
-    for i in 0..30u8 {
-        let v = if i % 3 == 0 {
-            b"-".to_vec()
-        } else {
-            vec![b'+', b'a' + i % 4]
-        };
-        put(&*s, &a, "Idx", "p", &format!("r{i:02}"), &v).await;
-    }
+    fill(&s, &a, "Idx").await;
     assert!(s.ready_indexes(&a, "Idx").await.unwrap().is_empty());
     assert!(s.create_index(&a, "Idx", "P").await.unwrap());
     assert!(
@@ -431,15 +437,7 @@ async fn every_property_index_shares_entries_with_declared_ones_on_every_write_p
     let s = node(&url).await;
     let db = sql(&url).await;
     let a = account();
-    s.create_table(&a, "All").await.unwrap();
-    for i in 0..30u8 {
-        let v = if i % 3 == 0 {
-            b"-".to_vec()
-        } else {
-            vec![b'+', b'a' + i % 4]
-        };
-        put(&*s, &a, "All", "p", &format!("r{i:02}"), &v).await;
-    }
+    fill(&s, &a, "All").await;
     assert!(s.create_index(&a, "All", "P").await.unwrap());
     assert!(s.create_index(&a, "All", "*").await.unwrap());
     wait_ready(&s, &a, "All", "P").await;
