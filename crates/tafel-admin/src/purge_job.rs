@@ -112,7 +112,6 @@ impl Job {
         })
     }
 
-    /// The filter the job deletes by: the partition's and the user's, both.
     /// Whether the job finished more than [`FINISHED_KEPT`] before `now`
     /// (seconds since the epoch), so its record may go.
     fn outlived(&self, now: u64) -> bool {
@@ -122,6 +121,7 @@ impl Job {
                 .is_some_and(|f| now.saturating_sub(f) > FINISHED_KEPT.as_secs())
     }
 
+    /// The filter the job deletes by: the partition's and the user's, both.
     pub fn filter_text(&self) -> Option<String> {
         let partition = self
             .partition
