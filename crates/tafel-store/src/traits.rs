@@ -3,12 +3,13 @@
 //! atomic read-modify-write of several entities of one table.
 
 use std::ops::ControlFlow;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
 use async_trait::async_trait;
 
-use crate::error::{NotReady, StoreError};
+use crate::error::{FailureKind, NotReady, StoreError};
 use crate::feed::{ChangesRead, ChangesRequest};
 use crate::key::{EntityKey, KeyRange, KeyRef};
 use crate::reset::{ResetError, SavepointInfo};
@@ -141,6 +142,52 @@ impl IndexEncoder {
         out.dedup();
         out
     }
+
+    /// [`entries`](Self::entries), a panic in the service's encoder failing the
+    /// write rather than the writer.
+    #[cfg_attr(not(any(feature = "embedded", feature = "postgres")), allow(dead_code))]
+    pub(crate) fn entries_or_fail(
+        &self,
+        definitions: &[String],
+        stored: &[u8],
+    ) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
+        catch_unwind(AssertUnwindSafe(|| self.entries(definitions, stored)))
+            .map_err(|_| StoreError::failure(FailureKind::Internal, "the index encoder panicked"))
+    }
+
+    /// What a write from `old` to `new` (stored forms; `None`: no entity) does
+    /// to the entries of `definitions`: the entries gone, and those come. An
+    /// entry in both stays as it is. For both backends' write paths.
+    #[cfg_attr(not(any(feature = "embedded", feature = "postgres")), allow(dead_code))]
+    pub(crate) fn moved(
+        &self,
+        definitions: &[String],
+        old: Option<&[u8]>,
+        new: Option<&[u8]>,
+    ) -> Result<Moved, StoreError> {
+        let entries = |v: Option<&[u8]>| v.map_or(Ok(Vec::new()), |v| self.entries_or_fail(definitions, v));
+        // Both sorted: a binary search finds an entry in the other.
+        let (before, after) = (entries(old)?, entries(new)?);
+        let gone = before
+            .iter()
+            .filter(|b| after.binary_search(b).is_err())
+            .cloned()
+            .collect();
+        let came = after
+            .iter()
+            .filter(|a| before.binary_search(a).is_err())
+            .cloned()
+            .collect();
+        Ok(Moved { gone, came })
+    }
+}
+
+/// The entries a write removes and adds ([`IndexEncoder::moved`]), each
+/// `(property, encoded value)`.
+#[cfg_attr(not(any(feature = "embedded", feature = "postgres")), allow(dead_code))]
+pub(crate) struct Moved {
+    pub(crate) gone: Vec<(String, Vec<u8>)>,
+    pub(crate) came: Vec<(String, Vec<u8>)>,
 }
 
 /// One secondary index of a table, as the admin API lists it.

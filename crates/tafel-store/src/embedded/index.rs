@@ -14,7 +14,6 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::ops::ControlFlow;
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
 use super::apply::Writer;
@@ -80,18 +79,6 @@ pub(super) fn entity_key_of<'a>(entry: &'a [u8], value: &[u8]) -> Result<&'a [u8
         .ok_or_else(corrupt)
 }
 
-/// The entries (property, encoded value) that the stored entity `value` gives
-/// the indexes `definitions` (`*` among them or not), sorted, each once
-/// (`IndexEncoder::entries`); a panic in the encoder fails the write.
-pub(super) fn encoded(
-    encoder: &IndexEncoder,
-    definitions: &[String],
-    value: &[u8],
-) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
-    catch_unwind(AssertUnwindSafe(|| encoder.entries(definitions, value)))
-        .map_err(|_| StoreError::failure(FailureKind::Internal, "the index encoder panicked"))
-}
-
 /// An index row: its key and value (the entity key's length).
 pub(super) type IndexRow = (Vec<u8>, [u8; 2]);
 
@@ -103,7 +90,8 @@ pub(super) fn entity_entries(
     key: &[u8],
     value: &[u8],
 ) -> Result<Vec<IndexRow>, StoreError> {
-    encoded(encoder, definitions, value)?
+    encoder
+        .entries_or_fail(definitions, value)?
         .iter()
         .map(|(p, e)| entry(&entry_prefix(id, p), e, key))
         .collect()
@@ -240,18 +228,12 @@ impl Writer<'_, '_> {
         new: Option<&[u8]>,
     ) -> Result<(), StoreError> {
         let encoder = at_hand(self.index_encoder)?;
-        let entries = |v: Option<&[u8]>| match v {
-            Some(v) => encoded(encoder, properties, v),
-            None => Ok(Vec::new()),
-        };
-        // Both sorted: an entry in both stays as it is.
-        let (before, after) = (entries(old)?, entries(new)?);
-        for gone in before.iter().filter(|b| after.binary_search(b).is_err()) {
-            self.tx
-                .remove(Tree::Index, &entry(&entry_prefix(id, &gone.0), &gone.1, key)?.0)?;
+        let moved = encoder.moved(properties, old, new)?;
+        for (p, e) in &moved.gone {
+            self.tx.remove(Tree::Index, &entry(&entry_prefix(id, p), e, key)?.0)?;
         }
-        for came in after.iter().filter(|a| before.binary_search(a).is_err()) {
-            let (k, v) = entry(&entry_prefix(id, &came.0), &came.1, key)?;
+        for (p, e) in &moved.came {
+            let (k, v) = entry(&entry_prefix(id, p), e, key)?;
             self.tx.insert(Tree::Index, &k, &v)?;
         }
         Ok(())
@@ -382,42 +364,57 @@ pub(super) fn scan(
     }
     let from = request.from.as_ref().map(EntityKey::as_bytes);
     let mut keys: Vec<Vec<u8>> = Vec::new();
-    for (property, ranges) in &request.ranges {
-        let prefix = entry_prefix(id, property);
-        for (start, end) in ranges {
-            if start >= end {
+    for (lo, hi) in entry_ranges(id, request) {
+        for item in view.range_of(Tree::Index, &lo, &hi)? {
+            let (k, v) = item?;
+            let key = entity_key_of(k.bytes(), v.bytes())?;
+            if from.is_some_and(|f| key < f) {
                 continue;
             }
-            let lo = [prefix.as_slice(), start].concat();
-            let hi = [prefix.as_slice(), end].concat();
-            for item in view.range_of(Tree::Index, &lo, &hi)? {
-                let (k, v) = item?;
-                let key = entity_key_of(k.bytes(), v.bytes())?;
-                if from.is_some_and(|f| key < f) {
-                    continue;
-                }
-                if keys.len() == request.max_candidates {
-                    return Ok(None);
-                }
-                keys.push(key.to_vec());
+            if keys.len() == request.max_candidates {
+                return Ok(None);
             }
+            keys.push(key.to_vec());
         }
     }
     let paging = request.candidates_in_key_order(&mut keys);
     let mut page = PageBuilder::new(&paging, sink);
     for key in keys {
-        let row = row_key(id, &key);
-        let Some(stored) = view.get(Tree::Entities, &row)? else {
-            return Err(StoreError::failure(
-                FailureKind::Corrupt,
-                "an index entry whose entity is missing",
-            ));
-        };
-        if let Some(end) = page.offer(KeyRef::new(&key), unseal(&row, stored.bytes())?) {
+        if let Some(end) = offer(view, id, &key, &mut page)? {
             return Ok(Some(end));
         }
     }
     Ok(Some(page.finish()))
+}
+
+/// The index-key ranges `[lo, hi)` of a request's value ranges on table `id`,
+/// the empty ones left out.
+pub(super) fn entry_ranges(id: u64, request: &IndexScanRequest) -> impl Iterator<Item = (Vec<u8>, Vec<u8>)> + '_ {
+    request.ranges.iter().flat_map(move |(property, ranges)| {
+        let prefix = entry_prefix(id, property);
+        ranges
+            .iter()
+            .filter(|(start, end)| start < end)
+            .map(move |(start, end)| ([prefix.as_slice(), start].concat(), [prefix.as_slice(), end].concat()))
+    })
+}
+
+/// Reads candidate `key`'s entity and offers it to the page: how the page
+/// ends, if it ends at it.
+pub(super) fn offer<S: RowSink + ?Sized>(
+    view: &ReadView,
+    id: u64,
+    key: &[u8],
+    page: &mut PageBuilder<'_, S>,
+) -> Result<Option<ScanEnd>, StoreError> {
+    let row = row_key(id, key);
+    let Some(stored) = view.get(Tree::Entities, &row)? else {
+        return Err(StoreError::failure(
+            FailureKind::Corrupt,
+            "an index entry whose entity is missing",
+        ));
+    };
+    Ok(page.offer(KeyRef::new(key), unseal(&row, stored.bytes())?))
 }
 
 /// One way an index differs from its table (`tafel check`).
@@ -437,11 +434,9 @@ pub(super) fn verify(view: &ReadView, id: u64, encoder: &IndexEncoder) -> Result
     // Each wanted entry → (its property, its entity key, whether a definition
     // that asks for it is built past the entity).
     let mut want: BTreeMap<Vec<u8>, (String, Vec<u8>, bool)> = BTreeMap::new();
-    let entities = match defs.is_empty() {
-        true => (id.to_be_bytes(), id.to_be_bytes()),
-        false => (id.to_be_bytes(), (id + 1).to_be_bytes()),
-    };
-    for item in view.range_of(Tree::Entities, &entities.0, &entities.1)? {
+    // Without definitions no entity wants an entry: its entities are not read.
+    let entities_end = if defs.is_empty() { id } else { id + 1 };
+    for item in view.range_of(Tree::Entities, &id.to_be_bytes(), &entities_end.to_be_bytes())? {
         let (k, v) = item?;
         let k = k.bytes();
         // A damaged value is reported as such by the check's own walk.
@@ -452,7 +447,7 @@ pub(super) fn verify(view: &ReadView, id: u64, encoder: &IndexEncoder) -> Result
                 State::Ready => true,
                 State::Building(cursor) => cursor.as_deref().is_some_and(|c| key <= c),
             };
-            for (p, e) in encoded(encoder, std::slice::from_ref(property), value)? {
+            for (p, e) in encoder.entries_or_fail(std::slice::from_ref(property), value)? {
                 let slot = want
                     .entry(entry(&entry_prefix(id, &p), &e, key)?.0)
                     .or_insert_with(|| (p, key.to_vec(), false));

@@ -13,13 +13,10 @@
 
 use std::iter::Peekable;
 
-use super::checksums::unseal;
 use super::commit::ReadView;
 use super::engine::tree::{Range, ReadTrees, Tree};
-use super::index::{entity_key_of, entry_prefix};
-use super::schema::row_key;
+use super::index::{entity_key_of, entry_ranges, offer};
 use crate::error::{FailureKind, StoreError};
-use crate::key::KeyRef;
 use crate::paging::PageBuilder;
 use crate::traits::{IndexScanRequest, RowSink, ScanEnd};
 
@@ -68,34 +65,26 @@ pub(super) fn single_values<'v>(
 ) -> Result<Option<Vec<ValueStream<'v>>>, StoreError> {
     let from = request.from.as_ref().map(|k| k.as_bytes());
     let mut streams = Vec::new();
-    for (property, ranges) in &request.ranges {
-        let prefix = entry_prefix(id, property);
-        for (start, end) in ranges {
-            if start >= end {
-                continue;
-            }
-            let lo = [prefix.as_slice(), start].concat();
-            let hi = [prefix.as_slice(), end].concat();
-            let Some(first) = view.range_of(Tree::Index, &lo, &hi)?.next() else {
-                continue;
-            };
-            let (k, v) = first?;
-            let (entry, key) = (k.bytes(), entity_key_of(k.bytes(), v.bytes())?);
-            // `prefix ‖ value`: every entry of the value starts with it, and no
-            // entry of another value does (encodings are prefix-free).
-            let value = entry.get(..entry.len() - key.len()).ok_or_else(corrupt)?.to_vec();
-            let value_end = after_prefix(&value);
-            if value_end < hi && view.range_of(Tree::Index, &value_end, &hi)?.next().is_some() {
-                return Ok(None);
-            }
-            let seek = match from {
-                Some(f) => [value.as_slice(), f].concat(),
-                None => value.clone(),
-            };
-            streams.push(ValueStream {
-                entries: view.range_of(Tree::Index, &seek, &value_end)?.peekable(),
-            });
+    for (lo, hi) in entry_ranges(id, request) {
+        let Some(first) = view.range_of(Tree::Index, &lo, &hi)?.next() else {
+            continue;
+        };
+        let (k, v) = first?;
+        let (entry, key) = (k.bytes(), entity_key_of(k.bytes(), v.bytes())?);
+        // `prefix ‖ value`: every entry of the value starts with it, and no
+        // entry of another value does (encodings are prefix-free).
+        let value = entry.get(..entry.len() - key.len()).ok_or_else(corrupt)?.to_vec();
+        let value_end = after_prefix(&value);
+        if value_end < hi && view.range_of(Tree::Index, &value_end, &hi)?.next().is_some() {
+            return Ok(None);
         }
+        let seek = match from {
+            Some(f) => [value.as_slice(), f].concat(),
+            None => value.clone(),
+        };
+        streams.push(ValueStream {
+            entries: view.range_of(Tree::Index, &seek, &value_end)?.peekable(),
+        });
     }
     Ok(Some(streams))
 }
@@ -128,14 +117,7 @@ pub(super) fn page(
                 s.entries.next();
             }
         }
-        let row = row_key(id, &key);
-        let Some(stored) = view.get(Tree::Entities, &row)? else {
-            return Err(StoreError::failure(
-                FailureKind::Corrupt,
-                "an index entry whose entity is missing",
-            ));
-        };
-        if let Some(end) = page.offer(KeyRef::new(&key), unseal(&row, stored.bytes())?) {
+        if let Some(end) = offer(view, id, &key, &mut page)? {
             return Ok(end);
         }
     }

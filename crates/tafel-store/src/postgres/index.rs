@@ -231,14 +231,18 @@ impl Indexes {
         definitions: &[String],
         value: &[u8],
     ) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
-        let encoder = self.encoder.get().ok_or_else(|| {
+        self.encoder()?.entries_or_fail(definitions, value)
+    }
+
+    /// The service's encoder; a table with indexes written before the service
+    /// gave it fails the write.
+    fn encoder(&self) -> Result<&IndexEncoder, StoreError> {
+        self.encoder.get().ok_or_else(|| {
             StoreError::failure(
                 FailureKind::Internal,
                 "a table with secondary indexes written before the service gave the store its index encoder",
             )
-        })?;
-        catch_unwind(AssertUnwindSafe(|| encoder.entries(definitions, value)))
-            .map_err(|_| StoreError::failure(FailureKind::Internal, "the index encoder panicked"))
+        })
     }
 }
 
@@ -281,17 +285,12 @@ pub(super) fn changes(
             Mutation::Delete | Mutation::Expire => None,
             Mutation::Keep => continue,
         };
-        let entries = |v: Option<&[u8]>| match v {
-            Some(v) => indexes.entity_entries(properties, v),
-            None => Ok(Vec::new()),
-        };
-        // Both sorted: an entry in both stays as it is.
-        let (before, after) = (entries(old.as_deref())?, entries(new)?);
-        for (p, b) in before.iter().filter(|b| after.binary_search(b).is_err()) {
-            removed.push(p, b.clone(), key);
+        let moved = indexes.encoder()?.moved(properties, old.as_deref(), new)?;
+        for (p, e) in moved.gone {
+            removed.push(&p, e, key);
         }
-        for (p, a) in after.iter().filter(|a| before.binary_search(a).is_err()) {
-            added.push(p, a.clone(), key);
+        for (p, e) in moved.came {
+            added.push(&p, e, key);
         }
     }
     Ok((removed, added))
