@@ -491,16 +491,36 @@ def value(samples: dict, name: str, **labels) -> float:
     return samples.get((name, tuple(sorted(labels.items()))), 0.0)
 
 
-def declare_index(server: TafelServer, table: str, prop: str, timeout: float = 120) -> dict:
-    """Declares an index through the admin API and waits until it is ready (a table with data
-    builds it online on the embedded store: 202, then `building` until ready); its listing."""
+def index_url(server: TafelServer, table: str, prop: str | None = None) -> str:
+    """The admin API's index listing of `table`, or its index on `prop`."""
     url = f"{server.admin_url}/accounts/{ACCOUNT}/tables/{table}/indexes"
-    r = requests.put(f"{url}/{prop}", timeout=60)
-    assert r.status_code in (201, 202), (r.status_code, r.text)
-    deadline = time.monotonic() + timeout
+    return url if prop is None else f"{url}/{prop}"
+
+
+def index_listing(server: TafelServer, table: str) -> dict:
+    """`table`'s indexes as the admin API lists them, by property."""
+    r = requests.get(index_url(server, table), timeout=30)
+    assert r.status_code == 200, (r.status_code, r.text)
+    return {i["property"]: i for i in r.json()["indexes"]}
+
+
+def wait_index_ready(server: TafelServer, table: str, prop: str, timeout: float = 120) -> dict:
+    """Waits until the index on `prop` is ready (a table with data builds it online); its listing."""
+    until = time.monotonic() + timeout
     while True:
-        listed = {i["property"]: i for i in requests.get(url, timeout=30).json()["indexes"]}
-        if listed.get(prop, {}).get("state") == "ready":
-            return listed[prop]
-        assert time.monotonic() < deadline, listed
-        time.sleep(0.05)
+        listed = index_listing(server, table)[prop]
+        if listed["state"] == "ready":
+            assert "progress" not in listed, listed
+            return listed
+        assert time.monotonic() < until, f"the index on {prop} is still building: {listed}"
+        time.sleep(0.02)
+
+
+def declare_index(server: TafelServer, table: str, prop: str, timeout: float = 120) -> dict:
+    """Declares an index through the admin API and waits for its build (201 ready on a table
+    without entities; 202 building, then ready): the PUT's answer, as listed once ready."""
+    r = requests.put(index_url(server, table, prop), timeout=120)
+    assert r.status_code in (201, 202), (r.status_code, r.text)
+    made = r.json()
+    assert made["state"] == ("ready" if r.status_code == 201 else "building"), made
+    return {**made, **wait_index_ready(server, table, prop, timeout)}

@@ -7,45 +7,23 @@ from __future__ import annotations
 
 import random
 import subprocess
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import requests
 from azure.data.tables import EdmType, EntityProperty, TableServiceClient, UpdateMode
 
-from conftest import ACCOUNT, BACKEND, TafelServer, bulk_insert, postgres_only, unique_table_name
-
-
-def index_url(srv, table: str, prop: str | None = None) -> str:
-    url = f"{srv.admin_url}/accounts/{ACCOUNT}/tables/{table}/indexes"
-    return url if prop is None else f"{url}/{prop}"
-
-
-def create_index(srv, table: str, prop: str) -> dict:
-    """Creates the index and waits for its online build: the PUT's answer, as listed once ready."""
-    r = requests.put(index_url(srv, table, prop), timeout=120)
-    assert r.status_code in (201, 202), (r.status_code, r.text)
-    made = r.json()
-    assert made["state"] == ("ready" if r.status_code == 201 else "building"), made
-    return {**made, **wait_ready(srv, table, prop)}
-
-
-def wait_ready(srv, table: str, prop: str, timeout: float = 120) -> dict:
-    until = time.monotonic() + timeout
-    while True:
-        listed = indexes(srv, table)[prop]
-        if listed["state"] == "ready":
-            assert "progress" not in listed, listed
-            return listed
-        assert time.monotonic() < until, f"the index on {prop} is still building: {listed}"
-        time.sleep(0.02)
-
-
-def indexes(srv, table: str) -> dict:
-    r = requests.get(index_url(srv, table), timeout=30)
-    assert r.status_code == 200, (r.status_code, r.text)
-    return {i["property"]: i for i in r.json()["indexes"]}
+from conftest import (
+    BACKEND,
+    TafelServer,
+    bulk_insert,
+    declare_index,
+    index_listing,
+    index_url,
+    postgres_only,
+    unique_table_name,
+    wait_index_ready,
+)
 
 
 def query(srv, table: str, flt: str, top: int | None = None, token: dict | None = None):
@@ -98,7 +76,7 @@ def test_index_answers_a_cross_partition_eq_with_the_plan_header(server, service
     assert r.headers["x-tafel-rows-examined"] == "200"
     scanned = [plain(e) for e in r.json()["value"]]
 
-    made = create_index(server, name, "Email")
+    made = declare_index(server, name, "Email")
     assert made["state"] == "ready" and made["created"] is True
     assert made["entries"] == sum(1 for i in range(200) if i % 7)
     again = requests.put(index_url(server, name, "Email"), timeout=30)
@@ -113,7 +91,7 @@ def test_index_answers_a_cross_partition_eq_with_the_plan_header(server, service
     assert [(e["PartitionKey"], e["RowKey"]) for e in got] == [(e["PartitionKey"], e["RowKey"]) for e in scanned]
 
     # A range on an indexed Int64.
-    create_index(server, name, "Age")
+    declare_index(server, name, "Age")
     r, _ = query(server, name, "Age ge 100L and Age lt 110L")
     assert r.headers["x-tafel-query-plan"] == "index:Age"
     assert [e["RowKey"] for e in r.json()["value"]] == sorted(f"r{i:04d}" for i in range(100, 110))
@@ -126,7 +104,7 @@ def test_index_answers_a_cross_partition_eq_with_the_plan_header(server, service
     assert r.headers["x-tafel-query-plan"] == "point"
     assert r.headers["x-tafel-rows-examined"] == "1"
 
-    listed = indexes(server, name)
+    listed = index_listing(server, name)
     assert set(listed) == {"Email", "Age"} and listed["Age"]["entries"] == 200
     r = requests.delete(index_url(server, name, "Email"), timeout=30)
     assert r.status_code == 204
@@ -235,15 +213,15 @@ def test_index_pages_equal_the_scans_for_random_filters(server, index_set):
         assert server.raw.create_table(t).status_code == 201
     # Indexes on one table before its data and after part of it: both paths fill them.
     for prop in before:
-        create_index(server, indexed_t, prop)
+        declare_index(server, indexed_t, prop)
     rows = [random_entity(rng, i) for i in range(400)]
     bulk_insert(server.raw, plain_t, rows)
     bulk_insert(server.raw, indexed_t, rows[:200])
     for prop in half:
-        create_index(server, indexed_t, prop)
+        declare_index(server, indexed_t, prop)
     bulk_insert(server.raw, indexed_t, rows[200:])
     for prop in whole:
-        create_index(server, indexed_t, prop)
+        declare_index(server, indexed_t, prop)
     used = 0
     for n in range(400):
         flt = random_filter(rng)
@@ -263,11 +241,11 @@ def test_index_stays_exact_across_writes_table_delete_and_kill9(fresh_server):
     svc = TableServiceClient.from_connection_string(srv.conn_str)
     name = unique_table_name("idx")
     table = svc.create_table(name)
-    create_index(srv, name, "Email")
+    declare_index(srv, name, "Email")
     # Beside it, a table indexed on every property: 10 entities of two properties, 20 entries.
     every = unique_table_name("all")
     svc.create_table(every)
-    create_index(srv, every, "*")
+    declare_index(srv, every, "*")
     for i in range(10):
         srv.raw.insert(every, {"PartitionKey": "p", "RowKey": f"{i}", "A": f"a{i % 2}", "B": i})
     rng = random.Random(7)
@@ -317,13 +295,13 @@ def test_index_stays_exact_across_writes_table_delete_and_kill9(fresh_server):
 
     def check():
         want_entries = sum(1 for e in live.values() if "Email" in e)
-        assert indexes(srv, name)["Email"]["entries"] == want_entries
+        assert index_listing(srv, name)["Email"]["entries"] == want_entries
         for em in emails:
             want = sorted(k for k, e in live.items() if e.get("Email") == em)
             r, _ = query(srv, name, f"Email eq '{em}'")
             assert r.headers["x-tafel-query-plan"] == "index:Email"
             assert [(e["PartitionKey"], e["RowKey"]) for e in r.json()["value"]] == want, em
-        assert indexes(srv, every)["*"]["entries"] == 20
+        assert index_listing(srv, every)["*"]["entries"] == 20
         r, _ = query(srv, every, "A eq 'a1'")
         assert r.headers["x-tafel-query-plan"] == "index:A" and len(r.json()["value"]) == 5
 
@@ -343,7 +321,7 @@ def test_index_stays_exact_across_writes_table_delete_and_kill9(fresh_server):
     svc = TableServiceClient.from_connection_string(srv.conn_str)
     svc.delete_table(name)
     svc.create_table(name)
-    assert indexes(srv, name) == {}
+    assert index_listing(srv, name) == {}
     srv.raw.insert(name, {"PartitionKey": "a", "RowKey": "1", "Email": "u1@x"})
     r, _ = query(srv, name, "Email eq 'u1@x'")
     assert r.headers["x-tafel-query-plan"] == "table-scan"
@@ -364,11 +342,11 @@ def test_an_index_declared_on_one_postgres_node_is_kept_by_another(server, tmp_p
         for i in range(20):
             assert other.raw.insert(name, {"PartitionKey": "p", "RowKey": f"a{i:02d}", "Email": f"u{i % 4}@x"}
                                     ).status_code == 201
-        create_index(server, name, "Email")
+        declare_index(server, name, "Email")
         for i in range(20):
             assert other.raw.insert(name, {"PartitionKey": "q", "RowKey": f"b{i:02d}", "Email": f"u{i % 4}@x"}
                                     ).status_code == 201
-        assert indexes(other, name)["Email"] == {"property": "Email", "state": "ready", "entries": 40}
+        assert index_listing(other, name)["Email"] == {"property": "Email", "state": "ready", "entries": 40}
         for srv in (server, other):
             r, _ = query(srv, name, "Email eq 'u1@x'")
             assert r.headers["x-tafel-query-plan"] == "index:Email"
@@ -420,7 +398,7 @@ def test_an_index_on_a_table_with_data_builds_online_and_resumes_after_kill9(fre
     # Reads and writes go on during the build; queries scan until the index is ready.
     seen, added = [], 0
     while True:
-        listed = indexes(srv, name)["Email"]
+        listed = index_listing(srv, name)["Email"]
         if listed["state"] == "ready":
             break
         seen.append(listed["progress"])
@@ -433,7 +411,7 @@ def test_an_index_on_a_table_with_data_builds_online_and_resumes_after_kill9(fre
         # The index answers only once ready (the build may end between the listing and the query).
         if q.headers["x-tafel-query-plan"] != "table-scan":
             assert q.headers["x-tafel-query-plan"] == "index:Email"
-            assert indexes(srv, name)["Email"]["state"] == "ready"
+            assert index_listing(srv, name)["Email"]["state"] == "ready"
     assert seen and seen[0]["total"] >= n, seen
     assert all(0 <= p["done"] <= p["total"] for p in seen), seen
     assert listed["entries"] == n - n // 5 + added
@@ -446,7 +424,7 @@ def test_an_index_on_a_table_with_data_builds_online_and_resumes_after_kill9(fre
     srv.kill9()
     since = srv.log_size()
     srv.start()
-    ready = wait_ready(srv, name, "Age")
+    ready = wait_index_ready(srv, name, "Age")
     assert ready["entries"] == n
     assert "index built online" in srv.log_text(since), "the build did not resume after the restart"
     q, _ = query(srv, name, "Age ge 1000L and Age lt 1010L")
@@ -470,11 +448,11 @@ def test_tafel_index_create_waits_for_the_build_with_progress(server):
     assert out.returncode == 0, out.stderr
     assert f"indexed {name}.Email: 16000 entries" in out.stdout, out.stdout
     assert f"indexing {name}.Email:" in out.stderr, out.stderr
-    assert indexes(server, name)["Email"]["state"] == "ready"
+    assert index_listing(server, name)["Email"]["state"] == "ready"
     out = subprocess.run(cli + ["create", "--no-wait", "Age"], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert f"{name}.Age is building" in out.stdout and "of 20000 entities" in out.stdout, out.stdout
-    wait_ready(server, name, "Age")
+    wait_index_ready(server, name, "Age")
 
 
 # --- The index of every property (`*`).
@@ -495,7 +473,7 @@ def test_the_index_of_every_property_serves_each_property_and_drops_what_only_it
     out = subprocess.run(cli + ["create", "*"], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert f"indexed {name}.*: {has_a + 120} entries" in out.stdout, out.stdout
-    assert indexes(server, name)["*"]["entries"] == has_a + 120
+    assert index_listing(server, name)["*"]["entries"] == has_a + 120
     # Every property is indexed: the plan names the property used.
     for flt, prop in (("A eq 'a3'", "A"), ("B ge 10 and B lt 13", "B"), ("C eq 2L", "C"),
                       ("A eq 'a1' or B eq 7", "A,B")):
@@ -509,18 +487,18 @@ def test_the_index_of_every_property_serves_each_property_and_drops_what_only_it
     assert r.headers["x-tafel-query-plan"] == "table-scan" and len(r.json()["value"]) == 60
     assert requests.put(index_url(server, name, "Timestamp"), timeout=30).status_code == 400
     # A declared index on A shares `*`'s entries: `*` lists those of the others.
-    made = create_index(server, name, "A")
+    made = declare_index(server, name, "A")
     assert made["entries"] == has_a
-    assert indexes(server, name)["*"]["entries"] == 120
+    assert index_listing(server, name)["*"]["entries"] == 120
     # Dropping A while `*` stays keeps its entries: queries on A still use them.
     assert requests.delete(index_url(server, name, "A"), timeout=30).status_code == 204
-    assert indexes(server, name) == {"*": {"property": "*", "state": "ready", "entries": has_a + 120}}
+    assert index_listing(server, name) == {"*": {"property": "*", "state": "ready", "entries": has_a + 120}}
     r, _ = query(server, name, "A eq 'a3'")
     assert r.headers["x-tafel-query-plan"] == "index:A" and len(r.json()["value"]) == 6
     # Dropping `*` keeps the entries of declared indexes only.
-    create_index(server, name, "B")
+    declare_index(server, name, "B")
     assert requests.delete(index_url(server, name, "*"), timeout=30).status_code == 204
-    assert indexes(server, name) == {"B": {"property": "B", "state": "ready", "entries": 60}}
+    assert index_listing(server, name) == {"B": {"property": "B", "state": "ready", "entries": 60}}
     r, _ = query(server, name, "A eq 'a3'")
     assert r.headers["x-tafel-query-plan"] == "table-scan" and len(r.json()["value"]) == 6
     r, _ = query(server, name, "B eq 3")

@@ -8,9 +8,8 @@ import json
 import time
 
 import pytest
-import requests
 
-from conftest import ACCOUNT, TafelServer, bulk_insert, scrape, unique_table_name, value
+from conftest import ACCOUNT, TafelServer, bulk_insert, declare_index, scrape, unique_table_name, value
 
 WARN = "without an index"
 
@@ -111,15 +110,9 @@ def test_a_scan_past_scan_warn_rows_is_warned_logged_and_counted_by_table(plans_
 def test_a_query_answered_from_an_index_is_not_warned_of(plans_server):
     srv, table = plans_server, unique_table_name("plans")
     seed(srv, table)
-    r = requests.put(f"{srv.admin_url}/accounts/{ACCOUNT}/tables/{table}/indexes/Status", timeout=60)
-    assert r.status_code in (201, 202), r.text
     # Waits for the online build by the listing, not by queries: one asked during the build
     # would scan (and count a table scan).
-    deadline = time.monotonic() + 30
-    listing = f"{srv.admin_url}/accounts/{ACCOUNT}/tables/{table}/indexes"
-    while requests.get(listing, timeout=30).json()["indexes"][0]["state"] != "ready":
-        assert time.monotonic() < deadline
-        time.sleep(0.1)
+    declare_index(srv, table, "Status", timeout=30)
     mark = srv.log_size()
     # 60 candidates, more than the limit: read from the index, so no warning.
     assert ask(srv, table, "Status eq 'a'") == ("index:Status", 60)
