@@ -82,8 +82,8 @@ impl Writer<'_, '_> {
                 property,
                 reply,
             } => Pending::Bool(reply, self.drop_index(&account, &table, &property)),
-            Job::BuildIndex { reply } => {
-                let r = self.build_step();
+            Job::BuildIndex { time, reply } => {
+                let r = self.build_step(time);
                 if let Err(e) = &r {
                     tracing::warn!(error = %e, "an index build step failed; it is tried again in a second");
                 }

@@ -48,6 +48,9 @@ pub(super) struct FeedState {
     /// Tests only: how many more online build steps may run (`None`: any).
     #[cfg(test)]
     pub(super) build_steps: std::sync::Mutex<Option<u64>>,
+    /// Tests only: how long a build step may read (`None`: no limit, steps of `STEP_ROWS`).
+    #[cfg(test)]
+    pub(super) build_step_time: std::sync::Mutex<Option<std::time::Duration>>,
 }
 
 /// META key of an account's feed head.

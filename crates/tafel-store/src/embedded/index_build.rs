@@ -4,7 +4,8 @@
 //! entries from the definition's commit on, as for a ready index, so only the
 //! entities past the cursor lack theirs. The writer thread runs build steps
 //! between its groups of writes (`engine/writer.rs`): each step reads up to
-//! [`STEP_ROWS`] entities after the cursor in the group's transaction, writes
+//! [`STEP_ROWS`] entities after the cursor, for [`STEP_TIME`] at most, in the
+//! group's transaction, writes
 //! their entries and the new cursor in the same commit, and at the table's end
 //! marks the index ready. So a build survives `kill -9` as any commit does, and
 //! a write waits for one step at most.
@@ -20,8 +21,16 @@ use super::schema::row_key;
 use crate::error::StoreError;
 use crate::traits::IndexProgress;
 
-/// Entities one build step reads at most: what a write queued behind it waits for.
+/// Entities one build step reads at most.
 pub(super) const STEP_ROWS: usize = 4096;
+/// How long one step may read, with its clock read every [`CLOCK_EVERY`]
+/// entities: what a write queued behind a step waits for. Rows alone do not
+/// bound it: 4,096 small entities of one property take about 14 ms, but `*` on
+/// entities of ten properties costs ~100 µs each (`INDEXES='*'
+/// scripts/cpu-per-op`), 0.4 s a step.
+#[cfg_attr(test, allow(dead_code))]
+const STEP_TIME: Duration = Duration::from_millis(5);
+pub(super) const CLOCK_EVERY: usize = 64;
 
 /// How long the writer waits before trying a build that could not step (no
 /// encoder yet, a damaged row).
@@ -88,6 +97,18 @@ pub(in crate::embedded) fn take_step(_: &super::feed::FeedState) -> bool {
     true
 }
 
+/// How long the writer's next build step may read: [`STEP_TIME`]; in tests,
+/// unbounded (steps of [`STEP_ROWS`]) unless one sets `FeedState::build_step_time`.
+#[cfg(not(test))]
+pub(in crate::embedded) fn step_time(_: &super::feed::FeedState) -> Option<Duration> {
+    Some(STEP_TIME)
+}
+
+#[cfg(test)]
+pub(in crate::embedded) fn step_time(feed: &super::feed::FeedState) -> Option<Duration> {
+    feed.build_step_time.lock().ok().and_then(|t| *t)
+}
+
 #[cfg(test)]
 pub(in crate::embedded) fn take_step(feed: &super::feed::FeedState) -> bool {
     let Ok(mut steps) = feed.build_steps.lock() else {
@@ -128,9 +149,10 @@ fn first_building(trees: &impl ReadTrees) -> Result<Option<Building>, StoreError
 
 impl Writer<'_, '_> {
     /// One step of the first building index: the entries of up to
-    /// [`STEP_ROWS`] entities after its cursor, and the cursor past them (or
-    /// the state `ready` at the table's end). Sets whether more steps are due.
-    pub(super) fn build_step(&mut self) -> Result<(), StoreError> {
+    /// [`STEP_ROWS`] entities after its cursor (fewer when `time` runs out),
+    /// and the cursor past them (or the state `ready` at the table's end). Sets
+    /// whether more steps are due.
+    pub(super) fn build_step(&mut self, time: Option<Duration>) -> Result<(), StoreError> {
         let Some((id, property, cursor)) = first_building(&self.tx)? else {
             self.index_defs.build = Build::Idle;
             return Ok(());
@@ -147,8 +169,11 @@ impl Writer<'_, '_> {
         };
         let definition = std::slice::from_ref(&property);
         let (mut entries, mut last, mut more) = (Vec::new(), None, false);
+        let started = Instant::now();
+        let out_of_time =
+            |read: usize| read.is_multiple_of(CLOCK_EVERY) && read > 0 && time.is_some_and(|t| started.elapsed() >= t);
         for item in self.tx.range_of(Tree::Entities, &lo, &(id + 1).to_be_bytes())? {
-            if entries.len() == STEP_ROWS {
+            if entries.len() == STEP_ROWS || out_of_time(entries.len()) {
                 more = true;
                 break;
             }

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use super::engine::tree::{ReadTrees, Tree};
 use super::index::verify;
-use super::index_build::STEP_ROWS;
+use super::index_build::{CLOCK_EVERY, STEP_ROWS};
 use super::scan_tests::tempdir;
 use super::{check_with, EmbeddedOptions, EmbeddedStore};
 use crate::key::EntityKey;
@@ -183,6 +183,33 @@ async fn build_in_steps_with_writes(property: &str) {
     assert!(store.drop_index(ACCOUNT, "t", property).await.expect("drop"));
     assert!(store.create_index(ACCOUNT, "t", property).await.expect("create again"));
     assert_eq!(wait_ready(&store).await.entries, entries);
+    store.shutdown().await.expect("shutdown");
+}
+
+#[tokio::test]
+async fn a_build_step_out_of_time_stops_at_its_next_clock_reading_and_the_build_still_ends() {
+    let dir = tempdir().expect("temp dir");
+    let store = open(dir.path());
+    let n = 2 * STEP_ROWS;
+    fill(&store, n).await;
+    // No time at all: each step reads until its first look at the clock.
+    *store.inner.feed.build_step_time.lock().expect("lock") = Some(Duration::ZERO);
+    allow(&store, Some(0));
+    assert!(store.create_index(ACCOUNT, "t", "x").await.expect("create index"));
+    step_with(&store, n + 1, 1).await;
+    assert_eq!(index(&store).await.progress.map(|p| p.done), Some(CLOCK_EVERY as u64));
+    step_with(&store, n + 2, 1).await;
+    assert_eq!(
+        index(&store).await.progress.map(|p| p.done),
+        Some(2 * CLOCK_EVERY as u64)
+    );
+    allow(&store, None);
+    let started = Instant::now();
+    while !index(&store).await.ready {
+        assert!(started.elapsed() < Duration::from_secs(60), "the build did not end");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(compared(&store).1, 0, "entries differ from a whole build's");
     store.shutdown().await.expect("shutdown");
 }
 

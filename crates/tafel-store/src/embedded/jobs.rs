@@ -65,8 +65,12 @@ pub(super) enum Job {
         reply: Reply<bool>,
     },
     /// One step of an online index build; the writer makes these itself
-    /// (`index_build.rs`).
-    BuildIndex { reply: Reply<()> },
+    /// (`index_build.rs`). `time`: how long the step may read (`None`: up to
+    /// its rows, whatever it takes).
+    BuildIndex {
+        time: Option<std::time::Duration>,
+        reply: Reply<()>,
+    },
     /// Drops changes past their retention (`feed.rs`).
     TrimChanges { now_ns: u64, reply: Reply<()> },
     /// Restores a kept deleted table (`deleted.rs`); answers the name it took.

@@ -114,7 +114,8 @@ pub(in crate::embedded) fn writer_loop(
         let first = match queued {
             Ok(job) => job,
             Err(mpsc::RecvTimeoutError::Timeout) if building => {
-                run_group(db, &mut state, log, health, vec![build_step()]);
+                let step = build_step(&state);
+                run_group(db, &mut state, log, health, vec![step]);
                 if state.since.checkpoint_due(Instant::now()) {
                     run_group(db, &mut state, log, health, Vec::new());
                 }
@@ -146,7 +147,7 @@ pub(in crate::embedded) fn writer_loop(
             }
         }
         if building && !group.is_empty() {
-            group.push(build_step());
+            group.push(build_step(&state));
         }
         if !group.is_empty() {
             run_group(db, &mut state, log, health, group);
@@ -166,9 +167,10 @@ pub(in crate::embedded) fn writer_loop(
 }
 
 /// A step of an online index build, which no one waits for.
-fn build_step() -> Job {
+fn build_step(state: &LogState) -> Job {
     let (reply, _) = tokio::sync::oneshot::channel();
-    Job::BuildIndex { reply }
+    let time = crate::embedded::index_build::step_time(&state.feed);
+    Job::BuildIndex { time, reply }
 }
 
 /// Runs one group of jobs in one transaction, commits it (non-durably, or as a
