@@ -142,6 +142,17 @@ impl StoreError {
     pub fn failure(kind: FailureKind, context: impl Into<Cow<'static, str>>) -> Self {
         StoreError::Backend(BackendError::new(kind, context))
     }
+
+    /// The same error; a backend failure's context names the operation that met it.
+    pub fn during(self, operation: &str) -> Self {
+        match self {
+            StoreError::Backend(mut e) => {
+                e.context = format!("{operation}: {}", e.context).into();
+                StoreError::Backend(e)
+            }
+            other => other,
+        }
+    }
 }
 
 /// The `io::ErrorKind` of the first `io::Error` in `e`'s chain.

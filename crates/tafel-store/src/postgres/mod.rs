@@ -166,7 +166,8 @@ impl PostgresStore {
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = Result<T, DbError>>,
     {
-        retry(&self.stats, self.deadline, what, attempt).await
+        let close_idle = || drop(self.pool.retain(|_, _| false));
+        retry(&self.stats, self.deadline, what, attempt, close_idle).await
     }
 
     async fn client(&self) -> Result<deadpool_postgres::Client, DbError> {
