@@ -111,6 +111,7 @@ async fn simulate(seed: u64, cuts: usize) -> Tally {
             recorded,
             feed_before: feed.clone(),
             feed_after: feed.clone(),
+            given_before: live.given(),
         };
         next += wave.ops.len();
         wave.ops.iter().for_each(|op| op.apply(&mut state));
@@ -181,7 +182,7 @@ async fn check(waves: &[Wave], marks: &[Mark], image: &Image, log_size: u64, tal
     let store = open(&disk, log_size).map_err(|e| format!("the store did not open: {e}"))?;
     store.set_change_feed(feed::settings()).map_err(|e| e.to_string())?;
     let actual = read_state(&store).await.map_err(|e| format!("reading failed: {e}"))?;
-    let (changes, head) = feed::read(&store, None).await?;
+    let (changes, _, next) = feed::read(&store, None).await?;
     let sent = marks.iter().filter_map(|m| match m {
         Mark::Sent(n) => Some(*n),
         Mark::Acked(_) => None,
@@ -272,7 +273,12 @@ async fn check(waves: &[Wave], marks: &[Mark], image: &Image, log_size: u64, tal
             }
         }
     }
-    keeps_working(&store, changes.last().map_or(0, |c| c.position), head).await?;
+    // What the recovered store gave out last: before the wave, or of it (a
+    // restore gives out none, and its head never goes back).
+    let given = wave
+        .map_or(0, |w| w.given_before)
+        .max(changes.last().map_or(0, |c| c.position));
+    keeps_working(&store, next, given).await?;
     store
         .shutdown()
         .await
@@ -326,8 +332,8 @@ fn expect_one_of(actual: &State, candidates: &[State]) -> Result<Vec<usize>, Str
 }
 
 /// A recovered store takes a write and reads it back, and its feed records
-/// it right past its head (`cursor`: the last change it held).
-async fn keeps_working(store: &EmbeddedStore, cursor: u64, head: u64) -> Result<(), String> {
+/// it right past `given`, read from `cursor` (where its reader was).
+async fn keeps_working(store: &EmbeddedStore, cursor: u64, given: u64) -> Result<(), String> {
     let op = Op::Write {
         table: "after",
         rows: vec![(EntityKey::new("p", "r"), Change::Put(Arc::from(&b"after"[..])))],
@@ -343,8 +349,8 @@ async fn keeps_working(store: &EmbeddedStore, cursor: u64, head: u64) -> Result<
     if got.as_deref() != Some(&b"after"[..]) {
         return Err(format!("a write after recovery read back as {got:?}"));
     }
-    let (new, _) = feed::read(store, Some(cursor)).await?;
-    feed::check_positions(&new, head).map_err(|e| format!("after recovery: {e}"))?;
+    let (new, _, _) = feed::read(store, Some(cursor)).await?;
+    feed::check_positions(&new, given).map_err(|e| format!("after recovery: {e}"))?;
     if new.len() != 2 {
         return Err(format!("after recovery the feed took {} changes, not 2", new.len()));
     }

@@ -43,6 +43,8 @@ pub(super) struct Wave {
     pub(super) recorded: Vec<Vec<Recorded>>,
     pub(super) feed_before: Feed,
     pub(super) feed_after: Feed,
+    /// The last position given out before the wave.
+    pub(super) given_before: u64,
 }
 
 impl Wave {
@@ -51,8 +53,9 @@ impl Wave {
     }
 }
 
-/// The feed past `after` (`None`: all of it), and its head.
-pub(super) async fn read(store: &EmbeddedStore, mut after: Option<u64>) -> Result<(Vec<Change>, u64), String> {
+/// The feed past `after` (`None`: all of it), its head, and where to read on
+/// from (the last page's `next_after`, as a reader would).
+pub(super) async fn read(store: &EmbeddedStore, mut after: Option<u64>) -> Result<(Vec<Change>, u64, u64), String> {
     let mut out = Vec::new();
     loop {
         let from = after.map_or(ChangesFrom::Oldest, ChangesFrom::After);
@@ -62,7 +65,7 @@ pub(super) async fn read(store: &EmbeddedStore, mut after: Option<u64>) -> Resul
             table: None,
         };
         match store.read_changes(ACCOUNT, &request).await {
-            Ok(ChangesRead::Page(p)) if p.changes.is_empty() => return Ok((out, p.head)),
+            Ok(ChangesRead::Page(p)) if p.changes.is_empty() => return Ok((out, p.head, p.next_after)),
             Ok(ChangesRead::Page(p)) => {
                 after = Some(p.next_after);
                 out.extend(p.changes);
@@ -129,15 +132,21 @@ fn same(actual: &[Change], want: &[Arc<Change>]) -> Result<(), String> {
     Ok(())
 }
 
-/// The live store's feed as the workload goes: its head, and the last
-/// position read (where the next read starts).
+/// The live store's feed as the workload goes: the last position given out,
+/// the head its reads show (the restored one right after a restore), and where
+/// the next read starts.
 #[derive(Default)]
 pub(super) struct Live {
-    head: u64,
+    given: u64,
+    shown: u64,
     cursor: u64,
 }
 
 impl Live {
+    pub(super) fn given(&self) -> u64 {
+        self.given
+    }
+
     /// Reads and checks what `wave` (every op acknowledged) did to the feed;
     /// the feed after it. `saved` holds the feed each savepoint saved.
     pub(super) async fn observe(
@@ -147,30 +156,33 @@ impl Live {
         saved: &BTreeMap<u32, Feed>,
     ) -> Result<Feed, String> {
         if let [Op::Restore(n, _)] = wave.ops.as_slice() {
-            let (all, head) = read(store, None).await?;
+            let (all, shown, next) = read(store, None).await?;
             same(&all, &saved[n]).map_err(|e| format!("after restoring s{n}: {e}"))?;
-            if head != self.head {
-                return Err(format!("a restore took the feed's head from {} to {head}", self.head));
+            let last = all.last().map_or(0, |c| c.position);
+            if shown < last || shown > self.given || next > shown {
+                return Err(format!(
+                    "after restoring s{n}: head {shown}, read on from {next}, last change {last}, {} given out",
+                    self.given
+                ));
             }
-            self.cursor = all.last().map_or(0, |c| c.position);
+            (self.shown, self.cursor) = (shown, next);
             return Ok(saved[n].clone());
         }
-        let (new, head) = read(store, Some(self.cursor)).await?;
-        check_positions(&new, self.head)?;
-        let last = new.last().map_or(self.head, |c| c.position);
-        if head != last {
-            return Err(format!("the feed's head is {head}, its last change {last}"));
+        let (new, shown, next) = read(store, Some(self.cursor)).await?;
+        check_positions(&new, self.given)?;
+        let want = new.last().map_or(self.shown, |c| c.position);
+        if shown != want {
+            return Err(format!("the feed's head is {shown}, expected {want}"));
         }
         let found = writes_of(&new, &wave.recorded)?;
         let all: BTreeSet<usize> = (0..wave.ops.len()).filter(|&i| !wave.recorded[i].is_empty()).collect();
         if found != all {
             return Err(format!("the feed holds the wave's ops {found:?}, expected {all:?}"));
         }
-        self.head = head;
-        // Not the head: after a restore it lies in the range undone.
         if let Some(c) = new.last() {
-            self.cursor = c.position;
+            self.given = c.position;
         }
+        (self.shown, self.cursor) = (shown, next);
         let feed = wave.feed_before.iter().cloned().chain(new.into_iter().map(Arc::new));
         Ok(Arc::new(feed.collect()))
     }
