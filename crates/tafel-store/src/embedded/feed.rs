@@ -152,8 +152,14 @@ impl Writer<'_, '_> {
 }
 
 /// The head of `account`'s feed as of `view`.
-pub(super) fn head(view: &ReadView, account: &str) -> Result<u64, StoreError> {
+fn head(view: &ReadView, account: &str) -> Result<u64, StoreError> {
     Ok(head_in(view, &head_key(account))?.0)
+}
+
+/// The head a read of `account`'s feed as of `view` shows (see [`read`]).
+fn shown_head(view: &ReadView, account: &str) -> Result<u64, StoreError> {
+    let head = head(view, account)?;
+    Ok(feed_restore::undone(&feed_restore::gaps(view, account)?, head).unwrap_or(head))
 }
 
 /// The feed head (last position, bytes kept) stored under `key` in `trees`.
@@ -185,15 +191,20 @@ pub(super) fn read(view: &ReadView, account: &str, request: &ChangesRequest) -> 
     if let Some(refused) = check_from(checked, oldest, head) {
         return Ok(refused);
     }
+    // Right after a restore the head ends the range it undid: a reader handed
+    // it (as the head, or as where an empty page ends) would be told at its
+    // next read that it had read undone changes. It is handed the restored head,
+    // the same place (no change lies between).
+    let shown = |p: u64| feed_restore::undone(&gaps, p).unwrap_or(p);
     let start = match request.from {
-        ChangesFrom::Oldest | ChangesFrom::Since(_) => oldest.saturating_sub(1),
+        ChangesFrom::Oldest | ChangesFrom::Since(_) => shown(oldest.saturating_sub(1)),
         ChangesFrom::After(p) => p,
-        ChangesFrom::Latest => head,
+        ChangesFrom::Latest => shown(head),
     };
     let mut page = ChangesPage {
         changes: Vec::new(),
         next_after: start,
-        head,
+        head: shown(head),
     };
     if start >= head {
         return Ok(ChangesRead::Page(page));
@@ -222,7 +233,8 @@ pub(super) fn read(view: &ReadView, account: &str, request: &ChangesRequest) -> 
     Ok(ChangesRead::Page(page))
 }
 
-/// Waits until a state past `seen` is published for `account`, or `until`.
+/// Waits until a state past `seen` (a head [`read`] showed) is published for
+/// `account`, or `until`.
 pub(super) async fn wait(
     feed: &FeedState,
     view: impl Fn() -> std::sync::Arc<ReadView>,
@@ -235,7 +247,7 @@ pub(super) async fn wait(
     notified.as_mut().enable();
     // Checked after enabling: a publication between the caller's read and
     // here is not missed.
-    if head(&view(), account).map_or(true, |h| h > seen) {
+    if shown_head(&view(), account).map_or(true, |h| h > seen) {
         return;
     }
     let _ = tokio::time::timeout_at(until.into(), notified).await;

@@ -265,12 +265,13 @@ fn a_restore_never_reuses_a_feed_position() {
         store.restore_savepoint("s").await.expect("restore");
         assert!(matches!(after(&store, 5).await, ChangesRead::Undone { restored: 3 }));
         assert!(matches!(after(&store, 6).await, ChangesRead::Undone { restored: 3 }));
+        // The head shown is the restored one until the next write (see below).
         assert_eq!(
             positions(after(&store, 2).await),
-            (vec![3], 6),
+            (vec![3], 3),
             "behind the restored head: as before"
         );
-        assert_eq!(positions(after(&store, 3).await), (vec![], 6));
+        assert_eq!(positions(after(&store, 3).await), (vec![], 3));
         // New changes take positions past every one given out before the restore.
         let pages = store.opening_now().pages.clone();
         pages.wait(pages.last_requested()).expect("durable");
@@ -296,6 +297,40 @@ fn a_restore_never_reuses_a_feed_position() {
         assert!(matches!(after(&store, 8).await, ChangesRead::Undone { restored: 3 }));
         write(&store, &["z"], |_| Mutation::Put(b"z".to_vec())).await;
         assert_eq!(positions(after(&store, 3).await), (vec![9], 9));
+        store.shutdown().await.expect("shutdown");
+    });
+}
+
+/// Right after a restore the head was the end of the range the restore undid:
+/// a reader starting there (`after=latest`, or the head noted to start a copy)
+/// was told at its next read that it had read undone changes, and a long poll
+/// from there failed as soon as anything was written.
+#[test]
+fn a_reader_starting_at_the_head_right_after_a_restore_is_not_told_it_read_undone_changes() {
+    let dir = tempdir().expect("temp dir");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let store = open(dir.path());
+        recording(&store, Duration::from_secs(3600), None).await;
+        store.save_savepoint("s").await.expect("save");
+        write(&store, &["a", "b"], |i| Mutation::Put(vec![i as u8])).await;
+        store.restore_savepoint("s").await.expect("restore");
+        let ChangesRead::Page(latest) = page(&store, ChangesFrom::Latest).await else {
+            panic!("not a page")
+        };
+        assert_eq!((latest.next_after, latest.head), (1, 1), "the restored head");
+        // Nothing new: a wait from the head shown waits.
+        let started = std::time::Instant::now();
+        let until = started + Duration::from_millis(300);
+        store.wait_for_changes(ACCOUNT, latest.head, until).await;
+        assert!(started.elapsed() >= Duration::from_millis(250), "woke with nothing new");
+        write(&store, &["c"], |_| Mutation::Put(b"c".to_vec())).await;
+        assert_eq!(positions(after(&store, latest.next_after).await), (vec![4], 4));
+        // A reader that read the undone changes is still told.
+        assert!(matches!(after(&store, 3).await, ChangesRead::Undone { restored: 1 }));
         store.shutdown().await.expect("shutdown");
     });
 }

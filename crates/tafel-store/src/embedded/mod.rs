@@ -57,6 +57,10 @@ mod scan;
 mod scan_tests;
 #[cfg(test)]
 mod simulation;
+#[cfg(test)]
+mod simulation_feed;
+#[cfg(test)]
+mod simulation_model;
 mod snapshot;
 mod stats;
 mod table_ids;
