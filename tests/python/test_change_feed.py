@@ -358,13 +358,18 @@ def test_a_snapshot_restore_never_reuses_a_feed_position(_workdir):
         assert admin("POST", "/snapshots/base/restore").status_code in (200, 204)
         undone(p)
         undone(saved + 1)
+        # A reader starting right after the restore starts at the restored head (not at the end
+        # of what the restore undid, which its next read would call undone).
+        _, r = changes(srv, after="latest")
+        assert (r.headers["x-tafel-head"], r.headers["x-tafel-next-after"]) == (str(saved), str(saved))
+        started = r.headers["x-tafel-next-after"]
         # Writes carry the head past P: the reader at P still gets 410, never them.
         for i in range(5):
             assert srv.raw.insert(table, {"PartitionKey": "p", "RowKey": f"new{i}"}).status_code == 201
         assert int(head(srv)) == p + 5
         undone(p)
         # A reader at the restored head goes on, to the new changes, past P.
-        lines, r = changes(srv, after=saved)
+        lines, r = changes(srv, after=started)
         assert [c["RowKey"] for c in lines] == [f"new{i}" for i in range(5)]
         assert [int(c["position"]) for c in lines] == list(range(p + 1, p + 6))
         assert r.headers["x-tafel-next-after"] == str(p + 5)
