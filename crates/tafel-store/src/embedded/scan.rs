@@ -6,8 +6,10 @@ use std::time::{Duration, Instant};
 
 use super::checksums::{payload, unseal};
 use super::commit::ReadView;
+use super::engine::rows_ahead::{RowsAhead, LOOKAHEAD};
+use super::engine::tree::{ReadTrees, Tree};
 use super::opening::Opening;
-use super::schema::{decode_table, guarded, guarded_from, row_key, to_store_error};
+use super::schema::{decode_table, guarded, guarded_from, row_key};
 use super::table_ids::TableIds;
 use crate::error::StoreError;
 use crate::key::KeyRef;
@@ -15,35 +17,10 @@ use crate::paging::PageBuilder;
 use crate::stats::RowCounts;
 use crate::traits::{RowSink, ScanEnd, ScanRequest};
 
-/// Rows a scan pulls ahead of the one it offers.
-const LOOKAHEAD: usize = 8;
-/// Where in the lookahead a row is filtered (and its checksum read): far enough
-/// behind its pull, when all of it was prefetched, that its cache lines have arrived.
+/// Where among the rows read ahead a row is filtered (and its checksum read): far
+/// enough behind its read, when all of it was prefetched, that its cache lines
+/// have arrived.
 const FILTER_AT: usize = LOOKAHEAD / 2;
-
-/// Asks the CPU to start loading the first two cache lines of `bytes`.
-#[inline(always)]
-fn prefetch(bytes: &[u8]) {
-    prefetch_lines(bytes, 2);
-}
-
-/// Prefetches up to `lines` cache lines from the start of `bytes`.
-#[inline(always)]
-fn prefetch_lines(bytes: &[u8], lines: usize) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        let p = bytes.as_ptr().cast::<i8>();
-        for line in 0..lines.min(bytes.len().div_ceil(64)) {
-            // SAFETY: SSE is part of x86_64's baseline, and a prefetch is only a hint:
-            // it never faults and reads nothing into the program. The address stays
-            // within `bytes`.
-            unsafe { _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(line * 64)) };
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = (bytes, lines);
-}
 
 /// The entity key of a stored row key (after its 8-byte table id).
 pub(super) fn entity_key(row_key: &[u8]) -> KeyRef<'_> {
@@ -61,8 +38,8 @@ pub(super) fn table_id(
     if let Some(id) = ids.get(table_key) {
         return Ok(id);
     }
-    let id = match snapshot.tables.get(table_key).map_err(to_store_error)? {
-        Some(v) => decode_table(table_key, v.value())?.id,
+    let id = match snapshot.get(Tree::Tables, table_key)? {
+        Some(v) => decode_table(table_key, v.bytes())?.id,
         None => return Err(StoreError::TableNotFound),
     };
     ids.remember(table_key, id, generation);
@@ -98,18 +75,15 @@ pub(super) async fn scan(
         }
         let lo = row_key(id, &range.start);
         // A range open at the end stops at the table's last row, which the loop
-        // sees by the id prefix: cheaper than redb comparing every key to a bound.
+        // sees by the id prefix: cheaper than the engine comparing every key to a bound.
         let hi = range.end.as_ref().map(|e| row_key(id, e));
         let upper = hi.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
         let mut rows = guarded(|| {
-            let iter = snapshot
-                .entities
-                .range::<&[u8]>((Bound::Included(lo.as_slice()), upper))
-                .map_err(to_store_error)?;
-            Ok(RangeScan::new(iter, id, verify))
+            let ahead = snapshot.entities_ahead(Bound::Included(lo.as_slice()), upper)?;
+            Ok(RangeScan::new(ahead, id, verify))
         })?;
         // A slice at a time behind one guard (see `schema::guarded`): a guard
-        // around each row kept redb's iterator from being inlined into the
+        // around each row kept the engine's range from being inlined into the
         // loop, and cost scans a quarter of their speed. A panic while the
         // service's filter or the encoder runs is a bug of ours, not damage.
         let ours = Cell::new(false);
@@ -124,78 +98,22 @@ pub(super) async fn scan(
     Ok(page.finish())
 }
 
-type Row<'a> = redb::AccessGuard<'a, &'static [u8]>;
-
-/// One key range of a scan, pulled ahead.
+/// One key range of a scan, read ahead (`engine/rows_ahead.rs`); each row ahead is
+/// marked with whether it matched the filter, once known (its checksum was
+/// verified then too, if the scan verifies).
 struct RangeScan<'a> {
-    iter: redb::Range<'a, &'static [u8], &'static [u8]>,
-    /// Rows pulled, not yet offered, each with whether it matched the filter
-    /// (once known; its checksum was verified then too, if the scan verifies).
-    ahead: Ahead<(Row<'a>, Row<'a>, Option<bool>)>,
-    exhausted: bool,
+    rows: RowsAhead<'a, Option<bool>>,
     table_prefix: [u8; 8],
     verify: bool,
 }
 
 /// A row's value, its checksum checked if the scan `verify`s.
 #[inline(always)]
-fn value<'r>(verify: bool, k: &Row<'_>, v: &'r Row<'_>) -> Result<&'r [u8], StoreError> {
+fn value<'r>(verify: bool, key: &[u8], value: &'r [u8]) -> Result<&'r [u8], StoreError> {
     if verify {
-        unseal(k.value(), v.value())
+        unseal(key, value)
     } else {
-        Ok(payload(v.value()))
-    }
-}
-
-/// The rows pulled ahead: a ring whose rows stay where they were put and are
-/// dropped there. A `VecDeque` moved each row (two redb guards, over a hundred
-/// bytes) out again to drop it, with a `memcpy` call per row; the ring took 6%
-/// off a scan's CPU per row (benchmark-history §24).
-struct Ahead<T> {
-    slots: [Option<T>; LOOKAHEAD],
-    head: usize,
-    len: usize,
-}
-
-impl<T> Default for Ahead<T> {
-    fn default() -> Self {
-        Ahead {
-            slots: std::array::from_fn(|_| None),
-            head: 0,
-            len: 0,
-        }
-    }
-}
-
-impl<T> Ahead<T> {
-    fn len(&self) -> usize {
-        self.len
-    }
-
-    /// Adds a row behind the others; there must be room (fewer than LOOKAHEAD).
-    fn push(&mut self, row: T) {
-        self.slots[(self.head + self.len) % LOOKAHEAD] = Some(row);
-        self.len += 1;
-    }
-
-    fn get_mut(&mut self, i: usize) -> Option<&mut T> {
-        if i >= self.len {
-            return None;
-        }
-        self.slots[(self.head + i) % LOOKAHEAD].as_mut()
-    }
-
-    fn front(&self) -> Option<&T> {
-        self.slots[self.head].as_ref()
-    }
-
-    /// Drops the front row where it lies.
-    fn pop(&mut self) {
-        if self.len > 0 {
-            self.slots[self.head] = None;
-            self.head = (self.head + 1) % LOOKAHEAD;
-            self.len -= 1;
-        }
+        Ok(payload(value))
     }
 }
 
@@ -207,21 +125,19 @@ enum Slice {
 }
 
 impl<'a> RangeScan<'a> {
-    fn new(iter: redb::Range<'a, &'static [u8], &'static [u8]>, id: u64, verify: bool) -> Self {
+    fn new(rows: RowsAhead<'a, Option<bool>>, id: u64, verify: bool) -> Self {
         RangeScan {
-            iter,
-            ahead: Ahead::default(),
-            exhausted: false,
+            rows,
             table_prefix: id.to_be_bytes(),
             verify,
         }
     }
 
     /// Offers rows to `page` until it is full, the range ends, or `until`.
-    /// Rows are offered in order, but pulled a few ahead with their first cache
-    /// lines prefetched, and filtered halfway (FILTER_AT) with the rest of a
-    /// match prefetched: a scan of a table larger than the CPU cache otherwise
-    /// waits on one miss per row, and on several per row it encodes.
+    /// Rows are offered in order, but read a few ahead with their bytes prefetched
+    /// (`RowsAhead::fill`), and filtered halfway (FILTER_AT): a scan of a table
+    /// larger than the CPU cache otherwise waits on one miss per row, and on
+    /// several per row it encodes.
     /// `ours` is set while the service's filter or the page's sink runs.
     fn run<S: RowSink + ?Sized>(
         &mut self,
@@ -234,40 +150,27 @@ impl<'a> RangeScan<'a> {
         let verify = self.verify;
         let mut since_check = 0u32;
         loop {
-            while !self.exhausted && self.ahead.len() < LOOKAHEAD {
-                match self.iter.next() {
-                    Some(Ok((k, v))) => {
-                        prefetch(k.value());
-                        // All of it: its checksum reads every byte at FILTER_AT.
-                        // Unverified (in memory), the first lines alone measured
-                        // slower all the same (benchmark-history §24).
-                        prefetch_lines(v.value(), usize::MAX);
-                        self.ahead.push((k, v, None));
-                    }
-                    Some(Err(e)) => return Err(to_store_error(e)),
-                    None => self.exhausted = true,
-                }
-            }
-            if let Some((k, v, matched)) = self.ahead.get_mut(FILTER_AT) {
-                if in_table(k.value()) {
+            self.rows.fill()?;
+            if let Some((k, v, matched)) = self.rows.get_mut(FILTER_AT) {
+                if in_table(k) {
                     // Checked here, where the filter reads the row anyway; a
                     // damaged row fails the scan rather than match or show wrongly.
                     let value = value(verify, k, v)?;
                     ours.set(true);
-                    let m = page.matches(entity_key(k.value()), value);
+                    let m = page.matches(entity_key(k), value);
                     ours.set(false);
                     *matched = Some(m);
                 }
             }
-            let Some((k, v, matched)) = self.ahead.front() else {
+            let Some((k, v, matched)) = self.rows.front() else {
                 return Ok(Slice::RangeEnded);
             };
-            if !in_table(k.value()) {
+            if !in_table(k) {
                 return Ok(Slice::RangeEnded);
             }
-            let key = entity_key(k.value());
+            let key = entity_key(k);
             let (value, matched) = match *matched {
-                Some(m) => (payload(v.value()), Some(m)),
+                Some(m) => (payload(v), Some(m)),
                 None => (value(verify, k, v)?, None),
             };
             ours.set(true);
@@ -277,7 +180,7 @@ impl<'a> RangeScan<'a> {
             if let Some(end) = ended {
                 return Ok(Slice::PageEnded(end));
             }
-            self.ahead.pop();
+            self.rows.pop();
             since_check += 1;
             if since_check == SLICE_CHECK_EVERY {
                 since_check = 0;

@@ -7,7 +7,8 @@
 //! stats, snapshots, `tafel check`) lives beside this module and reaches the
 //! data through named trees: a read snapshot (`commit::ReadView`, read through
 //! [`ReadTrees`](tree::ReadTrees)) with `get` and
-//! `range`, and a group transaction ([`GroupTx`](group::GroupTx)) whose every
+//! `range`, and for scans an inlined read-ahead window on its entity rows
+//! ([`rows_ahead`]), and a group transaction ([`GroupTx`](group::GroupTx)) whose every
 //! change is logged. See docs/design/embedded-store.md, "The engine seam".
 
 pub(super) mod checkpoint;
@@ -22,6 +23,7 @@ pub(super) mod opening;
 pub(super) mod page_file;
 pub(super) mod reopen;
 pub(super) mod replay;
+pub(super) mod rows_ahead;
 pub(super) mod schema;
 pub(super) mod scratch_disk;
 #[cfg(test)]

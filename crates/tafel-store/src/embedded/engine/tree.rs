@@ -91,7 +91,7 @@ impl<'a> Iterator for Range<'a> {
     }
 }
 
-/// One entity row's key or value, for the scan's loop.
+/// One entity row's key or value, as [`EntityRows`] hands it out.
 pub(in crate::embedded) struct Row<'a>(AccessGuard<'a, &'static [u8]>);
 
 impl Row<'_> {
@@ -101,8 +101,9 @@ impl Row<'_> {
     }
 }
 
-/// Entity rows in a key range, typed for the scan's loop: no dispatch per row
-/// (a [`Range`] matches on its tree's type at each one).
+/// Entity rows in a key range, typed: no dispatch per row (a [`Range`] matches on
+/// its tree's type at each one). Scans read through the cheaper read-ahead window
+/// instead ([`RowsAhead`](super::rows_ahead::RowsAhead)), which hands out no row.
 pub(in crate::embedded) struct EntityRows<'a>(redb::Range<'a, &'static [u8], &'static [u8]>);
 
 impl<'a> Iterator for EntityRows<'a> {
