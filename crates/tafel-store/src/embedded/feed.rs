@@ -159,7 +159,7 @@ fn head(view: &ReadView, account: &str) -> Result<u64, StoreError> {
 /// The head a read of `account`'s feed as of `view` shows (see [`read`]).
 fn shown_head(view: &ReadView, account: &str) -> Result<u64, StoreError> {
     let head = head(view, account)?;
-    Ok(feed_restore::undone(&feed_restore::gaps(view, account)?, head).unwrap_or(head))
+    Ok(feed_restore::shown(&feed_restore::gaps(view, account)?, head))
 }
 
 /// The feed head (last position, bytes kept) stored under `key` in `trees`.
@@ -191,11 +191,7 @@ pub(super) fn read(view: &ReadView, account: &str, request: &ChangesRequest) -> 
     if let Some(refused) = check_from(checked, oldest, head) {
         return Ok(refused);
     }
-    // Right after a restore the head ends the range it undid: a reader handed
-    // it (as the head, or as where an empty page ends) would be told at its
-    // next read that it had read undone changes. It is handed the restored head,
-    // the same place (no change lies between).
-    let shown = |p: u64| feed_restore::undone(&gaps, p).unwrap_or(p);
+    let shown = |p: u64| feed_restore::shown(&gaps, p);
     let start = match request.from {
         ChangesFrom::Oldest | ChangesFrom::Since(_) => shown(oldest.saturating_sub(1)),
         ChangesFrom::After(p) => p,

@@ -98,6 +98,14 @@ pub(super) fn undone(gaps: &Gaps, after: u64) -> Option<u64> {
         .map(|&(lo, _)| lo)
 }
 
+/// Position `p` as a reader is handed it: right after a restore the head ends
+/// the range it undid, and a reader handed that (as the head, or as where an
+/// empty page ends) would be told at its next read that it had read undone
+/// changes. It is handed the restored head, the same place (no change lies between).
+pub(super) fn shown(gaps: &Gaps, p: u64) -> u64 {
+    undone(gaps, p).unwrap_or(p)
+}
+
 /// Where a reader at `after` (not inside a gap) really is: the positions of a
 /// gap starting there were never changes it could miss.
 pub(super) fn past_gaps(gaps: &Gaps, after: u64) -> u64 {
