@@ -257,6 +257,13 @@ pub(crate) struct StoreArgs {
     /// Page cache of the embedded store, in MiB.
     #[arg(long, env = "TAFEL_CACHE_MB", default_value_t = 256)]
     pub(crate) cache_mb: usize,
+    /// Write buffer of the embedded store, in MiB: acknowledged changes (synced
+    /// to the log) held in memory until a checkpoint folds them into the store
+    /// file; writes wait for the fold when it is full. 0 commits each group of
+    /// writes to the file. In memory, it counts in --in-memory-max-mb (an eighth
+    /// of it at most).
+    #[arg(long, env = "TAFEL_WRITE_BUFFER_MB", default_value_t = 64)]
+    pub(crate) write_buffer_mb: usize,
 }
 
 /// libpq's sslmode values.
@@ -421,12 +428,13 @@ impl ServeArgs {
             // its pages: a small memory limit is not overrun by the cache.
             let quarter = usize::try_from(cap / 4).unwrap_or(usize::MAX).max(16 << 20);
             let cache = (self.store.cache_mb << 20).min(quarter);
+            let buffer = (self.store.write_buffer_mb << 20).min(usize::try_from(cap / 8).unwrap_or(usize::MAX));
             tracing::info!(
                 max_mb = cap >> 20,
                 "in memory: no file is written; the data is gone at exit"
             );
             Ok(Arc::new(
-                tafel_store::embedded::EmbeddedStore::open_in_memory(cap, cache)
+                tafel_store::embedded::EmbeddedStore::open_in_memory(cap, cache, buffer)
                     .context("opening the in-memory store")?,
             ))
         }
@@ -494,6 +502,7 @@ async fn open_backend(args: &StoreArgs) -> anyhow::Result<Arc<dyn Store>> {
         (Backend::Embedded, _) => {
             let options = tafel_store::embedded::EmbeddedOptions {
                 cache_size: args.cache_mb << 20,
+                write_buffer: args.write_buffer_mb << 20,
                 ..Default::default()
             };
             match tafel_store::embedded::EmbeddedStore::open(&args.data_dir, options) {

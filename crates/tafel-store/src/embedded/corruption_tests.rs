@@ -26,6 +26,7 @@ fn options() -> EmbeddedOptions {
     EmbeddedOptions {
         cache_size: 1 << 20,
         log_size: 256 << 10,
+        ..EmbeddedOptions::default()
     }
 }
 

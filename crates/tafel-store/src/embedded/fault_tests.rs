@@ -19,6 +19,7 @@ fn open(disk: &SimDisk) -> EmbeddedStore {
     let options = EmbeddedOptions {
         cache_size: 2 << 20,
         log_size: 256 << 10,
+        ..EmbeddedOptions::default()
     };
     EmbeddedStore::open_on(Box::new(disk.clone()), options, None).expect("open")
 }

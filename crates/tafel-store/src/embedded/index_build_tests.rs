@@ -20,6 +20,7 @@ fn options() -> EmbeddedOptions {
     EmbeddedOptions {
         cache_size: 16 << 20,
         log_size: 4 << 20,
+        ..EmbeddedOptions::default()
     }
 }
 

@@ -12,6 +12,7 @@ fn options() -> EmbeddedOptions {
     EmbeddedOptions {
         cache_size: 4 << 20,
         log_size: 256 << 10,
+        ..EmbeddedOptions::default()
     }
 }
 

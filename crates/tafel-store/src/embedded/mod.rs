@@ -105,6 +105,9 @@ pub struct EmbeddedOptions {
     /// records between two checkpoints. Tests make it small, for checkpoints
     /// every few writes.
     pub log_size: u64,
+    /// Bytes of changes the write buffer holds before it is folded into the
+    /// store file (`engine/buffer.rs`); 0 commits each group to it.
+    pub write_buffer: usize,
 }
 
 impl Default for EmbeddedOptions {
@@ -112,9 +115,14 @@ impl Default for EmbeddedOptions {
         EmbeddedOptions {
             cache_size: 256 << 20,
             log_size: wal::LOG_SIZE,
+            write_buffer: DEFAULT_WRITE_BUFFER,
         }
     }
 }
+
+/// The write buffer's default bound (`--write-buffer-mb`): above the 48 MiB of
+/// small writes' records between two checkpoints, which fold it first.
+pub const DEFAULT_WRITE_BUFFER: usize = 64 << 20;
 
 /// The log of an in-memory store, which holds nothing: the records between two
 /// checkpoints (the writer's group limit) count against half of it.
@@ -154,12 +162,17 @@ impl EmbeddedStore {
     /// file may hold `cap` bytes; a write past them fails as on a full disk, for
     /// good (nothing frees room while writes fail). The log's records go
     /// nowhere: with nothing to recover after, replay has nothing to read.
-    pub fn open_in_memory(cap: u64, cache_size: usize) -> Result<Self, StoreError> {
+    ///
+    /// The write buffer (`write_buffer` bytes at most) counts in `cap`: the
+    /// store's pages get the rest.
+    pub fn open_in_memory(cap: u64, cache_size: usize, write_buffer: usize) -> Result<Self, StoreError> {
         let options = EmbeddedOptions {
             cache_size,
             log_size: IN_MEMORY_LOG_SIZE,
+            write_buffer,
         };
-        Self::open_on(Box::new(ScratchDisk::memory(cap)), options, None)
+        let pages = cap.saturating_sub(write_buffer as u64);
+        Self::open_on(Box::new(ScratchDisk::memory(pages)), options, None)
     }
 
     /// [`EmbeddedStore::open`] on `disk`, where no group becomes durable (nor
@@ -204,6 +217,12 @@ impl EmbeddedStore {
     #[cfg(test)]
     fn entity_leaf_pages(&self) -> u64 {
         self.opening_now().view().entity_leaf_pages()
+    }
+
+    /// Bytes in the write buffer as of the published snapshot.
+    #[cfg(test)]
+    fn buffered_bytes(&self) -> usize {
+        self.opening_now().view().buffer.bytes()
     }
 
     /// Hands a write to the writer; once a full disk has broken the store,

@@ -58,6 +58,7 @@ fn options() -> EmbeddedOptions {
     EmbeddedOptions {
         cache_size: 4 << 20,
         log_size: 256 << 10,
+        ..EmbeddedOptions::default()
     }
 }
 
@@ -130,7 +131,7 @@ async fn a_restore_brings_back_the_saved_state_and_later_writes_survive_a_restar
 
 #[tokio::test]
 async fn an_in_memory_store_restores_too() {
-    let store = EmbeddedStore::open_in_memory(64 << 20, 4 << 20).expect("open");
+    let store = EmbeddedStore::open_in_memory(64 << 20, 4 << 20, 4 << 20).expect("open");
     store.create_table(ACCOUNT, "t").await.expect("create");
     put(&store, "t", "a", 1).await;
     store.save_savepoint("s").await.expect("save");
@@ -146,7 +147,7 @@ async fn an_in_memory_store_restores_too() {
 
 #[tokio::test]
 async fn clearing_an_account_leaves_the_others() {
-    let store = EmbeddedStore::open_in_memory(64 << 20, 4 << 20).expect("open");
+    let store = EmbeddedStore::open_in_memory(64 << 20, 4 << 20, 4 << 20).expect("open");
     for account in [ACCOUNT, "other"] {
         store.create_table(account, "t").await.expect("create");
         store

@@ -79,7 +79,9 @@ pub(super) async fn scan(
         let hi = range.end.as_ref().map(|e| row_key(id, e));
         let upper = hi.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
         let mut rows = guarded(|| {
-            let ahead = snapshot.entities_ahead(Bound::Included(lo.as_slice()), upper)?;
+            let stop = id.checked_add(1).map(u64::to_be_bytes);
+            let ahead =
+                snapshot.entities_ahead(Bound::Included(lo.as_slice()), upper, stop.as_ref().map(|s| &s[..]))?;
             Ok(RangeScan::new(ahead, id, verify))
         })?;
         // A slice at a time behind one guard (see `schema::guarded`): a guard

@@ -33,10 +33,19 @@ use crate::traits::Store;
 
 const WAVES: usize = 120;
 
-fn open(disk: &SimDisk, log_size: u64) -> Result<EmbeddedStore, crate::StoreError> {
+/// The sizes a seed runs with: the log's, and the write buffer's bound (0: no
+/// buffer, every group committed to redb; small: folds every few groups).
+#[derive(Clone, Copy)]
+struct Sizes {
+    log: u64,
+    buffer: usize,
+}
+
+fn open(disk: &SimDisk, sizes: Sizes) -> Result<EmbeddedStore, crate::StoreError> {
     let options = EmbeddedOptions {
         cache_size: 2 << 20,
-        log_size,
+        log_size: sizes.log,
+        write_buffer: sizes.buffer,
     };
     let store = EmbeddedStore::open_on(Box::new(disk.clone()), options, None)?;
     store.set_index_encoder(encoder());
@@ -66,12 +75,15 @@ struct Tally {
 /// Runs seed `seed`'s workload, then `cuts` power losses at random points of it.
 async fn simulate(seed: u64, cuts: usize) -> Tally {
     let mut rng = fastrand::Rng::with_seed(seed);
-    let log_size = [64 << 10, 256 << 10, 1 << 20][rng.usize(..3)];
+    let sizes = Sizes {
+        log: [64 << 10, 256 << 10, 1 << 20][rng.usize(..3)],
+        buffer: [0, 8 << 10, 64 << 10, super::DEFAULT_WRITE_BUFFER][rng.usize(..4)],
+    };
     // The feed records from the start, or from a wave on.
     let feed_from = if rng.u8(..4) == 0 { rng.usize(..WAVES) } else { 0 };
     let disk = SimDisk::default();
     let mut tally = Tally::default();
-    let store = match open(&disk, log_size) {
+    let store = match open(&disk, sizes) {
         Ok(s) => Arc::new(s),
         Err(e) => {
             tally
@@ -160,7 +172,7 @@ async fn simulate(seed: u64, cuts: usize) -> Tally {
         let image = disk.power_loss(cut, &mut crash_rng);
         tally.crashes += 1;
         tally.after_checkpoint += usize::from(disk.syncs(cut, super::STORE_FILE) > opened);
-        if let Err(e) = check(&waves, &disk.marks(cut), &image, log_size, &mut tally).await {
+        if let Err(e) = check(&waves, &disk.marks(cut), &image, sizes, &mut tally).await {
             let kept = keep(seed, cut, &image, &disk.describe(cut));
             tally.failures.push(format!(
                 "seed {seed}, power loss after event {cut} of {len}: {e} (files in {kept})"
@@ -171,7 +183,7 @@ async fn simulate(seed: u64, cuts: usize) -> Tally {
 }
 
 /// Opens the store a power loss left and checks it against the workload.
-async fn check(waves: &[Wave], marks: &[Mark], image: &Image, log_size: u64, tally: &mut Tally) -> Result<(), String> {
+async fn check(waves: &[Wave], marks: &[Mark], image: &Image, sizes: Sizes, tally: &mut Tally) -> Result<(), String> {
     // `tafel check` first, on a copy (it replays the log into what it reads).
     let report = check_on_with(&SimDisk::with(image.clone()), Some(&encoder()), &mut |_| {});
     if !report.damage.is_empty() {
@@ -179,7 +191,7 @@ async fn check(waves: &[Wave], marks: &[Mark], image: &Image, log_size: u64, tal
     }
     tally.index_entries += report.index_entries;
     let disk = SimDisk::with(image.clone());
-    let store = open(&disk, log_size).map_err(|e| format!("the store did not open: {e}"))?;
+    let store = open(&disk, sizes).map_err(|e| format!("the store did not open: {e}"))?;
     store.set_change_feed(feed::settings()).map_err(|e| e.to_string())?;
     let actual = read_state(&store).await.map_err(|e| format!("reading failed: {e}"))?;
     let (changes, _, next) = feed::read(&store, None).await?;
@@ -386,7 +398,14 @@ fn a_new_store_has_its_header_on_disk_before_its_log_is_written() {
         slow_writes: Some((super::STORE_FILE, std::time::Duration::from_millis(20))),
         ..Default::default()
     });
-    let store = open(&disk, 64 << 10).expect("a new store");
+    let store = open(
+        &disk,
+        Sizes {
+            log: 64 << 10,
+            buffer: 0,
+        },
+    )
+    .expect("a new store");
     drop(store);
     let first = disk.first_write_to(super::wal::FILE_NAME).expect("the log was written");
     let files = disk.synced(first);

@@ -20,6 +20,8 @@ pub(super) struct EmbeddedStats {
     pub(super) checkpoint_log_bytes: Histogram,
     /// Bytes of records in the log half now being written, and its size.
     pub(super) log_fill: AtomicU64,
+    /// Bytes the write buffer holds (`engine/buffer.rs`); a checkpoint folds it into redb.
+    pub(super) write_buffer_bytes: AtomicU64,
     pub(super) log_capacity: AtomicU64,
     pub(super) rows: RowCounts,
     /// For tests to wait on events instead of sleeping: jobs the writer has
@@ -40,6 +42,7 @@ impl Default for EmbeddedStats {
             checkpoint_seconds: Histogram::new(SECONDS),
             checkpoint_log_bytes: Histogram::new(BYTES),
             log_fill: AtomicU64::new(0),
+            write_buffer_bytes: AtomicU64::new(0),
             log_capacity: AtomicU64::new(0),
             rows: RowCounts::default(),
             #[cfg(test)]
@@ -88,6 +91,11 @@ impl EmbeddedStats {
                 "log_fill_bytes",
                 "Bytes of records in the log half now being written; a checkpoint empties it.",
                 load(&self.log_fill),
+            ),
+            StoreMetric::gauge(
+                "write_buffer_bytes",
+                "Bytes of changes in the write buffer, not yet folded into the store file; a checkpoint folds them.",
+                load(&self.write_buffer_bytes),
             ),
             StoreMetric::gauge(
                 "log_capacity_bytes",

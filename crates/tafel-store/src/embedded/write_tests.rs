@@ -117,3 +117,64 @@ fn new_rows_between_existing_rows_all_land_and_replay() {
         store.shutdown().await.expect("shutdown");
     });
 }
+
+#[test]
+fn single_writes_are_read_from_the_buffer_and_folded_in_runs_that_fill_their_leaves() {
+    let dir = tempdir().expect("temp dir");
+    runtime().block_on(async {
+        let store = open(dir.path());
+        store.create_table(ACCOUNT, "t").await.expect("create");
+        // Rows after the others, in a write big enough to go to the store file
+        // itself: the table's end takes appends well either way, the rows
+        // folded in before these are the ones a fold one by one would split.
+        let after: Vec<usize> = (2000..2064).collect();
+        put(&store, &after, 1, 780).await;
+        assert_eq!(store.buffered_bytes(), 0);
+        // 1000 rows of ~800 bytes, in writes of 50 (too few to commit to the
+        // store file themselves, `writer::folds_first`) in a scattered order, as
+        // concurrent clients send them: they stay in the write buffer until the
+        // fold, which writes them in key order.
+        let scattered: Vec<usize> = (0..1000).map(|i| (i * 7) % 1000).collect();
+        for ids in scattered.chunks(50) {
+            assert!(put(&store, ids, 1, 780).await.iter().all(|e| !e));
+        }
+        // Some updated, some deleted, all still buffered.
+        let updated: Vec<usize> = (0..1000).step_by(10).collect();
+        for ids in updated.chunks(50) {
+            assert!(put(&store, ids, 2, 780).await.iter().all(|e| *e));
+        }
+        let deleted: Vec<EntityKey> = (5..1000)
+            .step_by(50)
+            .map(|i| EntityKey::new("p", &format!("r{i:04}")))
+            .collect();
+        let n = deleted.len();
+        write_with(
+            &store,
+            ACCOUNT,
+            "t",
+            deleted,
+            Expect::Any,
+            move |_: &[Option<&[u8]>]| (vec![Mutation::Delete; n], ()),
+        )
+        .await
+        .expect("delete");
+        assert!(store.buffered_bytes() > 1000 * 780, "the writes were not buffered");
+        let want: Vec<(usize, Vec<u8>)> = (0..1000)
+            .filter(|i| i % 50 != 5)
+            .map(|i| (i, value(i, if i % 10 == 0 { 2 } else { 1 }, 780)))
+            .chain(after.iter().map(|&i| (i, value(i, 1, 780))))
+            .collect();
+        assert_eq!(rows(&store).await, want, "read merged from the buffer");
+        store.shutdown().await.expect("shutdown");
+        drop(store);
+
+        let store = open(dir.path());
+        assert_eq!(store.buffered_bytes(), 0);
+        assert_eq!(rows(&store).await, want, "folded into the store file");
+        // Five rows to a 4 KiB page. One by one, each full leaf would split in
+        // half: the 1044 rows took 340 leaves; in runs, 210.
+        let leaves = store.entity_leaf_pages();
+        assert!(leaves <= 220, "{leaves} leaf pages for 1044 rows");
+        store.shutdown().await.expect("shutdown");
+    });
+}

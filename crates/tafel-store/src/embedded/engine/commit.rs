@@ -25,6 +25,7 @@ use std::sync::Arc;
 use arc_swap::ArcSwap;
 use redb::{Database, ReadOnlyTable, ReadTransaction, ReadableDatabase};
 
+use super::buffer::Buffer;
 use super::health::Health;
 use super::page_file::Durable;
 use super::schema::{to_store_error, ENTITIES, TABLES};
@@ -37,21 +38,41 @@ use crate::embedded::Reply;
 use crate::error::{BackendError, FailureKind, StoreError};
 use crate::undelete::UndeleteError;
 
-/// A read-only view of the store as of one commit, with the two tables every
-/// read needs already open, so a point read opens nothing.
-pub(in crate::embedded) struct ReadView {
+/// redb's state as of one commit, with the two tables every read needs already
+/// open, so a point read opens nothing.
+pub(in crate::embedded) struct BaseView {
     pub(in crate::embedded) txn: ReadTransaction,
     pub(in crate::embedded) tables: ReadOnlyTable<&'static [u8], &'static [u8]>,
     pub(in crate::embedded) entities: ReadOnlyTable<&'static [u8], &'static [u8]>,
 }
 
-impl ReadView {
-    /// The store as of its latest commit.
-    pub(in crate::embedded) fn take(db: &Database) -> Result<Arc<ReadView>, StoreError> {
+impl BaseView {
+    /// redb's state as of its latest commit.
+    pub(in crate::embedded) fn take(db: &Database) -> Result<Arc<BaseView>, StoreError> {
         let txn = db.begin_read().map_err(to_store_error)?;
         let tables = txn.open_table(TABLES).map_err(to_store_error)?;
         let entities = txn.open_table(ENTITIES).map_err(to_store_error)?;
-        Ok(Arc::new(ReadView { txn, tables, entities }))
+        Ok(Arc::new(BaseView { txn, tables, entities }))
+    }
+}
+
+/// A read-only view of the store as of one group: redb as of its last commit,
+/// and the write buffer's changes since, as of that group (`buffer.rs`).
+pub(in crate::embedded) struct ReadView {
+    pub(in crate::embedded) base: Arc<BaseView>,
+    pub(in crate::embedded) buffer: Buffer,
+}
+
+impl ReadView {
+    /// The store as of redb's latest commit, with nothing buffered: at opening,
+    /// and for `tafel check` (replay writes into redb itself).
+    pub(in crate::embedded) fn take(db: &Database) -> Result<Arc<ReadView>, StoreError> {
+        Ok(Self::over(BaseView::take(db)?, Buffer::default()))
+    }
+
+    /// `buffer` over `base`.
+    pub(in crate::embedded) fn over(base: Arc<BaseView>, buffer: Buffer) -> Arc<ReadView> {
+        Arc::new(ReadView { base, buffer })
     }
 }
 
@@ -60,7 +81,7 @@ impl ReadView {
     /// Leaf pages of the entity rows.
     pub(in crate::embedded) fn entity_leaf_pages(&self) -> u64 {
         use redb::ReadableTableMetadata;
-        self.entities.stats().map_or(0, |s| s.leaf_pages())
+        self.base.entities.stats().map_or(0, |s| s.leaf_pages())
     }
 }
 

@@ -8,11 +8,13 @@ use std::ops::Bound;
 
 use redb::{CursorError, ReadableTable};
 
+use super::buffer::Buffer;
+use super::commit::BaseView;
 use super::schema::{
     to_store_error, CHANGES, ENTITIES, INDEX, META, TABLES, TABLE_ORDER, T_CHANGES, T_ENTITIES, T_INDEX, T_META,
     T_ORDER, T_TABLES,
 };
-use super::tree::{meta_bounds, meta_key, Bytes, Range, ReadTrees, Tree};
+use super::tree::{get_over, meta_bounds, meta_key, range_over, Bytes, Range, ReadTrees, Tree};
 use super::wal::{LogBuf, Op};
 use crate::error::{FailureKind, StoreError};
 
@@ -132,6 +134,63 @@ impl<'t> Trees<'t> {
         })
     }
 
+    /// Inserts entity rows (sorted by key) through one cursor, from the first
+    /// row's gap up to the first row an existing one sorts before, or that
+    /// exists; returns how many went in (none when the first exists). redb packs
+    /// such a run into full leaves, where inserting rows one by one splits each
+    /// full leaf in half. Logs nothing: `log` is told of each row placed.
+    fn insert_run(&mut self, rows: &[(&[u8], &[u8])], mut log: impl FnMut(&[u8], &[u8])) -> Result<usize, StoreError> {
+        let Some((first, _)) = rows.first() else {
+            return Ok(0);
+        };
+        let mut cursor = self
+            .entities
+            .lower_bound_mut(Bound::Included(*first))
+            .map_err(to_store_error)?;
+        let mut placed = 0;
+        for (key, value) in rows {
+            match cursor.insert_before(*key, *value) {
+                Ok(()) => {}
+                // An existing row sorts before this one, or is this one: the run ends here.
+                Err(CursorError::UnorderedKey) => break,
+                Err(e) => return Err(to_store_error(e)),
+            }
+            log(key, value);
+            placed += 1;
+        }
+        cursor.close().map_err(to_store_error)?;
+        Ok(placed)
+    }
+
+    /// Writes sorted entity rows, new or not: runs of new ones through
+    /// [`Trees::insert_run`], the rest one by one. The write buffer's fold.
+    pub(super) fn put_entity_rows(&mut self, rows: &[(&[u8], &[u8])]) -> Result<(), StoreError> {
+        // After a run of none or one (rows that exist, or new ones between
+        // existing ones), a few go in one by one: a run of one costs a third
+        // more than a plain insert, and a refused one its look-up again.
+        const ONE_BY_ONE: usize = 8;
+        let mut one_by_one = 0;
+        let mut rest = rows;
+        while let Some(((key, value), after)) = rest.split_first() {
+            if one_by_one == 0 && !after.is_empty() {
+                let placed = self.insert_run(rest, |_, _| {})?;
+                if placed > 1 {
+                    rest = &rest[placed..];
+                    continue;
+                }
+                one_by_one = ONE_BY_ONE;
+                if placed == 1 {
+                    rest = after;
+                    continue;
+                }
+            }
+            self.entities.insert(*key, *value).map_err(to_store_error)?;
+            one_by_one = one_by_one.saturating_sub(1);
+            rest = after;
+        }
+        Ok(())
+    }
+
     /// Removes `key` without logging it, as [`Trees::insert_unlogged`] sets one.
     pub(in crate::embedded) fn remove_unlogged(&mut self, tree: Tree, key: &[u8]) -> Result<(), StoreError> {
         self.apply(&Op::Remove { table: tree.tag(), key })
@@ -176,24 +235,53 @@ impl ReadTrees for Trees<'_> {
     }
 }
 
+/// Where a group's changes go.
+// One per group, on the writer's stack.
+#[allow(clippy::large_enum_variant)]
+pub(in crate::embedded) enum Mode<'t> {
+    /// Into redb's write transaction: a group that folded the write buffer into it
+    /// first (a checkpoint, a range removal of a whole table, a buffer full).
+    Direct(Trees<'t>),
+    /// Into the write buffer, read over redb as of its last commit.
+    Buffered { base: &'t BaseView, buffer: &'t mut Buffer },
+}
+
 /// One group's transaction: reads see the group's own changes so far, and
 /// every change is applied and logged together.
 pub(in crate::embedded) struct GroupTx<'t, 'l> {
-    trees: Trees<'t>,
+    mode: Mode<'t>,
     log: &'l mut LogBuf,
 }
 
 impl<'t, 'l> GroupTx<'t, 'l> {
-    pub(super) fn new(trees: Trees<'t>, log: &'l mut LogBuf) -> Self {
-        GroupTx { trees, log }
+    pub(super) fn new(mode: Mode<'t>, log: &'l mut LogBuf) -> Self {
+        GroupTx { mode, log }
     }
 
-    pub(super) fn into_trees(self) -> Trees<'t> {
-        self.trees
+    pub(super) fn into_mode(self) -> Mode<'t> {
+        self.mode
     }
 
     fn change(&mut self, op: Op<'_>) -> Result<(), StoreError> {
-        self.trees.apply(&op)?;
+        match &mut self.mode {
+            Mode::Direct(trees) => trees.apply(&op)?,
+            Mode::Buffered { base, buffer } => match &op {
+                // Spelt out as a removal of each row there is: the rows may be
+                // in redb, under the buffer. (Whole tables' removals fold first
+                // and run direct, `writer::folds_first`; this is for the
+                // feed's trimming, a second's changes at a time.)
+                &Op::RemoveRange { table, lo, hi } => {
+                    let tree = Tree::from_tag(table)?;
+                    let keys = range_over(*base, buffer, tree, Bound::Included(lo), Bound::Excluded(hi))?
+                        .map(|row| row.map(|(k, _)| k.bytes().to_vec()))
+                        .collect::<Result<Vec<_>, _>>()?;
+                    for key in keys {
+                        buffer.apply(&Op::Remove { table, key: &key })?;
+                    }
+                }
+                op => buffer.apply(op)?,
+            },
+        }
         self.log.push(&op);
         Ok(())
     }
@@ -223,42 +311,52 @@ impl<'t, 'l> GroupTx<'t, 'l> {
     /// cursor, from the first row's gap up to the first row an existing one
     /// sorts before; returns how many went in. redb packs such a run into full
     /// leaves, where inserting rows one by one splits each full leaf in half.
+    /// Buffered, they all go in, and the fold writes them in key order.
     pub(in crate::embedded) fn insert_entity_run(&mut self, rows: &[(&[u8], Vec<u8>)]) -> Result<usize, StoreError> {
         let Some((first, _)) = rows.first() else {
             return Ok(0);
         };
-        let mut cursor = self
-            .trees
-            .entities
-            .lower_bound_mut(Bound::Included(*first))
-            .map_err(to_store_error)?;
-        let mut placed = 0;
-        for (key, value) in rows {
-            match cursor.insert_before(*key, value.as_slice()) {
-                Ok(()) => {}
-                // An existing row sorts before this one: the run ends here. (The
-                // first row, refused at its own gap, exists after all: an error.)
-                Err(CursorError::UnorderedKey) if placed > 0 => break,
-                Err(e) => return Err(to_store_error(e)),
+        let trees = match &mut self.mode {
+            Mode::Direct(trees) => trees,
+            Mode::Buffered { .. } => {
+                for (key, value) in rows {
+                    self.insert(Tree::Entities, key, value)?;
+                }
+                return Ok(rows.len());
             }
-            self.log.push(&Op::Insert {
+        };
+        let rows: Vec<(&[u8], &[u8])> = rows.iter().map(|(k, v)| (*k, v.as_slice())).collect();
+        let log = &mut *self.log;
+        let placed = trees.insert_run(&rows, |key, value| {
+            log.push(&Op::Insert {
                 table: T_ENTITIES,
                 key,
                 value,
-            });
-            placed += 1;
+            })
+        })?;
+        if placed == 0 {
+            // The first row, refused at its own gap, exists after all.
+            return Err(StoreError::failure(
+                FailureKind::Internal,
+                format!("a new row that exists: {first:?}"),
+            ));
         }
-        cursor.close().map_err(to_store_error)?;
         Ok(placed)
     }
 }
 
 impl ReadTrees for GroupTx<'_, '_> {
     fn get(&self, tree: Tree, key: &[u8]) -> Result<Option<Bytes<'_>>, StoreError> {
-        self.trees.get(tree, key)
+        match &self.mode {
+            Mode::Direct(trees) => trees.get(tree, key),
+            Mode::Buffered { base, buffer } => get_over(*base, buffer, tree, key),
+        }
     }
 
     fn range(&self, tree: Tree, lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> Result<Range<'_>, StoreError> {
-        self.trees.range(tree, lo, hi)
+        match &self.mode {
+            Mode::Direct(trees) => trees.range(tree, lo, hi),
+            Mode::Buffered { base, buffer } => range_over(*base, buffer, tree, lo, hi),
+        }
     }
 }

@@ -1,7 +1,9 @@
 //! The engine: the only module that knows redb. It owns the store file and the
 //! page file redb writes through (`page_file.rs`), the write-ahead log
-//! (`wal.rs`), replay, checkpoints, group commit (`writer.rs`, `commit.rs`) and
-//! the one record of whether the store is broken (`opening.rs`).
+//! (`wal.rs`), the write buffer in front of redb (`buffer.rs`: the groups'
+//! changes since redb's last commit, folded into it at checkpoints), replay,
+//! checkpoints, group commit (`writer.rs`, `commit.rs`) and the one record of
+//! whether the store is broken (`health.rs`).
 //!
 //! The store's logic (tables, entities, the change feed, savepoints, scans,
 //! stats, snapshots, `tafel check`) lives beside this module and reaches the
@@ -11,6 +13,7 @@
 //! ([`rows_ahead`]), and a group transaction ([`GroupTx`](group::GroupTx)) whose every
 //! change is logged. See docs/design/embedded-store.md, "The engine seam".
 
+pub(super) mod buffer;
 pub(super) mod checkpoint;
 pub(super) mod checksums;
 pub(super) mod commit;

@@ -22,6 +22,7 @@ use super::schema::{
     decode_table, decode_u64, guarded, poisoned, table_key, to_store_error, TableValue, CHANGES, ENTITIES, INDEX, META,
     TABLES, TABLE_ORDER, WAL_SEQ,
 };
+use super::tree::{ReadTrees, Tree};
 use super::wal::{Found, Wal};
 use super::writer::{writer_loop, LogState};
 use crate::embedded::feed::FeedState;
@@ -194,6 +195,9 @@ impl Opening {
             stats: stats.clone(),
             feed: feed.clone(),
             index_defs: Default::default(),
+            base: Some(published.load().base.clone()),
+            buffer: Default::default(),
+            buffer_limit: options.write_buffer,
         };
         let log = commit::LogSide {
             wal,
@@ -273,8 +277,8 @@ impl Opening {
     pub(in crate::embedded) fn read_table(&self, account: &str, name: &str) -> Result<Option<TableValue>, StoreError> {
         let snapshot = self.view();
         let key = table_key(account, name);
-        let found = snapshot.tables.get(key.as_slice()).map_err(to_store_error)?;
-        found.map(|v| decode_table(&key, v.value())).transpose()
+        let found = snapshot.get(Tree::Tables, key.as_slice())?;
+        found.map(|v| decode_table(&key, v.bytes())).transpose()
     }
 
     #[cfg(test)]

@@ -1,5 +1,6 @@
 //! The seam's scan primitive: entity rows in a key range, read a few ahead of the
-//! one the scan is at, each row's bytes prefetched as it is read.
+//! one the scan is at, each row's bytes prefetched as it is read. Rows the write
+//! buffer changed come merged in (`buffer.rs`); a range with none reads redb alone.
 //!
 //! The rows read ahead stay in the engine, as its own guards over its pages, and
 //! the scan sees them as `&[u8]`s: a row's guards are never moved or wrapped
@@ -11,8 +12,10 @@ use std::ops::Bound;
 
 use redb::{AccessGuard, ReadableTable};
 
+use super::buffer::Merge;
 use super::commit::ReadView;
 use super::schema::to_store_error;
+use super::tree::{Bytes, Range, Tree};
 use crate::error::StoreError;
 
 /// Rows read ahead of the one a scan is at.
@@ -38,20 +41,78 @@ fn prefetch_lines(bytes: &[u8], lines: usize) {
     let _ = (bytes, lines);
 }
 
-/// Entity rows in a key range, in key order, up to [`LOOKAHEAD`] of them read
+/// Where a ring reads its rows from: redb's range as it is (the fast path, a
+/// tree with nothing buffered), or redb's rows merged with the write buffer's.
+pub(in crate::embedded) trait Source<'a> {
+    /// What `next` returns, kept in a slot as returned (see [`Ring::slots`]).
+    type Item;
+    fn next(&mut self) -> Option<Self::Item>;
+    /// The row in an item; `None` for an error.
+    fn row(item: &Self::Item) -> Option<(&[u8], &[u8])>;
+    fn into_error(item: Self::Item) -> Option<StoreError>;
+}
+
+type Item<'a> = Result<(Guard<'a>, Guard<'a>), redb::StorageError>;
+
+impl<'a> Source<'a> for redb::Range<'a, &'static [u8], &'static [u8]> {
+    type Item = Item<'a>;
+
+    #[inline(always)]
+    fn next(&mut self) -> Option<Item<'a>> {
+        Iterator::next(self)
+    }
+
+    #[inline(always)]
+    fn row<'s>(item: &'s Item<'a>) -> Option<(&'s [u8], &'s [u8])> {
+        match item {
+            Ok((k, v)) => Some((k.value(), v.value())),
+            Err(_) => None,
+        }
+    }
+
+    fn into_error(item: Item<'a>) -> Option<StoreError> {
+        item.err().map(to_store_error)
+    }
+}
+
+type Merged<'a> = Merge<'a, Range<'a>>;
+type MergedItem<'a> = Result<(Bytes<'a>, Bytes<'a>), StoreError>;
+
+impl<'a> Source<'a> for Merged<'a> {
+    type Item = MergedItem<'a>;
+
+    #[inline(always)]
+    fn next(&mut self) -> Option<MergedItem<'a>> {
+        Iterator::next(self)
+    }
+
+    #[inline(always)]
+    fn row<'s>(item: &'s MergedItem<'a>) -> Option<(&'s [u8], &'s [u8])> {
+        match item {
+            Ok((k, v)) => Some((k.bytes(), v.bytes())),
+            Err(_) => None,
+        }
+    }
+
+    fn into_error(item: MergedItem<'a>) -> Option<StoreError> {
+        item.err()
+    }
+}
+
+/// Rows from a [`Source`], in key order, up to [`LOOKAHEAD`] of them read
 /// ahead, each with a mark `M` of the scan's (what it learnt of the row early).
 ///
 /// The rows ahead are a ring whose rows stay where they were put and are dropped
 /// there. A `VecDeque` moved each row (two guards, over a hundred bytes) out again
 /// to drop it, with a `memcpy` call per row; the ring took 6% off a scan's CPU per
 /// row (benchmark-history §24).
-pub(in crate::embedded) struct RowsAhead<'a, M> {
-    iter: redb::Range<'a, &'static [u8], &'static [u8]>,
-    /// Each slot holds what the range's `next` returned, as it returned it (an
+pub(in crate::embedded) struct Ring<'a, S: Source<'a>, M> {
+    iter: S,
+    /// Each slot holds what the source's `next` returned, as it returned it (an
     /// error only until `fill` takes it out): a row repacked on its way in, with
     /// its mark beside its guards, cost a second copy of them (~200 bytes) per row,
     /// 6% more instructions per scanned page in one build (benchmark-history §38).
-    slots: [Option<Item<'a>>; LOOKAHEAD],
+    slots: [Option<S::Item>; LOOKAHEAD],
     /// Each slot's mark, set when its row is read.
     marks: [M; LOOKAHEAD],
     head: usize,
@@ -59,24 +120,102 @@ pub(in crate::embedded) struct RowsAhead<'a, M> {
     exhausted: bool,
 }
 
-type Item<'a> = Result<(Guard<'a>, Guard<'a>), redb::StorageError>;
+/// Entity rows in a key range, read ahead: from redb alone where nothing of the
+/// entities is buffered, merged with the write buffer otherwise. Each call
+/// matches once on which; the rings themselves are monomorphic.
+// One per range a scan reads, where it is made: a boxed ring would cost a
+// pointer followed per row.
+#[allow(clippy::large_enum_variant)]
+pub(in crate::embedded) enum RowsAhead<'a, M> {
+    Pages(Ring<'a, redb::Range<'a, &'static [u8], &'static [u8]>, M>),
+    Merged(Ring<'a, Merged<'a>, M>),
+}
 
 impl ReadView {
-    /// The entity rows with keys in `(lo, hi)`, read ahead for a scan.
+    /// The entity rows with keys in `(lo, hi)`, read ahead for a scan that reads
+    /// no row at or past `stop` (the end of its table, where `hi` is open).
     pub(in crate::embedded) fn entities_ahead<M: Default>(
         &self,
         lo: Bound<&[u8]>,
         hi: Bound<&[u8]>,
+        stop: Option<&[u8]>,
     ) -> Result<RowsAhead<'_, M>, StoreError> {
-        let iter = ReadableTable::range::<&[u8]>(&self.entities, (lo, hi)).map_err(to_store_error)?;
-        Ok(RowsAhead {
+        let pages = ReadableTable::range::<&[u8]>(&self.base.entities, (lo, hi)).map_err(to_store_error)?;
+        let read = match (hi, stop) {
+            (Bound::Unbounded, Some(stop)) => Bound::Excluded(stop),
+            (Bound::Included(h) | Bound::Excluded(h), Some(stop)) if h > stop => Bound::Excluded(stop),
+            _ => hi,
+        };
+        if self.buffer.holds_none_in(Tree::Entities, lo, read) {
+            return Ok(RowsAhead::Pages(Ring::new(pages)));
+        }
+        let merged = Merge::new(Range::Bytes(pages), self.buffer.range(Tree::Entities, lo, hi));
+        Ok(RowsAhead::Merged(Ring::new(merged)))
+    }
+}
+
+impl<'a, S: Source<'a>, M: Default> Ring<'a, S, M> {
+    fn new(iter: S) -> Self {
+        Ring {
             iter,
             slots: std::array::from_fn(|_| None),
             marks: std::array::from_fn(|_| M::default()),
             head: 0,
             len: 0,
             exhausted: false,
-        })
+        }
+    }
+
+    /// See [`RowsAhead::fill`].
+    #[inline(always)]
+    fn fill(&mut self) -> Result<(), StoreError> {
+        while !self.exhausted && self.len < LOOKAHEAD {
+            let at = (self.head + self.len) % LOOKAHEAD;
+            let slot = &mut self.slots[at];
+            *slot = self.iter.next();
+            match slot.as_ref().map(S::row) {
+                Some(Some((k, v))) => {
+                    prefetch_lines(k, 2);
+                    prefetch_lines(v, usize::MAX);
+                    self.marks[at] = M::default();
+                    self.len += 1;
+                }
+                Some(None) => {
+                    if let Some(e) = slot.take().and_then(S::into_error) {
+                        return Err(e);
+                    }
+                }
+                None => self.exhausted = true,
+            }
+        }
+        Ok(())
+    }
+}
+
+impl<'a, S: Source<'a>, M> Ring<'a, S, M> {
+    #[inline(always)]
+    fn get_mut(&mut self, i: usize) -> Option<(&[u8], &[u8], &mut M)> {
+        if i >= self.len {
+            return None;
+        }
+        let at = (self.head + i) % LOOKAHEAD;
+        let (k, v) = S::row(self.slots[at].as_ref()?)?;
+        Some((k, v, &mut self.marks[at]))
+    }
+
+    #[inline(always)]
+    fn front(&self) -> Option<(&[u8], &[u8], &M)> {
+        let (k, v) = S::row(self.slots[self.head].as_ref()?)?;
+        Some((k, v, &self.marks[self.head]))
+    }
+
+    #[inline(always)]
+    fn pop(&mut self) {
+        if self.len > 0 {
+            self.slots[self.head] = None;
+            self.head = (self.head + 1) % LOOKAHEAD;
+            self.len -= 1;
+        }
     }
 }
 
@@ -88,26 +227,10 @@ impl<M: Default> RowsAhead<'_, M> {
     /// slower all the same (benchmark-history §24).
     #[inline(always)]
     pub(in crate::embedded) fn fill(&mut self) -> Result<(), StoreError> {
-        while !self.exhausted && self.len < LOOKAHEAD {
-            let at = (self.head + self.len) % LOOKAHEAD;
-            let slot = &mut self.slots[at];
-            *slot = self.iter.next();
-            match slot {
-                Some(Ok((k, v))) => {
-                    prefetch_lines(k.value(), 2);
-                    prefetch_lines(v.value(), usize::MAX);
-                    self.marks[at] = M::default();
-                    self.len += 1;
-                }
-                Some(Err(_)) => {
-                    if let Some(Err(e)) = slot.take() {
-                        return Err(to_store_error(e));
-                    }
-                }
-                None => self.exhausted = true,
-            }
+        match self {
+            RowsAhead::Pages(r) => r.fill(),
+            RowsAhead::Merged(r) => r.fill(),
         }
-        Ok(())
     }
 }
 
@@ -115,32 +238,27 @@ impl<M> RowsAhead<'_, M> {
     /// The `i`th row ahead (0 is the one the scan is at): its key, value and mark.
     #[inline(always)]
     pub(in crate::embedded) fn get_mut(&mut self, i: usize) -> Option<(&[u8], &[u8], &mut M)> {
-        if i >= self.len {
-            return None;
-        }
-        let at = (self.head + i) % LOOKAHEAD;
-        match &self.slots[at] {
-            Some(Ok((k, v))) => Some((k.value(), v.value(), &mut self.marks[at])),
-            _ => None,
+        match self {
+            RowsAhead::Pages(r) => r.get_mut(i),
+            RowsAhead::Merged(r) => r.get_mut(i),
         }
     }
 
     /// The row the scan is at, or none when the range has ended.
     #[inline(always)]
     pub(in crate::embedded) fn front(&self) -> Option<(&[u8], &[u8], &M)> {
-        match &self.slots[self.head] {
-            Some(Ok((k, v))) => Some((k.value(), v.value(), &self.marks[self.head])),
-            _ => None,
+        match self {
+            RowsAhead::Pages(r) => r.front(),
+            RowsAhead::Merged(r) => r.front(),
         }
     }
 
     /// Drops the row the scan is at where it lies; the next becomes the front.
     #[inline(always)]
     pub(in crate::embedded) fn pop(&mut self) {
-        if self.len > 0 {
-            self.slots[self.head] = None;
-            self.head = (self.head + 1) % LOOKAHEAD;
-            self.len -= 1;
+        match self {
+            RowsAhead::Pages(r) => r.pop(),
+            RowsAhead::Merged(r) => r.pop(),
         }
     }
 }

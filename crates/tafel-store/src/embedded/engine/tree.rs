@@ -10,7 +10,8 @@ use std::ops::Bound;
 
 use redb::{AccessGuard, ReadableTable};
 
-use super::commit::ReadView;
+use super::buffer::{Buffer, Merge};
+use super::commit::{BaseView, ReadView};
 use super::schema::{
     to_store_error, CHANGES, INDEX, META, TABLE_ORDER, T_CHANGES, T_ENTITIES, T_INDEX, T_META, T_ORDER, T_TABLES,
 };
@@ -46,6 +47,24 @@ impl Tree {
             Tree::Index => T_INDEX,
         }
     }
+
+    /// The tree a log record's tag names.
+    pub(in crate::embedded) fn from_tag(tag: u8) -> Result<Tree, StoreError> {
+        Ok(match tag {
+            T_TABLES => Tree::Tables,
+            T_ORDER => Tree::TableOrder,
+            T_ENTITIES => Tree::Entities,
+            T_CHANGES => Tree::Changes,
+            T_META => Tree::Meta,
+            T_INDEX => Tree::Index,
+            _ => {
+                return Err(StoreError::failure(
+                    FailureKind::Corrupt,
+                    format!("a change to tree {tag}"),
+                ))
+            }
+        })
+    }
 }
 
 /// A key or value read from a tree: a guard over the engine's page.
@@ -54,6 +73,8 @@ pub(in crate::embedded) enum Bytes<'a> {
     Str(AccessGuard<'a, &'static str>),
     /// A value of the listing order, which holds none.
     Empty,
+    /// A key or value in the write buffer (`buffer.rs`).
+    Buf(&'a [u8]),
 }
 
 impl Bytes<'_> {
@@ -62,6 +83,7 @@ impl Bytes<'_> {
             Bytes::Slice(g) => g.value(),
             Bytes::Str(g) => g.value().as_bytes(),
             Bytes::Empty => &[],
+            Bytes::Buf(b) => b,
         }
     }
 }
@@ -73,6 +95,8 @@ pub(in crate::embedded) enum Range<'a> {
     Bytes(redb::Range<'a, &'static [u8], &'static [u8]>),
     Order(redb::Range<'a, &'static [u8], ()>),
     Str(redb::Range<'a, &'static str, &'static [u8]>),
+    /// redb's rows with the write buffer's changes over them.
+    Merged(Box<Merge<'a, Range<'a>>>),
 }
 
 impl<'a> Iterator for Range<'a> {
@@ -85,6 +109,7 @@ impl<'a> Iterator for Range<'a> {
                 Range::Bytes(r) => r.next()?.map(|(k, v)| (Bytes::Slice(k), Bytes::Slice(v))),
                 Range::Order(r) => r.next()?.map(|(k, _)| (Bytes::Slice(k), Bytes::Empty)),
                 Range::Str(r) => r.next()?.map(|(k, v)| (Bytes::Str(k), Bytes::Slice(v))),
+                Range::Merged(m) => return m.next(),
             }
             .map_err(to_store_error),
         )
@@ -119,13 +144,21 @@ impl<'a> Iterator for EntityRows<'a> {
 }
 
 impl ReadView {
-    /// The entity rows with keys in `(lo, hi)`, in key order.
+    /// The entity rows with keys in `(lo, hi)`, in key order, of a view with
+    /// nothing buffered: `tafel check`'s, over a store just opened (replay
+    /// writes into redb itself).
     pub(in crate::embedded) fn entity_rows(
         &self,
         lo: Bound<&[u8]>,
         hi: Bound<&[u8]>,
     ) -> Result<EntityRows<'_>, StoreError> {
-        ReadableTable::range::<&[u8]>(&self.entities, (lo, hi))
+        if !self.buffer.holds_none_of(Tree::Entities) {
+            return Err(StoreError::failure(
+                FailureKind::Internal,
+                "entity rows read from redb alone past buffered changes",
+            ));
+        }
+        ReadableTable::range::<&[u8]>(&self.base.entities, (lo, hi))
             .map(EntityRows)
             .map_err(to_store_error)
     }
@@ -162,7 +195,46 @@ pub(super) fn meta_bounds<'k>(
     Ok((text(lo)?, text(hi)?))
 }
 
+/// `key` in `tree` as `buffer` over `base` has it.
+pub(super) fn get_over<'a, B: ReadTrees>(
+    base: &'a B,
+    buffer: &'a Buffer,
+    tree: Tree,
+    key: &[u8],
+) -> Result<Option<Bytes<'a>>, StoreError> {
+    match buffer.get(tree, key) {
+        Some(Some(value)) => Ok(Some(Bytes::Buf(value))),
+        Some(None) => Ok(None),
+        None => base.get(tree, key),
+    }
+}
+
+/// The rows of `tree` in `(lo, hi)` as `buffer` over `base` has them.
+pub(super) fn range_over<'a, B: ReadTrees>(
+    base: &'a B,
+    buffer: &'a Buffer,
+    tree: Tree,
+    lo: Bound<&[u8]>,
+    hi: Bound<&[u8]>,
+) -> Result<Range<'a>, StoreError> {
+    let rows = base.range(tree, lo, hi)?;
+    if buffer.holds_none_in(tree, lo, hi) {
+        return Ok(rows);
+    }
+    Ok(Range::Merged(Box::new(Merge::new(rows, buffer.range(tree, lo, hi)))))
+}
+
 impl ReadTrees for ReadView {
+    fn get(&self, tree: Tree, key: &[u8]) -> Result<Option<Bytes<'_>>, StoreError> {
+        get_over(&*self.base, &self.buffer, tree, key)
+    }
+
+    fn range(&self, tree: Tree, lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> Result<Range<'_>, StoreError> {
+        range_over(&*self.base, &self.buffer, tree, lo, hi)
+    }
+}
+
+impl ReadTrees for BaseView {
     fn get(&self, tree: Tree, key: &[u8]) -> Result<Option<Bytes<'_>>, StoreError> {
         let found = match tree {
             Tree::Tables => self.tables.get(key).map(|g| g.map(Bytes::Slice)),

@@ -10,10 +10,11 @@ use std::time::{Duration, Instant};
 
 use redb::{Database, Durability};
 
+use super::buffer::Buffer;
 use super::checkpoint::SinceCheckpoint;
 use super::checksums::seal;
-use super::commit::{self, Checkpoint, Committed, Pending, ReadView, ToLog};
-use super::group::{GroupTx, Trees};
+use super::commit::{self, BaseView, Checkpoint, Committed, Pending, ReadView, ToLog};
+use super::group::{GroupTx, Mode, Trees};
 use super::health::Health;
 use super::page_file::Durable;
 use super::schema::*;
@@ -24,7 +25,7 @@ use crate::embedded::feed::FeedState;
 use crate::embedded::index::IndexDefs;
 use crate::embedded::stats::EmbeddedStats;
 use crate::embedded::{savepoints, Job};
-use crate::error::{kind_of_io, BackendError, FailureKind};
+use crate::error::{kind_of_io, BackendError, FailureKind, StoreError};
 
 /// Upper bound of jobs folded into one commit, so one commit's latency stays bounded.
 pub(in crate::embedded) const MAX_GROUP: usize = 512;
@@ -51,11 +52,68 @@ pub(in crate::embedded) struct LogState {
     pub(in crate::embedded) feed: Arc<FeedState>,
     /// Tables' indexed properties (`index.rs`); only a committed group's reads stay.
     pub(in crate::embedded) index_defs: IndexDefs,
+    /// redb as of its last commit, which buffered groups read under the buffer;
+    /// `None` when it could not be taken (after a savepoint), and the next group
+    /// then runs direct.
+    pub(in crate::embedded) base: Option<Arc<BaseView>>,
+    /// The changes since redb's last commit (`buffer.rs`).
+    pub(in crate::embedded) buffer: Buffer,
+    /// Bytes the buffer may hold before it is folded; 0 runs every group direct.
+    pub(in crate::embedded) buffer_limit: usize,
 }
 
 impl LogState {
     fn fits(&self, record: &LogBuf) -> bool {
         self.since.bytes + record.len() <= self.size
+    }
+
+    /// Whether the buffer is due to be folded: past its bound, the writes wait
+    /// for the fold (back-pressure), they never fail.
+    fn buffer_full(&self) -> bool {
+        self.buffer_limit > 0 && self.buffer.bytes() >= self.buffer_limit
+    }
+
+    /// What the writer's own reads see: everything it applied.
+    fn view(&self, db: &Database) -> Result<Arc<ReadView>, StoreError> {
+        let base = match &self.base {
+            Some(base) => base.clone(),
+            None => BaseView::take(db)?,
+        };
+        Ok(ReadView::over(base, self.buffer.clone()))
+    }
+
+    /// Whether `group` folds the buffer into a redb transaction and runs in it:
+    /// a checkpoint does, a group of batches (whose sorted new rows redb packs
+    /// into full leaves through a cursor, at a third of what buffering them
+    /// and folding them later costs, `BENCHMARKS.md`), and a group that removes
+    /// whole tables' rows (spelt out key by key in the buffer, they would be a
+    /// removal per row).
+    fn folds_first(&self, group: &[Job]) -> bool {
+        /// Entities written by a group from which it runs direct.
+        const DIRECT_KEYS: usize = 64;
+        let keys: usize = group
+            .iter()
+            .map(|j| match j {
+                Job::Write { keys, .. } => keys.len(),
+                _ => 0,
+            })
+            .sum();
+        group.is_empty()
+            || self.buffer_limit == 0
+            || self.base.is_none()
+            || self.buffer_full()
+            || keys >= DIRECT_KEYS
+            || group.iter().any(|j| {
+                matches!(
+                    j,
+                    Job::DeleteTable { .. }
+                        | Job::Truncate { .. }
+                        | Job::ClearAccount { .. }
+                        | Job::SweepDeleted { .. }
+                        | Job::DropIndex { .. }
+                        | Job::RestoreTable { .. }
+                )
+            })
     }
 }
 
@@ -83,7 +141,8 @@ pub(in crate::embedded) fn writer_loop(
             // When unknown (0: at opening, after a savepoint's restore), a read finds
             // out, so a store keeping nothing runs no group for it. A failed look or
             // sweep waits a second; a sweep sets when the next is due.
-            let due = ReadView::take(db)
+            let due = state
+                .view(db)
                 .and_then(|view| crate::embedded::deleted::next_due(&*view))
                 .unwrap_or(Some(now_ns + 1_000_000_000));
             next.store(
@@ -116,7 +175,7 @@ pub(in crate::embedded) fn writer_loop(
             Err(mpsc::RecvTimeoutError::Timeout) if building => {
                 let step = build_step(&state);
                 run_group(db, &mut state, log, health, vec![step]);
-                if state.since.checkpoint_due(Instant::now()) {
+                if state.since.checkpoint_due(Instant::now()) || state.buffer_full() {
                     run_group(db, &mut state, log, health, Vec::new());
                 }
                 continue;
@@ -152,12 +211,20 @@ pub(in crate::embedded) fn writer_loop(
         if !group.is_empty() {
             run_group(db, &mut state, log, health, group);
             // Now make everything durable in redb if due.
-            if state.since.checkpoint_due(Instant::now()) {
+            if state.since.checkpoint_due(Instant::now()) || state.buffer_full() {
                 run_group(db, &mut state, log, health, Vec::new());
             }
         }
         if let Some((op, reply)) = alone {
+            // A savepoint is redb's: what is buffered goes into redb first.
+            if !state.buffer.is_empty() {
+                run_group(db, &mut state, log, health, Vec::new());
+            }
             savepoints::run(db, &mut state, log, health, op, reply);
+            // A restore moved redb's state: buffered groups read the new one.
+            state.base = BaseView::take(db)
+                .inspect_err(|e| tracing::warn!(error = %e, "could not read the store after a savepoint"))
+                .ok();
         }
     }
     // Shutting down: leave nothing to replay.
@@ -173,9 +240,10 @@ fn build_step(state: &LogState) -> Job {
     Job::BuildIndex { time, reply }
 }
 
-/// Runs one group of jobs in one transaction, commits it (non-durably, or as a
-/// checkpoint) and hands it to the log thread. An empty group with pending
-/// non-durable commits is a plain checkpoint.
+/// Runs one group of jobs, and hands it to the log thread: in the write buffer
+/// (`buffer.rs`), or, when it [folds first](LogState::folds_first), in one redb
+/// transaction with the buffer folded in, committed non-durably or as a
+/// checkpoint. An empty group is a plain checkpoint.
 fn run_group(db: &Database, state: &mut LogState, to_log: &ToLog, health: &Health, group: Vec<Job>) {
     let mut committed = Committed {
         deletes_table: group.iter().any(|j| {
@@ -188,8 +256,11 @@ fn run_group(db: &Database, state: &mut LogState, to_log: &ToLog, health: &Healt
         ..Committed::default()
     };
     let checkpoint_alone = group.is_empty();
+    let direct = state.folds_first(&group);
     // Jobs asked for: an index build's step is the writer's own.
     let jobs = group.iter().filter(|j| !matches!(j, Job::BuildIndex { .. })).count() as u64;
+    // What the buffer held before the group: a failed group changes nothing.
+    let before = state.buffer.clone();
     // A panic in redb (a damaged page, see `schema::guarded`) fails the group;
     // its transaction, dropped unfinished, changes nothing.
     let run = AssertUnwindSafe(|| -> Result<(), BackendError> {
@@ -197,31 +268,81 @@ fn run_group(db: &Database, state: &mut LogState, to_log: &ToLog, health: &Healt
             // The log is broken: change nothing more. Dropping the jobs fails them.
             return Err(BackendError::new(FailureKind::Stopped, "write-ahead log failed"));
         }
-        let mut txn = db.begin_write().map_err(backend_error)?;
+        if state.durable.failure().is_some() {
+            // The store file could not be written: every write fails (`health.rs`),
+            // a buffered one too, which redb would not be asked about. The error
+            // is the file's, below.
+            return Err(BackendError::new(FailureKind::Io, "the store file failed"));
+        }
         let mut log = state.spare.take();
         // Put back only once the group's changes are committed (or it made none).
         let mut defs = std::mem::take(&mut state.index_defs);
-        let (checkpoint, unchanged, seq) = apply_jobs(
-            &txn,
-            state,
-            to_log,
-            &mut log,
-            group,
-            &mut committed.pending,
-            checkpoint_alone,
-            &mut defs,
-        )?;
-        if unchanged {
-            // Every job failed or changed nothing: there is nothing to commit.
-            state.index_defs = defs;
-            return txn.abort().map_err(backend_error);
-        }
-        let level = if checkpoint {
-            Durability::Immediate
-        } else {
-            Durability::None
+        let (applied, group) = match direct {
+            true => (None, group),
+            false => (
+                Some(apply_buffered(
+                    state,
+                    &mut log,
+                    group,
+                    &mut committed.pending,
+                    &mut defs,
+                )?),
+                Vec::new(),
+            ),
         };
-        txn.set_durability(level).map_err(backend_error)?;
+        let (txn, checkpoint, seq) = match applied {
+            // Every job failed or changed nothing: there is nothing to commit.
+            Some(Applied::Unchanged) => {
+                state.index_defs = defs;
+                return Ok(());
+            }
+            Some(Applied::Buffered { seq }) => {
+                state.index_defs = defs;
+                let base = state.base.clone().ok_or_else(garbage)?;
+                let snapshot = ReadView::over(base, state.buffer.clone());
+                let started = Instant::now();
+                return account_commit(state, &mut committed, log, seq, jobs, false, false, started, snapshot);
+            }
+            // Too big for the rest of the log: the buffer, this group in it, goes
+            // into redb durably now.
+            Some(Applied::Checkpoint { seq }) => {
+                let mut txn = db.begin_write().map_err(backend_error)?;
+                let mut trees = Trees::open(&txn).map_err(as_backend)?;
+                state.buffer.fold_into(&mut trees).map_err(as_backend)?;
+                mark_replay_start(&mut trees, to_log, seq)?;
+                drop(trees);
+                txn.set_durability(Durability::Immediate).map_err(backend_error)?;
+                (txn, true, seq)
+            }
+            None => {
+                let txn = db.begin_write().map_err(backend_error)?;
+                let mut trees = Trees::open(&txn).map_err(as_backend)?;
+                state.buffer.fold_into(&mut trees).map_err(as_backend)?;
+                let (checkpoint, unchanged, seq) = apply_jobs(
+                    trees,
+                    state,
+                    to_log,
+                    &mut log,
+                    group,
+                    &mut committed.pending,
+                    checkpoint_alone,
+                    &mut defs,
+                )?;
+                if unchanged {
+                    // The buffer stays as it was, folded into nothing.
+                    state.index_defs = defs;
+                    return txn.abort().map_err(backend_error);
+                }
+                let mut txn = txn;
+                let level = if checkpoint {
+                    Durability::Immediate
+                } else {
+                    Durability::None
+                };
+                txn.set_durability(level).map_err(backend_error)?;
+                (txn, checkpoint, seq)
+            }
+        };
         if checkpoint && state.since.any() {
             // No reader may be left on an older state: see `wait_published`.
             #[cfg(test)]
@@ -231,8 +352,13 @@ fn run_group(db: &Database, state: &mut LogState, to_log: &ToLog, health: &Healt
         let started = Instant::now();
         txn.commit().map_err(backend_error)?;
         state.index_defs = defs;
+        // redb now holds what the buffer did.
+        state.buffer = Buffer::default();
+        state.base = None;
+        let base = BaseView::take(db).map_err(as_backend)?;
+        state.base = Some(base.clone());
+        let snapshot = ReadView::over(base, Buffer::default());
         account_commit(
-            db,
             state,
             &mut committed,
             log,
@@ -241,10 +367,13 @@ fn run_group(db: &Database, state: &mut LogState, to_log: &ToLog, health: &Healt
             checkpoint,
             checkpoint_alone,
             started,
+            snapshot,
         )
     });
     committed.result = catch_unwind(run).unwrap_or_else(|_| Err(garbage()));
     if let Err(e) = &mut committed.result {
+        // Nothing of the group stays buffered (redb's transaction, dropped, kept nothing either).
+        state.buffer = before;
         // After the store file could not be written, redb only says "Previous I/O
         // error"; the flusher knows what it was (a full disk, say).
         if let Some((kind, why)) = state.durable.failure() {
@@ -257,26 +386,58 @@ fn run_group(db: &Database, state: &mut LogState, to_log: &ToLog, health: &Healt
     to_log.send(committed);
 }
 
-/// Applies the group's jobs in `txn`, their changes logged in `log`, each job's
-/// outcome pushed to `pending`; then whether the group commits as a checkpoint,
-/// whether it changed nothing, and the number its log record takes.
-#[allow(clippy::too_many_arguments)]
-fn apply_jobs(
-    txn: &redb::WriteTransaction,
-    state: &LogState,
-    to_log: &ToLog,
+/// How a buffered group went.
+enum Applied {
+    /// Every job failed or changed nothing.
+    Unchanged,
+    /// In the buffer, to be logged as record `seq`.
+    Buffered { seq: u64 },
+    /// In the buffer, but too big for the rest of the log: it goes to redb
+    /// durably, and `seq` is the last record it covers.
+    Checkpoint { seq: u64 },
+}
+
+/// Applies the group's jobs to the write buffer, their changes logged in `log`.
+fn apply_buffered(
+    state: &mut LogState,
     log: &mut LogBuf,
     group: Vec<Job>,
     pending: &mut Vec<Pending>,
-    checkpoint_alone: bool,
+    defs: &mut IndexDefs,
+) -> Result<Applied, BackendError> {
+    let base = state.base.clone().ok_or_else(garbage)?;
+    let mut buffer = std::mem::take(&mut state.buffer);
+    let mode = Mode::Buffered {
+        base: &base,
+        buffer: &mut buffer,
+    };
+    let result = apply_jobs_in(mode, state, log, group, pending, defs).map(drop);
+    state.buffer = buffer;
+    result?;
+    if log.payload_len() == 0 {
+        return Ok(Applied::Unchanged);
+    }
+    Ok(match state.fits(log) {
+        true => Applied::Buffered {
+            seq: state.last_seq + 1,
+        },
+        false => Applied::Checkpoint { seq: state.last_seq },
+    })
+}
+
+/// Runs each job of `group` in `mode`, each job's outcome pushed to `pending`.
+fn apply_jobs_in<'t>(
+    mode: Mode<'t>,
+    state: &LogState,
+    log: &mut LogBuf,
+    group: Vec<Job>,
+    pending: &mut Vec<Pending>,
     index_defs: &mut IndexDefs,
-) -> Result<(bool, bool, u64), BackendError> {
-    let mut seq = state.last_seq;
-    let trees = Trees::open(txn).map_err(as_backend)?;
+) -> Result<Mode<'t>, BackendError> {
     let feed = state.feed.settings.load();
     let encoder = state.feed.index_encoder.load();
     let mut w = Writer {
-        tx: GroupTx::new(trees, log),
+        tx: GroupTx::new(mode, log),
         feed: &feed,
         counts: Default::default(),
         index_encoder: encoder.as_deref(),
@@ -288,7 +449,40 @@ fn apply_jobs(
         pending.push(w.apply(job));
     }
     w.finish().map_err(as_backend)?;
-    let mut trees = w.tx.into_trees();
+    Ok(w.tx.into_mode())
+}
+
+/// Replay starts after record `seq`. A log that keeps nothing is never
+/// replayed: there it would be a page of the meta table copied, and its root
+/// updated, in every commit for nothing.
+fn mark_replay_start(trees: &mut Trees<'_>, to_log: &ToLog, seq: u64) -> Result<(), BackendError> {
+    if to_log.keeps_records() {
+        let stored = seal(WAL_SEQ.as_bytes(), &seq.to_le_bytes());
+        trees
+            .insert_unlogged(Tree::Meta, WAL_SEQ.as_bytes(), &stored)
+            .map_err(as_backend)?;
+    }
+    Ok(())
+}
+
+/// Applies the group's jobs in redb's transaction, their changes logged in `log`;
+/// then whether the group commits as a checkpoint, whether it changed nothing,
+/// and the number its log record takes.
+#[allow(clippy::too_many_arguments)]
+fn apply_jobs(
+    trees: Trees<'_>,
+    state: &LogState,
+    to_log: &ToLog,
+    log: &mut LogBuf,
+    group: Vec<Job>,
+    pending: &mut Vec<Pending>,
+    checkpoint_alone: bool,
+    index_defs: &mut IndexDefs,
+) -> Result<(bool, bool, u64), BackendError> {
+    let mut seq = state.last_seq;
+    let Mode::Direct(mut trees) = apply_jobs_in(Mode::Direct(trees), state, log, group, pending, index_defs)? else {
+        return Err(garbage());
+    };
     // A group too big for the rest of the log commits durably itself.
     let checkpoint = checkpoint_alone || !state.fits(log);
     let unchanged = log.payload_len() == 0 && !checkpoint;
@@ -296,15 +490,7 @@ fn apply_jobs(
         if !checkpoint {
             seq += 1;
         }
-        // Replay starts after this record. A log that keeps nothing is
-        // never replayed: there it would be a page of the meta table
-        // copied, and its root updated, in every commit for nothing.
-        if to_log.keeps_records() {
-            let stored = seal(WAL_SEQ.as_bytes(), &seq.to_le_bytes());
-            trees
-                .insert_unlogged(Tree::Meta, WAL_SEQ.as_bytes(), &stored)
-                .map_err(as_backend)?;
-        }
+        mark_replay_start(&mut trees, to_log, seq)?;
     }
     Ok((checkpoint, unchanged, seq))
 }
@@ -313,7 +499,6 @@ fn apply_jobs(
 /// thread is handed (the record, or the checkpoint's sync), and the new view.
 #[allow(clippy::too_many_arguments)]
 fn account_commit(
-    db: &Database,
     state: &mut LogState,
     committed: &mut Committed,
     log: LogBuf,
@@ -322,6 +507,7 @@ fn account_commit(
     checkpoint: bool,
     checkpoint_alone: bool,
     started: Instant,
+    snapshot: Arc<ReadView>,
 ) -> Result<(), BackendError> {
     state.last_seq = seq;
     if jobs > 0 {
@@ -343,6 +529,10 @@ fn account_commit(
         committed.record = Some((log, seq));
     }
     state.stats.log_fill.store(state.since.bytes, Ordering::Relaxed);
-    committed.snapshot = Some(ReadView::take(db).map_err(as_backend)?);
+    state
+        .stats
+        .write_buffer_bytes
+        .store(state.buffer.bytes() as u64, Ordering::Relaxed);
+    committed.snapshot = Some(snapshot);
     Ok(())
 }

@@ -1,0 +1,376 @@
+//! The write buffer: the changes of the groups since redb's last commit, held in
+//! ordered maps in memory instead of a redb commit per group (docs/design/write-buffer.md).
+//!
+//! A group's changes go into the writer's buffer as the group makes them; the
+//! log thread publishes a clone of it (a snapshot: the maps are persistent, so a
+//! clone costs nothing and a change after it copies only the nodes it touches)
+//! with the group, after the group's record is synced. Every read, a snapshot's
+//! or a group's, is the buffer merged over redb's state as of its last commit
+//! ([`Merge`]). The writer folds the buffer into redb at a checkpoint, in one
+//! sorted commit (`writer.rs`).
+
+use std::borrow::Borrow;
+use std::cmp::Ordering;
+use std::iter::Peekable;
+use std::ops::Bound;
+use std::sync::Arc;
+
+use imbl::OrdSet;
+
+use super::group::Trees;
+use super::tree::{Bytes, Tree};
+use super::wal::Op;
+use crate::error::{FailureKind, StoreError};
+
+/// A key's change: its key and new value in one allocation, shared (not copied)
+/// by the nodes a snapshot and the writer share. One reference count per entry:
+/// a node copied (the first change a group makes under it) or dropped (by the
+/// last snapshot that had it) touches each once.
+#[derive(Clone)]
+struct Entry {
+    bytes: Arc<[u8]>,
+    key_len: u32,
+    /// The key was removed: no value.
+    removed: bool,
+}
+
+impl Entry {
+    fn new(key: &[u8], value: Option<&[u8]>) -> Result<Self, StoreError> {
+        let key_len =
+            u32::try_from(key.len()).map_err(|_| StoreError::failure(FailureKind::Internal, "a key past 4 GiB"))?;
+        let bytes = key.iter().chain(value.unwrap_or_default()).copied().collect();
+        Ok(Entry {
+            bytes,
+            key_len,
+            removed: value.is_none(),
+        })
+    }
+
+    fn key(&self) -> &[u8] {
+        self.bytes.get(..self.key_len as usize).unwrap_or_default()
+    }
+
+    fn value(&self) -> Option<&[u8]> {
+        match self.removed {
+            true => None,
+            false => Some(self.bytes.get(self.key_len as usize..).unwrap_or_default()),
+        }
+    }
+}
+
+impl Borrow<[u8]> for Entry {
+    fn borrow(&self) -> &[u8] {
+        self.key()
+    }
+}
+
+impl PartialEq for Entry {
+    fn eq(&self, other: &Self) -> bool {
+        self.key() == other.key()
+    }
+}
+
+impl Eq for Entry {}
+
+impl PartialOrd for Entry {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Entry {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.key().cmp(other.key())
+    }
+}
+
+/// Bytes an entry costs beyond its key and value: its allocation's counts and
+/// its slot in a node.
+const ENTRY_OVERHEAD: usize = 64;
+
+/// One set per tree, indexed by the tree's log tag.
+const TREES: usize = 6;
+
+type Set = OrdSet<Entry>;
+
+/// The changes not yet in redb, by tree and key.
+#[derive(Clone, Default)]
+pub(in crate::embedded) struct Buffer {
+    trees: [Set; TREES],
+    /// What the entries hold, about: bounded by `--write-buffer-mb`.
+    bytes: usize,
+}
+
+impl Buffer {
+    fn map(&self, tree: Tree) -> &Set {
+        &self.trees[usize::from(tree.tag())]
+    }
+
+    pub(in crate::embedded) fn is_empty(&self) -> bool {
+        self.bytes == 0
+    }
+
+    /// What the buffer holds, in bytes (about).
+    pub(in crate::embedded) fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Whether no change to `tree` is buffered.
+    pub(in crate::embedded) fn holds_none_of(&self, tree: Tree) -> bool {
+        self.map(tree).is_empty()
+    }
+
+    /// Whether no change to `tree` in `(lo, hi)` is buffered: a read of the
+    /// range reads redb alone (a scan of one table while others are written).
+    pub(in crate::embedded) fn holds_none_in(&self, tree: Tree, lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> bool {
+        self.range(tree, lo, hi).next().is_none()
+    }
+
+    /// Sets `key`'s change in `tree` (a tag, as the log names trees).
+    fn put(&mut self, tag: u8, key: &[u8], value: Option<&[u8]>) -> Result<(), StoreError> {
+        let set = self
+            .trees
+            .get_mut(usize::from(tag))
+            .ok_or_else(|| StoreError::failure(FailureKind::Corrupt, format!("a change to tree {tag}")))?;
+        let entry = Entry::new(key, value)?;
+        let size = entry.bytes.len();
+        match set.insert(entry) {
+            Some(old) => self.bytes = (self.bytes + size).saturating_sub(old.bytes.len()),
+            None => self.bytes += size + ENTRY_OVERHEAD,
+        }
+        Ok(())
+    }
+
+    /// Buffers one change. A range removal is the group's to spell out key by
+    /// key (`GroupTx::remove_range`), since rows in it may be in redb only.
+    pub(in crate::embedded) fn apply(&mut self, op: &Op<'_>) -> Result<(), StoreError> {
+        match *op {
+            Op::Insert { table, key, value } => self.put(table, key, Some(value)),
+            Op::Remove { table, key } => self.put(table, key, None),
+            Op::RemoveRange { table, .. } => Err(StoreError::failure(
+                FailureKind::Internal,
+                format!("a range removal from tree {table} handed to the buffer whole"),
+            )),
+        }
+    }
+
+    /// `key`'s change in `tree`: `Some(None)` where it was removed, `None`
+    /// where the buffer holds nothing of it (redb's row stands).
+    pub(in crate::embedded) fn get(&self, tree: Tree, key: &[u8]) -> Option<Option<&[u8]>> {
+        self.map(tree).get(key).map(Entry::value)
+    }
+
+    /// The changes to `tree` with keys in `(lo, hi)`, in key order.
+    pub(in crate::embedded) fn range<'a>(&'a self, tree: Tree, lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> Changes<'a> {
+        // OrdSet's range panics on bounds out of order (a BTreeMap's would too);
+        // a tree's reads may ask for an empty range, which holds nothing.
+        let empty = match (lo, hi) {
+            (Bound::Included(l), Bound::Included(h)) => l > h,
+            (Bound::Included(l) | Bound::Excluded(l), Bound::Excluded(h))
+            | (Bound::Excluded(l), Bound::Included(h)) => l >= h,
+            _ => false,
+        };
+        let set = self.map(tree);
+        Changes(match empty || set.is_empty() {
+            true => None,
+            false => Some(set.range::<_, [u8]>((lo, hi))),
+        })
+    }
+
+    /// Writes every buffered change into redb's open transaction, tree by tree,
+    /// in key order.
+    pub(in crate::embedded) fn fold_into(&self, trees: &mut Trees<'_>) -> Result<(), StoreError> {
+        let entities = Tree::Entities.tag();
+        for (tag, set) in (0u8..).zip(&self.trees) {
+            if tag == entities {
+                fold_entities(set, trees)?;
+                continue;
+            }
+            for entry in set {
+                let key = entry.key();
+                let op = match entry.value() {
+                    Some(value) => Op::Insert { table: tag, key, value },
+                    None => Op::Remove { table: tag, key },
+                };
+                trees.apply(&op)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Folds the entity rows: values written in runs (`Trees::put_entity_rows`), so a
+/// table loaded in key order fills its leaves, removals one by one between them.
+fn fold_entities(set: &Set, trees: &mut Trees<'_>) -> Result<(), StoreError> {
+    let mut run: Vec<(&[u8], &[u8])> = Vec::new();
+    for entry in set {
+        let key = entry.key();
+        match entry.value() {
+            Some(value) => run.push((key, value)),
+            None => {
+                trees.put_entity_rows(&run)?;
+                run.clear();
+                trees.apply(&Op::Remove {
+                    table: Tree::Entities.tag(),
+                    key,
+                })?;
+            }
+        }
+    }
+    trees.put_entity_rows(&run)
+}
+
+/// Buffered changes in a key range, in key order: `(key, new value or none)`.
+pub(in crate::embedded) struct Changes<'a>(
+    Option<imbl::ordset::RangedIter<'a, Entry, imbl::shared_ptr::DefaultSharedPtr>>,
+);
+
+impl<'a> Iterator for Changes<'a> {
+    type Item = (&'a [u8], Option<&'a [u8]>);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let entry = self.0.as_mut()?.next()?;
+        Some((entry.key(), entry.value()))
+    }
+}
+
+/// A tree's rows as of redb's last commit (`base`) with the buffer's changes
+/// over them: a buffered value stands in for redb's, a buffered removal hides it.
+pub(in crate::embedded) struct Merge<'a, I: Iterator> {
+    base: Peekable<I>,
+    changes: Peekable<Changes<'a>>,
+}
+
+impl<'a, I> Merge<'a, I>
+where
+    I: Iterator<Item = Result<(Bytes<'a>, Bytes<'a>), StoreError>>,
+{
+    pub(in crate::embedded) fn new(base: I, changes: Changes<'a>) -> Self {
+        Merge {
+            base: base.peekable(),
+            changes: changes.peekable(),
+        }
+    }
+}
+
+impl<'a, I> Iterator for Merge<'a, I>
+where
+    I: Iterator<Item = Result<(Bytes<'a>, Bytes<'a>), StoreError>>,
+{
+    type Item = Result<(Bytes<'a>, Bytes<'a>), StoreError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            let order = match (self.base.peek(), self.changes.peek()) {
+                (None, None) => return None,
+                (Some(_), None) | (Some(Err(_)), _) => return self.base.next(),
+                (None, Some(_)) => Ordering::Greater,
+                (Some(Ok((k, _))), Some((c, _))) => k.bytes().cmp(c),
+            };
+            match order {
+                Ordering::Less => return self.base.next(),
+                // The buffer's change is the newer: redb's row gives way to it.
+                Ordering::Equal => drop(self.base.next()),
+                Ordering::Greater => {}
+            }
+            match self.changes.next() {
+                Some((k, Some(v))) => return Some(Ok((Bytes::Buf(k), Bytes::Buf(v)))),
+                // A removal: nothing to show, here or in redb.
+                Some((_, None)) | None => continue,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rows(items: &[(&'static str, &'static str)]) -> Vec<Result<(Bytes<'static>, Bytes<'static>), StoreError>> {
+        items
+            .iter()
+            .map(|(k, v)| Ok((Bytes::Buf(k.as_bytes()), Bytes::Buf(v.as_bytes()))))
+            .collect()
+    }
+
+    fn merged(base: &[(&'static str, &'static str)], buffer: &Buffer) -> Vec<(String, String)> {
+        let changes = buffer.range(Tree::Entities, Bound::Unbounded, Bound::Unbounded);
+        Merge::new(rows(base).into_iter(), changes)
+            .map(|r| {
+                let (k, v) = r.expect("a row");
+                (
+                    String::from_utf8_lossy(k.bytes()).into_owned(),
+                    String::from_utf8_lossy(v.bytes()).into_owned(),
+                )
+            })
+            .collect()
+    }
+
+    fn put(buffer: &mut Buffer, key: &str, value: Option<&str>) {
+        buffer
+            .put(Tree::Entities.tag(), key.as_bytes(), value.map(str::as_bytes))
+            .expect("a tree");
+    }
+
+    #[test]
+    fn a_buffered_value_replaces_redbs_and_a_buffered_removal_hides_it() {
+        let mut b = Buffer::default();
+        put(&mut b, "b", Some("B2"));
+        put(&mut b, "c", None);
+        put(&mut b, "e", Some("E"));
+        put(&mut b, "g", None);
+        let base = [("a", "A"), ("b", "B"), ("c", "C"), ("d", "D")];
+        let got = merged(&base, &b);
+        let want: Vec<(String, String)> = [("a", "A"), ("b", "B2"), ("d", "D"), ("e", "E")]
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn a_snapshot_keeps_what_it_saw_while_the_writer_changes_the_buffer() {
+        let mut b = Buffer::default();
+        put(&mut b, "a", Some("1"));
+        let snapshot = b.clone();
+        put(&mut b, "a", Some("2"));
+        put(&mut b, "b", Some("3"));
+        assert_eq!(snapshot.get(Tree::Entities, b"a"), Some(Some(&b"1"[..])));
+        assert_eq!(snapshot.get(Tree::Entities, b"b"), None);
+        assert_eq!(b.get(Tree::Entities, b"a"), Some(Some(&b"2"[..])));
+        assert_eq!(merged(&[], &snapshot).len(), 1);
+    }
+
+    #[test]
+    fn the_size_counts_a_replaced_value_once() {
+        let mut b = Buffer::default();
+        put(&mut b, "k", Some("12345"));
+        let one = b.bytes();
+        put(&mut b, "k", Some("123"));
+        assert_eq!(b.bytes(), one - 2);
+        put(&mut b, "k", None);
+        assert_eq!(b.bytes(), one - 5);
+        assert!(!b.is_empty());
+    }
+
+    #[test]
+    fn a_range_with_its_bounds_crossed_holds_nothing() {
+        let mut b = Buffer::default();
+        put(&mut b, "m", Some("M"));
+        assert_eq!(
+            b.range(Tree::Entities, Bound::Included(b"z"), Bound::Excluded(b"a"))
+                .count(),
+            0
+        );
+        assert_eq!(
+            b.range(Tree::Entities, Bound::Excluded(b"m"), Bound::Included(b"m"))
+                .count(),
+            0
+        );
+        assert_eq!(
+            b.range(Tree::Entities, Bound::Included(b"m"), Bound::Included(b"m"))
+                .count(),
+            1
+        );
+    }
+}
