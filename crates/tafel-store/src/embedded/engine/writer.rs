@@ -290,6 +290,8 @@ fn run_group(db: &Database, state: &mut LogState, to_log: &ToLog, health: &Healt
                 Vec::new(),
             ),
         };
+        // A checkpoint's time counts its fold: the writer stands still for both.
+        let started = Instant::now();
         let (txn, checkpoint, seq) = match applied {
             // Every job failed or changed nothing: there is nothing to commit.
             Some(Applied::Unchanged) => {
@@ -300,7 +302,6 @@ fn run_group(db: &Database, state: &mut LogState, to_log: &ToLog, health: &Healt
                 state.index_defs = defs;
                 let base = state.base.clone().ok_or_else(garbage)?;
                 let snapshot = ReadView::over(base, state.buffer.clone());
-                let started = Instant::now();
                 return account_commit(state, &mut committed, log, seq, jobs, false, false, started, snapshot);
             }
             // Too big for the rest of the log: the buffer, this group in it, goes
@@ -349,7 +350,6 @@ fn run_group(db: &Database, state: &mut LogState, to_log: &ToLog, health: &Healt
             state.stats.publication_waits.fetch_add(1, Ordering::Relaxed);
             commit::wait_published(to_log);
         }
-        let started = Instant::now();
         txn.commit().map_err(backend_error)?;
         state.index_defs = defs;
         // redb now holds what the buffer did.
