@@ -120,18 +120,9 @@ impl Buffer {
         self.map(tree).is_empty()
     }
 
-    /// Whether no change to `tree` in `(lo, hi)` is buffered: a read of the
-    /// range reads redb alone (a scan of one table while others are written).
-    pub(in crate::embedded) fn holds_none_in(&self, tree: Tree, lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> bool {
-        self.range(tree, lo, hi).next().is_none()
-    }
-
     /// Sets `key`'s change in `tree` (a tag, as the log names trees).
     fn put(&mut self, tag: u8, key: &[u8], value: Option<&[u8]>) -> Result<(), StoreError> {
-        let set = self
-            .trees
-            .get_mut(usize::from(tag))
-            .ok_or_else(|| StoreError::failure(FailureKind::Corrupt, format!("a change to tree {tag}")))?;
+        let set = &mut self.trees[usize::from(Tree::from_tag(tag)?.tag())];
         let entry = Entry::new(key, value)?;
         let size = entry.bytes.len();
         match set.insert(entry) {
@@ -160,7 +151,9 @@ impl Buffer {
         self.map(tree).get(key).map(Entry::value)
     }
 
-    /// The changes to `tree` with keys in `(lo, hi)`, in key order.
+    /// The changes to `tree` with keys in `(lo, hi)`, in key order. A read of a
+    /// range whose changes [peek](Changes::peek) empty reads redb alone (a scan of
+    /// one table while others are written).
     pub(in crate::embedded) fn range<'a>(&'a self, tree: Tree, lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> Changes<'a> {
         // OrdSet's range panics on bounds out of order (a BTreeMap's would too);
         // a tree's reads may ask for an empty range, which holds nothing.
@@ -173,7 +166,7 @@ impl Buffer {
         let set = self.map(tree);
         Changes(match empty || set.is_empty() {
             true => None,
-            false => Some(set.range::<_, [u8]>((lo, hi))),
+            false => Some(set.range::<_, [u8]>((lo, hi)).peekable()),
         })
     }
 
@@ -222,8 +215,16 @@ fn fold_entities(set: &Set, trees: &mut Trees<'_>) -> Result<(), StoreError> {
 
 /// Buffered changes in a key range, in key order: `(key, new value or none)`.
 pub(in crate::embedded) struct Changes<'a>(
-    Option<imbl::ordset::RangedIter<'a, Entry, imbl::shared_ptr::DefaultSharedPtr>>,
+    Option<Peekable<imbl::ordset::RangedIter<'a, Entry, imbl::shared_ptr::DefaultSharedPtr>>>,
 );
+
+impl<'a> Changes<'a> {
+    /// The next change, left where it is.
+    pub(in crate::embedded) fn peek(&mut self) -> Option<(&'a [u8], Option<&'a [u8]>)> {
+        let entry: &'a Entry = self.0.as_mut()?.peek()?;
+        Some((entry.key(), entry.value()))
+    }
+}
 
 impl<'a> Iterator for Changes<'a> {
     type Item = (&'a [u8], Option<&'a [u8]>);
@@ -238,7 +239,7 @@ impl<'a> Iterator for Changes<'a> {
 /// over them: a buffered value stands in for redb's, a buffered removal hides it.
 pub(in crate::embedded) struct Merge<'a, I: Iterator> {
     base: Peekable<I>,
-    changes: Peekable<Changes<'a>>,
+    changes: Changes<'a>,
 }
 
 impl<'a, I> Merge<'a, I>
@@ -248,7 +249,7 @@ where
     pub(in crate::embedded) fn new(base: I, changes: Changes<'a>) -> Self {
         Merge {
             base: base.peekable(),
-            changes: changes.peekable(),
+            changes,
         }
     }
 }

@@ -141,15 +141,18 @@ impl ReadView {
         stop: Option<&[u8]>,
     ) -> Result<RowsAhead<'_, M>, StoreError> {
         let pages = ReadableTable::range::<&[u8]>(&self.base.entities, (lo, hi)).map_err(to_store_error)?;
+        // The buffer is read up to `stop` only: changes to the tables after this
+        // one would make a scan that never reaches them merge every row.
         let read = match (hi, stop) {
             (Bound::Unbounded, Some(stop)) => Bound::Excluded(stop),
             (Bound::Included(h) | Bound::Excluded(h), Some(stop)) if h > stop => Bound::Excluded(stop),
             _ => hi,
         };
-        if self.buffer.holds_none_in(Tree::Entities, lo, read) {
+        let mut changes = self.buffer.range(Tree::Entities, lo, read);
+        if changes.peek().is_none() {
             return Ok(RowsAhead::Pages(Ring::new(pages)));
         }
-        let merged = Merge::new(Range::Bytes(pages), self.buffer.range(Tree::Entities, lo, hi));
+        let merged = Merge::new(Range::Bytes(pages), changes);
         Ok(RowsAhead::Merged(Ring::new(merged)))
     }
 }

@@ -218,10 +218,11 @@ pub(super) fn range_over<'a, B: ReadTrees>(
     hi: Bound<&[u8]>,
 ) -> Result<Range<'a>, StoreError> {
     let rows = base.range(tree, lo, hi)?;
-    if buffer.holds_none_in(tree, lo, hi) {
+    let mut changes = buffer.range(tree, lo, hi);
+    if changes.peek().is_none() {
         return Ok(rows);
     }
-    Ok(Range::Merged(Box::new(Merge::new(rows, buffer.range(tree, lo, hi)))))
+    Ok(Range::Merged(Box::new(Merge::new(rows, changes))))
 }
 
 impl ReadTrees for ReadView {
