@@ -139,7 +139,11 @@ impl<'t> Trees<'t> {
     /// exists; returns how many went in (none when the first exists). redb packs
     /// such a run into full leaves, where inserting rows one by one splits each
     /// full leaf in half. Logs nothing: `log` is told of each row placed.
-    fn insert_run(&mut self, rows: &[(&[u8], &[u8])], mut log: impl FnMut(&[u8], &[u8])) -> Result<usize, StoreError> {
+    fn insert_run<V: AsRef<[u8]>>(
+        &mut self,
+        rows: &[(&[u8], V)],
+        mut log: impl FnMut(&[u8], &[u8]),
+    ) -> Result<usize, StoreError> {
         let Some((first, _)) = rows.first() else {
             return Ok(0);
         };
@@ -149,7 +153,8 @@ impl<'t> Trees<'t> {
             .map_err(to_store_error)?;
         let mut placed = 0;
         for (key, value) in rows {
-            match cursor.insert_before(*key, *value) {
+            let value = value.as_ref();
+            match cursor.insert_before(*key, value) {
                 Ok(()) => {}
                 // An existing row sorts before this one, or is this one: the run ends here.
                 Err(CursorError::UnorderedKey) => break,
@@ -325,9 +330,8 @@ impl<'t, 'l> GroupTx<'t, 'l> {
                 return Ok(rows.len());
             }
         };
-        let rows: Vec<(&[u8], &[u8])> = rows.iter().map(|(k, v)| (*k, v.as_slice())).collect();
         let log = &mut *self.log;
-        let placed = trees.insert_run(&rows, |key, value| {
+        let placed = trees.insert_run(rows, |key, value| {
             log.push(&Op::Insert {
                 table: T_ENTITIES,
                 key,
