@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # CI smoke test of the benchmark tool: starts a Tafel (release build, fresh temp data dir,
-# a free port) and runs `tafel-bench --smoke --verify` against it: every workload for ~1 s
-# on a 2000-entity data set, with read-back verification of every property.
+# a free port) and runs `tafel-bench --smoke --verify` against it, for each entity shape
+# (--shape typed, strings): every workload for ~1 s on a 2000-entity data set, with
+# read-back verification of every property.
 # Builds nothing: expects target/release/tafel and target/release/tafel-bench
 # (cargo build --release -p tafel -p tafel-bench). Exits non-zero on any failure.
 #
@@ -49,11 +50,15 @@ if [ -z "$ADDR" ]; then
   exit 1
 fi
 
-rc=0
-timeout 300 "$BENCH_BIN" --endpoint "http://$ADDR/devstoreaccount1" --smoke --verify --name Tafel || rc=$?
-if [ "$rc" -ne 0 ]; then
-  echo "bench_smoke: FAILED (tafel-bench exit $rc); server log tail:" >&2
-  tail -n 20 "$WORK/tafel.log" >&2
-  exit 1
-fi
+# Both entity shapes, each verified property by property.
+for shape in typed strings; do
+  rc=0
+  timeout 300 "$BENCH_BIN" --endpoint "http://$ADDR/devstoreaccount1" --smoke --verify --name Tafel \
+    --shape "$shape" || rc=$?
+  if [ "$rc" -ne 0 ]; then
+    echo "bench_smoke: FAILED (tafel-bench --shape $shape exit $rc); server log tail:" >&2
+    tail -n 20 "$WORK/tafel.log" >&2
+    exit 1
+  fi
+done
 echo "bench_smoke: OK"

@@ -21,7 +21,7 @@ use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 
-use crate::data::{self, Values, PARTITION_SIZE};
+use crate::data::{self, Shape, Values, PARTITION_SIZE};
 
 /// Matches per query page, as Azure (and Tafel) cap them.
 const PAGE: usize = 1000;
@@ -47,8 +47,8 @@ struct Replies {
 }
 
 /// An entity as a query or read returns it (etag and Timestamp first, then the values).
-fn entity_reply(id: u64) -> String {
-    let body = Values::new(id, 0).entity_json(&data::data_pk(id), &data::rk(id));
+fn entity_reply(shape: Shape, id: u64) -> String {
+    let body = Values::new(shape, id, 0).entity_json(&data::data_pk(id), &data::rk(id));
     format!(
         "{{\"odata.etag\":{},\"Timestamp\":\"{TIMESTAMP}\",{}",
         serde_json::Value::from(ETAG),
@@ -56,8 +56,8 @@ fn entity_reply(id: u64) -> String {
     )
 }
 
-fn page(ids: impl Iterator<Item = u64>) -> Bytes {
-    let items: Vec<String> = ids.map(entity_reply).collect();
+fn page(shape: Shape, ids: impl Iterator<Item = u64>) -> Bytes {
+    let items: Vec<String> = ids.map(|id| entity_reply(shape, id)).collect();
     Bytes::from(format!(
         "{{\"odata.metadata\":\"http://127.0.0.1/devstoreaccount1/$metadata#bench\",\"value\":[{}]}}",
         items.join(",")
@@ -83,17 +83,21 @@ fn batch_reply(n: usize) -> Bytes {
 }
 
 impl Replies {
-    fn build(entities: u64) -> Self {
-        let one = entity_reply(0);
+    fn build(entities: u64, shape: Shape) -> Self {
+        let one = entity_reply(shape, 0);
         let partitions = entities.div_ceil(PARTITION_SIZE).clamp(1, PARTITION_PAGES);
         let partition_pages = (0..partitions)
             .map(|p| {
                 let start = p * PARTITION_SIZE;
-                page((start..start + PARTITION_SIZE).filter(|&id| data::int32_of(id) > data::PARTITION_PREDICATE_MIN))
+                let ids = start..start + PARTITION_SIZE;
+                page(
+                    shape,
+                    ids.filter(|&id| data::int32_of(id) > data::PARTITION_PREDICATE_MIN),
+                )
             })
             .collect();
         let matches: Vec<u64> = (0..entities.min(MAX_SCAN_ENTITIES))
-            .filter(|&id| data::int32_of(id) < data::SCAN_PREDICATE_MAX)
+            .filter(|&id| shape.scan_matches(id))
             .collect();
         let chunks: Vec<&[u64]> = matches.chunks(PAGE).collect();
         let mut scan_pages = Vec::with_capacity(chunks.len().max(1));
@@ -103,17 +107,17 @@ impl Replies {
             if let Some((_, rk)) = &next {
                 scan_next.insert(rk.clone(), i + 1);
             }
-            scan_pages.push((page(chunk.iter().copied()), next));
+            scan_pages.push((page(shape, chunk.iter().copied()), next));
         }
         if scan_pages.is_empty() {
-            scan_pages.push((page(std::iter::empty()), None));
+            scan_pages.push((page(shape, std::iter::empty()), None));
         }
         Self {
             entity: Bytes::from(format!(
                 "{{\"odata.metadata\":\"http://127.0.0.1/devstoreaccount1/$metadata#bench/@Element\",{}",
                 &one[1..]
             )),
-            point_query: page(std::iter::once(0)),
+            point_query: page(shape, std::iter::once(0)),
             partition_pages,
             scan_pages,
             scan_next,
@@ -224,8 +228,8 @@ async fn handle(replies: Arc<Replies>, req: Request<Incoming>) -> Result<Respons
 }
 
 /// Serves on `listen` until killed; prints `listening on ADDR` once bound.
-pub fn serve(listen: SocketAddr, entities: u64, threads: usize) -> Result<(), String> {
-    let replies = Arc::new(Replies::build(entities));
+pub fn serve(listen: SocketAddr, entities: u64, shape: Shape, threads: usize) -> Result<(), String> {
+    let replies = Arc::new(Replies::build(entities, shape));
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(threads.max(1))
         .enable_all()
@@ -262,7 +266,7 @@ pub struct Child {
 
 impl Child {
     /// Starts `tafel-bench ceiling-server` on a free loopback port.
-    pub fn spawn(entities: u64, threads: Option<usize>) -> Result<Self, String> {
+    pub fn spawn(entities: u64, shape: Shape, threads: Option<usize>) -> Result<Self, String> {
         use std::io::BufRead as _;
         let exe = std::env::current_exe().map_err(|e| format!("finding this program: {e}"))?;
         let mut cmd = std::process::Command::new(exe);
@@ -272,6 +276,8 @@ impl Child {
             "127.0.0.1:0",
             "--entities",
             &entities.to_string(),
+            "--shape",
+            shape.name(),
         ]);
         if let Some(t) = threads {
             cmd.args(["--threads", &t.to_string()]);
@@ -319,25 +325,28 @@ mod tests {
     #[test]
     fn scan_pages_chain_to_the_data_sets_matches() {
         let n = 30_000;
-        let r = Replies::build(n);
-        let (mut matched, mut query, mut pages) = (0, "$filter=Int32Prop%20lt%2050".to_string(), 0);
-        loop {
-            let (headers, b) = body(r.answer(&Method::GET, "/devstoreaccount1/t()", &query, b""));
-            matched += data::count_entities(&b);
-            pages += 1;
-            match headers.get("x-ms-continuation-nextrowkey") {
-                Some(rk) => query = format!("$filter=x&NextPartitionKey=p&NextRowKey={}", rk.to_str().unwrap()),
-                None => break,
+        for shape in [Shape::Typed, Shape::Strings] {
+            let r = Replies::build(n, shape);
+            let filter = crate::client::encode_query(&shape.scan_filter());
+            let (mut matched, mut query, mut pages) = (0, format!("$filter={filter}"), 0);
+            loop {
+                let (headers, b) = body(r.answer(&Method::GET, "/devstoreaccount1/t()", &query, b""));
+                matched += data::count_entities(&b);
+                pages += 1;
+                match headers.get("x-ms-continuation-nextrowkey") {
+                    Some(rk) => query = format!("$filter=x&NextPartitionKey=p&NextRowKey={}", rk.to_str().unwrap()),
+                    None => break,
+                }
             }
+            assert_eq!(matched, data::scan_expected(shape, n), "{shape:?}");
+            assert_eq!(pages, data::scan_expected(shape, n).div_ceil(PAGE as u64), "{shape:?}");
         }
-        assert_eq!(matched, data::scan_expected(n));
-        assert_eq!(pages, data::scan_expected(n).div_ceil(PAGE as u64));
     }
 
     /// A `$batch` reply has one successful part per operation sent.
     #[test]
     fn batch_reply_has_a_part_per_operation() {
-        let r = Replies::build(1000);
+        let r = Replies::build(1000, Shape::Typed);
         let req: String = (0..37)
             .map(|i| format!("--cs\r\nContent-ID: {i}\r\n\r\nPOST x\r\n"))
             .collect();

@@ -19,8 +19,90 @@ pub const BATCH_BASE: u64 = 2 << 40;
 
 /// Filter of the partition-query workload (besides the PartitionKey equality).
 pub const PARTITION_PREDICATE_MIN: i32 = 500; // Int32Prop gt 500
-/// Filter of the full-scan workload: `Int32Prop lt 50` (about 5% match).
+/// Filter of the full-scan workload on the typed shape: `Int32Prop lt 50` (about 5% match).
 pub const SCAN_PREDICATE_MAX: i32 = 50;
+/// Categories of the strings shape; its scan filter matches one, so about 1 entity in 100.
+const CATEGORIES: u64 = 100;
+const SCAN_CATEGORY: u64 = 42;
+
+/// What the entities of a run look like (`--shape`). Both are about 1 KiB and carry
+/// `Int32Prop` (the partition query's filter) and five more typed properties.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Shape {
+    /// Two strings (24 and 440 characters) and eight typed properties: Int32, Int64,
+    /// Double, Boolean, DateTime, Guid, a 96-byte Binary and a version. The scan's
+    /// filter is `Int32Prop lt 50` (5% match).
+    #[default]
+    Typed,
+    /// Four strings (a category and 64, 256 and 480 characters) and six typed
+    /// properties: Int32, Int64, Double, Boolean, DateTime and a version. The scan's
+    /// filter is a string equality on the category (1% match).
+    Strings,
+}
+
+impl Shape {
+    pub fn name(self) -> &'static str {
+        match self {
+            Shape::Typed => "typed",
+            Shape::Strings => "strings",
+        }
+    }
+
+    /// The scan-filter workload's `$filter`.
+    pub fn scan_filter(self) -> String {
+        match self {
+            Shape::Typed => format!("Int32Prop lt {SCAN_PREDICATE_MAX}"),
+            Shape::Strings => format!("Category eq '{}'", category(SCAN_CATEGORY)),
+        }
+    }
+
+    /// Whether data-set entity `id` matches the scan's filter.
+    pub fn scan_matches(self, id: u64) -> bool {
+        match self {
+            Shape::Typed => int32_of(id) < SCAN_PREDICATE_MAX,
+            Shape::Strings => category_of(id) == SCAN_CATEGORY,
+        }
+    }
+
+    /// Every property an entity of this shape has, besides the keys and Timestamp.
+    fn props(self) -> &'static [&'static str] {
+        match self {
+            Shape::Typed => &[
+                "Name",
+                "Description",
+                "Int32Prop",
+                "Int64Prop",
+                "DoubleProp",
+                "BoolProp",
+                "DateProp",
+                "GuidProp",
+                "BinProp",
+                "Version",
+            ],
+            Shape::Strings => &[
+                "Category",
+                "Title",
+                "Summary",
+                "Notes",
+                "Int32Prop",
+                "Int64Prop",
+                "DoubleProp",
+                "BoolProp",
+                "DateProp",
+                "Version",
+            ],
+        }
+    }
+}
+
+fn category(n: u64) -> String {
+    format!("cat-{n:03}")
+}
+
+/// The strings shape's category: fixed for an entity's life, like Int32Prop.
+fn category_of(id: u64) -> u64 {
+    splitmix(id ^ 0x2222) % CATEGORIES
+}
 
 pub fn splitmix(mut x: u64) -> u64 {
     x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
@@ -83,9 +165,9 @@ pub fn int32_of(id: u64) -> i32 {
     (splitmix(id ^ 0x1111) % 1000) as i32
 }
 
-/// Number of data-set entities with `Int32Prop lt SCAN_PREDICATE_MAX`.
-pub fn scan_expected(n: u64) -> u64 {
-    (0..n).filter(|&id| int32_of(id) < SCAN_PREDICATE_MAX).count() as u64
+/// Number of data-set entities the scan's filter matches.
+pub fn scan_expected(shape: Shape, n: u64) -> u64 {
+    (0..n).filter(|&id| shape.scan_matches(id)).count() as u64
 }
 
 /// Number of entities of a data-set partition with `Int32Prop gt PARTITION_PREDICATE_MIN`.
@@ -97,18 +179,31 @@ pub fn partition_expected(partition: u64, n: u64) -> u64 {
         .count() as u64
 }
 
-/// All ten properties of an entity.
+/// All ten properties of an entity: six typed ones both shapes share, and the rest.
 pub struct Values {
-    pub name: String,
-    pub description: String,
+    pub text: Text,
     pub int32: i32,
     pub int64: i64,
     pub double: f64,
     pub boolean: bool,
     pub date: String,
-    pub guid: String,
-    pub binary: Vec<u8>,
     pub version: i32,
+}
+
+/// The properties that make the shapes differ.
+pub enum Text {
+    Typed {
+        name: String,
+        description: String,
+        guid: String,
+        binary: Vec<u8>,
+    },
+    Strings {
+        category: String,
+        title: String,
+        summary: String,
+        notes: String,
+    },
 }
 
 const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789 .";
@@ -144,17 +239,19 @@ pub fn format_datetime(secs: i64, ticks: u32) -> String {
 }
 
 impl Values {
-    /// The values of entity `id` after `version` merges.
-    pub fn new(id: u64, version: u32) -> Self {
+    /// The values of entity `id` of `shape` after `version` merges.
+    pub fn new(shape: Shape, id: u64, version: u32) -> Self {
         let fixed = splitmix(id ^ 0xA5A5_0000);
         let var = splitmix(id.wrapping_mul(31) ^ (u64::from(version) << 44) ^ 0x5A5A);
-        let g1 = splitmix(fixed ^ 1);
-        let g2 = splitmix(fixed ^ 2);
-        let mut binary = Vec::with_capacity(96);
-        let mut r = Rng::new(fixed ^ 3);
-        while binary.len() < 96 {
-            binary.extend_from_slice(&r.next_u64().to_le_bytes());
-        }
+        let text = match shape {
+            Shape::Typed => Text::typed(fixed, var),
+            Shape::Strings => Text::Strings {
+                category: category(category_of(id)),
+                title: text(fixed ^ 6, 64),
+                summary: text(var ^ 7, 256),
+                notes: text(fixed ^ 8, 480),
+            },
+        };
         let v1 = splitmix(var ^ 1);
         let v2 = splitmix(var ^ 2);
         let v3 = splitmix(var ^ 3);
@@ -173,40 +270,39 @@ impl Values {
         let secs = 946_684_800 + (v3 % 1_000_000_000) as i64;
         let ticks = ((v3 >> 32) % 1_000_000) as u32 * 10 + 1 + (v3 >> 60) as u32 % 9;
         Self {
-            name: text(fixed ^ 4, 24),
-            description: text(var ^ 5, 440),
+            text,
             int32: int32_of(id),
             int64: v1 as i64,
             double,
             boolean: fixed & 1 == 1,
             date: format_datetime(secs, ticks),
-            guid: format!(
-                "{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
-                g1 >> 32,
-                (g1 >> 16) & 0xFFFF,
-                g1 & 0xFFFF,
-                g2 >> 48,
-                g2 & 0xFFFF_FFFF_FFFF
-            ),
-            binary,
             version: version as i32,
         }
     }
 
     /// Full entity JSON (insert body): 10 properties, about 1 KiB.
     pub fn entity_json(&self, pk: &str, rk: &str) -> String {
-        let mut s = String::with_capacity(1100);
-        let _ = write!(
-            s,
-            "{{\"PartitionKey\":\"{pk}\",\"RowKey\":\"{rk}\",\"Name\":\"{}\",\"Int32Prop\":{},\"BoolProp\":{},\
-             \"GuidProp@odata.type\":\"Edm.Guid\",\"GuidProp\":\"{}\",\
-             \"BinProp@odata.type\":\"Edm.Binary\",\"BinProp\":\"{}\",",
-            self.name,
-            self.int32,
-            self.boolean,
-            self.guid,
-            STANDARD.encode(&self.binary)
-        );
+        let mut s = String::with_capacity(1200);
+        let _ = write!(s, "{{\"PartitionKey\":\"{pk}\",\"RowKey\":\"{rk}\",");
+        match &self.text {
+            Text::Typed { name, guid, binary, .. } => {
+                let _ = write!(
+                    s,
+                    "\"Name\":\"{name}\",\"GuidProp@odata.type\":\"Edm.Guid\",\"GuidProp\":\"{guid}\",\
+                     \"BinProp@odata.type\":\"Edm.Binary\",\"BinProp\":\"{}\",",
+                    STANDARD.encode(binary)
+                );
+            }
+            Text::Strings {
+                category, title, notes, ..
+            } => {
+                let _ = write!(
+                    s,
+                    "\"Category\":\"{category}\",\"Title\":\"{title}\",\"Notes\":\"{notes}\","
+                );
+            }
+        }
+        let _ = write!(s, "\"Int32Prop\":{},\"BoolProp\":{},", self.int32, self.boolean);
         self.write_mutable(&mut s);
         s.push('}');
         s
@@ -222,12 +318,71 @@ impl Values {
     }
 
     fn write_mutable(&self, s: &mut String) {
+        let (prop, value) = self.text.mutable();
         let _ = write!(
             s,
-            "\"Description\":\"{}\",\"Int64Prop@odata.type\":\"Edm.Int64\",\"Int64Prop\":\"{}\",\
+            "\"{prop}\":\"{value}\",\"Int64Prop@odata.type\":\"Edm.Int64\",\"Int64Prop\":\"{}\",\
              \"DoubleProp\":{:?},\"DateProp@odata.type\":\"Edm.DateTime\",\"DateProp\":\"{}\",\"Version\":{}",
-            self.description, self.int64, self.double, self.date, self.version
+            self.int64, self.double, self.date, self.version
         );
+    }
+}
+
+impl Text {
+    fn typed(fixed: u64, var: u64) -> Self {
+        let g1 = splitmix(fixed ^ 1);
+        let g2 = splitmix(fixed ^ 2);
+        let mut binary = Vec::with_capacity(96);
+        let mut r = Rng::new(fixed ^ 3);
+        while binary.len() < 96 {
+            binary.extend_from_slice(&r.next_u64().to_le_bytes());
+        }
+        Text::Typed {
+            name: text(fixed ^ 4, 24),
+            description: text(var ^ 5, 440),
+            guid: format!(
+                "{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
+                g1 >> 32,
+                (g1 >> 16) & 0xFFFF,
+                g1 & 0xFFFF,
+                g2 >> 48,
+                g2 & 0xFFFF_FFFF_FFFF
+            ),
+            binary,
+        }
+    }
+
+    fn shape(&self) -> Shape {
+        match self {
+            Text::Typed { .. } => Shape::Typed,
+            Text::Strings { .. } => Shape::Strings,
+        }
+    }
+
+    /// The string property a merge changes, and its value.
+    fn mutable(&self) -> (&'static str, &str) {
+        match self {
+            Text::Typed { description, .. } => ("Description", description),
+            Text::Strings { summary, .. } => ("Summary", summary),
+        }
+    }
+
+    /// Every `Edm.String` property, with its value.
+    fn strings(&self) -> Vec<(&'static str, &str)> {
+        match self {
+            Text::Typed { name, description, .. } => vec![("Name", name), ("Description", description)],
+            Text::Strings {
+                category,
+                title,
+                summary,
+                notes,
+            } => vec![
+                ("Category", category),
+                ("Title", title),
+                ("Summary", summary),
+                ("Notes", notes),
+            ],
+        }
     }
 }
 
@@ -246,19 +401,6 @@ fn norm_datetime(s: &str) -> String {
         None => s.to_string(),
     }
 }
-
-const PROPS: [&str; 10] = [
-    "Name",
-    "Description",
-    "Int32Prop",
-    "Int64Prop",
-    "DoubleProp",
-    "BoolProp",
-    "DateProp",
-    "GuidProp",
-    "BinProp",
-    "Version",
-];
 
 fn annotation<'a>(obj: &'a Map<String, Value>, prop: &str) -> Option<&'a str> {
     obj.get(&format!("{prop}@odata.type")).and_then(Value::as_str)
@@ -289,9 +431,9 @@ pub fn verify_entity(obj: &Map<String, Value>, pk: &str, rk: &str, v: &Values) -
             obj.get("RowKey")
         ));
     }
-    for (prop, want) in [("Name", &v.name), ("Description", &v.description)] {
+    for (prop, want) in v.text.strings() {
         check_type(obj, prop, "Edm.String", true)?;
-        if str_of(prop)? != want.as_str() {
+        if str_of(prop)? != want {
             return Err(format!("{prop}: got {:?}, expected {want:?}", obj.get(prop)));
         }
     }
@@ -341,23 +483,21 @@ pub fn verify_entity(obj: &Map<String, Value>, pk: &str, rk: &str, v: &Values) -
             v.date
         ));
     }
-    check_type(obj, "GuidProp", "Edm.Guid", false)?;
-    if !str_of("GuidProp")?.eq_ignore_ascii_case(&v.guid) {
-        return Err(format!(
-            "GuidProp: got {:?}, expected {:?}",
-            obj.get("GuidProp"),
-            v.guid
-        ));
-    }
-    check_type(obj, "BinProp", "Edm.Binary", false)?;
-    if STANDARD.decode(str_of("BinProp")?).ok().as_deref() != Some(v.binary.as_slice()) {
-        return Err(format!("BinProp: got {:?}, expected other bytes", obj.get("BinProp")));
+    if let Text::Typed { guid, binary, .. } = &v.text {
+        check_type(obj, "GuidProp", "Edm.Guid", false)?;
+        if !str_of("GuidProp")?.eq_ignore_ascii_case(guid) {
+            return Err(format!("GuidProp: got {:?}, expected {guid:?}", obj.get("GuidProp")));
+        }
+        check_type(obj, "BinProp", "Edm.Binary", false)?;
+        if STANDARD.decode(str_of("BinProp")?).ok().as_deref() != Some(binary.as_slice()) {
+            return Err(format!("BinProp: got {:?}, expected other bytes", obj.get("BinProp")));
+        }
     }
     for key in obj.keys() {
         let base = key.strip_suffix("@odata.type").unwrap_or(key);
         let known = key.starts_with("odata.")
             || matches!(base, "PartitionKey" | "RowKey" | "Timestamp")
-            || PROPS.contains(&base);
+            || v.text.shape().props().contains(&base);
         if !known {
             return Err(format!("unexpected property {key}"));
         }
@@ -393,32 +533,58 @@ mod tests {
 
     #[test]
     fn entity_is_about_one_kib_and_verifies() {
-        let v = Values::new(12345, 0);
-        let body = v.entity_json(&data_pk(12345), &rk(12345));
-        assert!((950..=1150).contains(&body.len()), "size {}", body.len());
-        let parsed: Value = serde_json::from_str(&body).expect("json");
-        let obj = parsed.as_object().expect("object");
-        assert_eq!(obj.len(), 16); // 2 keys + 10 props + 4 annotations
-        verify_entity(obj, "p0000012", "0000000012345", &v).expect("verifies");
-        let other = Values::new(12345, 1);
-        assert!(verify_entity(obj, "p0000012", "0000000012345", &other).is_err());
+        // Annotations: Int64, DateTime, and Guid and Binary in the typed shape.
+        for (shape, annotations) in [(Shape::Typed, 4), (Shape::Strings, 2)] {
+            let v = Values::new(shape, 12345, 0);
+            let body = v.entity_json(&data_pk(12345), &rk(12345));
+            assert!((950..=1150).contains(&body.len()), "{shape:?}: size {}", body.len());
+            let parsed: Value = serde_json::from_str(&body).expect("json");
+            let obj = parsed.as_object().expect("object");
+            assert_eq!(obj.len(), 2 + 10 + annotations, "{shape:?}");
+            verify_entity(obj, "p0000012", "0000000012345", &v).expect("verifies");
+            let other = Values::new(shape, 12345, 1);
+            assert!(verify_entity(obj, "p0000012", "0000000012345", &other).is_err());
+        }
+        let strings = Values::new(Shape::Strings, 12345, 0).entity_json("p", "r");
+        let typed: Value = serde_json::from_str(&strings).expect("json");
+        let v = Values::new(Shape::Typed, 12345, 0);
+        let err = verify_entity(typed.as_object().expect("object"), "p", "r", &v);
+        assert!(err.is_err(), "one shape's entity passed as the other's");
     }
 
     #[test]
     fn merge_body_changes_the_mutable_properties() {
-        let v1 = Values::new(7, 1);
-        let merged: Value = serde_json::from_str(&v1.merge_json("p0000000", &rk(7))).expect("json");
-        let mut full: Value = serde_json::from_str(&Values::new(7, 0).entity_json("p0000000", &rk(7))).expect("json");
-        for (k, val) in merged.as_object().expect("object") {
-            full[k] = val.clone();
+        for shape in [Shape::Typed, Shape::Strings] {
+            let v1 = Values::new(shape, 7, 1);
+            let merged: Value = serde_json::from_str(&v1.merge_json("p0000000", &rk(7))).expect("json");
+            let base = Values::new(shape, 7, 0).entity_json("p0000000", &rk(7));
+            let mut full: Value = serde_json::from_str(&base).expect("json");
+            for (k, val) in merged.as_object().expect("object") {
+                full[k] = val.clone();
+            }
+            verify_entity(full.as_object().expect("object"), "p0000000", &rk(7), &v1).expect("merged verifies");
         }
-        verify_entity(full.as_object().expect("object"), "p0000000", &rk(7), &v1).expect("merged verifies");
+    }
+
+    #[test]
+    fn the_strings_scan_is_selective_and_the_filter_names_its_category() {
+        let n = 100_000;
+        let matched = scan_expected(Shape::Strings, n);
+        assert!((800..=1200).contains(&matched), "{matched} of {n}");
+        assert_eq!(Shape::Strings.scan_filter(), "Category eq 'cat-042'");
+        let id = (0..n).find(|&id| Shape::Strings.scan_matches(id)).expect("a match");
+        let body = Values::new(Shape::Strings, id, 0).entity_json("p", "r");
+        assert!(body.contains("\"Category\":\"cat-042\""), "{body}");
+        assert_eq!(
+            scan_expected(Shape::Typed, n),
+            (0..n).filter(|&i| int32_of(i) < 50).count() as u64
+        );
     }
 
     #[test]
     fn doubles_are_never_integral() {
         for id in 0..20_000 {
-            let d = Values::new(id, (id % 3) as u32).double;
+            let d = Values::new(Shape::Typed, id, (id % 3) as u32).double;
             assert!(d.fract() != 0.0, "id {id}: {d}");
         }
     }
@@ -445,6 +611,6 @@ mod tests {
         let parts: u64 = (0..3).map(|p| partition_expected(p, n)).sum();
         let direct = (0..n).filter(|&id| int32_of(id) > PARTITION_PREDICATE_MIN).count() as u64;
         assert_eq!(parts, direct);
-        assert!(scan_expected(n) > 0);
+        assert!(scan_expected(Shape::Typed, n) > 0);
     }
 }

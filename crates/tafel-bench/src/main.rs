@@ -26,6 +26,7 @@ use http::Method;
 use serde_json::json;
 
 use crate::client::Endpoint;
+use crate::data::Shape;
 use crate::workloads::{Bench, Config, ALL};
 
 // The load generator shares the machine with the server it measures: a cheaper
@@ -62,6 +63,9 @@ enum Command {
         /// Data-set size the scan replies are built for (as the bench's --entities).
         #[arg(long, default_value_t = 100_000)]
         entities: u64,
+        /// Entity shape of the replies (as the bench's --shape).
+        #[arg(long, value_enum, default_value_t)]
+        shape: Shape,
         /// Runtime worker threads [default: one per core].
         #[arg(long)]
         threads: Option<usize>,
@@ -118,6 +122,11 @@ struct RunArgs {
     /// partition-query, scan-filter, batch-insert.
     #[arg(long, value_delimiter = ',')]
     workloads: Vec<String>,
+    /// What the entities look like: `typed` (two strings and eight typed properties, the
+    /// scan filtering on an Int32, 5% match) or `strings` (four medium strings and six
+    /// typed properties, the scan filtering on a string, 1% match); both about 1 KiB.
+    #[arg(long, value_enum, default_value_t)]
+    shape: Shape,
     /// Read back samples and compare every property; any mismatch or error → exit 1.
     #[arg(long)]
     verify: bool,
@@ -197,9 +206,10 @@ fn main() -> ExitCode {
         Some(Command::CeilingServer {
             listen,
             entities,
+            shape,
             threads,
         }) => {
-            return match ceiling::serve(listen, entities, threads.unwrap_or(cores)) {
+            return match ceiling::serve(listen, entities, shape, threads.unwrap_or(cores)) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!("tafel-bench ceiling-server: {e}");
@@ -326,6 +336,7 @@ impl Settings {
             preload_timeout: args.preload_timeout,
             merge_verb: self.merge_verb.clone(),
             seed: self.seed,
+            shape: args.shape,
         }
     }
 }
@@ -343,10 +354,11 @@ async fn run(args: RunArgs) -> Result<ExitCode, String> {
     let account = ep.account().to_string();
     let bench = Arc::new(Bench::new(ep, set.config(&args, args.verify), &args.table_prefix));
     eprintln!(
-        "tafel-bench: {} ({}) concurrency {concurrency}, {duration:?} per workload, data set {entities} entities, \
+        "tafel-bench: {} ({}) concurrency {concurrency}, {duration:?} per workload, data set {entities} {} entities, \
          tables {}/{}{}",
         args.endpoint,
         args.name,
+        args.shape.name(),
         bench.data_table,
         bench.ins_table,
         if args.verify { ", verifying" } else { "" }
@@ -421,6 +433,7 @@ fn print_results(args: &RunArgs, set: &Settings, rows: &[report::Row]) {
             "concurrency": set.concurrency,
             "duration_s": set.duration.as_secs_f64(),
             "entities": set.entities,
+            "shape": args.shape.name(),
             "verify": args.verify,
             "results": rows.iter().map(report::Row::to_json).collect::<Vec<_>>(),
         });
@@ -433,7 +446,7 @@ fn print_results(args: &RunArgs, set: &Settings, rows: &[report::Row]) {
 /// Starts the do-nothing reference server (`--ceiling`) and sets its tables up.
 async fn start_ceiling(args: &RunArgs, account: &str, cfg: Config) -> Result<(ceiling::Child, Arc<Bench>), String> {
     let entities = cfg.entities;
-    let child = ceiling::Child::spawn(entities, args.ceiling_threads)?;
+    let child = ceiling::Child::spawn(entities, cfg.shape, args.ceiling_threads)?;
     let url = format!("http://{}/{account}", child.addr);
     let ep = Endpoint::new(&url, None, &args.key, args.timeout, None)?;
     eprintln!("tafel-bench: ceiling server on {url} (each workload runs there first)");

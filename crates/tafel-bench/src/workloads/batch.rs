@@ -20,7 +20,7 @@ impl Bench {
             "--{boundary}\r\nContent-Type: multipart/mixed; boundary={cs}\r\n\r\n"
         );
         for (i, &id) in ids.iter().enumerate() {
-            let v = Values::new(id, 0);
+            let v = Values::new(self.cfg.shape, id, 0);
             let _ = write!(
                 s,
                 "--{cs}\r\nContent-Type: application/http\r\nContent-Transfer-Encoding: binary\r\nContent-ID: {i}\r\n\r\n\

@@ -31,7 +31,7 @@ impl Bench {
         while Instant::now() < deadline && seq < max {
             let id = data::insert_id(w, seq);
             let pk = data::insert_pk(w, seq);
-            let body = Values::new(id, 0).entity_json(&pk, &data::rk(id));
+            let body = Values::new(self.cfg.shape, id, 0).entity_json(&pk, &data::rk(id));
             let req = match self.ep.request(
                 &Method::POST,
                 &path,

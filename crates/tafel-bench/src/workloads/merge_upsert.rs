@@ -50,7 +50,7 @@ impl Bench {
                 cur + 1
             };
             let (pk, rk) = (data::data_pk(id), data::rk(id));
-            let body = Values::new(id, next).merge_json(&pk, &rk);
+            let body = Values::new(self.cfg.shape, id, next).merge_json(&pk, &rk);
             let path = entity_path(&self.data_table, &pk, &rk);
             let req = match self
                 .ep

@@ -51,6 +51,7 @@ pub struct Config {
     pub preload_timeout: Duration,
     pub merge_verb: Method,
     pub seed: u64,
+    pub shape: data::Shape,
 }
 
 pub struct Bench {

@@ -61,7 +61,12 @@ impl Bench {
                             match serde_json::from_slice::<Value>(&r.body) {
                                 Ok(v) => match v["value"].as_array().map(Vec::as_slice) {
                                     Some([one]) => match one.as_object() {
-                                        Some(obj) => data::verify_entity(obj, &pk, &rk, &Values::new(id, version)),
+                                        Some(obj) => data::verify_entity(
+                                            obj,
+                                            &pk,
+                                            &rk,
+                                            &Values::new(self.cfg.shape, id, version),
+                                        ),
                                         None => Err("query result is not an object".into()),
                                     },
                                     _ => Err("point query did not return exactly one entity".into()),
@@ -69,7 +74,7 @@ impl Bench {
                                 Err(e) => Err(format!("invalid JSON: {e}")),
                             }
                         } else {
-                            data::verify_body(&r.body, &pk, &rk, &Values::new(id, version))
+                            data::verify_body(&r.body, &pk, &rk, &Values::new(self.cfg.shape, id, version))
                         };
                         t.check(&format!("point-read {pk}/{rk}"), res);
                     }

@@ -68,7 +68,7 @@ impl Bench {
                     obj,
                     &data::data_pk(id),
                     rk,
-                    &Values::new(id, version),
+                    &Values::new(self.cfg.shape, id, version),
                 ))
             })
             .collect()

@@ -28,9 +28,9 @@ impl Bench {
         };
         let _ = write!(
             row.note,
-            "scanned (latency per page); {:.0} matched/s; {scan}; filter Int32Prop lt {}",
+            "scanned (latency per page); {:.0} matched/s; {scan}; filter {}",
             crate::report::per_s(t.matched, el),
-            data::SCAN_PREDICATE_MAX
+            self.cfg.shape.scan_filter()
         );
         row
     }
@@ -39,9 +39,9 @@ impl Bench {
         let mut t = Tally::new();
         let mut conn = Conn::new(&self.ep);
         let (deadline, max) = (self.deadline(), self.per_worker_ops());
-        let filter = format!("Int32Prop lt {}", data::SCAN_PREDICATE_MAX);
+        let filter = self.cfg.shape.scan_filter();
         let base = format!("/{}()?$filter={}", self.data_table, encode_query(&filter));
-        let expected = data::scan_expected(self.cfg.entities);
+        let expected = data::scan_expected(self.cfg.shape, self.cfg.entities);
         let mut first = true;
         while Instant::now() < deadline && t.ops + t.errors < max {
             // Worker 0 checks every entity of its first scan in full.

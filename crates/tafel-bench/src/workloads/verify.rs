@@ -41,7 +41,12 @@ impl Bench {
                         match b.ep.request(&Method::GET, &path, None, Bytes::new(), &[]) {
                             Ok(req) => match conn.send(req).await {
                                 Ok(r) if r.status == StatusCode::OK => {
-                                    let res = data::verify_body(&r.body, &s.pk, &rk, &Values::new(s.id, version));
+                                    let res = data::verify_body(
+                                        &r.body,
+                                        &s.pk,
+                                        &rk,
+                                        &Values::new(b.cfg.shape, s.id, version),
+                                    );
                                     t.check(&what, res);
                                 }
                                 Ok(r) => t.check(&what, Err(r.describe())),
