@@ -323,7 +323,14 @@ impl Writer<'_, '_> {
         rows.sort_unstable_by(|a, b| a.0.cmp(b.0));
         let mut rest = rows.as_slice();
         while rest.len() >= 2 {
-            let placed = self.tx.insert_entity_run(rest)?;
+            let placed = self.tx.insert_run(Tree::Entities, rest)?;
+            if placed == 0 {
+                // The first row, refused at its own gap, exists after all.
+                return Err(StoreError::failure(
+                    FailureKind::Internal,
+                    format!("a new row that exists: {:?}", rest[0].0),
+                ));
+            }
             rest = &rest[placed..];
             if placed == 1 {
                 // New rows alternate with existing ones: a run of one costs a

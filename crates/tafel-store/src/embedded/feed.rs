@@ -105,11 +105,22 @@ impl Writer<'_, '_> {
         }
         let (head, mut bytes) = self.feed_head(account)?;
         let (txn, time) = (head + 1, crate::feed::now_ns());
-        for (i, (op, key, value)) in changes.iter().enumerate() {
-            let k = change_key(account, txn + i as u64);
-            let v = seal(&k, &encode_change(txn, time, *op, table, *key, *value));
-            bytes += v.len() as u64;
-            self.tx.insert(Tree::Changes, &k, &v)?;
+        let rows: Vec<(Vec<u8>, Vec<u8>)> = (txn..)
+            .zip(changes)
+            .map(|(position, (op, key, value))| {
+                let k = change_key(account, position);
+                let v = seal(&k, &encode_change(txn, time, *op, table, *key, *value));
+                bytes += v.len() as u64;
+                (k, v)
+            })
+            .collect();
+        // Past the account's head, in order: one run packs them into full
+        // leaves, where one by one each full leaf would split in half. Rows
+        // that do not fit the run (there are none unless the head is behind)
+        // are set one by one, as they were before.
+        let placed = self.tx.insert_run(Tree::Changes, &rows)?;
+        for (k, v) in rows.get(placed..).unwrap_or_default() {
+            self.tx.insert(Tree::Changes, k, v)?;
         }
         self.set_feed_head(account, head + changes.len() as u64, bytes)
     }

@@ -334,3 +334,44 @@ fn a_reader_starting_at_the_head_right_after_a_restore_is_not_told_it_read_undon
         store.shutdown().await.expect("shutdown");
     });
 }
+
+/// A batch's changes go past the account's head in order, and so do single
+/// writes' changes when the write buffer is folded. Recorded one by one between
+/// two accounts' changes, each full leaf split in half: the feed took half again
+/// the pages its rows need.
+#[test]
+fn recorded_changes_fill_their_leaves_from_batches_and_from_the_write_buffer() {
+    let dir = tempdir().expect("temp dir");
+    runtime().block_on(async {
+        let store = open(dir.path());
+        recording(&store, Duration::from_secs(3600), None).await;
+        // Another account's changes sort after this one's.
+        store.create_table("zzaccount", "T").await.expect("create");
+        // 1000 changes of ~830 bytes, four to a 4 KiB page, in batches of 100.
+        for b in 0..10 {
+            let rows: Vec<String> = (b * 100..(b + 1) * 100).map(|i| format!("{i:05}")).collect();
+            let rows: Vec<&str> = rows.iter().map(String::as_str).collect();
+            write(&store, &rows, |i| Mutation::Put(vec![b'v'; 760 + i % 7])).await;
+        }
+        let batched = store.change_leaf_pages();
+        assert!(batched <= 265, "{batched} leaf pages for 1002 changes from batches");
+        // 400 more from single writes, buffered, then folded at the shutdown.
+        for i in 0..400 {
+            let row = format!("s{i:05}");
+            write(&store, &[row.as_str()], |_| Mutation::Put(vec![b'w'; 760])).await;
+        }
+        let before: Vec<Summary> = summary(&all(&store).await);
+        store.shutdown().await.expect("shutdown");
+        drop(store);
+        let store = open(dir.path());
+        feed_on(&store, Duration::from_secs(3600), None);
+        let folded = store.change_leaf_pages() - batched;
+        assert!(
+            folded <= 110,
+            "{folded} leaf pages for 400 changes folded from the buffer"
+        );
+        assert_eq!(summary(&all(&store).await), before);
+        assert_eq!(before.len(), 1000, "a page of the first 1000");
+        store.shutdown().await.expect("shutdown");
+    });
+}

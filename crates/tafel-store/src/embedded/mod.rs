@@ -219,6 +219,12 @@ impl EmbeddedStore {
         self.opening_now().view().entity_leaf_pages()
     }
 
+    /// Leaf pages of the change feed's rows as of the published snapshot.
+    #[cfg(test)]
+    fn change_leaf_pages(&self) -> u64 {
+        self.opening_now().view().change_leaf_pages()
+    }
+
     /// Bytes in the write buffer as of the published snapshot.
     #[cfg(test)]
     fn buffered_bytes(&self) -> usize {

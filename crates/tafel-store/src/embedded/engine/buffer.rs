@@ -173,10 +173,10 @@ impl Buffer {
     /// Writes every buffered change into redb's open transaction, tree by tree,
     /// in key order.
     pub(in crate::embedded) fn fold_into(&self, trees: &mut Trees<'_>) -> Result<(), StoreError> {
-        let entities = Tree::Entities.tag();
         for (tag, set) in (0u8..).zip(&self.trees) {
-            if tag == entities {
-                fold_entities(set, trees)?;
+            let tree = Tree::from_tag(tag)?;
+            if matches!(tree, Tree::Entities | Tree::Changes | Tree::Index) {
+                fold_in_runs(tree, set, trees)?;
                 continue;
             }
             for entry in set {
@@ -192,25 +192,23 @@ impl Buffer {
     }
 }
 
-/// Folds the entity rows: values written in runs (`Trees::put_entity_rows`), so a
-/// table loaded in key order fills its leaves, removals one by one between them.
-fn fold_entities(set: &Set, trees: &mut Trees<'_>) -> Result<(), StoreError> {
+/// Folds the rows of a large tree: values written in runs (`Trees::put_rows`), so
+/// rows written in key order (a table loaded so, the change feed) fill their
+/// leaves, removals one by one between them.
+fn fold_in_runs(tree: Tree, set: &Set, trees: &mut Trees<'_>) -> Result<(), StoreError> {
     let mut run: Vec<(&[u8], &[u8])> = Vec::new();
     for entry in set {
         let key = entry.key();
         match entry.value() {
             Some(value) => run.push((key, value)),
             None => {
-                trees.put_entity_rows(&run)?;
+                trees.put_rows(tree, &run)?;
                 run.clear();
-                trees.apply(&Op::Remove {
-                    table: Tree::Entities.tag(),
-                    key,
-                })?;
+                trees.apply(&Op::Remove { table: tree.tag(), key })?;
             }
         }
     }
-    trees.put_entity_rows(&run)
+    trees.put_rows(tree, &run)
 }
 
 /// Buffered changes in a key range, in key order: `(key, new value or none)`.

@@ -83,6 +83,13 @@ impl ReadView {
         use redb::ReadableTableMetadata;
         self.base.entities.stats().map_or(0, |s| s.leaf_pages())
     }
+
+    /// Leaf pages of the change feed's rows.
+    pub(in crate::embedded) fn change_leaf_pages(&self) -> u64 {
+        use redb::ReadableTableMetadata;
+        let changes = self.base.txn.open_table(super::schema::CHANGES);
+        changes.ok().and_then(|t| t.stats().ok()).map_or(0, |s| s.leaf_pages())
+    }
 }
 
 /// What readers read: the newest snapshot all of whose changes are durable.

@@ -134,27 +134,28 @@ impl<'t> Trees<'t> {
         })
     }
 
-    /// Inserts entity rows (sorted by key) through one cursor, from the first
-    /// row's gap up to the first row an existing one sorts before, or that
+    /// Inserts rows (sorted by key) into `tree` through one cursor, from the
+    /// first row's gap up to the first row an existing one sorts before, or that
     /// exists; returns how many went in (none when the first exists). redb packs
     /// such a run into full leaves, where inserting rows one by one splits each
     /// full leaf in half. Logs nothing: `log` is told of each row placed.
-    fn insert_run<V: AsRef<[u8]>>(
+    fn insert_run<K: AsRef<[u8]>, V: AsRef<[u8]>>(
         &mut self,
-        rows: &[(&[u8], V)],
+        tree: Tree,
+        rows: &[(K, V)],
         mut log: impl FnMut(&[u8], &[u8]),
     ) -> Result<usize, StoreError> {
         let Some((first, _)) = rows.first() else {
             return Ok(0);
         };
         let mut cursor = self
-            .entities
-            .lower_bound_mut(Bound::Included(*first))
+            .by_tag(tree.tag())?
+            .lower_bound_mut(Bound::Included(first.as_ref()))
             .map_err(to_store_error)?;
         let mut placed = 0;
         for (key, value) in rows {
-            let value = value.as_ref();
-            match cursor.insert_before(*key, value) {
+            let (key, value) = (key.as_ref(), value.as_ref());
+            match cursor.insert_before(key, value) {
                 Ok(()) => {}
                 // An existing row sorts before this one, or is this one: the run ends here.
                 Err(CursorError::UnorderedKey) => break,
@@ -167,9 +168,9 @@ impl<'t> Trees<'t> {
         Ok(placed)
     }
 
-    /// Writes sorted entity rows, new or not: runs of new ones through
+    /// Writes sorted rows of `tree`, new or not: runs of new ones through
     /// [`Trees::insert_run`], the rest one by one. The write buffer's fold.
-    pub(super) fn put_entity_rows(&mut self, rows: &[(&[u8], &[u8])]) -> Result<(), StoreError> {
+    pub(super) fn put_rows(&mut self, tree: Tree, rows: &[(&[u8], &[u8])]) -> Result<(), StoreError> {
         // After a run of none or one (rows that exist, or new ones between
         // existing ones), a few go in one by one: a run of one costs a third
         // more than a plain insert, and a refused one its look-up again.
@@ -178,7 +179,7 @@ impl<'t> Trees<'t> {
         let mut rest = rows;
         while let Some(((key, value), after)) = rest.split_first() {
             if one_by_one == 0 && !after.is_empty() {
-                let placed = self.insert_run(rest, |_, _| {})?;
+                let placed = self.insert_run(tree, rest, |_, _| {})?;
                 if placed > 1 {
                     rest = &rest[placed..];
                     continue;
@@ -189,7 +190,7 @@ impl<'t> Trees<'t> {
                     continue;
                 }
             }
-            self.entities.insert(*key, *value).map_err(to_store_error)?;
+            self.by_tag(tree.tag())?.insert(*key, *value).map_err(to_store_error)?;
             one_by_one = one_by_one.saturating_sub(1);
             rest = after;
         }
@@ -312,40 +313,34 @@ impl<'t, 'l> GroupTx<'t, 'l> {
         })
     }
 
-    /// Inserts entity rows (sorted by key, none of them present) through one
+    /// Inserts rows of `tree` (sorted by key, none of them present) through one
     /// cursor, from the first row's gap up to the first row an existing one
-    /// sorts before; returns how many went in. redb packs such a run into full
-    /// leaves, where inserting rows one by one splits each full leaf in half.
-    /// Buffered, they all go in, and the fold writes them in key order.
-    pub(in crate::embedded) fn insert_entity_run(&mut self, rows: &[(&[u8], Vec<u8>)]) -> Result<usize, StoreError> {
-        let Some((first, _)) = rows.first() else {
-            return Ok(0);
-        };
+    /// sorts before; returns how many went in (none when the first exists).
+    /// redb packs such a run into full leaves, where inserting rows one by one
+    /// splits each full leaf in half. Buffered, they all go in, and the fold
+    /// writes them in key order.
+    pub(in crate::embedded) fn insert_run<K: AsRef<[u8]>, V: AsRef<[u8]>>(
+        &mut self,
+        tree: Tree,
+        rows: &[(K, V)],
+    ) -> Result<usize, StoreError> {
         let trees = match &mut self.mode {
             Mode::Direct(trees) => trees,
             Mode::Buffered { .. } => {
                 for (key, value) in rows {
-                    self.insert(Tree::Entities, key, value)?;
+                    self.insert(tree, key.as_ref(), value.as_ref())?;
                 }
                 return Ok(rows.len());
             }
         };
         let log = &mut *self.log;
-        let placed = trees.insert_run(rows, |key, value| {
+        trees.insert_run(tree, rows, |key, value| {
             log.push(&Op::Insert {
-                table: T_ENTITIES,
+                table: tree.tag(),
                 key,
                 value,
             })
-        })?;
-        if placed == 0 {
-            // The first row, refused at its own gap, exists after all.
-            return Err(StoreError::failure(
-                FailureKind::Internal,
-                format!("a new row that exists: {first:?}"),
-            ));
-        }
-        Ok(placed)
+        })
     }
 }
 
