@@ -284,12 +284,17 @@ impl Values {
     pub fn entity_json(&self, pk: &str, rk: &str) -> String {
         let mut s = String::with_capacity(1200);
         let _ = write!(s, "{{\"PartitionKey\":\"{pk}\",\"RowKey\":\"{rk}\",");
+        // The typed shape's order is the bench's since its first run: where a
+        // filtered property sits in a stored row is part of what a scan costs.
         match &self.text {
             Text::Typed { name, guid, binary, .. } => {
                 let _ = write!(
                     s,
-                    "\"Name\":\"{name}\",\"GuidProp@odata.type\":\"Edm.Guid\",\"GuidProp\":\"{guid}\",\
+                    "\"Name\":\"{name}\",\"Int32Prop\":{},\"BoolProp\":{},\
+                     \"GuidProp@odata.type\":\"Edm.Guid\",\"GuidProp\":\"{guid}\",\
                      \"BinProp@odata.type\":\"Edm.Binary\",\"BinProp\":\"{}\",",
+                    self.int32,
+                    self.boolean,
                     STANDARD.encode(binary)
                 );
             }
@@ -298,11 +303,12 @@ impl Values {
             } => {
                 let _ = write!(
                     s,
-                    "\"Category\":\"{category}\",\"Title\":\"{title}\",\"Notes\":\"{notes}\","
+                    "\"Category\":\"{category}\",\"Title\":\"{title}\",\"Notes\":\"{notes}\",\
+                     \"Int32Prop\":{},\"BoolProp\":{},",
+                    self.int32, self.boolean
                 );
             }
         }
-        let _ = write!(s, "\"Int32Prop\":{},\"BoolProp\":{},", self.int32, self.boolean);
         self.write_mutable(&mut s);
         s.push('}');
         s
@@ -550,6 +556,36 @@ mod tests {
         let v = Values::new(Shape::Typed, 12345, 0);
         let err = verify_entity(typed.as_object().expect("object"), "p", "r", &v);
         assert!(err.is_err(), "one shape's entity passed as the other's");
+    }
+
+    /// The typed shape's body, byte for byte as the bench wrote it before shapes.
+    #[test]
+    fn the_typed_body_is_the_one_every_earlier_run_sent() {
+        let v = Values::new(Shape::Typed, 12345, 2);
+        let Text::Typed {
+            name,
+            description,
+            guid,
+            binary,
+        } = &v.text
+        else {
+            panic!("typed");
+        };
+        let want = format!(
+            "{{\"PartitionKey\":\"p\",\"RowKey\":\"r\",\"Name\":\"{name}\",\"Int32Prop\":{},\"BoolProp\":{},\
+             \"GuidProp@odata.type\":\"Edm.Guid\",\"GuidProp\":\"{guid}\",\
+             \"BinProp@odata.type\":\"Edm.Binary\",\"BinProp\":\"{}\",\
+             \"Description\":\"{description}\",\"Int64Prop@odata.type\":\"Edm.Int64\",\"Int64Prop\":\"{}\",\
+             \"DoubleProp\":{:?},\"DateProp@odata.type\":\"Edm.DateTime\",\"DateProp\":\"{}\",\"Version\":{}}}",
+            v.int32,
+            v.boolean,
+            STANDARD.encode(binary),
+            v.int64,
+            v.double,
+            v.date,
+            v.version
+        );
+        assert_eq!(v.entity_json("p", "r"), want);
     }
 
     #[test]
