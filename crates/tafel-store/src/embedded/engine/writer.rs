@@ -73,6 +73,12 @@ impl LogState {
         self.buffer_limit > 0 && self.buffer.bytes() >= self.buffer_limit
     }
 
+    /// Whether a checkpoint is due after a group: by the log's account of the
+    /// writes since the last one, or because the buffer is full.
+    fn checkpoint_due(&self) -> bool {
+        self.since.checkpoint_due(Instant::now()) || self.buffer_full()
+    }
+
     /// What the writer's own reads see: everything it applied.
     fn view(&self, db: &Database) -> Result<Arc<ReadView>, StoreError> {
         let base = match &self.base {
@@ -175,7 +181,7 @@ pub(in crate::embedded) fn writer_loop(
             Err(mpsc::RecvTimeoutError::Timeout) if building => {
                 let step = build_step(&state);
                 run_group(db, &mut state, log, health, vec![step]);
-                if state.since.checkpoint_due(Instant::now()) || state.buffer_full() {
+                if state.checkpoint_due() {
                     run_group(db, &mut state, log, health, Vec::new());
                 }
                 continue;
@@ -211,7 +217,7 @@ pub(in crate::embedded) fn writer_loop(
         if !group.is_empty() {
             run_group(db, &mut state, log, health, group);
             // Now make everything durable in redb if due.
-            if state.since.checkpoint_due(Instant::now()) || state.buffer_full() {
+            if state.checkpoint_due() {
                 run_group(db, &mut state, log, health, Vec::new());
             }
         }
