@@ -40,6 +40,9 @@ pub(in crate::embedded) struct Opening {
     health: Arc<Health>,
     /// When redb's syncs are on disk.
     pub(in crate::embedded) pages: Durable,
+    /// Whether a write lets its thread's other ready tasks run before it is sent
+    /// to the writer (see [`Opening::submit`]).
+    gather: bool,
 }
 
 /// The store file's redb database, its torn header mended if need be (see
@@ -212,7 +215,8 @@ impl Opening {
             },
         };
         // A log that keeps nothing has no sync to overlap: the writer answers.
-        let (to_log, log_thread) = if disk.files_in_memory() && hold.is_none() {
+        let gather = disk.files_in_memory() && hold.is_none();
+        let (to_log, log_thread) = if gather {
             (ToLog::Inline(Mutex::new(log)), None)
         } else {
             let (log_tx, log_rx) = mpsc::channel();
@@ -241,11 +245,22 @@ impl Opening {
             writer: Mutex::new(Some(writer)),
             health,
             pages,
+            gather,
         })
     }
 
     pub(in crate::embedded) async fn submit<T>(&self, make: impl FnOnce(Reply<T>) -> Job) -> Result<T, StoreError> {
         let (reply, rx) = oneshot::channel();
+        if self.gather {
+            // With no log sync to wait for, nothing else gathers writes into
+            // groups: sent as each is parsed, every write woke the writer, and
+            // each woken group answered one or two (a futex wake and wait, and
+            // a reply, per write). Sent after the thread's other ready requests
+            // have run, they arrive together: inserts in memory 1.04–1.17× the
+            // rate, 3–10% less server CPU each (benchmark-history §41). On disk
+            // the log's sync already gathers them, and this measured no better.
+            tokio::task::yield_now().await;
+        }
         {
             let guard = self.jobs.lock().map_err(poisoned)?;
             let sender = guard
