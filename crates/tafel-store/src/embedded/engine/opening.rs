@@ -215,8 +215,8 @@ impl Opening {
             },
         };
         // A log that keeps nothing has no sync to overlap: the writer answers.
-        let gather = disk.files_in_memory() && hold.is_none();
-        let (to_log, log_thread) = if gather {
+        let keeps_nothing = disk.files_in_memory() && hold.is_none();
+        let (to_log, log_thread) = if keeps_nothing {
             (ToLog::Inline(Mutex::new(log)), None)
         } else {
             let (log_tx, log_rx) = mpsc::channel();
@@ -245,7 +245,7 @@ impl Opening {
             writer: Mutex::new(Some(writer)),
             health,
             pages,
-            gather,
+            gather: keeps_nothing,
         })
     }
 
