@@ -47,6 +47,8 @@ mod index_build_tests;
 mod index_stream;
 #[cfg(test)]
 mod index_tests;
+#[cfg(test)]
+mod inline_writes_tests;
 mod jobs;
 mod records;
 mod savepoints;

@@ -31,6 +31,10 @@ pub(super) struct EmbeddedStats {
     pub(super) jobs_done: AtomicU64,
     #[cfg(test)]
     pub(super) publication_waits: AtomicU64,
+    /// Groups run in redb's transaction (checkpoints among them) on a thread
+    /// other than the writer's: in memory, a write's thread must leave them.
+    #[cfg(test)]
+    pub(super) direct_off_the_writer: AtomicU64,
 }
 
 impl Default for EmbeddedStats {
@@ -49,6 +53,8 @@ impl Default for EmbeddedStats {
             jobs_done: AtomicU64::new(0),
             #[cfg(test)]
             publication_waits: AtomicU64::new(0),
+            #[cfg(test)]
+            direct_off_the_writer: AtomicU64::new(0),
         }
     }
 }

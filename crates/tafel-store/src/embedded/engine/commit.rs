@@ -276,7 +276,8 @@ pub(in crate::embedded) enum ToLog {
     /// The log thread, which syncs one group's record while the writer applies
     /// the next.
     Thread(mpsc::Sender<Committed>),
-    /// The writer itself, right after each commit, when the log is a sink (in
+    /// Whoever ran the group (the writer, or in memory a write's own thread,
+    /// `queue.rs`), right after each commit, when the log is a sink (in
     /// memory): there is no sync to overlap, and the hand-off to another thread
     /// (a futex wake-up each group, and the log thread's own switches) was a
     /// tenth of the server's CPU per insert (benchmark-history §23).
@@ -297,8 +298,9 @@ impl ToLog {
                     c.answer(&Err(BackendError::new(FailureKind::Stopped, "the log thread stopped")));
                 }
             }
-            // Only the writer thread locks it: never contended, never poisoned
-            // by anything but a panic there, after which what it holds is whole.
+            // Only the holder of the writer's core locks it: never contended,
+            // never poisoned by anything but a panic there, after which what
+            // it holds is whole.
             ToLog::Inline(log) => log.lock().unwrap_or_else(|p| p.into_inner()).handle(vec![c], None),
         }
     }

@@ -2,7 +2,8 @@
 //! page file redb writes through (`page_file.rs`), the write-ahead log
 //! (`wal.rs`), the write buffer in front of redb (`buffer.rs`: the groups'
 //! changes since redb's last commit, folded into it at checkpoints), replay,
-//! checkpoints, group commit (`writer.rs`, `commit.rs`) and the one record of
+//! checkpoints, group commit (`writer.rs`, `commit.rs`; in memory a write's own
+//! thread may run its group, `queue.rs`) and the one record of
 //! whether the store is broken (`health.rs`).
 //!
 //! The store's logic (tables, entities, the change feed, savepoints, scans,
@@ -24,6 +25,7 @@ pub(super) mod header_copy;
 pub(super) mod health;
 pub(super) mod opening;
 pub(super) mod page_file;
+pub(super) mod queue;
 pub(super) mod reopen;
 pub(super) mod replay;
 pub(super) mod rows_ahead;

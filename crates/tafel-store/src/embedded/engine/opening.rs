@@ -17,6 +17,7 @@ use super::disk::Disk;
 use super::header_copy::HeaderCopy;
 use super::health::Health;
 use super::page_file::{Durable, PageFile};
+use super::queue::Queue;
 use super::replay::replay;
 use super::schema::{
     decode_table, decode_u64, guarded, poisoned, table_key, to_store_error, TableValue, CHANGES, ENTITIES, INDEX, META,
@@ -24,7 +25,7 @@ use super::schema::{
 };
 use super::tree::{ReadTrees, Tree};
 use super::wal::{Found, Wal};
-use super::writer::{writer_loop, LogState};
+use super::writer::{writer_loop, Core, LogState};
 use crate::embedded::feed::FeedState;
 use crate::embedded::stats::EmbeddedStats;
 use crate::embedded::table_ids::TableIds;
@@ -40,9 +41,9 @@ pub(in crate::embedded) struct Opening {
     health: Arc<Health>,
     /// When redb's syncs are on disk.
     pub(in crate::embedded) pages: Durable,
-    /// Whether a write lets its thread's other ready tasks run before it is sent
-    /// to the writer (see [`Opening::submit`]).
-    gather: bool,
+    /// In memory: the writes queued for a group, and what runs it, which a
+    /// write's own thread takes when free (see [`Queue`]).
+    inline: Option<(Arc<Queue>, Arc<Mutex<Core>>)>,
 }
 
 /// The store file's redb database, its torn header mended if need be (see
@@ -226,13 +227,22 @@ impl Opening {
                 .map_err(to_store_error)?;
             (ToLog::Thread(log_tx), Some(thread))
         };
-        let writer_health = health.clone();
+        let core = Arc::new(Mutex::new(Core {
+            db,
+            state,
+            to_log,
+            health: health.clone(),
+        }));
+        let inline = keeps_nothing.then(|| (Arc::new(Queue::default()), core.clone()));
+        let queue = inline.as_ref().map(|(q, _)| q.clone());
         let writer = thread::Builder::new()
             .name("tafel-writer".into())
             .spawn(move || {
-                writer_loop(&db, state, rx, &to_log, &writer_health);
+                writer_loop(&core, rx, queue.as_deref());
                 // The log thread answers what is left, then ends with the channel.
-                drop(to_log);
+                if let Ok(core) = Arc::try_unwrap(core) {
+                    drop(core.into_inner().unwrap_or_else(|p| p.into_inner()).to_log);
+                }
                 if log_thread.is_some_and(|t| t.join().is_err()) {
                     tracing::error!("the log thread panicked");
                 }
@@ -245,23 +255,24 @@ impl Opening {
             writer: Mutex::new(Some(writer)),
             health,
             pages,
-            gather: keeps_nothing,
+            inline,
         })
     }
 
     pub(in crate::embedded) async fn submit<T>(&self, make: impl FnOnce(Reply<T>) -> Job) -> Result<T, StoreError> {
         let (reply, rx) = oneshot::channel();
-        if self.gather {
+        if let Some((queue, core)) = &self.inline {
             // With no log sync to wait for, nothing else gathers writes into
-            // groups: sent as each is parsed, every write woke the writer, and
-            // each woken group answered one or two (a futex wake and wait, and
-            // a reply, per write). Sent after the thread's other ready requests
-            // have run, they arrive together: inserts in memory 1.04–1.17× the
-            // rate, 3–10% less server CPU each (benchmark-history §41). On disk
-            // the log's sync already gathers them, and this measured no better.
+            // groups: run as each is parsed, every group would hold one. Queued
+            // after the thread's other ready requests have run, they go
+            // together (benchmark-history §41).
             tokio::task::yield_now().await;
-        }
-        {
+            if self.jobs.lock().map_err(poisoned)?.is_none() {
+                return Err(StoreError::failure(FailureKind::Stopped, "store is shut down"));
+            }
+            queue.push(make(reply));
+            queue.run(core);
+        } else {
             let guard = self.jobs.lock().map_err(poisoned)?;
             let sender = guard
                 .as_ref()
@@ -330,6 +341,9 @@ impl Opening {
     pub(in crate::embedded) fn stop(&self) -> Result<Option<thread::JoinHandle<()>>, StoreError> {
         // Dropping the sender lets the writer finish the queued jobs and exit.
         self.jobs.lock().map_err(poisoned)?.take();
+        if let Some((queue, _)) = &self.inline {
+            queue.wake_writer();
+        }
         Ok(self.writer.lock().map_err(poisoned)?.take())
     }
 }

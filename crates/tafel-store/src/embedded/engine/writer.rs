@@ -4,8 +4,7 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
-use std::sync::mpsc;
-use std::sync::Arc;
+use std::sync::{mpsc, Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use redb::{Database, Durability};
@@ -17,6 +16,7 @@ use super::commit::{self, BaseView, Checkpoint, Committed, Pending, ReadView, To
 use super::group::{GroupTx, Mode, Trees};
 use super::health::Health;
 use super::page_file::Durable;
+use super::queue::Queue;
 use super::schema::*;
 use super::tree::Tree;
 use super::wal::{LogBuf, Spare};
@@ -75,7 +75,7 @@ impl LogState {
 
     /// Whether a checkpoint is due after a group: by the log's account of the
     /// writes since the last one, or because the buffer is full.
-    fn checkpoint_due(&self) -> bool {
+    pub(super) fn checkpoint_due(&self) -> bool {
         self.since.checkpoint_due(Instant::now()) || self.buffer_full()
     }
 
@@ -94,7 +94,7 @@ impl LogState {
     /// and folding them later costs, `BENCHMARKS.md`), and a group that removes
     /// whole tables' rows (spelt out key by key in the buffer, they would be a
     /// removal per row).
-    fn folds_first(&self, group: &[Job]) -> bool {
+    pub(super) fn folds_first(&self, group: &[Job]) -> bool {
         /// Entities written by a group from which it runs direct.
         const DIRECT_KEYS: usize = 64;
         let keys: usize = group
@@ -123,22 +123,99 @@ impl LogState {
     }
 }
 
+/// What runs groups of writes: the redb database, the writer's account of the
+/// log, and where committed groups go. The writer thread holds it while it
+/// runs a group; in memory a write's own thread may too (see [`Queue`]).
+pub(in crate::embedded) struct Core {
+    pub(in crate::embedded) db: Database,
+    pub(in crate::embedded) state: LogState,
+    pub(in crate::embedded) to_log: ToLog,
+    pub(in crate::embedded) health: Arc<Health>,
+}
+
+/// Locks `core`; a panic while it was held left it whole (each group runs
+/// under `catch_unwind`, and a failed one changes nothing).
+pub(super) fn lock(core: &Mutex<Core>) -> MutexGuard<'_, Core> {
+    core.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Core {
+    /// Runs `jobs` in groups of at most [`MAX_GROUP`], each savepoint alone
+    /// after the jobs before it; then a checkpoint if one is due.
+    pub(super) fn run_jobs(&mut self, jobs: Vec<Job>, building: bool) {
+        let Core {
+            db,
+            state,
+            to_log,
+            health,
+        } = self;
+        let mut group = Vec::new();
+        let mut jobs = jobs.into_iter().peekable();
+        while jobs.peek().is_some() {
+            let mut alone = None;
+            for job in jobs.by_ref() {
+                match job {
+                    Job::Savepoint { op, reply } => {
+                        alone = Some((op, reply));
+                        break;
+                    }
+                    job => group.push(job),
+                }
+                if group.len() >= MAX_GROUP - usize::from(building) {
+                    break;
+                }
+            }
+            if building && !group.is_empty() {
+                group.push(build_step(state));
+            }
+            if !group.is_empty() {
+                run_group(db, state, to_log, health, std::mem::take(&mut group));
+                // Now make everything durable in redb if due.
+                if state.checkpoint_due() {
+                    run_group(db, state, to_log, health, Vec::new());
+                }
+            }
+            if let Some((op, reply)) = alone {
+                // A savepoint is redb's: what is buffered goes into redb first.
+                if !state.buffer.is_empty() {
+                    run_group(db, state, to_log, health, Vec::new());
+                }
+                savepoints::run(db, state, to_log, health, op, reply);
+                // A restore moved redb's state: buffered groups read the new one.
+                state.base = BaseView::take(db)
+                    .inspect_err(|e| tracing::warn!(error = %e, "could not read the store after a savepoint"))
+                    .ok();
+            }
+        }
+        if state.checkpoint_due() {
+            run_group(db, state, to_log, health, Vec::new());
+        }
+    }
+}
+
 /// The writer thread: group commit, see the module invariants.
-pub(in crate::embedded) fn writer_loop(
-    db: &Database,
-    mut state: LogState,
-    rx: mpsc::Receiver<Job>,
-    log: &ToLog,
-    health: &Health,
-) {
+pub(in crate::embedded) fn writer_loop(core: &Mutex<Core>, rx: mpsc::Receiver<Job>, queue: Option<&Queue>) {
     let mut trimmed = Instant::now();
     loop {
+        if let Some(queue) = queue {
+            if let Some(jobs) = queue.take_due() {
+                lock(core).run_jobs(jobs, false);
+            }
+            queue.run(core);
+        }
+        let mut guard = lock(core);
+        let Core {
+            db,
+            state,
+            to_log: log,
+            health,
+        } = &mut *guard;
         // The feed's retention runs on this thread, as a job of its own, each second.
         if trimmed.elapsed() >= TRIM_EVERY && state.feed.settings.load().any() && health.broken().is_none() {
             trimmed = Instant::now();
             let (reply, _) = tokio::sync::oneshot::channel();
             let now_ns = crate::feed::now_ns();
-            run_group(db, &mut state, log, health, vec![Job::TrimChanges { now_ns, reply }]);
+            run_group(db, state, log, health, vec![Job::TrimChanges { now_ns, reply }]);
         }
         // So does the removal of deleted tables kept past their time (`deleted.rs`).
         let now_ns = crate::feed::now_ns();
@@ -158,85 +235,104 @@ pub(in crate::embedded) fn writer_loop(
             if due.is_some_and(|t| t <= now_ns) {
                 next.store(now_ns + 1_000_000_000, std::sync::atomic::Ordering::Release);
                 let (reply, _) = tokio::sync::oneshot::channel();
-                run_group(db, &mut state, log, health, vec![Job::SweepDeleted { now_ns, reply }]);
+                run_group(db, state, log, health, vec![Job::SweepDeleted { now_ns, reply }]);
             }
         }
         // An online index build steps between groups, and in each group
         // (`index_build.rs`): writes wait for one step at most.
-        let step_due = |state: &LogState| {
-            state.index_defs.build.due(Instant::now())
-                && health.broken().is_none()
-                && crate::embedded::index_build::take_step(&state.feed)
-        };
-        let building = step_due(&state);
-        let queued = match building {
-            true => rx.try_recv().map_err(|e| match e {
-                mpsc::TryRecvError::Empty => mpsc::RecvTimeoutError::Timeout,
-                mpsc::TryRecvError::Disconnected => mpsc::RecvTimeoutError::Disconnected,
-            }),
-            false => rx.recv_timeout(IDLE_CHECKPOINT),
-        };
-        let first = match queued {
-            Ok(job) => job,
-            Err(mpsc::RecvTimeoutError::Timeout) if building => {
-                let step = build_step(&state);
-                run_group(db, &mut state, log, health, vec![step]);
+        if step_due(state, health) {
+            if let Ok(first) = rx.try_recv() {
+                let jobs = std::iter::once(first)
+                    .chain(rx.try_iter().take(MAX_GROUP - 2))
+                    .collect();
+                guard.run_jobs(jobs, true);
+            } else {
+                let step = build_step(state);
+                run_group(db, state, log, health, vec![step]);
                 if state.checkpoint_due() {
-                    run_group(db, &mut state, log, health, Vec::new());
+                    run_group(db, state, log, health, Vec::new());
+                }
+            }
+            continue;
+        }
+        let last_seq = state.last_seq;
+        drop(guard);
+        let received = match queue {
+            None => rx.recv_timeout(IDLE_CHECKPOINT).map(|job| vec![job]),
+            // In memory writes come through the queue (run at the loop's top);
+            // the channel only closes.
+            Some(queue) => {
+                queue.run(core);
+                // Stopping closes the channel, then wakes this thread.
+                let stopped = || matches!(rx.try_recv(), Err(mpsc::TryRecvError::Disconnected));
+                if !stopped() {
+                    queue.wait(IDLE_CHECKPOINT);
+                }
+                match stopped() {
+                    true => Err(mpsc::RecvTimeoutError::Disconnected),
+                    false => Ok(Vec::new()),
+                }
+            }
+        };
+        let first = match received {
+            // In memory: a checkpoint once idle (or due); the rest at the loop's top.
+            Ok(jobs) if jobs.is_empty() => {
+                let Core {
+                    db,
+                    state,
+                    to_log: log,
+                    health,
+                } = &mut *lock(core);
+                let idle = state.last_seq == last_seq && state.since.any();
+                if (idle || state.checkpoint_due()) && health.broken().is_none() {
+                    run_group(db, state, log, health, Vec::new());
                 }
                 continue;
             }
+            Ok(jobs) => jobs,
             Err(mpsc::RecvTimeoutError::Timeout) => {
+                let Core {
+                    db,
+                    state,
+                    to_log: log,
+                    health,
+                } = &mut *lock(core);
                 // After a failed log or store-file write every commit fails until a
                 // restart: an idle checkpoint would only fail (and log it) each second.
                 if state.since.any() && health.broken().is_none() {
-                    run_group(db, &mut state, log, health, Vec::new());
+                    run_group(db, state, log, health, Vec::new());
                 }
                 continue;
             }
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
         };
+        let mut guard = lock(core);
         // A build due by now (a wait for an encoder ended) joins the group.
-        let building = building || step_due(&state);
-        // A savepoint job ends the group and runs alone, after it.
-        let mut group = Vec::new();
-        let mut alone = None;
-        let mut next = Some(first);
-        while let Some(job) = next.take() {
-            match job {
-                Job::Savepoint { op, reply } => alone = Some((op, reply)),
-                job => group.push(job),
-            }
-            if alone.is_none() && group.len() < MAX_GROUP - usize::from(building) {
-                next = rx.try_recv().ok();
-            }
-        }
-        if building && !group.is_empty() {
-            group.push(build_step(&state));
-        }
-        if !group.is_empty() {
-            run_group(db, &mut state, log, health, group);
-            // Now make everything durable in redb if due.
-            if state.checkpoint_due() {
-                run_group(db, &mut state, log, health, Vec::new());
-            }
-        }
-        if let Some((op, reply)) = alone {
-            // A savepoint is redb's: what is buffered goes into redb first.
-            if !state.buffer.is_empty() {
-                run_group(db, &mut state, log, health, Vec::new());
-            }
-            savepoints::run(db, &mut state, log, health, op, reply);
-            // A restore moved redb's state: buffered groups read the new one.
-            state.base = BaseView::take(db)
-                .inspect_err(|e| tracing::warn!(error = %e, "could not read the store after a savepoint"))
-                .ok();
-        }
+        let building = step_due(&guard.state, &guard.health);
+        let mut jobs = first;
+        jobs.extend(rx.try_iter().take(MAX_GROUP - 1 - usize::from(building)));
+        guard.run_jobs(jobs, building);
     }
     // Shutting down: leave nothing to replay.
-    if state.since.any() {
-        run_group(db, &mut state, log, health, Vec::new());
+    if let Some(queue) = queue {
+        lock(core).run_jobs(queue.take_all(), false);
     }
+    let Core {
+        db,
+        state,
+        to_log: log,
+        health,
+    } = &mut *lock(core);
+    if state.since.any() {
+        run_group(db, state, log, health, Vec::new());
+    }
+}
+
+/// Whether an online index build's step is due (and taken).
+fn step_due(state: &LogState, health: &Health) -> bool {
+    state.index_defs.build.due(Instant::now())
+        && health.broken().is_none()
+        && crate::embedded::index_build::take_step(&state.feed)
 }
 
 /// A step of an online index build, which no one waits for.
@@ -250,7 +346,7 @@ fn build_step(state: &LogState) -> Job {
 /// (`buffer.rs`), or, when it [folds first](LogState::folds_first), in one redb
 /// transaction with the buffer folded in, committed non-durably or as a
 /// checkpoint. An empty group is a plain checkpoint.
-fn run_group(db: &Database, state: &mut LogState, to_log: &ToLog, health: &Health, group: Vec<Job>) {
+pub(super) fn run_group(db: &Database, state: &mut LogState, to_log: &ToLog, health: &Health, group: Vec<Job>) {
     let mut committed = Committed {
         deletes_table: group.iter().any(|j| {
             matches!(
@@ -263,6 +359,10 @@ fn run_group(db: &Database, state: &mut LogState, to_log: &ToLog, health: &Healt
     };
     let checkpoint_alone = group.is_empty();
     let direct = state.folds_first(&group);
+    #[cfg(test)]
+    if direct && std::thread::current().name() != Some("tafel-writer") {
+        state.stats.direct_off_the_writer.fetch_add(1, Ordering::Relaxed);
+    }
     // Jobs asked for: an index build's step is the writer's own.
     let jobs = group.iter().filter(|j| !matches!(j, Job::BuildIndex { .. })).count() as u64;
     // What the buffer held before the group: a failed group changes nothing.

@@ -1,0 +1,123 @@
+//! In memory, the writes waiting for a group, and who runs them: the thread
+//! that queued one, when the writer's [`Core`] is free (see [`Queue`]).
+
+use std::sync::{Condvar, Mutex, MutexGuard, TryLockError};
+use std::time::Duration;
+
+use super::writer::{run_group, Core, MAX_GROUP};
+use crate::embedded::Job;
+
+/// In memory, the writes waiting for a group. A thread that queues one runs
+/// the queued writes itself when no one holds the core: with no log to sync
+/// there is nothing for a writer thread to overlap, and handing each group to
+/// it and back cost a futex wake and wait, a reply's wake-up per write and the
+/// switches between the threads (benchmark-history §42). What may take long
+/// stays the writer thread's: a checkpoint (the buffer's fold), a group that
+/// runs in redb's transaction (batches, whole tables), a savepoint. A write's
+/// thread leaves those queued and wakes the writer thread for them, so that
+/// reads on that thread never wait for a fold.
+#[derive(Default)]
+pub(in crate::embedded) struct Queue {
+    jobs: Mutex<Queued>,
+    wake: Condvar,
+}
+
+#[derive(Default)]
+struct Queued {
+    jobs: Vec<Job>,
+    /// The writer thread has something to do: a checkpoint, or queued jobs a
+    /// write's thread left to it; or the store is stopping.
+    writer_due: bool,
+}
+
+impl Queue {
+    fn lock(&self) -> MutexGuard<'_, Queued> {
+        self.jobs.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(in crate::embedded) fn push(&self, job: Job) {
+        self.lock().jobs.push(job);
+    }
+
+    /// Wakes the writer thread (to stop: it finds the job channel closed).
+    pub(in crate::embedded) fn wake_writer(&self) {
+        self.lock().writer_due = true;
+        self.wake.notify_one();
+    }
+
+    /// Runs what is queued while the core is free and nothing needs the writer
+    /// thread. Whoever holds the core calls this after letting it go, so a
+    /// write queued meanwhile is never left behind.
+    pub(in crate::embedded) fn run(&self, core: &Mutex<Core>) {
+        loop {
+            if self.lock().jobs.is_empty() {
+                return;
+            }
+            let mut core = match core.try_lock() {
+                Ok(c) => c,
+                Err(TryLockError::Poisoned(p)) => p.into_inner(),
+                Err(TryLockError::WouldBlock) => return,
+            };
+            let jobs = {
+                let mut queued = self.lock();
+                if queued.writer_due {
+                    // Left to the writer thread, which runs them after it.
+                    return;
+                }
+                std::mem::take(&mut queued.jobs)
+            };
+            let mut groups = chunks(jobs);
+            while let Some(group) = groups.next() {
+                let Core {
+                    db,
+                    state,
+                    to_log,
+                    health,
+                } = &mut *core;
+                let savepoint = group.iter().any(|j| matches!(j, Job::Savepoint { .. }));
+                if savepoint || state.checkpoint_due() || state.folds_first(&group) {
+                    // The writer thread's, in order before what was queued since.
+                    let mut queued = self.lock();
+                    let since = std::mem::replace(&mut queued.jobs, group);
+                    queued.jobs.extend(groups.flatten());
+                    queued.jobs.extend(since);
+                    queued.writer_due = true;
+                    self.wake.notify_one();
+                    return;
+                }
+                run_group(db, state, to_log, health, group);
+            }
+            if core.state.checkpoint_due() {
+                self.wake_writer();
+            }
+        }
+    }
+
+    /// The writer thread's wait for something to do, `timeout` at most.
+    pub(super) fn wait(&self, timeout: Duration) {
+        let queued = self.lock();
+        if !queued.writer_due {
+            drop(self.wake.wait_timeout(queued, timeout));
+        }
+    }
+
+    /// What a write's thread left to the writer thread, if it did.
+    pub(super) fn take_due(&self) -> Option<Vec<Job>> {
+        let mut queued = self.lock();
+        std::mem::take(&mut queued.writer_due).then(|| std::mem::take(&mut queued.jobs))
+    }
+
+    /// Everything queued, for the writer thread's last turn.
+    pub(super) fn take_all(&self) -> Vec<Job> {
+        std::mem::take(&mut self.lock().jobs)
+    }
+}
+
+/// `jobs` in groups of [`MAX_GROUP`] at most.
+fn chunks(jobs: Vec<Job>) -> impl Iterator<Item = Vec<Job>> {
+    let mut jobs = jobs.into_iter().peekable();
+    std::iter::from_fn(move || {
+        jobs.peek()?;
+        Some(jobs.by_ref().take(MAX_GROUP).collect())
+    })
+}

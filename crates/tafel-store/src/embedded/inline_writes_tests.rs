@@ -1,0 +1,93 @@
+//! In memory a write's own thread runs its group when no one else is
+//! (`engine/writer.rs`, `Queue`); checkpoints, groups run in redb's
+//! transaction and savepoints stay the writer thread's.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use super::EmbeddedStore;
+use crate::key::{EntityKey, KeyRange};
+use crate::test_support::ScanEntities;
+use crate::traits::{Mutation, ScanRequest, Store};
+
+const ACCOUNT: &str = "acct";
+const THREADS: u32 = 8;
+const WRITES: u32 = 150;
+/// Rows of each batch-sized write: past the size from which a group runs in
+/// redb's transaction.
+const BATCH: u32 = 100;
+
+async fn put(store: &EmbeddedStore, keys: Vec<EntityKey>, byte: u8) {
+    let n = keys.len();
+    store
+        .write_entities(
+            ACCOUNT,
+            "t",
+            keys,
+            Box::new(move |_: &[Option<&[u8]>]| vec![Mutation::Put(vec![byte; 2000]); n]),
+        )
+        .await
+        .expect("write");
+}
+
+#[test]
+fn writes_from_many_threads_in_memory_are_all_kept_and_only_the_writer_folds() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(4)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        // A 256 KiB write buffer fills many times over: each fold is due on a write's thread.
+        let store = Arc::new(EmbeddedStore::open_in_memory(256 << 20, 4 << 20, 256 << 10).expect("open"));
+        store.create_table(ACCOUNT, "t").await.expect("create");
+        let mut tasks = Vec::new();
+        for thread in 0..THREADS {
+            let store = store.clone();
+            tasks.push(tokio::spawn(async move {
+                for i in 0..WRITES {
+                    let key = EntityKey::new(&format!("w{thread}"), &format!("{i:04}"));
+                    put(&store, vec![key], (thread + i) as u8).await;
+                    if i % 50 == 0 {
+                        let rows = (0..BATCH).map(|r| EntityKey::new(&format!("b{thread}-{i}"), &format!("{r:04}")));
+                        put(&store, rows.collect(), 1).await;
+                    }
+                    if thread == 0 && i % 40 == 0 {
+                        store.save_savepoint(&format!("s{i}")).await.expect("savepoint");
+                    }
+                }
+            }));
+        }
+        for task in tasks {
+            task.await.expect("writes");
+        }
+        let request = ScanRequest {
+            ranges: vec![KeyRange::all()],
+            limit: usize::MAX,
+            filter: None,
+            deadline: None,
+        };
+        let rows = store.scan_entities(ACCOUNT, "t", request).await.expect("scan").rows;
+        let batches = THREADS * WRITES.div_ceil(50) * BATCH;
+        assert_eq!(
+            rows.len() as u32,
+            THREADS * WRITES + batches,
+            "every acknowledged write is there"
+        );
+        for thread in 0..THREADS {
+            for i in [0, WRITES / 2, WRITES - 1] {
+                let key = EntityKey::new(&format!("w{thread}"), &format!("{i:04}"));
+                let got = store.get_entity(ACCOUNT, "t", &key).await.expect("get");
+                assert_eq!(got, Some(vec![(thread + i) as u8; 2000]));
+            }
+        }
+        let stats = &store.inner.stats;
+        assert!(stats.checkpoint_seconds.snapshot().count > 2, "the buffer was folded");
+        assert_eq!(
+            stats.direct_off_the_writer.load(Ordering::Relaxed),
+            0,
+            "a checkpoint or a group in redb's transaction ran on a write's thread"
+        );
+        store.shutdown().await.expect("shutdown");
+    });
+}
