@@ -91,3 +91,52 @@ fn writes_from_many_threads_in_memory_are_all_kept_and_only_the_writer_folds() {
         store.shutdown().await.expect("shutdown");
     });
 }
+
+/// A write queued as the store stops is run or refused, never left waiting:
+/// the writer thread's last turn closes the queue.
+#[test]
+fn writes_racing_a_shutdown_in_memory_all_end() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(4)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        for round in 0..20u32 {
+            let store = Arc::new(EmbeddedStore::open_in_memory(64 << 20, 4 << 20, 1 << 20).expect("open"));
+            store.create_table(ACCOUNT, "t").await.expect("create");
+            let tasks: Vec<_> = (0..8u32)
+                .map(|thread| {
+                    let store = store.clone();
+                    tokio::spawn(async move {
+                        for i in 0.. {
+                            let key = EntityKey::new(&format!("w{thread}"), &format!("{i:06}"));
+                            let put = store.write_entities(
+                                ACCOUNT,
+                                "t",
+                                vec![key],
+                                Box::new(|_: &[Option<&[u8]>]| vec![Mutation::Put(vec![1])]),
+                            );
+                            if put.await.is_err() {
+                                return i;
+                            }
+                        }
+                        unreachable!("a write after the shutdown was taken")
+                    })
+                })
+                .collect();
+            tokio::time::sleep(std::time::Duration::from_millis(u64::from(round % 5))).await;
+            store.shutdown().await.expect("shutdown");
+            let ended = tokio::time::timeout(std::time::Duration::from_secs(20), async {
+                for task in tasks {
+                    task.await.expect("writes");
+                }
+            })
+            .await;
+            assert!(
+                ended.is_ok(),
+                "round {round}: a write was left waiting after the shutdown"
+            );
+        }
+    });
+}

@@ -267,10 +267,11 @@ impl Opening {
             // after the thread's other ready requests have run, they go
             // together (benchmark-history §41).
             tokio::task::yield_now().await;
+            let stopped = || StoreError::failure(FailureKind::Stopped, "store is shut down");
             if self.jobs.lock().map_err(poisoned)?.is_none() {
-                return Err(StoreError::failure(FailureKind::Stopped, "store is shut down"));
+                return Err(stopped());
             }
-            queue.push(make(reply));
+            queue.push(make(reply)).map_err(|_| stopped())?;
             queue.run(core);
         } else {
             let guard = self.jobs.lock().map_err(poisoned)?;

@@ -28,15 +28,28 @@ struct Queued {
     /// The writer thread has something to do: a checkpoint, or queued jobs a
     /// write's thread left to it; or the store is stopping.
     writer_due: bool,
+    /// The writer thread has taken its last jobs: no more are queued.
+    closed: bool,
 }
+
+/// Turns at the queue a write's thread takes before it leaves the rest to the
+/// writer thread, so that a serving thread does not run other threads' writes
+/// for long while its own connections wait.
+const TURNS: usize = 4;
 
 impl Queue {
     fn lock(&self) -> MutexGuard<'_, Queued> {
         self.jobs.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    pub(in crate::embedded) fn push(&self, job: Job) {
-        self.lock().jobs.push(job);
+    /// Queues `job`; gives it back once the writer thread has taken its last.
+    pub(in crate::embedded) fn push(&self, job: Job) -> Result<(), Job> {
+        let mut queued = self.lock();
+        if queued.closed {
+            return Err(job);
+        }
+        queued.jobs.push(job);
+        Ok(())
     }
 
     /// Wakes the writer thread (to stop: it finds the job channel closed).
@@ -49,7 +62,7 @@ impl Queue {
     /// thread. Whoever holds the core calls this after letting it go, so a
     /// write queued meanwhile is never left behind.
     pub(in crate::embedded) fn run(&self, core: &Mutex<Core>) {
-        loop {
+        for _ in 0..TURNS {
             if self.lock().jobs.is_empty() {
                 return;
             }
@@ -91,6 +104,9 @@ impl Queue {
                 self.wake_writer();
             }
         }
+        if !self.lock().jobs.is_empty() {
+            self.wake_writer();
+        }
     }
 
     /// The writer thread's wait for something to do, `timeout` at most.
@@ -107,9 +123,11 @@ impl Queue {
         std::mem::take(&mut queued.writer_due).then(|| std::mem::take(&mut queued.jobs))
     }
 
-    /// Everything queued, for the writer thread's last turn.
-    pub(super) fn take_all(&self) -> Vec<Job> {
-        std::mem::take(&mut self.lock().jobs)
+    /// Everything queued, for the writer thread's last turn; nothing is queued after it.
+    pub(super) fn close(&self) -> Vec<Job> {
+        let mut queued = self.lock();
+        queued.closed = true;
+        std::mem::take(&mut queued.jobs)
     }
 }
 

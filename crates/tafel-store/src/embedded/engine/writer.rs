@@ -135,7 +135,7 @@ pub(in crate::embedded) struct Core {
 
 /// Locks `core`; a panic while it was held left it whole (each group runs
 /// under `catch_unwind`, and a failed one changes nothing).
-pub(super) fn lock(core: &Mutex<Core>) -> MutexGuard<'_, Core> {
+fn lock(core: &Mutex<Core>) -> MutexGuard<'_, Core> {
     core.lock().unwrap_or_else(|p| p.into_inner())
 }
 
@@ -315,7 +315,7 @@ pub(in crate::embedded) fn writer_loop(core: &Mutex<Core>, rx: mpsc::Receiver<Jo
     }
     // Shutting down: leave nothing to replay.
     if let Some(queue) = queue {
-        lock(core).run_jobs(queue.take_all(), false);
+        lock(core).run_jobs(queue.close(), false);
     }
     let Core {
         db,
