@@ -109,12 +109,18 @@ impl Queue {
         }
     }
 
-    /// The writer thread's wait for something to do, `timeout` at most.
-    pub(super) fn wait(&self, timeout: Duration) {
+    /// The writer thread's wait for something to do, `timeout` at most;
+    /// whether it was woken for something.
+    pub(super) fn wait(&self, timeout: Duration) -> bool {
         let queued = self.lock();
-        if !queued.writer_due {
-            drop(self.wake.wait_timeout(queued, timeout));
+        if queued.writer_due {
+            return true;
         }
+        let (queued, _) = self
+            .wake
+            .wait_timeout(queued, timeout)
+            .unwrap_or_else(|p| p.into_inner());
+        queued.writer_due
     }
 
     /// What a write's thread left to the writer thread, if it did.

@@ -265,17 +265,17 @@ pub(in crate::embedded) fn writer_loop(core: &Mutex<Core>, rx: mpsc::Receiver<Jo
                 queue.run(core);
                 // Stopping closes the channel, then wakes this thread.
                 let stopped = || matches!(rx.try_recv(), Err(mpsc::TryRecvError::Disconnected));
-                if !stopped() {
-                    queue.wait(IDLE_CHECKPOINT);
-                }
+                let woken = stopped() || queue.wait(IDLE_CHECKPOINT);
                 match stopped() {
                     true => Err(mpsc::RecvTimeoutError::Disconnected),
-                    false => Ok(Vec::new()),
+                    false if woken => Ok(Vec::new()),
+                    false => Err(mpsc::RecvTimeoutError::Timeout),
                 }
             }
         };
         let first = match received {
-            // In memory: a checkpoint once idle (or due); the rest at the loop's top.
+            // In memory, woken: a checkpoint if due; the jobs left to this
+            // thread at the loop's top.
             Ok(jobs) if jobs.is_empty() => {
                 let Core {
                     db,
@@ -283,8 +283,7 @@ pub(in crate::embedded) fn writer_loop(core: &Mutex<Core>, rx: mpsc::Receiver<Jo
                     to_log: log,
                     health,
                 } = &mut *lock(core);
-                let idle = state.last_seq == last_seq && state.since.any();
-                if (idle || state.checkpoint_due()) && health.broken().is_none() {
+                if state.checkpoint_due() && health.broken().is_none() {
                     run_group(db, state, log, health, Vec::new());
                 }
                 continue;
@@ -297,9 +296,11 @@ pub(in crate::embedded) fn writer_loop(core: &Mutex<Core>, rx: mpsc::Receiver<Jo
                     to_log: log,
                     health,
                 } = &mut *lock(core);
+                // In memory, groups run by writes' threads meanwhile mean not idle.
+                let idle = state.last_seq == last_seq;
                 // After a failed log or store-file write every commit fails until a
                 // restart: an idle checkpoint would only fail (and log it) each second.
-                if state.since.any() && health.broken().is_none() {
+                if idle && state.since.any() && health.broken().is_none() {
                     run_group(db, state, log, health, Vec::new());
                 }
                 continue;
