@@ -30,14 +30,18 @@ async fn put(store: &EmbeddedStore, keys: Vec<EntityKey>, byte: u8) {
         .expect("write");
 }
 
-#[test]
-fn writes_from_many_threads_in_memory_are_all_kept_and_only_the_writer_folds() {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
+/// Four threads: writes come from several at once.
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
         .worker_threads(4)
         .enable_all()
         .build()
-        .expect("runtime");
-    runtime.block_on(async {
+        .expect("runtime")
+}
+
+#[test]
+fn writes_from_many_threads_in_memory_are_all_kept_and_only_the_writer_folds() {
+    runtime().block_on(async {
         // A 256 KiB write buffer fills many times over: each fold is due on a write's thread.
         let store = Arc::new(EmbeddedStore::open_in_memory(256 << 20, 4 << 20, 256 << 10).expect("open"));
         store.create_table(ACCOUNT, "t").await.expect("create");
@@ -96,12 +100,7 @@ fn writes_from_many_threads_in_memory_are_all_kept_and_only_the_writer_folds() {
 /// the writer thread's last turn closes the queue.
 #[test]
 fn writes_racing_a_shutdown_in_memory_all_end() {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(4)
-        .enable_all()
-        .build()
-        .expect("runtime");
-    runtime.block_on(async {
+    runtime().block_on(async {
         for round in 0..20u32 {
             let store = Arc::new(EmbeddedStore::open_in_memory(64 << 20, 4 << 20, 1 << 20).expect("open"));
             store.create_table(ACCOUNT, "t").await.expect("create");

@@ -4,7 +4,7 @@
 use std::sync::{Condvar, Mutex, MutexGuard, TryLockError};
 use std::time::Duration;
 
-use super::writer::{run_group, Core, MAX_GROUP};
+use super::writer::{Core, MAX_GROUP};
 use crate::embedded::Job;
 
 /// In memory, the writes waiting for a group. A thread that queues one runs
@@ -81,14 +81,8 @@ impl Queue {
             };
             let mut groups = chunks(jobs);
             while let Some(group) = groups.next() {
-                let Core {
-                    db,
-                    state,
-                    to_log,
-                    health,
-                } = &mut *core;
                 let savepoint = group.iter().any(|j| matches!(j, Job::Savepoint { .. }));
-                if savepoint || state.checkpoint_due() || state.folds_first(&group) {
+                if savepoint || core.state.checkpoint_due() || core.state.folds_first(&group) {
                     // The writer thread's, in order before what was queued since.
                     let mut queued = self.lock();
                     let since = std::mem::replace(&mut queued.jobs, group);
@@ -98,7 +92,7 @@ impl Queue {
                     self.wake.notify_one();
                     return;
                 }
-                run_group(db, state, to_log, health, group);
+                core.run(group);
             }
             if core.state.checkpoint_due() {
                 self.wake_writer();

@@ -140,6 +140,11 @@ fn lock(core: &Mutex<Core>) -> MutexGuard<'_, Core> {
 }
 
 impl Core {
+    /// Runs one group (an empty one is a checkpoint): see [`run_group`].
+    pub(super) fn run(&mut self, group: Vec<Job>) {
+        run_group(&self.db, &mut self.state, &self.to_log, &self.health, group);
+    }
+
     /// Runs `jobs` in groups of at most [`MAX_GROUP`], each savepoint alone
     /// after the jobs before it; then a checkpoint if one is due.
     pub(super) fn run_jobs(&mut self, jobs: Vec<Job>, building: bool) {
@@ -277,31 +282,21 @@ pub(in crate::embedded) fn writer_loop(core: &Mutex<Core>, rx: mpsc::Receiver<Jo
             // In memory, woken: a checkpoint if due; the jobs left to this
             // thread at the loop's top.
             Ok(jobs) if jobs.is_empty() => {
-                let Core {
-                    db,
-                    state,
-                    to_log: log,
-                    health,
-                } = &mut *lock(core);
-                if state.checkpoint_due() && health.broken().is_none() {
-                    run_group(db, state, log, health, Vec::new());
+                let mut core = lock(core);
+                if core.state.checkpoint_due() && core.health.broken().is_none() {
+                    core.run(Vec::new());
                 }
                 continue;
             }
             Ok(jobs) => jobs,
             Err(mpsc::RecvTimeoutError::Timeout) => {
-                let Core {
-                    db,
-                    state,
-                    to_log: log,
-                    health,
-                } = &mut *lock(core);
+                let mut core = lock(core);
                 // In memory, groups run by writes' threads meanwhile mean not idle.
-                let idle = state.last_seq == last_seq;
+                let idle = core.state.last_seq == last_seq;
                 // After a failed log or store-file write every commit fails until a
                 // restart: an idle checkpoint would only fail (and log it) each second.
-                if idle && state.since.any() && health.broken().is_none() {
-                    run_group(db, state, log, health, Vec::new());
+                if idle && core.state.since.any() && core.health.broken().is_none() {
+                    core.run(Vec::new());
                 }
                 continue;
             }
@@ -318,14 +313,9 @@ pub(in crate::embedded) fn writer_loop(core: &Mutex<Core>, rx: mpsc::Receiver<Jo
     if let Some(queue) = queue {
         lock(core).run_jobs(queue.close(), false);
     }
-    let Core {
-        db,
-        state,
-        to_log: log,
-        health,
-    } = &mut *lock(core);
-    if state.since.any() {
-        run_group(db, state, log, health, Vec::new());
+    let mut core = lock(core);
+    if core.state.since.any() {
+        core.run(Vec::new());
     }
 }
 
@@ -347,7 +337,7 @@ fn build_step(state: &LogState) -> Job {
 /// (`buffer.rs`), or, when it [folds first](LogState::folds_first), in one redb
 /// transaction with the buffer folded in, committed non-durably or as a
 /// checkpoint. An empty group is a plain checkpoint.
-pub(super) fn run_group(db: &Database, state: &mut LogState, to_log: &ToLog, health: &Health, group: Vec<Job>) {
+fn run_group(db: &Database, state: &mut LogState, to_log: &ToLog, health: &Health, group: Vec<Job>) {
     let mut committed = Committed {
         deletes_table: group.iter().any(|j| {
             matches!(
