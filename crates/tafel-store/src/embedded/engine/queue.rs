@@ -17,7 +17,7 @@ use crate::embedded::Job;
 /// thread leaves those queued and wakes the writer thread for them, so that
 /// reads on that thread never wait for a fold.
 #[derive(Default)]
-pub(in crate::embedded) struct Queue {
+pub(super) struct Queue {
     jobs: Mutex<Queued>,
     wake: Condvar,
 }
@@ -43,7 +43,7 @@ impl Queue {
     }
 
     /// Queues `job`; gives it back once the writer thread has taken its last.
-    pub(in crate::embedded) fn push(&self, job: Job) -> Result<(), Job> {
+    pub(super) fn push(&self, job: Job) -> Result<(), Job> {
         let mut queued = self.lock();
         if queued.closed {
             return Err(job);
@@ -53,7 +53,7 @@ impl Queue {
     }
 
     /// Wakes the writer thread (to stop: it finds the job channel closed).
-    pub(in crate::embedded) fn wake_writer(&self) {
+    pub(super) fn wake_writer(&self) {
         self.lock().writer_due = true;
         self.wake.notify_one();
     }
@@ -61,7 +61,7 @@ impl Queue {
     /// Runs what is queued while the core is free and nothing needs the writer
     /// thread. Whoever holds the core calls this after letting it go, so a
     /// write queued meanwhile is never left behind.
-    pub(in crate::embedded) fn run(&self, core: &Mutex<Core>) {
+    pub(super) fn run(&self, core: &Mutex<Core>) {
         for _ in 0..TURNS {
             if self.lock().jobs.is_empty() {
                 return;

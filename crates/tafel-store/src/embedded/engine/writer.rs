@@ -126,11 +126,11 @@ impl LogState {
 /// What runs groups of writes: the redb database, the writer's account of the
 /// log, and where committed groups go. The writer thread holds it while it
 /// runs a group; in memory a write's own thread may too (see [`Queue`]).
-pub(in crate::embedded) struct Core {
-    pub(in crate::embedded) db: Database,
-    pub(in crate::embedded) state: LogState,
-    pub(in crate::embedded) to_log: ToLog,
-    pub(in crate::embedded) health: Arc<Health>,
+pub(super) struct Core {
+    pub(super) db: Database,
+    pub(super) state: LogState,
+    pub(super) to_log: ToLog,
+    pub(super) health: Arc<Health>,
 }
 
 /// Locks `core`; a panic while it was held left it whole (each group runs
@@ -145,8 +145,9 @@ impl Core {
         run_group(&self.db, &mut self.state, &self.to_log, &self.health, group);
     }
 
-    /// Runs `jobs` in groups of at most [`MAX_GROUP`], each savepoint alone
-    /// after the jobs before it; then a checkpoint if one is due.
+    /// Runs `jobs` in groups of at most [`MAX_GROUP`], each followed by a
+    /// checkpoint if one is due, each savepoint alone after the jobs before it.
+    /// With no jobs, a checkpoint if one is due.
     pub(super) fn run_jobs(&mut self, jobs: Vec<Job>, building: bool) {
         let Core {
             db,
@@ -154,6 +155,7 @@ impl Core {
             to_log,
             health,
         } = self;
+        let ran_none = jobs.is_empty();
         let mut group = Vec::new();
         let mut jobs = jobs.into_iter().peekable();
         while jobs.peek().is_some() {
@@ -192,14 +194,15 @@ impl Core {
                     .ok();
             }
         }
-        if state.checkpoint_due() {
+        // With no jobs, a checkpoint that fell due (each group above checked for one).
+        if ran_none && state.checkpoint_due() {
             run_group(db, state, to_log, health, Vec::new());
         }
     }
 }
 
 /// The writer thread: group commit, see the module invariants.
-pub(in crate::embedded) fn writer_loop(core: &Mutex<Core>, rx: mpsc::Receiver<Job>, queue: Option<&Queue>) {
+pub(super) fn writer_loop(core: &Mutex<Core>, rx: mpsc::Receiver<Job>, queue: Option<&Queue>) {
     let mut trimmed = Instant::now();
     loop {
         if let Some(queue) = queue {
@@ -253,10 +256,7 @@ pub(in crate::embedded) fn writer_loop(core: &Mutex<Core>, rx: mpsc::Receiver<Jo
                 guard.run_jobs(jobs, true);
             } else {
                 let step = build_step(state);
-                run_group(db, state, log, health, vec![step]);
-                if state.checkpoint_due() {
-                    run_group(db, state, log, health, Vec::new());
-                }
+                guard.run_jobs(vec![step], false);
             }
             continue;
         }
