@@ -96,6 +96,38 @@ def create_postgres_database() -> str:
     return postgres_database_url(name)
 
 
+def pg_ctl(action: str, mode: str = "immediate") -> None:
+    """Stops (``immediate``: a crash, no clean shutdown; or ``fast``) or starts the suite's
+    cluster (scripts/with-postgres). Skips without that cluster.
+
+    A crash is preceded by a CHECKPOINT: the suite writes a lot, and replaying up to
+    max_wal_size of log once took PostgreSQL past pg_ctl's wait on a loaded CI machine,
+    leaving the cluster down for the tests after. The crash itself is unchanged."""
+    ctl, data, opts = (os.environ.get(k) for k in ("TAFEL_TEST_PG_CTL", "TAFEL_TEST_PGDATA", "TAFEL_TEST_PG_OPTS"))
+    if not ctl or not data or not opts:
+        pytest.skip("needs scripts/with-postgres's cluster (TAFEL_TEST_PG_CTL, TAFEL_TEST_PGDATA)")
+    log = Path(data).parent / "server.log"
+    if action == "stop":
+        subprocess.run(
+            ["psql", "-v", "ON_ERROR_STOP=1", "-q", POSTGRES_ADMIN_URL, "-c", "CHECKPOINT"],
+            check=True,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=120,
+        )
+        cmd = [ctl, "-D", data, "-w", "-t", "120", "-m", mode, "stop"]
+    else:
+        cmd = [ctl, "-D", data, "-w", "-t", "300", "-l", str(log), "start", "-o", opts]
+    if os.geteuid() == 0:
+        cmd = ["runuser", "-u", "postgres", "--", *cmd]
+    r = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=330)
+    if r.returncode != 0:
+        tail = log.read_text(errors="replace").splitlines()[-30:] if log.exists() else []
+        raise RuntimeError(
+            f"pg_ctl {action} exited {r.returncode}: {r.stdout}{r.stderr}\n--- server.log ---\n" + "\n".join(tail)
+        )
+
+
 def backend_args(database_url: Optional[str], backend: str = BACKEND) -> list:
     # Explicit either way: the server inherits TAFEL_BACKEND from the suite's environment.
     if backend != "postgres":

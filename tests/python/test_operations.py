@@ -8,7 +8,6 @@ import base64
 import json
 import os
 import signal
-import subprocess
 import threading
 import time
 from datetime import datetime, timedelta, timezone
@@ -18,7 +17,7 @@ from urllib.parse import parse_qs, unquote
 import pytest
 import requests
 
-from conftest import ACCOUNT, BACKEND, KEY, TafelServer, embedded_only, postgres_only, scrape, unique_table_name, value
+from conftest import ACCOUNT, BACKEND, KEY, TafelServer, pg_ctl, postgres_only, scrape, unique_table_name, value
 
 TOKEN = "admin-" + base64.b16encode(os.urandom(12)).decode()
 
@@ -273,15 +272,6 @@ def test_a_non_loopback_admin_listener_without_a_token_is_refused(workdir):
 # ---------------------------------------------------------------------------
 
 
-def pg_ctl(action: str) -> None:
-    ctl, data, opts = (os.environ.get(k) for k in ("TAFEL_TEST_PG_CTL", "TAFEL_TEST_PGDATA", "TAFEL_TEST_PG_OPTS"))
-    cmd = [ctl, "-D", data, "-w", "-t", "60"]
-    cmd += ["-m", "fast", "stop"] if action == "stop" else ["-l", str(Path(data).parent / "server.log"), "start", "-o", opts]
-    if os.geteuid() == 0:
-        cmd = ["runuser", "-u", "postgres", "--"] + cmd
-    subprocess.run(cmd, check=True, stdin=subprocess.DEVNULL, capture_output=True)
-
-
 def wait_ready(server: TafelServer, status: int, timeout: float = 30) -> requests.Response:
     deadline = time.monotonic() + timeout
     while True:
@@ -296,7 +286,7 @@ def wait_ready(server: TafelServer, status: int, timeout: float = 30) -> request
 @pytest.mark.skipif(not os.environ.get("TAFEL_TEST_PG_CTL"), reason="needs scripts/with-postgres's cluster")
 def test_readiness_turns_503_while_the_database_is_down_and_back_by_itself(server):
     wait_ready(server, 200)
-    pg_ctl("stop")
+    pg_ctl("stop", mode="fast")
     try:
         r = wait_ready(server, 503)
         assert r.text.startswith("not ready: "), r.text

@@ -6,18 +6,15 @@ half-applied."""
 
 from __future__ import annotations
 
-import os
-import subprocess
 import threading
 import time
 import uuid
-from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
 import requests
 
-from conftest import TafelServer, assert_error, create_postgres_database, postgres_only, unique_table_name
+from conftest import TafelServer, assert_error, create_postgres_database, pg_ctl, postgres_only, unique_table_name
 from pgproxy import DelayProxy
 from roundtrips import batch_body
 
@@ -25,18 +22,6 @@ pytestmark = postgres_only
 
 # A request answered later than this counts as a hang.
 PROMPT = 12.0
-
-
-def pg_ctl(action: str) -> None:
-    """Crashes (``stop``: immediate mode, no clean shutdown) or starts the suite's cluster."""
-    ctl, data, opts = (os.environ.get(k) for k in ("TAFEL_TEST_PG_CTL", "TAFEL_TEST_PGDATA", "TAFEL_TEST_PG_OPTS"))
-    if not ctl or not data or not opts:
-        pytest.skip("needs scripts/with-postgres's cluster (TAFEL_TEST_PG_CTL, TAFEL_TEST_PGDATA)")
-    cmd = [ctl, "-D", data, "-w", "-t", "60"]
-    cmd += ["-m", "immediate", "stop"] if action == "stop" else ["-l", str(Path(data).parent / "server.log"), "start", "-o", opts]
-    if os.geteuid() == 0:
-        cmd = ["runuser", "-u", "postgres", "--", *cmd]
-    subprocess.run(cmd, check=True, stdin=subprocess.DEVNULL, capture_output=True, timeout=120)
 
 
 def start_node(workdir, database_url: str, *extra: str) -> TafelServer:
