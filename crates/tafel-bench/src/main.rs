@@ -119,7 +119,8 @@ struct RunArgs {
     #[arg(long)]
     entities: Option<u64>,
     /// Comma-separated workloads (default: all): insert, point-read, point-query, merge-upsert,
-    /// partition-query, scan-filter, batch-insert.
+    /// read-while-merging (point reads, merges alongside), partition-query, scan-filter,
+    /// batch-insert.
     #[arg(long, value_delimiter = ',')]
     workloads: Vec<String>,
     /// What the entities look like: `typed` (two strings and eight typed properties, the
@@ -391,7 +392,7 @@ async fn run_workloads(
     let needs_data = set.selected.iter().any(|w| {
         matches!(
             w.as_str(),
-            "point-read" | "point-query" | "merge-upsert" | "partition-query" | "scan-filter"
+            "point-read" | "point-query" | "merge-upsert" | "read-while-merging" | "partition-query" | "scan-filter"
         )
     });
     let mut preload_ok = true;

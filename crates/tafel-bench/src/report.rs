@@ -13,7 +13,7 @@ pub fn new_hist() -> Histogram<u64> {
 #[derive(Default)]
 pub struct Row {
     pub workload: String,
-    /// Unit of [`Row::rate`]: "ops/s", "queries/s" or "entities/s".
+    /// Unit of [`Row::rate`]: "ops/s", "reads/s", "queries/s" or "entities/s".
     pub unit: &'static str,
     pub rate: f64,
     pub ops: u64,

@@ -26,7 +26,7 @@ impl Bench {
         row
     }
 
-    async fn merge_worker(self: Arc<Self>, w: u64) -> Tally {
+    pub(super) async fn merge_worker(self: Arc<Self>, w: u64) -> Tally {
         let mut t = Tally::new();
         let mut conn = Conn::new(&self.ep);
         let (deadline, max) = (self.deadline(), self.per_worker_ops());

@@ -10,6 +10,7 @@ mod partition_query;
 mod point_read;
 mod preload;
 mod query;
+mod read_while_merging;
 mod scan_filter;
 mod tally;
 mod verify;
@@ -32,11 +33,12 @@ const UNKNOWN: u32 = u32::MAX;
 /// At most this many pages per query (a guard against a server looping on continuations).
 const MAX_PAGES: u32 = 100_000;
 
-pub const ALL: [&str; 7] = [
+pub const ALL: [&str; 8] = [
     "insert",
     "point-read",
     "point-query",
     "merge-upsert",
+    "read-while-merging",
     "partition-query",
     "scan-filter",
     "batch-insert",
@@ -137,18 +139,32 @@ impl Bench {
         F: Fn(Arc<Self>, u64) -> Fut,
         Fut: Future<Output = Tally> + Send + 'static,
     {
+        let (tallies, elapsed) = self.run_each(worker).await;
+        let mut total = Tally::new();
+        tallies.into_iter().for_each(|(_, t)| total.merge(t));
+        (total, elapsed)
+    }
+
+    /// Runs `worker(w)` on `concurrency` tasks; each worker's tally, by `w`.
+    async fn run_each<F, Fut>(self: &Arc<Self>, worker: F) -> (Vec<(u64, Tally)>, f64)
+    where
+        F: Fn(Arc<Self>, u64) -> Fut,
+        Fut: Future<Output = Tally> + Send + 'static,
+    {
         let t0 = Instant::now();
         let handles: Vec<_> = (0..self.cfg.concurrency as u64)
-            .map(|w| tokio::spawn(worker(self.clone(), w)))
+            .map(|w| (w, tokio::spawn(worker(self.clone(), w))))
             .collect();
-        let mut total = Tally::new();
-        for h in handles {
-            match h.await {
-                Ok(t) => total.merge(t),
-                Err(e) => total.error("worker", format!("task failed: {e}")),
-            }
+        let mut tallies = Vec::with_capacity(handles.len());
+        for (w, h) in handles {
+            let t = h.await.unwrap_or_else(|e| {
+                let mut t = Tally::new();
+                t.error("worker", format!("task failed: {e}"));
+                t
+            });
+            tallies.push((w, t));
         }
-        (total, t0.elapsed().as_secs_f64())
+        (tallies, t0.elapsed().as_secs_f64())
     }
 
     fn row(&self, name: &str, unit: &'static str, t: &Tally, elapsed: f64) -> Row {
@@ -180,6 +196,7 @@ impl Bench {
             "insert" => self.insert(name).await,
             "point-read" | "point-query" => self.point_read(name).await,
             "merge-upsert" => self.merge_upsert(name).await,
+            "read-while-merging" => self.read_while_merging(name).await,
             "partition-query" => self.partition_query(name).await,
             "scan-filter" => self.scan_filter(name).await,
             "batch-insert" => self.batch_insert(name).await,
