@@ -16,7 +16,7 @@ use crate::StoreError;
 
 const ACCOUNT: &str = "rot";
 const TABLES: [&str; 3] = ["alpha", "beta", "gamma"];
-const ROWS: usize = 150;
+const ROWS: usize = 300;
 const PROPS: &[u8] = b"service properties of rot";
 const ACL: &[u8] = b"access policies of beta";
 

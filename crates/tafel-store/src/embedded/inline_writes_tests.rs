@@ -96,6 +96,49 @@ fn writes_from_many_threads_in_memory_are_all_kept_and_only_the_writer_folds() {
     });
 }
 
+/// A write buffer larger than the log: in memory the log's half (8 MiB) fills
+/// first. The group whose record no longer fit used to run that checkpoint on
+/// the write's own thread, stalling every read served there for the fold
+/// (`tafel-bench --workloads read-while-merging`: reads' p99.9 ~50 ms).
+#[test]
+fn a_full_log_in_memory_is_folded_by_the_writer_not_on_a_writes_thread() {
+    runtime().block_on(async {
+        let store = Arc::new(EmbeddedStore::open_in_memory(512 << 20, 4 << 20, 256 << 20).expect("open"));
+        store.create_table(ACCOUNT, "t").await.expect("create");
+        // ~19 MB of records: the log's half fills twice.
+        let tasks: Vec<_> = (0..THREADS)
+            .map(|thread| {
+                let store = store.clone();
+                tokio::spawn(async move {
+                    for i in 0..1200u32 {
+                        let key = EntityKey::new(&format!("w{thread}"), &format!("{i:04}"));
+                        put(&store, vec![key], i as u8).await;
+                    }
+                })
+            })
+            .collect();
+        for task in tasks {
+            task.await.expect("writes");
+        }
+        let stats = &store.inner.stats;
+        assert!(
+            stats.checkpoint_seconds.snapshot().count >= 2,
+            "the log filled and was folded"
+        );
+        assert_eq!(
+            stats.direct_off_the_writer.load(Ordering::Relaxed),
+            0,
+            "a checkpoint ran on a write's thread"
+        );
+        let key = EntityKey::new("w3", "1199");
+        assert_eq!(
+            store.get_entity(ACCOUNT, "t", &key).await.expect("get"),
+            Some(vec![1199u32 as u8; 2000])
+        );
+        store.shutdown().await.expect("shutdown");
+    });
+}
+
 /// A write queued as the store stops is run or refused, never left waiting:
 /// the writer thread's last turn closes the queue.
 #[test]

@@ -74,9 +74,19 @@ impl LogState {
     }
 
     /// Whether a checkpoint is due after a group: by the log's account of the
-    /// writes since the last one, or because the buffer is full.
+    /// writes since the last one, because the buffer is full, or because the
+    /// log's half is nearly full. The last is what comes first in memory, where
+    /// the log is small: without it the group whose record no longer fit ran the
+    /// checkpoint itself, on a write's own thread (`queue.rs`), and stalled the
+    /// reads there for the whole fold.
     pub(super) fn checkpoint_due(&self) -> bool {
-        self.since.checkpoint_due(Instant::now()) || self.buffer_full()
+        self.since.checkpoint_due(Instant::now()) || self.buffer_full() || self.log_nearly_full()
+    }
+
+    /// Less than an eighth of the log's half left: more than any group of small
+    /// writes fills, so a checkpoint is run before a record no longer fits.
+    fn log_nearly_full(&self) -> bool {
+        self.since.bytes.saturating_add(self.size / 8) > self.size
     }
 
     /// What the writer's own reads see: everything it applied.
@@ -404,6 +414,10 @@ fn run_group(db: &Database, state: &mut LogState, to_log: &ToLog, health: &Healt
             // Too big for the rest of the log: the buffer, this group in it, goes
             // into redb durably now.
             Some(Applied::Checkpoint { seq }) => {
+                #[cfg(test)]
+                if std::thread::current().name() != Some("tafel-writer") {
+                    state.stats.direct_off_the_writer.fetch_add(1, Ordering::Relaxed);
+                }
                 let mut txn = db.begin_write().map_err(backend_error)?;
                 let mut trees = Trees::open(&txn).map_err(as_backend)?;
                 state.buffer.fold_into(&mut trees).map_err(as_backend)?;
