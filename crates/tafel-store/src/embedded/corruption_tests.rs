@@ -16,6 +16,8 @@ use crate::StoreError;
 
 const ACCOUNT: &str = "rot";
 const TABLES: [&str; 3] = ["alpha", "beta", "gamma"];
+/// Enough that the store file holds a checkpoint's rows at the cut, whenever the
+/// checkpoint comes: with 150, one came late enough to leave it none to damage.
 const ROWS: usize = 300;
 const PROPS: &[u8] = b"service properties of rot";
 const ACL: &[u8] = b"access policies of beta";
