@@ -330,6 +330,7 @@ def test_sigterm_drains_not_ready_first_and_loses_no_request(workdir):
     proc = srv.proc
     stop = threading.Event()
     outcomes = []  # (time, "ok" | "refused" | "error: ...")
+    signalled = []  # when SIGTERM was sent, once it was
     lock = threading.Lock()
 
     def client(n: int):
@@ -337,6 +338,9 @@ def test_sigterm_drains_not_ready_first_and_loses_no_request(workdir):
 
         mine = RawClient(srv)
         i = 0
+        # The last answer: when (after SIGTERM) and its Connection header, which a
+        # failure reports (a cut keep-alive connection, or a new one).
+        last = None
         while not stop.is_set():
             i += 1
             try:
@@ -346,8 +350,11 @@ def test_sigterm_drains_not_ready_first_and_loses_no_request(workdir):
                 else:
                     r = mine.insert(name, {"PartitionKey": f"c{n}", "RowKey": str(i)}, timeout=10)
                     what = "ok" if r.status_code == 201 else f"error: status {r.status_code}"
+                since = round(time.monotonic() - signalled[0], 3) if signalled else None
+                last = (since, r.headers.get("Connection"))
             except requests.RequestException as e:
-                what = "refused" if refused(e) else f"error: {e!r}"
+                kind = "get" if i % 2 else "insert"
+                what = "refused" if refused(e) else f"error: {kind} {e!r}, last answer {last}"
                 if what == "refused":
                     time.sleep(0.01)
             with lock:
@@ -358,6 +365,7 @@ def test_sigterm_drains_not_ready_first_and_loses_no_request(workdir):
         t.start()
     time.sleep(0.5)
     sent_at = time.monotonic()
+    signalled.append(sent_at)
     proc.send_signal(signal.SIGTERM)
     # Not ready at once, while requests still succeed.
     r = wait_ready(srv, 503, timeout=1.5)
@@ -371,8 +379,8 @@ def test_sigterm_drains_not_ready_first_and_loses_no_request(workdir):
     srv.proc = None
     srv._close_log()
 
-    errors = [w for _, w in outcomes if w.startswith("error")]
-    assert not errors, f"{len(errors)} requests failed mid-stop, first: {errors[:3]}"
+    errors = [f"{w} at +{t - sent_at:.3f}s" for t, w in outcomes if w.startswith("error")]
+    assert not errors, f"{len(errors)} requests failed mid-stop (exit at +{exited_at - sent_at:.3f}s), first: {errors[:3]}"
     # Served while draining, until no request was in flight for a moment (a client's pause
     # under load ends it early) or --drain-seconds passed: never longer.
     # (Connections are refused from when the listener closes, a little before the exit.)
