@@ -361,8 +361,8 @@ fn run_group(db: &Database, state: &mut LogState, to_log: &ToLog, health: &Healt
     let checkpoint_alone = group.is_empty();
     let direct = state.folds_first(&group);
     #[cfg(test)]
-    if direct && std::thread::current().name() != Some("tafel-writer") {
-        state.stats.direct_off_the_writer.fetch_add(1, Ordering::Relaxed);
+    if direct {
+        count_off_the_writer(state);
     }
     // Jobs asked for: an index build's step is the writer's own.
     let jobs = group.iter().filter(|j| !matches!(j, Job::BuildIndex { .. })).count() as u64;
@@ -415,9 +415,7 @@ fn run_group(db: &Database, state: &mut LogState, to_log: &ToLog, health: &Healt
             // into redb durably now.
             Some(Applied::Checkpoint { seq }) => {
                 #[cfg(test)]
-                if std::thread::current().name() != Some("tafel-writer") {
-                    state.stats.direct_off_the_writer.fetch_add(1, Ordering::Relaxed);
-                }
+                count_off_the_writer(state);
                 let mut txn = db.begin_write().map_err(backend_error)?;
                 let mut trees = Trees::open(&txn).map_err(as_backend)?;
                 state.buffer.fold_into(&mut trees).map_err(as_backend)?;
@@ -495,6 +493,15 @@ fn run_group(db: &Database, state: &mut LogState, to_log: &ToLog, health: &Healt
     #[cfg(test)]
     state.stats.jobs_done.fetch_add(jobs, Ordering::Relaxed);
     to_log.send(committed);
+}
+
+/// Counts a redb transaction run on this thread if it is not the writer's
+/// (tests: in memory, a write's thread must leave those to it).
+#[cfg(test)]
+fn count_off_the_writer(state: &LogState) {
+    if std::thread::current().name() != Some("tafel-writer") {
+        state.stats.direct_off_the_writer.fetch_add(1, Ordering::Relaxed);
+    }
 }
 
 /// How a buffered group went.
