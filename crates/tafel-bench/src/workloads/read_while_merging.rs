@@ -10,43 +10,48 @@ use super::tally::Tally;
 use super::Bench;
 use crate::report::{per_s, Row};
 
+/// Whether worker `w` of `read-while-merging` merges (the odd ones) or reads.
+fn merges(w: u64) -> bool {
+    w % 2 == 1
+}
+
 impl Bench {
-    /// Whether merges of `read-while-merging` may change entity `id`: the odd
-    /// workers merge, each into the ids it owns (`id ≡ w mod concurrency`).
+    /// Whether merges of `read-while-merging` may change entity `id`: each
+    /// merging worker merges into the ids it owns (`id ≡ w mod concurrency`).
     pub(super) fn merged_while_reading(&self, id: u64) -> bool {
-        (id % self.cfg.concurrency as u64) % 2 == 1
+        merges(id % self.cfg.concurrency as u64)
     }
 
     /// Runs `read-while-merging`.
     pub(super) async fn read_while_merging(self: &Arc<Self>, name: &str) -> Row {
         let (tallies, el) = self
             .run_each(|b, w| async move {
-                match w % 2 {
-                    0 => b.point_read_worker(w, false, true).await,
-                    _ => b.merge_worker(w).await,
+                match merges(w) {
+                    false => b.point_read_worker(w, false, true).await,
+                    true => b.merge_worker(w).await,
                 }
             })
             .await;
-        let (mut reads, mut merges) = (Tally::new(), Tally::new());
+        let (mut reads, mut merging) = (Tally::new(), Tally::new());
         for (w, t) in tallies {
-            match w % 2 {
-                0 => reads.merge(t),
-                _ => merges.merge(t),
+            match merges(w) {
+                false => reads.merge(t),
+                true => merging.merge(t),
             }
         }
         let mut row = self.row(name, "reads/s", &reads, el);
         row.rate = per_s(reads.ops, el);
-        let merged = self.row(name, "ops/s", &merges, el);
+        let merged = self.row(name, "ops/s", &merging, el);
         let _ = write!(
             row.note,
             "merges alongside: {:.0}/s, p99 {:.2} ms, max {:.1} ms, {} errors; ",
-            per_s(merges.ops, el),
+            per_s(merging.ops, el),
             merged.p99_ms,
             merged.max_ms,
-            merges.errors
+            merging.errors
         );
-        row.errors += merges.errors;
-        self.verify_samples(&mut row, merges.samples).await;
+        row.errors += merging.errors;
+        self.verify_samples(&mut row, merging.samples).await;
         row
     }
 }
