@@ -25,7 +25,7 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::io::{self, IoSlice};
 use std::ops::Bound;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread;
 
@@ -152,6 +152,11 @@ struct Shared {
     awaited: AtomicU64,
     /// Signalled whenever the queue, `durable` or `failed` changes.
     changed: Condvar,
+    /// Whether `failed` is set, for the checks every group and every direct
+    /// read make without the lock: in memory a checkpoint writes its pages
+    /// under it one by one, and a serving thread's group that waited for it
+    /// (the lock is not fair) stood still for the whole fold (benchmark-history §44).
+    any_failure: AtomicBool,
     file: Arc<dyn DiskFile>,
     /// Bytes of pages the flusher has written, for the store's metrics.
     written: AtomicU64,
@@ -172,6 +177,17 @@ impl Shared {
         // Every change under this lock is a few field updates that leave the
         // state whole, so a poisoned lock is still usable.
         self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Records that writing the file failed (see [`State::fail`]).
+    fn fail(&self, state: &mut State, e: &io::Error) {
+        state.fail(e);
+        self.any_failure.store(true, Ordering::Release);
+    }
+
+    /// Whether writing the file failed, without the lock.
+    fn failed(&self) -> bool {
+        self.any_failure.load(Ordering::Acquire)
     }
 
     fn wait<'a>(&self, guard: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
@@ -260,7 +276,10 @@ impl Durable {
 
     /// Why the flusher stopped writing, if it failed.
     pub(in crate::embedded) fn failure(&self) -> Option<(io::ErrorKind, String)> {
-        self.0.lock().failed.clone()
+        match self.0.failed() {
+            true => self.0.lock().failed.clone(),
+            false => None,
+        }
     }
 
     /// Holds the flusher back while the guard lives.
@@ -308,6 +327,7 @@ impl PageFile {
             state: Mutex::new(State::default()),
             awaited: AtomicU64::new(0),
             changed: Condvar::new(),
+            any_failure: AtomicBool::new(false),
             file: file.clone(),
             written: AtomicU64::new(0),
             #[cfg(test)]
@@ -359,7 +379,7 @@ impl PageFile {
                 self.shared.written.fetch_add(data.len() as u64, Ordering::Relaxed);
             }
             Err(e) => {
-                state.fail(&e);
+                self.shared.fail(&mut state, &e);
                 state.open.insert(offset, Arc::from(data));
             }
         }
@@ -409,7 +429,7 @@ impl StorageBackend for PageFile {
     }
 
     fn read(&self, offset: u64, out: &mut [u8]) -> Result<(), io::Error> {
-        if self.direct && self.shared.lock().failed.is_none() {
+        if self.direct && !self.shared.failed() {
             return self.file.pread(out, offset);
         }
         let end = offset + out.len() as u64;

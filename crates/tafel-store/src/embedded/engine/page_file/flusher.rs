@@ -45,7 +45,7 @@ pub(super) fn flush_loop(shared: &Shared, mut header: HeaderCopy) {
                     state.durable = n;
                 }
             }
-            Err(e) => state.fail(&e),
+            Err(e) => shared.fail(&mut state, &e),
         }
         shared.changed.notify_all();
     }
