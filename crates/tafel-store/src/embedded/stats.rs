@@ -35,6 +35,12 @@ pub(super) struct EmbeddedStats {
     /// other than the writer's: in memory, a write's thread must leave them.
     #[cfg(test)]
     pub(super) direct_off_the_writer: AtomicU64,
+    /// Tests set this to keep a fold aside (`engine/fold_aside.rs`) from
+    /// starting; `at_fold_pause` says one is waiting for it to be cleared.
+    #[cfg(test)]
+    pub(super) hold_folds: std::sync::atomic::AtomicBool,
+    #[cfg(test)]
+    pub(super) at_fold_pause: std::sync::atomic::AtomicBool,
 }
 
 impl Default for EmbeddedStats {
@@ -55,6 +61,10 @@ impl Default for EmbeddedStats {
             publication_waits: AtomicU64::new(0),
             #[cfg(test)]
             direct_off_the_writer: AtomicU64::new(0),
+            #[cfg(test)]
+            hold_folds: std::sync::atomic::AtomicBool::new(false),
+            #[cfg(test)]
+            at_fold_pause: std::sync::atomic::AtomicBool::new(false),
         }
     }
 }

@@ -120,24 +120,35 @@ impl Buffer {
         self.map(tree).is_empty()
     }
 
-    /// Sets `key`'s change in `tree` (a tag, as the log names trees).
-    fn put(&mut self, tag: u8, key: &[u8], value: Option<&[u8]>) -> Result<(), StoreError> {
-        let set = &mut self.trees[usize::from(Tree::from_tag(tag)?.tag())];
+    /// Sets `key`'s change in `tree` (a tag, as the log names trees), and in
+    /// `also` (the changes since a fold aside began) the same entry, shared.
+    fn put(&mut self, also: Option<&mut Buffer>, tag: u8, key: &[u8], value: Option<&[u8]>) -> Result<(), StoreError> {
+        let i = usize::from(Tree::from_tag(tag)?.tag());
         let entry = Entry::new(key, value)?;
-        let size = entry.bytes.len();
-        match set.insert(entry) {
-            Some(old) => self.bytes = (self.bytes + size).saturating_sub(old.bytes.len()),
-            None => self.bytes += size + ENTRY_OVERHEAD,
+        if let Some(also) = also {
+            also.insert(i, entry.clone());
         }
+        self.insert(i, entry);
         Ok(())
     }
 
-    /// Buffers one change. A range removal is the group's to spell out key by
-    /// key (`GroupTx::remove_range`), since rows in it may be in redb only.
-    pub(in crate::embedded) fn apply(&mut self, op: &Op<'_>) -> Result<(), StoreError> {
+    fn insert(&mut self, tree: usize, entry: Entry) {
+        let size = entry.bytes.len();
+        match self.trees[tree].insert(entry) {
+            Some(old) => self.bytes = (self.bytes + size).saturating_sub(old.bytes.len()),
+            None => self.bytes += size + ENTRY_OVERHEAD,
+        }
+    }
+
+    /// Buffers one change, and records it in `also` too: while the writer folds
+    /// the buffer aside, `also` gathers what the groups change meanwhile, which
+    /// is all the buffer keeps once the fold is in redb (`fold_aside.rs`). A
+    /// range removal is the group's to spell out key by key
+    /// (`GroupTx::remove_range`), since rows in it may be in redb only.
+    pub(in crate::embedded) fn apply(&mut self, also: Option<&mut Buffer>, op: &Op<'_>) -> Result<(), StoreError> {
         match *op {
-            Op::Insert { table, key, value } => self.put(table, key, Some(value)),
-            Op::Remove { table, key } => self.put(table, key, None),
+            Op::Insert { table, key, value } => self.put(also, table, key, Some(value)),
+            Op::Remove { table, key } => self.put(also, table, key, None),
             Op::RemoveRange { table, .. } => Err(StoreError::failure(
                 FailureKind::Internal,
                 format!("a range removal from tree {table} handed to the buffer whole"),
@@ -307,7 +318,7 @@ mod tests {
 
     fn put(buffer: &mut Buffer, key: &str, value: Option<&str>) {
         buffer
-            .put(Tree::Entities.tag(), key.as_bytes(), value.map(str::as_bytes))
+            .put(None, Tree::Entities.tag(), key.as_bytes(), value.map(str::as_bytes))
             .expect("a tree");
     }
 

@@ -248,8 +248,13 @@ pub(in crate::embedded) enum Mode<'t> {
     /// Into redb's write transaction: a group that folded the write buffer into it
     /// first (a checkpoint, a range removal of a whole table, a buffer full).
     Direct(Trees<'t>),
-    /// Into the write buffer, read over redb as of its last commit.
-    Buffered { base: &'t BaseView, buffer: &'t mut Buffer },
+    /// Into the write buffer, read over redb as of its last commit; while a
+    /// fold aside runs (in memory, `writer.rs`), into `also` as well.
+    Buffered {
+        base: &'t BaseView,
+        buffer: &'t mut Buffer,
+        also: Option<&'t mut Buffer>,
+    },
 }
 
 /// One group's transaction: reads see the group's own changes so far, and
@@ -271,7 +276,7 @@ impl<'t, 'l> GroupTx<'t, 'l> {
     fn change(&mut self, op: Op<'_>) -> Result<(), StoreError> {
         match &mut self.mode {
             Mode::Direct(trees) => trees.apply(&op)?,
-            Mode::Buffered { base, buffer } => match &op {
+            Mode::Buffered { base, buffer, also } => match &op {
                 // Spelt out as a removal of each row there is: the rows may be
                 // in redb, under the buffer. (Whole tables' removals fold first
                 // and run direct, `writer::folds_first`; this is for the
@@ -282,10 +287,10 @@ impl<'t, 'l> GroupTx<'t, 'l> {
                         .map(|row| row.map(|(k, _)| k.bytes().to_vec()))
                         .collect::<Result<Vec<_>, _>>()?;
                     for key in keys {
-                        buffer.apply(&Op::Remove { table, key: &key })?;
+                        buffer.apply(also.as_deref_mut(), &Op::Remove { table, key: &key })?;
                     }
                 }
-                op => buffer.apply(op)?,
+                op => buffer.apply(also.as_deref_mut(), op)?,
             },
         }
         self.log.push(&op);
@@ -348,14 +353,14 @@ impl ReadTrees for GroupTx<'_, '_> {
     fn get(&self, tree: Tree, key: &[u8]) -> Result<Option<Bytes<'_>>, StoreError> {
         match &self.mode {
             Mode::Direct(trees) => trees.get(tree, key),
-            Mode::Buffered { base, buffer } => get_over(*base, buffer, tree, key),
+            Mode::Buffered { base, buffer, .. } => get_over(*base, buffer, tree, key),
         }
     }
 
     fn range(&self, tree: Tree, lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> Result<Range<'_>, StoreError> {
         match &self.mode {
             Mode::Direct(trees) => trees.range(tree, lo, hi),
-            Mode::Buffered { base, buffer } => range_over(*base, buffer, tree, lo, hi),
+            Mode::Buffered { base, buffer, .. } => range_over(*base, buffer, tree, lo, hi),
         }
     }
 }

@@ -202,6 +202,8 @@ impl Opening {
             base: Some(published.load().base.clone()),
             buffer: Default::default(),
             buffer_limit: options.write_buffer,
+            to_fold: None,
+            since_fold: None,
         };
         let log = commit::LogSide {
             wal,
@@ -228,7 +230,7 @@ impl Opening {
             (ToLog::Thread(log_tx), Some(thread))
         };
         let core = Arc::new(Mutex::new(Core {
-            db,
+            db: Arc::new(db),
             state,
             to_log,
             health: health.clone(),

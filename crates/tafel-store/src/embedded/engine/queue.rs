@@ -28,6 +28,9 @@ struct Queued {
     /// The writer thread has something to do: a checkpoint, or queued jobs a
     /// write's thread left to it; or the store is stopping.
     writer_due: bool,
+    /// In memory, a checkpoint was set aside for the writer thread to fold
+    /// (`fold_aside.rs`); the writes go on meanwhile.
+    fold_due: bool,
     /// The writer thread has taken its last jobs: no more are queued.
     closed: bool,
 }
@@ -58,6 +61,12 @@ impl Queue {
         self.wake.notify_one();
     }
 
+    /// Wakes the writer thread to fold what was set aside; the queue runs on.
+    pub(super) fn wake_fold(&self) {
+        self.lock().fold_due = true;
+        self.wake.notify_one();
+    }
+
     /// Runs what is queued while the core is free and nothing needs the writer
     /// thread. Whoever holds the core calls this after letting it go, so a
     /// write queued meanwhile is never left behind.
@@ -81,6 +90,10 @@ impl Queue {
             };
             let mut groups = chunks(jobs);
             while let Some(group) = groups.next() {
+                // A due checkpoint is folded aside, so it need not stop the queue.
+                if core.set_aside() {
+                    self.wake_fold();
+                }
                 let savepoint = group.iter().any(|j| matches!(j, Job::Savepoint { .. }));
                 if savepoint || core.state.checkpoint_due() || core.state.folds_first(&group) {
                     // The writer thread's, in order before what was queued since.
@@ -94,7 +107,9 @@ impl Queue {
                 }
                 core.run(group);
             }
-            if core.state.checkpoint_due() {
+            if core.set_aside() {
+                self.wake_fold();
+            } else if core.state.checkpoint_due() {
                 self.wake_writer();
             }
         }
@@ -107,19 +122,21 @@ impl Queue {
     /// whether it was woken for something.
     pub(super) fn wait(&self, timeout: Duration) -> bool {
         let queued = self.lock();
-        if queued.writer_due {
+        if queued.writer_due || queued.fold_due {
             return true;
         }
         let (queued, _) = self
             .wake
             .wait_timeout(queued, timeout)
             .unwrap_or_else(|p| p.into_inner());
-        queued.writer_due
+        queued.writer_due || queued.fold_due
     }
 
-    /// What a write's thread left to the writer thread, if it did.
+    /// What a write's thread left to the writer thread, if it did. A fold set
+    /// aside is the writer thread's next (`fold_aside::checkpoint_if_due`).
     pub(super) fn take_due(&self) -> Option<Vec<Job>> {
         let mut queued = self.lock();
+        queued.fold_due = false;
         std::mem::take(&mut queued.writer_due).then(|| std::mem::take(&mut queued.jobs))
     }
 

@@ -13,6 +13,7 @@ use super::buffer::Buffer;
 use super::checkpoint::SinceCheckpoint;
 use super::checksums::seal;
 use super::commit::{self, BaseView, Checkpoint, Committed, Pending, ReadView, ToLog};
+use super::fold_aside;
 use super::group::{GroupTx, Mode, Trees};
 use super::health::Health;
 use super::page_file::Durable;
@@ -60,6 +61,13 @@ pub(in crate::embedded) struct LogState {
     pub(in crate::embedded) buffer: Buffer,
     /// Bytes the buffer may hold before it is folded; 0 runs every group direct.
     pub(in crate::embedded) buffer_limit: usize,
+    /// In memory, a checkpoint folded aside (`fold_aside.rs`): the buffer as it
+    /// was when the checkpoint fell due, with the bytes of log it covers, until
+    /// the writer thread takes it to fold.
+    pub(in crate::embedded) to_fold: Option<(Buffer, u64)>,
+    /// From then until the fold is in redb: the changes the groups made
+    /// meanwhile, which are all the buffer keeps after it.
+    pub(in crate::embedded) since_fold: Option<Buffer>,
 }
 
 impl LogState {
@@ -79,8 +87,10 @@ impl LogState {
     /// the log is small: without it the group whose record no longer fit ran the
     /// checkpoint itself, on a write's own thread (`queue.rs`), and stalled the
     /// reads there for the whole fold.
+    /// None is due while a fold aside runs: it is the checkpoint.
     pub(super) fn checkpoint_due(&self) -> bool {
-        self.since.checkpoint_due(Instant::now()) || self.buffer_full() || self.log_nearly_full()
+        self.since_fold.is_none()
+            && (self.since.checkpoint_due(Instant::now()) || self.buffer_full() || self.log_nearly_full())
     }
 
     /// Less than an eighth of the log's half left: more than any group of small
@@ -137,7 +147,8 @@ impl LogState {
 /// log, and where committed groups go. The writer thread holds it while it
 /// runs a group; in memory a write's own thread may too (see [`Queue`]).
 pub(super) struct Core {
-    pub(super) db: Database,
+    /// Shared with a fold aside, which commits to it without the core.
+    pub(super) db: Arc<Database>,
     pub(super) state: LogState,
     pub(super) to_log: ToLog,
     pub(super) health: Arc<Health>,
@@ -145,7 +156,7 @@ pub(super) struct Core {
 
 /// Locks `core`; a panic while it was held left it whole (each group runs
 /// under `catch_unwind`, and a failed one changes nothing).
-fn lock(core: &Mutex<Core>) -> MutexGuard<'_, Core> {
+pub(super) fn lock(core: &Mutex<Core>) -> MutexGuard<'_, Core> {
     core.lock().unwrap_or_else(|p| p.into_inner())
 }
 
@@ -166,6 +177,9 @@ impl Core {
             health,
         } = self;
         let ran_none = jobs.is_empty();
+        // In memory the writer thread folds a due checkpoint aside once it lets
+        // the core go, and writes go on meanwhile (`fold_aside.rs`).
+        let checkpoint_due = |state: &LogState| state.checkpoint_due() && to_log.keeps_records();
         let mut group = Vec::new();
         let mut jobs = jobs.into_iter().peekable();
         while jobs.peek().is_some() {
@@ -188,7 +202,7 @@ impl Core {
             if !group.is_empty() {
                 run_group(db, state, to_log, health, std::mem::take(&mut group));
                 // Now make everything durable in redb if due.
-                if state.checkpoint_due() {
+                if checkpoint_due(state) {
                     run_group(db, state, to_log, health, Vec::new());
                 }
             }
@@ -205,7 +219,7 @@ impl Core {
             }
         }
         // With no jobs, a checkpoint that fell due (each group above checked for one).
-        if ran_none && state.checkpoint_due() {
+        if ran_none && checkpoint_due(state) {
             run_group(db, state, to_log, health, Vec::new());
         }
     }
@@ -219,6 +233,8 @@ pub(super) fn writer_loop(core: &Mutex<Core>, rx: mpsc::Receiver<Job>, queue: Op
             if let Some(jobs) = queue.take_due() {
                 lock(core).run_jobs(jobs, false);
             }
+            // Writes go on meanwhile: nothing is left to this thread now.
+            fold_aside::checkpoint_if_due(core, queue);
             queue.run(core);
         }
         let mut guard = lock(core);
@@ -289,15 +305,9 @@ pub(super) fn writer_loop(core: &Mutex<Core>, rx: mpsc::Receiver<Job>, queue: Op
             }
         };
         let first = match received {
-            // In memory, woken: a checkpoint if due; the jobs left to this
-            // thread at the loop's top.
-            Ok(jobs) if jobs.is_empty() => {
-                let mut core = lock(core);
-                if core.state.checkpoint_due() && core.health.broken().is_none() {
-                    core.run(Vec::new());
-                }
-                continue;
-            }
+            // In memory, woken: the jobs left to this thread and a checkpoint
+            // if due, at the loop's top.
+            Ok(jobs) if jobs.is_empty() => continue,
             Ok(jobs) => jobs,
             Err(mpsc::RecvTimeoutError::Timeout) => {
                 let mut core = lock(core);
@@ -367,7 +377,7 @@ fn run_group(db: &Database, state: &mut LogState, to_log: &ToLog, health: &Healt
     // Jobs asked for: an index build's step is the writer's own.
     let jobs = group.iter().filter(|j| !matches!(j, Job::BuildIndex { .. })).count() as u64;
     // What the buffer held before the group: a failed group changes nothing.
-    let before = state.buffer.clone();
+    let before = (state.buffer.clone(), state.since_fold.clone());
     // A panic in redb (a damaged page, see `schema::guarded`) fails the group;
     // its transaction, dropped unfinished, changes nothing.
     let run = AssertUnwindSafe(|| -> Result<(), BackendError> {
@@ -461,8 +471,10 @@ fn run_group(db: &Database, state: &mut LogState, to_log: &ToLog, health: &Healt
         }
         txn.commit().map_err(backend_error)?;
         state.index_defs = defs;
-        // redb now holds what the buffer did.
+        // redb now holds what the buffer did (a fold aside's share too).
         state.buffer = Buffer::default();
+        state.to_fold = None;
+        state.since_fold = None;
         state.base = None;
         let base = BaseView::take(db).map_err(as_backend)?;
         state.base = Some(base.clone());
@@ -482,7 +494,7 @@ fn run_group(db: &Database, state: &mut LogState, to_log: &ToLog, health: &Healt
     committed.result = catch_unwind(run).unwrap_or_else(|_| Err(garbage()));
     if let Err(e) = &mut committed.result {
         // Nothing of the group stays buffered (redb's transaction, dropped, kept nothing either).
-        state.buffer = before;
+        (state.buffer, state.since_fold) = before;
         // After the store file could not be written, redb only says "Previous I/O
         // error"; the flusher knows what it was (a full disk, say).
         if let Some((kind, why)) = state.durable.failure() {
@@ -525,12 +537,15 @@ fn apply_buffered(
 ) -> Result<Applied, BackendError> {
     let base = state.base.clone().ok_or_else(garbage)?;
     let mut buffer = std::mem::take(&mut state.buffer);
+    let mut since_fold = state.since_fold.take();
     let mode = Mode::Buffered {
         base: &base,
         buffer: &mut buffer,
+        also: since_fold.as_mut(),
     };
     let result = apply_jobs_in(mode, state, log, group, pending, defs).map(drop);
     state.buffer = buffer;
+    state.since_fold = since_fold;
     result?;
     if log.payload_len() == 0 {
         return Ok(Applied::Unchanged);
