@@ -136,7 +136,9 @@ pub(super) fn checkpoint_if_due(core: &Mutex<Core>, queue: &Queue) {
 
 /// Folds `frozen` into redb, committed durably (redb reuses the pages its
 /// non-durable commits freed only after a durable one). No replay start is
-/// recorded: a log that keeps nothing is never replayed.
+/// recorded: a log that keeps nothing is never replayed. Nor is there a wait
+/// for readers to see every commit (`commit::wait_published`): in memory each
+/// commit is published as it is made.
 fn fold(db: &Database, frozen: &Buffer) -> Result<(), BackendError> {
     let mut txn = db.begin_write().map_err(backend_error)?;
     let mut trees = Trees::open(&txn).map_err(as_backend)?;
