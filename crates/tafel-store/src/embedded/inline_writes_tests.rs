@@ -30,6 +30,17 @@ async fn put(store: &EmbeddedStore, keys: Vec<EntityKey>, byte: u8) {
         .expect("write");
 }
 
+/// Every row of the table, by a scan.
+async fn all_rows(store: &EmbeddedStore) -> Vec<(EntityKey, Vec<u8>)> {
+    let request = ScanRequest {
+        ranges: vec![KeyRange::all()],
+        limit: usize::MAX,
+        filter: None,
+        deadline: None,
+    };
+    store.scan_entities(ACCOUNT, "t", request).await.expect("scan").rows
+}
+
 /// Four threads: writes come from several at once.
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
@@ -65,13 +76,7 @@ fn writes_from_many_threads_in_memory_are_all_kept_and_only_the_writer_folds() {
         for task in tasks {
             task.await.expect("writes");
         }
-        let request = ScanRequest {
-            ranges: vec![KeyRange::all()],
-            limit: usize::MAX,
-            filter: None,
-            deadline: None,
-        };
-        let rows = store.scan_entities(ACCOUNT, "t", request).await.expect("scan").rows;
+        let rows = all_rows(&store).await;
         let batches = THREADS * WRITES.div_ceil(50) * BATCH;
         assert_eq!(
             rows.len() as u32,
@@ -235,13 +240,7 @@ fn writes_go_on_while_the_buffer_is_folded_aside() {
             store.get_entity(ACCOUNT, "t", &last).await.expect("get"),
             Some(vec![1; 2000])
         );
-        let request = ScanRequest {
-            ranges: vec![KeyRange::all()],
-            limit: usize::MAX,
-            filter: None,
-            deadline: None,
-        };
-        let rows = store.scan_entities(ACCOUNT, "t", request).await.expect("scan").rows;
+        let rows = all_rows(&store).await;
         assert_eq!(rows.len() as u32, written + 200, "every row once");
         store.shutdown().await.expect("shutdown");
     });
