@@ -27,38 +27,43 @@ use redb::{Database, Durability};
 
 use super::buffer::Buffer;
 use super::checkpoint::SinceCheckpoint;
-use super::commit::{BaseView, Checkpoint, Committed, ReadView};
+use super::commit::{BaseView, Checkpoint, Committed, ReadView, ToLog};
 use super::group::Trees;
+use super::health::Health;
 use super::queue::Queue;
 use super::schema::{as_backend, backend_error, garbage};
-use super::writer::{lock, Core};
+use super::writer::{lock, Core, LogState};
 use crate::error::BackendError;
 
 impl Core {
-    /// In memory, once a checkpoint is due: sets the buffer as it is aside for
-    /// the writer thread to fold, and the checkpoint is no longer due, so the
-    /// groups go on. Whoever holds the core does it (a write's thread, the
-    /// writer thread), then wakes the writer thread ([`Queue::wake_fold`]):
-    /// left to the writer thread to set aside, the writes queued meanwhile
-    /// waited for its whole fold. Whether it did: not on disk, nor with
-    /// nothing buffered, nor while a fold is under way (none is due then).
+    /// [`set_aside`] with the core held.
     pub(super) fn set_aside(&mut self) -> bool {
-        let state = &mut self.state;
-        if self.to_log.keeps_records()
-            || !state.checkpoint_due()
-            || self.health.broken().is_some()
-            || state.buffer.is_empty()
-            || state.base.is_none()
-        {
-            return false;
-        }
-        state.to_fold = Some((state.buffer.clone(), state.since.bytes));
-        // The log keeps nothing: the records from here on count afresh.
-        state.since = SinceCheckpoint::default();
-        state.stats.log_fill.store(0, Ordering::Relaxed);
-        state.since_fold = Some(Buffer::default());
-        true
+        set_aside(&mut self.state, &self.to_log, &self.health)
     }
+}
+
+/// In memory, once a checkpoint is due: sets the buffer as it is aside for the
+/// writer thread to fold, and the checkpoint is no longer due, so the groups
+/// go on. Whoever holds the core does it (a write's thread, the writer
+/// thread), then wakes the writer thread ([`Queue::wake_fold`]): left to the
+/// writer thread to set aside, the writes queued meanwhile waited for its
+/// whole fold. Whether it did: not on disk, nor with nothing buffered, nor
+/// while a fold is under way (none is due then).
+pub(super) fn set_aside(state: &mut LogState, to_log: &ToLog, health: &Health) -> bool {
+    if to_log.keeps_records()
+        || !state.checkpoint_due()
+        || health.broken().is_some()
+        || state.buffer.is_empty()
+        || state.base.is_none()
+    {
+        return false;
+    }
+    state.to_fold = Some((state.buffer.clone(), state.since.bytes));
+    // The log keeps nothing: the records from here on count afresh.
+    state.since = SinceCheckpoint::default();
+    state.stats.log_fill.store(0, Ordering::Relaxed);
+    state.since_fold = Some(Buffer::default());
+    true
 }
 
 /// The writer thread's checkpoint, if one is due or set aside: in memory the

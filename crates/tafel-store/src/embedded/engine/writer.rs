@@ -167,8 +167,8 @@ impl Core {
     }
 
     /// Runs `jobs` in groups of at most [`MAX_GROUP`], each followed by a
-    /// checkpoint if one is due, each savepoint alone after the jobs before it.
-    /// With no jobs, a checkpoint if one is due.
+    /// checkpoint if one is due ([`checkpoint_due`]), each savepoint alone
+    /// after the jobs before it. With no jobs, a checkpoint if one is due.
     pub(super) fn run_jobs(&mut self, jobs: Vec<Job>, building: bool) {
         let Core {
             db,
@@ -177,9 +177,6 @@ impl Core {
             health,
         } = self;
         let ran_none = jobs.is_empty();
-        // In memory the writer thread folds a due checkpoint aside once it lets
-        // the core go, and writes go on meanwhile (`fold_aside.rs`).
-        let checkpoint_due = |state: &LogState| state.checkpoint_due() && to_log.keeps_records();
         let mut group = Vec::new();
         let mut jobs = jobs.into_iter().peekable();
         while jobs.peek().is_some() {
@@ -202,9 +199,7 @@ impl Core {
             if !group.is_empty() {
                 run_group(db, state, to_log, health, std::mem::take(&mut group));
                 // Now make everything durable in redb if due.
-                if checkpoint_due(state) {
-                    run_group(db, state, to_log, health, Vec::new());
-                }
+                checkpoint_due(db, state, to_log, health);
             }
             if let Some((op, reply)) = alone {
                 // A savepoint is redb's: what is buffered goes into redb first.
@@ -219,9 +214,17 @@ impl Core {
             }
         }
         // With no jobs, a checkpoint that fell due (each group above checked for one).
-        if ran_none && checkpoint_due(state) {
-            run_group(db, state, to_log, health, Vec::new());
+        if ran_none {
+            checkpoint_due(db, state, to_log, health);
         }
+    }
+}
+
+/// A checkpoint, if one is due: in memory set aside, for the writer thread to
+/// fold once it lets the core go while writes go on (`fold_aside.rs`).
+fn checkpoint_due(db: &Database, state: &mut LogState, to_log: &ToLog, health: &Health) {
+    if state.checkpoint_due() && !fold_aside::set_aside(state, to_log, health) {
+        run_group(db, state, to_log, health, Vec::new());
     }
 }
 
