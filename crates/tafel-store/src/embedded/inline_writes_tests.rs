@@ -245,3 +245,49 @@ fn writes_go_on_while_the_buffer_is_folded_aside() {
         store.shutdown().await.expect("shutdown");
     });
 }
+
+/// While a fold aside runs, writes fill the log's half again: the group whose
+/// record no longer fit folded everything itself, on its write's own thread.
+/// Once the log is nearly full again, writes wait for the fold instead.
+#[test]
+fn writes_filling_the_log_during_a_fold_aside_wait_for_it() {
+    runtime().block_on(async {
+        let store = Arc::new(EmbeddedStore::open_in_memory(512 << 20, 4 << 20, 256 << 20).expect("open"));
+        store.create_table(ACCOUNT, "t").await.expect("create");
+        let stats = store.inner.stats.clone();
+        stats.hold_folds.store(true, Ordering::Release);
+        let writes = {
+            let store = store.clone();
+            tokio::spawn(async move {
+                for i in 0..12_000u32 {
+                    put(&store, vec![EntityKey::new("p", &format!("{i:05}"))], 1).await;
+                }
+            })
+        };
+        // The first fold is held; the log's half (8 MiB) fills up again behind it.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while !(stats.at_fold_pause.load(Ordering::Acquire) && stats.log_fill.load(Ordering::Relaxed) >= 7 << 20) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the log did not fill behind the held fold"
+            );
+            assert!(!writes.is_finished(), "every write was answered without a fold");
+            tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+        }
+        stats.hold_folds.store(false, Ordering::Release);
+        writes.await.expect("writes");
+        assert_eq!(
+            stats.direct_off_the_writer.load(Ordering::Relaxed),
+            0,
+            "a write's thread folded the buffer"
+        );
+        for i in [0, 5_999, 11_999] {
+            let key = EntityKey::new("p", &format!("{i:05}"));
+            assert_eq!(
+                store.get_entity(ACCOUNT, "t", &key).await.expect("get"),
+                Some(vec![1; 2000])
+            );
+        }
+        store.shutdown().await.expect("shutdown");
+    });
+}

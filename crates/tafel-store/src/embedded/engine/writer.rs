@@ -113,7 +113,10 @@ impl LogState {
     /// into full leaves through a cursor, at a third of what buffering them
     /// and folding them later costs, `BENCHMARKS.md`), and a group that removes
     /// whole tables' rows (spelt out key by key in the buffer, they would be a
-    /// removal per row).
+    /// removal per row). And while a fold aside runs (`fold_aside.rs`), any
+    /// group once the log's half is nearly full again: it waits for the fold on
+    /// the writer thread, where a group whose record no longer fit would fold
+    /// everything itself on a write's thread.
     pub(super) fn folds_first(&self, group: &[Job]) -> bool {
         /// Entities written by a group from which it runs direct.
         const DIRECT_KEYS: usize = 64;
@@ -128,6 +131,7 @@ impl LogState {
             || self.buffer_limit == 0
             || self.base.is_none()
             || self.buffer_full()
+            || (self.since_fold.is_some() && self.log_nearly_full())
             || keys >= DIRECT_KEYS
             || group.iter().any(|j| {
                 matches!(
