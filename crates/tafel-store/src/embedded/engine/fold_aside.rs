@@ -92,7 +92,7 @@ pub(super) fn checkpoint_if_due(core: &Mutex<Core>, queue: &Queue) {
         }
     }
     let started = Instant::now();
-    let folded = catch_unwind(AssertUnwindSafe(|| fold(&db, &frozen))).unwrap_or_else(|_| Err(garbage()));
+    let folded = fold_beside_the_writes(&db, &frozen);
     drop(frozen);
     let mut guard = lock(core);
     let Core { db, state, to_log, .. } = &mut *guard;
@@ -139,6 +139,41 @@ pub(super) fn checkpoint_if_due(core: &Mutex<Core>, queue: &Queue) {
     drop(old_buffer);
 }
 
+/// [`fold`] on a thread of its own at a lower priority, waited for: the fold
+/// runs beside the writes, and on a machine whose cores are all busy its tens
+/// of milliseconds of CPU otherwise delayed the serving threads' every wake-up
+/// (benchmark-history §45). The writer thread cannot lower its own priority
+/// for the fold alone: raising it again takes a privilege. Where no thread can
+/// be started, the fold runs here.
+fn fold_beside_the_writes(db: &Database, frozen: &Buffer) -> Result<(), BackendError> {
+    let folding = || catch_unwind(AssertUnwindSafe(|| fold(db, frozen))).unwrap_or_else(|_| Err(garbage()));
+    std::thread::scope(|scope| {
+        let started = std::thread::Builder::new()
+            .name("tafel-fold".into())
+            .spawn_scoped(scope, || {
+                lower_priority();
+                folding()
+            });
+        match started {
+            Ok(thread) => thread.join().unwrap_or_else(|_| Err(garbage())),
+            Err(_) => folding(),
+        }
+    })
+}
+
+/// This thread's nice value to 10: the scheduler then gives it about a tenth
+/// of what a normal thread gets on a busy core, all of an idle one. Best
+/// effort: a thread that stays at its priority folds just the same.
+fn lower_priority() {
+    // SAFETY: gettid and setpriority take plain integers and touch no memory of ours.
+    unsafe {
+        let tid = libc::gettid();
+        let _ = libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, FOLD_NICE);
+    }
+}
+
+const FOLD_NICE: libc::c_int = 10;
+
 /// Folds `frozen` into redb, committed durably (redb reuses the pages its
 /// non-durable commits freed only after a durable one). No replay start is
 /// recorded: a log that keeps nothing is never replayed. Nor is there a wait
@@ -151,4 +186,22 @@ fn fold(db: &Database, frozen: &Buffer) -> Result<(), BackendError> {
     drop(trees);
     txn.set_durability(Durability::Immediate).map_err(backend_error)?;
     txn.commit().map_err(backend_error)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_fold_thread_runs_below_the_serving_threads_priority() {
+        let nice = std::thread::spawn(|| {
+            super::lower_priority();
+            // SAFETY: plain integers in, no memory of ours touched.
+            unsafe { libc::getpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t) }
+        })
+        .join()
+        .unwrap();
+        assert_eq!(nice, super::FOLD_NICE);
+        // SAFETY: as above.
+        let here = unsafe { libc::getpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t) };
+        assert!(here < super::FOLD_NICE, "only the fold's own thread is lowered");
+    }
 }
