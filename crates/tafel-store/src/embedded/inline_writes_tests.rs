@@ -222,9 +222,16 @@ fn writes_go_on_while_the_buffer_is_folded_aside() {
         while stats.checkpoint_seconds.snapshot().count == 0 {
             tokio::time::sleep(std::time::Duration::from_millis(5)).await;
         }
-        // The fold is in redb; the buffer keeps only what was written meanwhile.
+        // The fold is in redb; the buffer keeps only what was written meanwhile:
+        // the 400 writes above, and those of the loop before it once the fold was
+        // set aside, until the writer thread reached the pause (on a loaded
+        // machine, up to a few MiB). Most of the ~7 MiB written first are in redb.
         let buffered = stats.write_buffer_bytes.load(Ordering::Relaxed);
-        assert!(buffered < 2 << 20, "{buffered} bytes still buffered after the fold");
+        let before = u64::from(written) * 2000;
+        assert!(
+            buffered < before / 2,
+            "{buffered} bytes still buffered after the fold of about {before}"
+        );
         for (pk, i, byte) in [
             ("before", 0, 3),
             ("before", 199, 3),
