@@ -77,7 +77,7 @@ pub use self::check::{check, check_with, CheckReport, Damage};
 use self::engine::header_copy;
 #[cfg(test)]
 use self::engine::sim_disk;
-use self::engine::{checksums, commit, disk, opening, reopen, schema, scratch_disk, wal, writer};
+use self::engine::{checksums, commit, disk, opening, reopen, schema, scratch_disk, wal};
 
 use arc_swap::ArcSwapOption;
 use async_trait::async_trait;

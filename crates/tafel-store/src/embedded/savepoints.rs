@@ -24,10 +24,10 @@ use super::checksums::{seal, unseal};
 use super::commit::{self, Checkpoint, Committed, Pending, ReadView, ToLog};
 use super::engine::durable_tx::{Db, DurableTx};
 use super::engine::health::Health;
+use super::engine::log_state::LogState;
 use super::engine::tree::{ReadTrees, Tree};
 use super::feed_restore;
 use super::schema::{as_backend, decode_u64, garbage, to_store_error, NEXT_TABLE_ID, WAL_SEQ};
-use super::writer::LogState;
 use super::Reply;
 use crate::error::{BackendError, FailureKind, StoreError};
 

@@ -30,9 +30,10 @@ use super::checkpoint::SinceCheckpoint;
 use super::commit::{BaseView, Checkpoint, Committed, ReadView, ToLog};
 use super::group::Trees;
 use super::health::Health;
+use super::log_state::LogState;
 use super::queue::Queue;
 use super::schema::{as_backend, backend_error, garbage};
-use super::writer::{lock, Core, LogState};
+use super::writer::{lock, Core};
 use crate::error::BackendError;
 
 impl Core {

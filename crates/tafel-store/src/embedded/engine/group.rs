@@ -279,7 +279,7 @@ impl<'t, 'l> GroupTx<'t, 'l> {
             Mode::Buffered { base, buffer, also } => match &op {
                 // Spelt out as a removal of each row there is: the rows may be
                 // in redb, under the buffer. (Whole tables' removals fold first
-                // and run direct, `writer::folds_first`; this is for the
+                // and run direct, `LogState::folds_first` (`log_state.rs`); this is for the
                 // feed's trimming, a second's changes at a time.)
                 &Op::RemoveRange { table, lo, hi } => {
                     let tree = Tree::from_tag(table)?;

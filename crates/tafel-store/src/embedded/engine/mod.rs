@@ -24,6 +24,7 @@ pub(super) mod fold_aside;
 pub(super) mod group;
 pub(super) mod header_copy;
 pub(super) mod health;
+pub(super) mod log_state;
 pub(super) mod opening;
 pub(super) mod page_file;
 pub(super) mod queue;

@@ -16,6 +16,7 @@ use super::commit::{self, Published, ReadView, ToLog};
 use super::disk::Disk;
 use super::header_copy::HeaderCopy;
 use super::health::Health;
+use super::log_state::LogState;
 use super::page_file::{Durable, PageFile};
 use super::queue::Queue;
 use super::replay::replay;
@@ -25,7 +26,7 @@ use super::schema::{
 };
 use super::tree::{ReadTrees, Tree};
 use super::wal::{Found, Wal};
-use super::writer::{writer_loop, Core, LogState};
+use super::writer::{writer_loop, Core};
 use crate::embedded::feed::FeedState;
 use crate::embedded::stats::EmbeddedStats;
 use crate::embedded::table_ids::TableIds;

@@ -1,0 +1,131 @@
+//! The writer's account of the log and of the write buffer (`LogState`), and
+//! the rules it decides by: when a checkpoint is due, and which groups run in
+//! redb's own transaction rather than in the buffer (`writer.rs` runs them).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use redb::Database;
+
+use super::buffer::Buffer;
+use super::checkpoint::SinceCheckpoint;
+use super::commit::{BaseView, ReadView};
+use super::page_file::Durable;
+use super::wal::{LogBuf, Spare};
+use crate::embedded::feed::FeedState;
+use crate::embedded::index::IndexDefs;
+use crate::embedded::stats::EmbeddedStats;
+use crate::embedded::Job;
+use crate::error::StoreError;
+
+/// The writer's account of the log, and of when redb itself last made the state
+/// durable. The log thread writes the records in the order the writer numbers
+/// them, so the writer knows what the log holds without waiting for it.
+pub(in crate::embedded) struct LogState {
+    /// Number of the last record (or of the one the last checkpoint includes).
+    pub(in crate::embedded) last_seq: u64,
+    /// Bytes a log half holds: the records since the last checkpoint must fit.
+    pub(in crate::embedded) size: u64,
+    pub(in crate::embedded) since: SinceCheckpoint,
+    /// Record buffers the log thread is done with.
+    pub(in crate::embedded) spare: Arc<Spare>,
+    /// When redb's syncs are on disk.
+    pub(in crate::embedded) durable: Durable,
+    pub(in crate::embedded) stats: Arc<EmbeddedStats>,
+    /// The change feed's settings (and when its retention last ran).
+    pub(in crate::embedded) feed: Arc<FeedState>,
+    /// Tables' indexed properties (`index.rs`); only a committed group's reads stay.
+    pub(in crate::embedded) index_defs: IndexDefs,
+    /// redb as of its last commit, which buffered groups read under the buffer;
+    /// `None` when it could not be taken (after a savepoint), and the next group
+    /// then runs direct.
+    pub(in crate::embedded) base: Option<Arc<BaseView>>,
+    /// The changes since redb's last commit (`buffer.rs`).
+    pub(in crate::embedded) buffer: Buffer,
+    /// Bytes the buffer may hold before it is folded; 0 runs every group direct.
+    pub(in crate::embedded) buffer_limit: usize,
+    /// In memory, a checkpoint folded aside (`fold_aside.rs`): the buffer as it
+    /// was when the checkpoint fell due, with the bytes of log it covers, until
+    /// the writer thread takes it to fold.
+    pub(in crate::embedded) to_fold: Option<(Buffer, u64)>,
+    /// From then until the fold is in redb: the changes the groups made
+    /// meanwhile, which are all the buffer keeps after it.
+    pub(in crate::embedded) since_fold: Option<Buffer>,
+}
+
+impl LogState {
+    pub(super) fn fits(&self, record: &LogBuf) -> bool {
+        self.since.bytes + record.len() <= self.size
+    }
+
+    /// Whether the buffer is due to be folded: past its bound, the writes wait
+    /// for the fold (back-pressure), they never fail.
+    pub(super) fn buffer_full(&self) -> bool {
+        self.buffer_limit > 0 && self.buffer.bytes() >= self.buffer_limit
+    }
+
+    /// Whether a checkpoint is due after a group: by the log's account of the
+    /// writes since the last one, because the buffer is full, or because the
+    /// log's half is nearly full. The last is what comes first in memory, where
+    /// the log is small: without it the group whose record no longer fit ran the
+    /// checkpoint itself, on a write's own thread (`queue.rs`), and stalled the
+    /// reads there for the whole fold.
+    /// None is due while a fold aside runs: it is the checkpoint.
+    pub(super) fn checkpoint_due(&self) -> bool {
+        self.since_fold.is_none()
+            && (self.since.checkpoint_due(Instant::now()) || self.buffer_full() || self.log_nearly_full())
+    }
+
+    /// Less than an eighth of the log's half left: more than any group of small
+    /// writes fills, so a checkpoint is run before a record no longer fits.
+    pub(super) fn log_nearly_full(&self) -> bool {
+        self.since.bytes.saturating_add(self.size / 8) > self.size
+    }
+
+    /// What the writer's own reads see: everything it applied.
+    pub(super) fn view(&self, db: &Database) -> Result<Arc<ReadView>, StoreError> {
+        let base = match &self.base {
+            Some(base) => base.clone(),
+            None => BaseView::take(db)?,
+        };
+        Ok(ReadView::over(base, self.buffer.clone()))
+    }
+
+    /// Whether `group` folds the buffer into a redb transaction and runs in it:
+    /// a checkpoint does, a group of batches (whose sorted new rows redb packs
+    /// into full leaves through a cursor, at a third of what buffering them
+    /// and folding them later costs, `BENCHMARKS.md`), and a group that removes
+    /// whole tables' rows (spelt out key by key in the buffer, they would be a
+    /// removal per row). And while a fold aside runs (`fold_aside.rs`), any
+    /// group once the log's half is nearly full again: it waits for the fold on
+    /// the writer thread, where a group whose record no longer fit would fold
+    /// everything itself on a write's thread.
+    pub(super) fn folds_first(&self, group: &[Job]) -> bool {
+        /// Entities written by a group from which it runs direct.
+        const DIRECT_KEYS: usize = 64;
+        let keys: usize = group
+            .iter()
+            .map(|j| match j {
+                Job::Write { keys, .. } => keys.len(),
+                _ => 0,
+            })
+            .sum();
+        group.is_empty()
+            || self.buffer_limit == 0
+            || self.base.is_none()
+            || self.buffer_full()
+            || (self.since_fold.is_some() && self.log_nearly_full())
+            || keys >= DIRECT_KEYS
+            || group.iter().any(|j| {
+                matches!(
+                    j,
+                    Job::DeleteTable { .. }
+                        | Job::Truncate { .. }
+                        | Job::ClearAccount { .. }
+                        | Job::SweepDeleted { .. }
+                        | Job::DropIndex { .. }
+                        | Job::RestoreTable { .. }
+                )
+            })
+    }
+}
