@@ -73,6 +73,7 @@ async fn run(pool: Pool, wake: Arc<Notify>) {
         }
         match fold_counts(&pool).await {
             Ok(()) => {}
+            // Under SERIALIZABLE even the look for tables to fold can be cancelled.
             Err(e) if e.is_conflict() => {}
             Err(e) => tracing::warn!(error = %e.into_store(), "folding tables' counters; retrying later"),
         }
