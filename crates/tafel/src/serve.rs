@@ -14,6 +14,7 @@ use tafel_service::Service;
 
 use crate::serve_args::{Backend, ServeArgs};
 use crate::{azurite, listeners, purge, table_config};
+
 /// The expiry sweep (docs/lifecycle.md, "Expiry (TTL)"): a round every
 /// `SWEEP_EVERY`, reading every table's policy every `DISCOVER_EVERY`.
 async fn expire(service: Service) {
