@@ -91,7 +91,10 @@ fn writes_from_many_threads_in_memory_are_all_kept_and_only_the_writer_folds() {
             }
         }
         let stats = &store.inner.stats;
-        assert!(stats.checkpoint_seconds.snapshot().count > 2, "the buffer was folded");
+        // Folded aside, or by the batches' and savepoints' groups in redb's own
+        // transaction, which fold what is buffered (and clear a fold aside under
+        // way): how many of each is the machine's timing.
+        assert!(stats.buffer_folds.load(Ordering::Relaxed) > 2, "the buffer was folded");
         assert_eq!(
             stats.direct_off_the_writer.load(Ordering::Relaxed),
             0,

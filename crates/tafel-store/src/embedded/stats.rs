@@ -35,6 +35,10 @@ pub(super) struct EmbeddedStats {
     /// other than the writer's: in memory, a write's thread must leave them.
     #[cfg(test)]
     pub(super) direct_off_the_writer: AtomicU64,
+    /// Folds of a non-empty write buffer into redb: by a group run in redb's
+    /// transaction, or aside (tests).
+    #[cfg(test)]
+    pub(super) buffer_folds: AtomicU64,
     /// Tests set this to keep a fold aside (`engine/fold_aside.rs`) from
     /// starting; `at_fold_pause` says one is waiting for it to be cleared.
     #[cfg(test)]
@@ -61,6 +65,8 @@ impl Default for EmbeddedStats {
             publication_waits: AtomicU64::new(0),
             #[cfg(test)]
             direct_off_the_writer: AtomicU64::new(0),
+            #[cfg(test)]
+            buffer_folds: AtomicU64::new(0),
             #[cfg(test)]
             hold_folds: std::sync::atomic::AtomicBool::new(false),
             #[cfg(test)]

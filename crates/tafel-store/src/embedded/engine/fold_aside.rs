@@ -93,7 +93,7 @@ pub(super) fn checkpoint_if_due(core: &Mutex<Core>, queue: &Queue) {
         }
     }
     let started = Instant::now();
-    let folded = fold_beside_the_writes(&db, &frozen);
+    let folded = catch_unwind(AssertUnwindSafe(|| fold(&db, &frozen))).unwrap_or_else(|_| Err(garbage()));
     drop(frozen);
     let mut guard = lock(core);
     let Core { db, state, to_log, .. } = &mut *guard;
@@ -122,6 +122,8 @@ pub(super) fn checkpoint_if_due(core: &Mutex<Core>, queue: &Queue) {
     let old_buffer = std::mem::replace(&mut state.buffer, since_fold);
     state.base = Some(base.clone());
     state.stats.checkpoint_seconds.observe_duration(started.elapsed());
+    #[cfg(test)]
+    state.stats.buffer_folds.fetch_add(1, Ordering::Relaxed);
     state.stats.checkpoint_log_bytes.observe(log_bytes as f64);
     state
         .stats
@@ -140,41 +142,6 @@ pub(super) fn checkpoint_if_due(core: &Mutex<Core>, queue: &Queue) {
     drop(old_buffer);
 }
 
-/// [`fold`] on a thread of its own at a lower priority, waited for: the fold
-/// runs beside the writes, and on a machine whose cores are all busy its tens
-/// of milliseconds of CPU otherwise delayed the serving threads' every wake-up
-/// (benchmark-history §45). The writer thread cannot lower its own priority
-/// for the fold alone: raising it again takes a privilege. Where no thread can
-/// be started, the fold runs here.
-fn fold_beside_the_writes(db: &Database, frozen: &Buffer) -> Result<(), BackendError> {
-    let folding = || catch_unwind(AssertUnwindSafe(|| fold(db, frozen))).unwrap_or_else(|_| Err(garbage()));
-    std::thread::scope(|scope| {
-        let started = std::thread::Builder::new()
-            .name("tafel-fold".into())
-            .spawn_scoped(scope, || {
-                lower_priority();
-                folding()
-            });
-        match started {
-            Ok(thread) => thread.join().unwrap_or_else(|_| Err(garbage())),
-            Err(_) => folding(),
-        }
-    })
-}
-
-/// This thread's nice value to 10: the scheduler then gives it about a tenth
-/// of what a normal thread gets on a busy core, all of an idle one. Best
-/// effort: a thread that stays at its priority folds just the same.
-fn lower_priority() {
-    // SAFETY: gettid and setpriority take plain integers and touch no memory of ours.
-    unsafe {
-        let tid = libc::gettid();
-        let _ = libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, FOLD_NICE);
-    }
-}
-
-const FOLD_NICE: libc::c_int = 10;
-
 /// Folds `frozen` into redb, committed durably (redb reuses the pages its
 /// non-durable commits freed only after a durable one). No replay start is
 /// recorded: a log that keeps nothing is never replayed. Nor is there a wait
@@ -187,30 +154,4 @@ fn fold(db: &Database, frozen: &Buffer) -> Result<(), BackendError> {
     drop(trees);
     txn.set_durability(Durability::Immediate).map_err(backend_error)?;
     txn.commit().map_err(backend_error)
-}
-
-#[cfg(test)]
-mod tests {
-    /// This thread's nice value.
-    fn nice() -> libc::c_int {
-        // SAFETY: plain integers in, no memory of ours touched.
-        unsafe { libc::getpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t) }
-    }
-
-    #[test]
-    fn the_fold_thread_runs_below_the_serving_threads_priority() {
-        let here = nice();
-        let (before, after) = std::thread::spawn(|| {
-            let before = nice();
-            super::lower_priority();
-            (before, nice())
-        })
-        .join()
-        .unwrap();
-        // A process started at nice 10 or more already runs the fold that low.
-        if before < super::FOLD_NICE {
-            assert_eq!(after, super::FOLD_NICE);
-        }
-        assert_eq!(nice(), here, "only the fold's own thread is lowered");
-    }
 }

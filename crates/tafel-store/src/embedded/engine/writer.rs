@@ -266,6 +266,9 @@ fn run_group(db: &Database, state: &mut LogState, to_log: &ToLog, health: &Healt
     #[cfg(test)]
     if direct {
         count_off_the_writer(state);
+        if !state.buffer.is_empty() {
+            state.stats.buffer_folds.fetch_add(1, Ordering::Relaxed);
+        }
     }
     // Jobs asked for: an index build's step is the writer's own.
     let jobs = group.iter().filter(|j| !matches!(j, Job::BuildIndex { .. })).count() as u64;
