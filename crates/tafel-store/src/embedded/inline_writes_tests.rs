@@ -17,6 +17,13 @@ const WRITES: u32 = 150;
 /// redb's transaction.
 const BATCH: u32 = 100;
 
+/// An in-memory store of `cap` bytes with a write buffer of `buffer`, and its table "t".
+async fn store_with_table(cap: u64, buffer: usize) -> Arc<EmbeddedStore> {
+    let store = Arc::new(EmbeddedStore::open_in_memory(cap, 4 << 20, buffer).expect("open"));
+    store.create_table(ACCOUNT, "t").await.expect("create");
+    store
+}
+
 async fn put(store: &EmbeddedStore, keys: Vec<EntityKey>, byte: u8) {
     let n = keys.len();
     store
@@ -54,8 +61,7 @@ fn runtime() -> tokio::runtime::Runtime {
 fn writes_from_many_threads_in_memory_are_all_kept_and_only_the_writer_folds() {
     runtime().block_on(async {
         // A 256 KiB write buffer fills many times over: each fold is due on a write's thread.
-        let store = Arc::new(EmbeddedStore::open_in_memory(256 << 20, 4 << 20, 256 << 10).expect("open"));
-        store.create_table(ACCOUNT, "t").await.expect("create");
+        let store = store_with_table(256 << 20, 256 << 10).await;
         let mut tasks = Vec::new();
         for thread in 0..THREADS {
             let store = store.clone();
@@ -111,8 +117,7 @@ fn writes_from_many_threads_in_memory_are_all_kept_and_only_the_writer_folds() {
 #[test]
 fn a_full_log_in_memory_is_folded_by_the_writer_not_on_a_writes_thread() {
     runtime().block_on(async {
-        let store = Arc::new(EmbeddedStore::open_in_memory(512 << 20, 4 << 20, 256 << 20).expect("open"));
-        store.create_table(ACCOUNT, "t").await.expect("create");
+        let store = store_with_table(512 << 20, 256 << 20).await;
         // ~19 MB of records: the log's half fills twice.
         let tasks: Vec<_> = (0..THREADS)
             .map(|thread| {
@@ -153,8 +158,7 @@ fn a_full_log_in_memory_is_folded_by_the_writer_not_on_a_writes_thread() {
 fn writes_racing_a_shutdown_in_memory_all_end() {
     runtime().block_on(async {
         for round in 0..20u32 {
-            let store = Arc::new(EmbeddedStore::open_in_memory(64 << 20, 4 << 20, 1 << 20).expect("open"));
-            store.create_table(ACCOUNT, "t").await.expect("create");
+            let store = store_with_table(64 << 20, 1 << 20).await;
             let tasks: Vec<_> = (0..8u32)
                 .map(|thread| {
                     let store = store.clone();
@@ -198,8 +202,7 @@ fn writes_racing_a_shutdown_in_memory_all_end() {
 #[test]
 fn writes_go_on_while_the_buffer_is_folded_aside() {
     runtime().block_on(async {
-        let store = Arc::new(EmbeddedStore::open_in_memory(512 << 20, 4 << 20, 256 << 20).expect("open"));
-        store.create_table(ACCOUNT, "t").await.expect("create");
+        let store = store_with_table(512 << 20, 256 << 20).await;
         let stats = &store.inner.stats;
         stats.hold_folds.store(true, Ordering::Release);
         // Writes until the log's half (8 MiB) is nearly full: a fold is set aside,
@@ -262,8 +265,7 @@ fn writes_go_on_while_the_buffer_is_folded_aside() {
 #[test]
 fn writes_filling_the_log_during_a_fold_aside_wait_for_it() {
     runtime().block_on(async {
-        let store = Arc::new(EmbeddedStore::open_in_memory(512 << 20, 4 << 20, 256 << 20).expect("open"));
-        store.create_table(ACCOUNT, "t").await.expect("create");
+        let store = store_with_table(512 << 20, 256 << 20).await;
         let stats = store.inner.stats.clone();
         stats.hold_folds.store(true, Ordering::Release);
         let writes = {

@@ -67,6 +67,16 @@ impl Queue {
         self.wake.notify_one();
     }
 
+    /// Sets a due checkpoint aside (`fold_aside.rs`) and wakes the writer
+    /// thread to fold it; whether it did.
+    fn set_aside(&self, core: &mut Core) -> bool {
+        let set = core.set_aside();
+        if set {
+            self.wake_fold();
+        }
+        set
+    }
+
     /// Runs what is queued while the core is free and nothing needs the writer
     /// thread. Whoever holds the core calls this after letting it go, so a
     /// write queued meanwhile is never left behind.
@@ -91,9 +101,7 @@ impl Queue {
             let mut groups = chunks(jobs);
             while let Some(group) = groups.next() {
                 // A due checkpoint is folded aside, so it need not stop the queue.
-                if core.set_aside() {
-                    self.wake_fold();
-                }
+                self.set_aside(&mut core);
                 let savepoint = group.iter().any(|j| matches!(j, Job::Savepoint { .. }));
                 if savepoint || core.state.checkpoint_due() || core.state.folds_first(&group) {
                     // The writer thread's, in order before what was queued since.
@@ -107,9 +115,7 @@ impl Queue {
                 }
                 core.run(group);
             }
-            if core.set_aside() {
-                self.wake_fold();
-            } else if core.state.checkpoint_due() {
+            if !self.set_aside(&mut core) && core.state.checkpoint_due() {
                 self.wake_writer();
             }
         }
