@@ -27,6 +27,7 @@ use redb::{Database, ReadOnlyTable, ReadTransaction, ReadableDatabase};
 
 use super::buffer::Buffer;
 use super::health::Health;
+use super::log_round::LogRound;
 use super::page_file::Durable;
 use super::schema::{to_store_error, ENTITIES, TABLES};
 use super::wal::{LogBuf, Spare, Wal};
@@ -211,12 +212,14 @@ pub(in crate::embedded) fn wait_published(to_log: &ToLog) {
 pub(in crate::embedded) fn log_loop(
     mut log: LogSide,
     rx: mpsc::Receiver<Committed>,
+    round: &LogRound,
     hold: Option<&std::sync::Mutex<()>>,
 ) {
     while let Ok(first) = rx.recv() {
+        round.start();
         let mut batch = vec![first];
         batch.extend(rx.try_iter().take(MAX_GROUP));
-        log.handle(batch, hold);
+        log.handle(batch, Some(round), hold);
     }
 }
 
@@ -230,7 +233,7 @@ pub(in crate::embedded) struct LogSide {
 
 impl LogSide {
     /// Tests hold `hold` to keep committed groups from becoming durable.
-    fn handle(&mut self, mut batch: Vec<Committed>, hold: Option<&std::sync::Mutex<()>>) {
+    fn handle(&mut self, mut batch: Vec<Committed>, round: Option<&LogRound>, hold: Option<&std::sync::Mutex<()>>) {
         let LogShared {
             published,
             ids,
@@ -247,6 +250,11 @@ impl LogSide {
             if let Err(e) = written {
                 health.log_failed(e);
             }
+        }
+        // The batch is durable (or failed): a writer's group waiting for this
+        // overlaps the answers below.
+        if let Some(round) = round {
+            round.synced();
         }
         let broken = health.log_failure();
         if broken.is_none() {
@@ -274,8 +282,8 @@ impl LogSide {
 /// Where the writer hands its committed groups.
 pub(in crate::embedded) enum ToLog {
     /// The log thread, which syncs one group's record while the writer applies
-    /// the next.
-    Thread(mpsc::Sender<Committed>),
+    /// the next; the writer gathers its groups by the thread's round.
+    Thread(mpsc::Sender<Committed>, Arc<LogRound>),
     /// Whoever ran the group (the writer, or in memory a write's own thread,
     /// `queue.rs`), right after each commit, when the log is a sink (in
     /// memory): there is no sync to overlap, and the hand-off to another thread
@@ -287,13 +295,21 @@ pub(in crate::embedded) enum ToLog {
 impl ToLog {
     /// Whether records are kept, to be replayed after a crash.
     pub(in crate::embedded) fn keeps_records(&self) -> bool {
-        matches!(self, ToLog::Thread(_))
+        matches!(self, ToLog::Thread(..))
+    }
+
+    /// The log thread's round, for the writer to wait for its turn in.
+    pub(in crate::embedded) fn round(&self) -> Option<Arc<LogRound>> {
+        match self {
+            ToLog::Thread(_, round) => Some(round.clone()),
+            ToLog::Inline(_) => None,
+        }
     }
 
     /// Hands `c` on; a stopped log thread fails it.
     pub(in crate::embedded) fn send(&self, c: Committed) {
         match self {
-            ToLog::Thread(tx) => {
+            ToLog::Thread(tx, _) => {
                 if let Err(mpsc::SendError(c)) = tx.send(c) {
                     c.answer(&Err(BackendError::new(FailureKind::Stopped, "the log thread stopped")));
                 }
@@ -301,7 +317,10 @@ impl ToLog {
             // Only the holder of the writer's core locks it: never contended,
             // never poisoned by anything but a panic there, after which what
             // it holds is whole.
-            ToLog::Inline(log) => log.lock().unwrap_or_else(|p| p.into_inner()).handle(vec![c], None),
+            ToLog::Inline(log) => log
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .handle(vec![c], None, None),
         }
     }
 }

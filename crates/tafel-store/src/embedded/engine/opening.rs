@@ -16,6 +16,7 @@ use super::commit::{self, Published, ReadView, ToLog};
 use super::disk::Disk;
 use super::header_copy::HeaderCopy;
 use super::health::Health;
+use super::log_round::LogRound;
 use super::log_state::LogState;
 use super::page_file::{Durable, PageFile};
 use super::queue::Queue;
@@ -224,11 +225,13 @@ impl Opening {
             (ToLog::Inline(Mutex::new(log)), None)
         } else {
             let (log_tx, log_rx) = mpsc::channel();
+            let round = Arc::new(LogRound::default());
+            let log_round = round.clone();
             let thread = thread::Builder::new()
                 .name("tafel-log".into())
-                .spawn(move || commit::log_loop(log, log_rx, hold.as_deref()))
+                .spawn(move || commit::log_loop(log, log_rx, &log_round, hold.as_deref()))
                 .map_err(to_store_error)?;
-            (ToLog::Thread(log_tx), Some(thread))
+            (ToLog::Thread(log_tx, round), Some(thread))
         };
         let core = Arc::new(Mutex::new(Core {
             db: Arc::new(db),

@@ -121,6 +121,7 @@ fn checkpoint_due(db: &Database, state: &mut LogState, to_log: &ToLog, health: &
 /// The writer thread: group commit, see the module invariants.
 pub(super) fn writer_loop(core: &Mutex<Core>, rx: mpsc::Receiver<Job>, queue: Option<&Queue>) {
     let mut trimmed = Instant::now();
+    let round = lock(core).to_log.round();
     loop {
         if let Some(queue) = queue {
             if let Some(jobs) = queue.take_due() {
@@ -215,6 +216,13 @@ pub(super) fn writer_loop(core: &Mutex<Core>, rx: mpsc::Receiver<Job>, queue: Op
             }
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
         };
+        // Past a round's first group, what comes meanwhile joins this one
+        // (`log_round.rs`). Marked queued before the group goes to the log: a
+        // round taking it first only leaves the mark unset, never set in vain.
+        if let Some(round) = &round {
+            round.wait_for_turn();
+            round.queued();
+        }
         let mut guard = lock(core);
         // A build due by now (a wait for an encoder ended) joins the group.
         let building = step_due(&guard.state, &guard.health);
