@@ -9,9 +9,9 @@
 //! in time for the next round, which takes both. Fewer groups mean fewer
 //! wake-ups of the writer thread, fewer and larger records, and one snapshot and
 //! hand-off fewer each. Durable inserts cost 3–11% less server CPU, and at 64
-//! in flight run at 1.03–1.07× the rate. At 32 in flight, merges ran at
-//! 0.95–0.99× the rate: a group that runs longer than the answers is late for
-//! the next round (benchmark-history §46).
+//! in flight run at 1.03–1.07× the rate. At 32 in flight merges ran at
+//! 0.91–1.02× (0.96 on average), likely when a group takes longer than the
+//! answers it overlaps and misses the next round (benchmark-history §46).
 //!
 //! Waiting instead from the moment the round took its batch, and running
 //! what came at the sync's start and at its end, saved more CPU but put the
