@@ -47,6 +47,25 @@ class Browser:
         self.d = webdriver.Chrome(service=Service(_binary("chromedriver")), options=o)
         self.d.execute_cdp_cmd("Page.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(downloads)})
         self.requests: List[dict] = []
+        self.logged: List[dict] = []
+
+    def load(self, url: str, tries: int = 3) -> None:
+        """Opens `url`, again if Chromium dropped one of its files because the host's network
+        changed meanwhile (net::ERR_NETWORK_CHANGED: another test's network namespace coming or
+        going, not the server): a page left without its script never comes up."""
+        for _ in range(tries):
+            seen = len(self._log())
+            self.d.get(url)
+            if not any("ERR_NETWORK_CHANGED" in e["message"] for e in self._log()[seen:]):
+                return
+
+    def _log(self) -> List[dict]:
+        # Chromium hands each entry out once: keep them all for `console`.
+        try:
+            self.logged.extend(self.d.get_log("browser"))
+        except WebDriverException:
+            pass
+        return self.logged
 
     def quit(self) -> None:
         self.d.quit()
@@ -105,10 +124,7 @@ class Browser:
             return []
 
     def console(self) -> List[str]:
-        try:
-            return [e["message"] for e in self.d.get_log("browser") if e["level"] in ("SEVERE", "WARNING")]
-        except WebDriverException:
-            return []
+        return [e["message"] for e in self._log() if e["level"] in ("SEVERE", "WARNING")]
 
     def dialog(self) -> WebElement:
         return self.el("dialog[open]")

@@ -31,9 +31,9 @@ WHEN = "2024-05-06T07:08:09.1234567Z"
 
 
 def sign_in(b: Browser, server, account=ACCOUNT, key=None, kind="key", secret=None, expect_ok=True):
-    b.d.get(server.admin_url + "/#/a/+")
+    b.load(server.admin_url + "/#/a/+")
     b.d.execute_script("sessionStorage.clear()")
-    b.d.get(server.admin_url + "/")
+    b.load(server.admin_url + "/")
     b.click(f".tab[data-kind={kind}]")
     b.type("#signin-account", account)
     if kind == "key" and key is None:
@@ -46,7 +46,7 @@ def sign_in(b: Browser, server, account=ACCOUNT, key=None, kind="key", secret=No
 
 
 def open_table(b: Browser, server, table: str, query: str = ""):
-    b.d.get(f"{server.admin_url}/#/a/{ACCOUNT}/{table}{query}")
+    b.load(f"{server.admin_url}/#/a/{ACCOUNT}/{table}{query}")
     b.wait(lambda: b.text("#table-name") == table, f"table {table} open")
     b.wait(lambda: not b.all("#grid[aria-busy]"), "grid loaded")
 
@@ -104,9 +104,9 @@ def test_a_whole_session_in_the_browser(browser, server, service):
     b = browser
     table = unique_table_name("explorer")
     # Sign in with the well-known development key.
-    b.d.get(server.admin_url + "/")
+    b.load(server.admin_url + "/")
     b.d.execute_script("sessionStorage.clear()")
-    b.d.get(server.admin_url + "/")
+    b.load(server.admin_url + "/")
     b.click("#signin-dev")
     b.screenshot("01-sign-in")
     b.click("#signin-submit")
@@ -159,8 +159,8 @@ def test_a_whole_session_in_the_browser(browser, server, service):
     # The query is a link: opened anew it shows the same rows.
     link = b.d.current_url
     assert "filter=" in link and KEY not in link
-    b.d.get("about:blank")
-    b.d.get(link)
+    b.load("about:blank")
+    b.load(link)
     b.wait(lambda: len(grid_rows(b)) == 1 and b.el("#filter").get_attribute("value").startswith("Name eq"), "the link reopens the query")
     b.screenshot("04-query")
 
@@ -331,7 +331,7 @@ def test_a_sas_made_in_the_explorer_works_in_the_sdk(browser, server, service):
 def test_the_status_page_shows_version_backend_and_rates(browser, server):
     b = browser
     sign_in(b, server)
-    b.d.get(server.admin_url + "/#/status")
+    b.load(server.admin_url + "/#/status")
     version = requests.get(server.admin_url + "/explorer.json", timeout=5).json()["version"]
     b.wait(lambda: b.text("#status-version") == version, "the version")
     assert b.text("#status-backend") == BACKEND
@@ -371,7 +371,7 @@ def test_keys_dark_mode_and_a_phone_sized_screen(browser, server, service):
 
 def test_signing_without_webcrypto_matches_webcrypto(browser, server):
     """Over plain HTTP on another host a page has no crypto.subtle; the fallback must sign the same."""
-    browser.d.get(server.admin_url + "/")
+    browser.load(server.admin_url + "/")
     same = browser.d.execute_async_script("""
         const done = arguments[arguments.length - 1];
         import('/js/sign.js').then(async (s) => {

@@ -25,7 +25,7 @@ def test_add_see_fire_refuse_and_clear_fault_rules(browser, _workdir):
     srv.start()
     try:
         b: Browser = browser
-        b.d.get(srv.admin_url + "/#/faults")
+        b.load(srv.admin_url + "/#/faults")
         b.wait(lambda: "No fault rules" in b.text("#faults-list"), "an empty list")
         b.type("#fault-table", name)
         Select(b.el("#fault-operation")).select_by_visible_text("InsertEntity")

@@ -220,7 +220,7 @@ def test_the_deleted_tables_view_says_when_none_are_kept(browser, server):
     assert r.status_code == 200 and r.json()["keepSeconds"] is None, r.text
     b = browser
     sign_in(b, server)
-    b.d.get(f"{server.admin_url}/#/a/{ACCOUNT}/deleted-tables")
+    b.load(f"{server.admin_url}/#/a/{ACCOUNT}/deleted-tables")
     b.wait(lambda: "keeps no deleted tables" in b.text("#deleted-policy"), "soft delete said to be off")
     assert "--table-soft-delete" in b.text("#deleted-policy")
     assert b.el("#deleted-policy").get_attribute("data-keep") == ""
