@@ -53,9 +53,13 @@ class Browser:
         """Opens `url`, again if Chromium dropped one of its files because the host's network
         changed meanwhile (net::ERR_NETWORK_CHANGED: another test's network namespace coming or
         going, not the server): a page left without its script never comes up."""
-        for _ in range(tries):
+        for attempt in range(tries):
             seen = len(self._log())
-            self.d.get(url)
+            if attempt == 0:
+                self.d.get(url)
+            else:
+                # Going to the same URL again with a #fragment would load nothing.
+                self.d.refresh()
             if not any("ERR_NETWORK_CHANGED" in e["message"] for e in self._log()[seen:]):
                 return
 
