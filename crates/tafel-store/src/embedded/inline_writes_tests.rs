@@ -4,7 +4,9 @@
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::Duration;
 
+use super::scan_tests::until;
 use super::EmbeddedStore;
 use crate::key::{EntityKey, KeyRange};
 use crate::test_support::ScanEntities;
@@ -136,11 +138,10 @@ fn a_full_log_in_memory_is_folded_by_the_writer_not_on_a_writes_thread() {
         let stats = &store.inner.stats;
         // The second fold, set aside with ~5 MB still to write, may still be
         // under way when they end (it was, on a loaded machine).
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-        while stats.checkpoint_seconds.snapshot().count < 2 {
-            assert!(std::time::Instant::now() < deadline, "the log filled and was folded");
-            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-        }
+        until("the log filled and was folded twice", Duration::from_secs(30), || {
+            stats.checkpoint_seconds.snapshot().count >= 2
+        })
+        .await;
         assert_eq!(
             stats.direct_off_the_writer.load(Ordering::Relaxed),
             0,
@@ -182,9 +183,9 @@ fn writes_racing_a_shutdown_in_memory_all_end() {
                     })
                 })
                 .collect();
-            tokio::time::sleep(std::time::Duration::from_millis(u64::from(round % 5))).await;
+            tokio::time::sleep(Duration::from_millis(u64::from(round % 5))).await;
             store.shutdown().await.expect("shutdown");
-            let ended = tokio::time::timeout(std::time::Duration::from_secs(20), async {
+            let ended = tokio::time::timeout(Duration::from_secs(20), async {
                 for task in tasks {
                     task.await.expect("writes");
                 }
@@ -223,14 +224,15 @@ fn writes_go_on_while_the_buffer_is_folded_aside() {
                 put(&store, vec![EntityKey::new("before", &format!("{i:05}"))], 3).await;
             }
         };
-        tokio::time::timeout(std::time::Duration::from_secs(20), during)
+        tokio::time::timeout(Duration::from_secs(20), during)
             .await
             .expect("writes waited for the fold");
         assert_eq!(stats.checkpoint_seconds.snapshot().count, 0, "the fold ran while held");
         stats.hold_folds.store(false, Ordering::Release);
-        while stats.checkpoint_seconds.snapshot().count == 0 {
-            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-        }
+        until("the fold let go ran", Duration::from_secs(20), || {
+            stats.checkpoint_seconds.snapshot().count > 0
+        })
+        .await;
         // The fold is in redb; the buffer keeps only what was written meanwhile:
         // the 400 writes above, and those of the loop before it once the fold was
         // set aside, until the writer thread reached the pause (on a loaded
@@ -280,15 +282,11 @@ fn writes_filling_the_log_during_a_fold_aside_wait_for_it() {
             })
         };
         // The first fold is held; the log's half (8 MiB) fills up again behind it.
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-        while !(stats.at_fold_pause.load(Ordering::Acquire) && stats.log_fill.load(Ordering::Relaxed) >= 7 << 20) {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "the log did not fill behind the held fold"
-            );
+        until("the log filled behind the held fold", Duration::from_secs(60), || {
             assert!(!writes.is_finished(), "every write was answered without a fold");
-            tokio::time::sleep(std::time::Duration::from_millis(2)).await;
-        }
+            stats.at_fold_pause.load(Ordering::Acquire) && stats.log_fill.load(Ordering::Relaxed) >= 7 << 20
+        })
+        .await;
         stats.hold_folds.store(false, Ordering::Release);
         writes.await.expect("writes");
         assert_eq!(

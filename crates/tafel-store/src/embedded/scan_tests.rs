@@ -13,6 +13,16 @@ use crate::traits::{Mutation, RowFilter, RowSink, ScanRequest, Store};
 
 pub(super) const ACCOUNT: &str = "acct";
 
+/// Waits until `cond` holds: the event a test needs has happened, however
+/// loaded the machine (no fixed sleep standing in for it), `within` at most.
+pub(super) async fn until(what: &str, within: Duration, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + within;
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting until {what}");
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
 pub(super) fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread().build().expect("runtime")
 }

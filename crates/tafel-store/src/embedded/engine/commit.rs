@@ -372,7 +372,7 @@ mod tests {
     use std::sync::{Arc, Mutex};
     use std::time::Duration;
 
-    use crate::embedded::scan_tests::{copy_store_files, tempdir};
+    use crate::embedded::scan_tests::{copy_store_files, tempdir, until};
     use crate::embedded::{EmbeddedOptions, EmbeddedStore};
     use crate::key::{EntityKey, KeyRange};
     use crate::test_support::ScanEntities;
@@ -402,15 +402,8 @@ mod tests {
         store.inner.stats.jobs_done.load(Ordering::Relaxed)
     }
 
-    /// Waits until `cond` holds: the event a test needs has happened, however
-    /// loaded the machine (no fixed sleep standing in for it).
-    async fn until(what: &str, mut cond: impl FnMut() -> bool) {
-        let deadline = std::time::Instant::now() + Duration::from_secs(20);
-        while !cond() {
-            assert!(std::time::Instant::now() < deadline, "timed out waiting until {what}");
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        }
-    }
+    /// How long [`until`] waits for what these tests need.
+    const WAIT: Duration = Duration::from_secs(20);
 
     /// [`put`] on a task of its own; returns once the writer has applied it.
     async fn spawn_applied(
@@ -421,7 +414,7 @@ mod tests {
     ) -> tokio::task::JoinHandle<bool> {
         let before = jobs_done(store);
         let handle = spawn_put(store, key, value, only_if_absent);
-        until("the writer applied the write", || jobs_done(store) > before).await;
+        until("the writer applied the write", WAIT, || jobs_done(store) > before).await;
         handle
     }
 
@@ -526,7 +519,7 @@ mod tests {
     /// Waits until the writer has committed a checkpoint after the `after`th (an
     /// idle writer checkpoints after IDLE_CHECKPOINT); returns how many there are.
     async fn next_checkpoint(store: &EmbeddedStore, after: u64) -> u64 {
-        until("a checkpoint", || checkpoints(store) > after).await;
+        until("a checkpoint", WAIT, || checkpoints(store) > after).await;
         checkpoints(store)
     }
 
@@ -549,7 +542,7 @@ mod tests {
         let waits = store.inner.stats.publication_waits.load(Ordering::Relaxed);
         let writing = spawn_applied(&store, &y, vec![2], false).await;
         // Idle, the writer comes to checkpoint `y` and must wait for the log to publish it.
-        until("the checkpoint waits for publication", || {
+        until("the checkpoint waits for publication", WAIT, || {
             store.inner.stats.publication_waits.load(Ordering::Relaxed) > waits
         })
         .await;
