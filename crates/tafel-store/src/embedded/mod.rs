@@ -40,6 +40,8 @@ mod feed;
 mod feed_restore;
 #[cfg(test)]
 mod feed_tests;
+#[cfg(test)]
+mod fold_aside_tests;
 mod index;
 mod index_build;
 #[cfg(test)]

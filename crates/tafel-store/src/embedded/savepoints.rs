@@ -21,7 +21,7 @@ use std::sync::atomic::Ordering;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::checksums::{seal, unseal};
-use super::commit::{self, Checkpoint, Committed, Pending, ReadView, ToLog};
+use super::commit::{self, Checkpoint, Committed, Pending, ReadView, ToLog, Turn};
 use super::engine::durable_tx::{Db, DurableTx};
 use super::engine::health::Health;
 use super::engine::log_state::LogState;
@@ -131,11 +131,12 @@ pub(super) fn run(db: &Db, state: &mut LogState, to_log: &ToLog, health: &Health
         txn.commit().map_err(as_backend)?;
         state.since = Default::default();
         state.stats.log_fill.store(0, Ordering::Relaxed);
-        committed.checkpoint = Some(Checkpoint {
+        state.left_half_uncovered = false;
+        committed.turn = Some(Turn::Checkpoint(Checkpoint {
             sync: state.durable.last_requested(),
             // No record after it before it is on disk: see the module comment.
             on_disk_first: true,
-        });
+        }));
         committed.snapshot = Some(ReadView::take(db).map_err(store_error)?);
         Ok(Outcome::Done)
     });

@@ -39,12 +39,16 @@ pub(super) struct EmbeddedStats {
     /// transaction, or aside (tests).
     #[cfg(test)]
     pub(super) buffer_folds: AtomicU64,
-    /// Tests set this to keep a fold aside (`engine/fold_aside.rs`) from
-    /// starting; `at_fold_pause` says one is waiting for it to be cleared.
+    /// Tests set this to keep a fold aside (`engine/fold_aside.rs`), once
+    /// committed, from becoming the buffer's; `at_fold_pause` says one is
+    /// waiting for it to be cleared.
     #[cfg(test)]
     pub(super) hold_folds: std::sync::atomic::AtomicBool,
     #[cfg(test)]
     pub(super) at_fold_pause: std::sync::atomic::AtomicBool,
+    /// Folds set aside so far.
+    #[cfg(test)]
+    pub(super) folds_set_aside: AtomicU64,
 }
 
 impl Default for EmbeddedStats {
@@ -71,6 +75,8 @@ impl Default for EmbeddedStats {
             hold_folds: std::sync::atomic::AtomicBool::new(false),
             #[cfg(test)]
             at_fold_pause: std::sync::atomic::AtomicBool::new(false),
+            #[cfg(test)]
+            folds_set_aside: AtomicU64::new(0),
         }
     }
 }

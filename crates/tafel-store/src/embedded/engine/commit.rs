@@ -134,8 +134,8 @@ impl Pending {
 pub(in crate::embedded) struct Committed {
     /// The group's log record and its number, for a non-durable commit.
     pub(in crate::embedded) record: Option<(LogBuf, u64)>,
-    /// The group committed durably: a checkpoint.
-    pub(in crate::embedded) checkpoint: Option<Checkpoint>,
+    /// The log goes on in its other half: a checkpoint, or a fold set aside.
+    pub(in crate::embedded) turn: Option<Turn>,
     /// Taken right after the commit; `None` when nothing was committed.
     pub(in crate::embedded) snapshot: Option<Arc<ReadView>>,
     /// Table ids read before this commit may be wrong after it.
@@ -145,6 +145,19 @@ pub(in crate::embedded) struct Committed {
     pub(in crate::embedded) result: Result<(), BackendError>,
     /// Told once this and every group before it are published ([`wait_published`]).
     pub(in crate::embedded) published: Option<mpsc::SyncSender<()>>,
+}
+
+/// Where the log goes on after a group's record: in its other half from a
+/// checkpoint on, since the checkpoint holds every record before it.
+pub(in crate::embedded) enum Turn {
+    /// The group committed durably, and holds every record so far.
+    Checkpoint(Checkpoint),
+    /// A fold of the buffer as it is was set aside (`fold_aside.rs`): the log
+    /// goes on in its other half at once, and the half it leaves is covered
+    /// once the fold commits, while the writes go on.
+    SetAside,
+    /// The fold set aside last is committed.
+    Folded(Checkpoint),
 }
 
 /// A durable commit whose pages are on their way to disk.
@@ -165,7 +178,7 @@ impl Default for Committed {
     fn default() -> Self {
         Committed {
             record: None,
-            checkpoint: None,
+            turn: None,
             snapshot: None,
             deletes_table: false,
             pending: Vec::new(),
@@ -298,6 +311,15 @@ impl ToLog {
         matches!(self, ToLog::Thread(..))
     }
 
+    /// The log thread, for another thread than the core's holder to hand
+    /// groups (or markers) on; none when the log is the core holder's own.
+    pub(in crate::embedded) fn share(&self) -> Option<ToLog> {
+        match self {
+            ToLog::Thread(tx, round) => Some(ToLog::Thread(tx.clone(), round.clone())),
+            ToLog::Inline(_) => None,
+        }
+    }
+
     /// The log thread's round, for the writer to wait for its turn in.
     pub(in crate::embedded) fn round(&self) -> Option<Arc<LogRound>> {
         match self {
@@ -346,17 +368,33 @@ fn write_all(wal: &mut Wal, durable: &Durable, stats: &EmbeddedStats, batch: &mu
             stats.log_bytes.fetch_add(record.len(), Ordering::Relaxed);
             wrote = true;
         }
-        if let Some(Checkpoint { sync, on_disk_first }) = c.checkpoint {
-            // Until the checkpoint covering the other half is on disk, that
-            // half's records are the only copy of their writes.
-            let other = wal.next_half(sync);
-            let started = std::time::Instant::now();
-            durable.wait(if on_disk_first { sync } else { other })?;
-            tracing::debug!(
-                ms = started.elapsed().as_secs_f64() * 1e3,
-                "checkpoint: waited for the disk"
-            );
-        }
+        // Until the checkpoint covering the other half is on disk, that half's
+        // records are the only copy of their writes.
+        let wait = match c.turn {
+            None => continue,
+            Some(Turn::Checkpoint(Checkpoint { sync, on_disk_first })) => {
+                let other = wal.next_half(sync);
+                if on_disk_first {
+                    sync
+                } else {
+                    other
+                }
+            }
+            Some(Turn::SetAside) => wal.leave_half()?,
+            Some(Turn::Folded(Checkpoint { sync, on_disk_first })) => {
+                wal.covered(sync);
+                if !on_disk_first {
+                    continue;
+                }
+                sync
+            }
+        };
+        let started = std::time::Instant::now();
+        durable.wait(wait)?;
+        tracing::debug!(
+            ms = started.elapsed().as_secs_f64() * 1e3,
+            "checkpoint: waited for the disk"
+        );
     }
     if wrote {
         let started = std::time::Instant::now();

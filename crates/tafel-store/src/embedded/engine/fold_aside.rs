@@ -1,39 +1,42 @@
-//! In memory, a checkpoint that does not stop the writes: the writer thread
-//! folds a snapshot of the write buffer into redb without holding the core,
-//! while writes' own threads go on running groups into the buffer (`queue.rs`).
-//! What those groups change meanwhile is gathered on the side as well
+//! A checkpoint that does not stop the writes: a snapshot of the write buffer
+//! is folded into redb without holding the core, while the groups go on into
+//! the buffer. What they change meanwhile is gathered on the side as well
 //! (`LogState::since_fold`, each entry shared, not copied), and once the fold is
 //! committed it is all the buffer keeps: redb holds the rest. Readers see the
 //! same rows throughout: redb as of the last commit under the whole buffer
 //! while the fold runs, the new commit under the changes since after it.
 //!
 //! Folding stopped every write for the fold's length, 20–100 ms every fraction
-//! of a second under merges spread over a large table (benchmark-history §41,
-//! §44); now only groups that must run in redb's own transaction (batches,
-//! whole tables, savepoints, a full buffer) wait for it, on the writer thread.
+//! of a second under merges spread over a large table in memory, ~90 ms every
+//! few seconds on disk (benchmark-history §41, §44, §47); now only groups that
+//! must run in redb's own transaction (batches, whole tables, savepoints, a
+//! full buffer) wait for it. In memory the writer thread folds, since a
+//! write's own thread runs its group there (`queue.rs`); on disk, where the
+//! writer thread runs every group, a thread of its own (`writer_loop`).
 //!
-//! Only in memory. There the log keeps nothing, so the records written during
-//! the fold need no place of their own. On disk a checkpoint names the last
-//! record it covers and the log goes on in its other half; a fold aside would
-//! have to move the log to that half when the fold begins, and a log half is
-//! written over only once the checkpoint covering it is on disk (`commit.rs`).
+//! The log: when the fold is set aside it goes on in its other half at once
+//! ([`Turn::SetAside`]), and the half it leaves, whose records the fold holds,
+//! is written over only once the fold's commit is on disk ([`Turn::Folded`]).
+//! A crash before then replays from the last checkpoint on disk through both
+//! halves, as after any checkpoint whose pages were not on disk yet (`wal.rs`).
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
 use std::sync::Mutex;
 use std::time::Instant;
 
-use redb::{Database, Durability};
+use redb::{Durability, WriteTransaction};
 
 use super::buffer::Buffer;
 use super::checkpoint::SinceCheckpoint;
-use super::commit::{BaseView, Checkpoint, Committed, ReadView, ToLog};
+use super::commit::{self, BaseView, Checkpoint, Committed, ReadView, ToLog, Turn};
 use super::group::Trees;
 use super::health::Health;
-use super::log_state::LogState;
+use super::log_state::{Aside, LogState};
+use super::page_file::Durable;
 use super::queue::Queue;
 use super::schema::{as_backend, backend_error, garbage};
-use super::writer::{lock, Core};
+use super::writer::{lock, mark_replay_start, Core};
 use crate::error::BackendError;
 
 impl Core {
@@ -43,115 +46,214 @@ impl Core {
     }
 }
 
-/// In memory, once a checkpoint is due: sets the buffer as it is aside for the
-/// writer thread to fold, and the checkpoint is no longer due, so the groups
-/// go on. Whoever holds the core does it (a write's thread, the writer
-/// thread), then wakes the writer thread ([`Queue::wake_fold`]): left to the
-/// writer thread to set aside, the writes queued meanwhile waited for its
-/// whole fold. Whether it did: not on disk, nor with nothing buffered, nor
-/// while a fold is under way (none is due then).
+/// Once a checkpoint is due: sets the buffer as it is aside to be folded, and
+/// the checkpoint is no longer due, so the groups go on. Whoever holds the
+/// core does it, then the folding thread is woken (in memory
+/// [`Queue::wake_fold`]): left to the writer thread to set aside, the writes
+/// queued meanwhile waited for its whole fold. Whether it did: not with
+/// nothing buffered, nor while a fold is under way (none is due then), nor
+/// before the half of the log the last fold left is covered.
 pub(super) fn set_aside(state: &mut LogState, to_log: &ToLog, health: &Health) -> bool {
-    if to_log.keeps_records()
-        || !state.checkpoint_due()
+    if !state.checkpoint_due()
+        || state.left_half_uncovered
         || health.broken().is_some()
         || state.buffer.is_empty()
         || state.base.is_none()
     {
         return false;
     }
-    state.to_fold = Some((state.buffer.clone(), state.since.bytes));
-    // The log keeps nothing: the records from here on count afresh.
+    state.folds += 1;
+    #[cfg(test)]
+    state.stats.folds_set_aside.fetch_add(1, Ordering::Relaxed);
+    state.to_fold = Some(Aside {
+        fold: state.folds,
+        buffer: state.buffer.clone(),
+        seq: state.last_seq,
+        log_bytes: state.since.bytes,
+        small_writes: state.since.small_writes(),
+    });
+    // The records from here on go to the log's other half, and count afresh.
     state.since = SinceCheckpoint::default();
     state.stats.log_fill.store(0, Ordering::Relaxed);
     state.since_fold = Some(Buffer::default());
+    state.left_half_uncovered = true;
+    to_log.send(Committed {
+        turn: Some(Turn::SetAside),
+        ..Committed::default()
+    });
     true
 }
 
-/// The writer thread's checkpoint, if one is due or set aside: in memory the
-/// buffer set aside is folded without the core, as the module says; otherwise
-/// (on disk, or with nothing buffered) a checkpoint as any other, the core held.
+/// In memory, the writer thread's checkpoint, if one is due or set aside: the
+/// buffer set aside is folded without the core; otherwise (nothing buffered,
+/// say) a checkpoint as any other, the core held.
 pub(super) fn checkpoint_if_due(core: &Mutex<Core>, queue: &Queue) {
     let mut guard = lock(core);
     guard.set_aside();
-    let Some((frozen, log_bytes)) = guard.state.to_fold.take() else {
+    let Some(fold) = Fold::begin(&mut guard) else {
         if guard.state.checkpoint_due() && guard.health.broken().is_none() {
             guard.run(Vec::new());
         }
         return;
     };
-    let db = guard.db.clone();
-    #[cfg(test)]
-    let stats = guard.state.stats.clone();
     drop(guard);
     // A write that found the core held meanwhile left its group for the holder.
     queue.run(core);
-    #[cfg(test)]
-    {
-        stats.at_fold_pause.store(true, Ordering::Release);
-        while stats.hold_folds.load(Ordering::Acquire) {
-            std::thread::sleep(std::time::Duration::from_millis(1));
-        }
-    }
-    let started = Instant::now();
-    let folded = catch_unwind(AssertUnwindSafe(|| fold(&db, &frozen))).unwrap_or_else(|_| Err(garbage()));
-    drop(frozen);
-    let mut guard = lock(core);
-    let Core { db, state, to_log, .. } = &mut *guard;
-    let Some(since_fold) = state.since_fold.take() else {
-        // A group too big for the log's rest folded everything after this fold
-        // (its transaction waited for this one): nothing is left to do.
-        return;
-    };
-    if let Err(e) = folded {
-        // The buffer still holds every change; a later checkpoint folds it.
-        tracing::error!(error = %e, "checkpoint failed");
-        return;
-    }
-    let base = match BaseView::take(db) {
-        Ok(base) => base,
-        Err(e) => {
-            // The next group runs in redb's transaction, the buffer folded first,
-            // as after a savepoint.
-            tracing::warn!(error = %e, "could not read the store after a checkpoint");
-            state.base = None;
-            return;
-        }
-    };
-    // The buffer folded is freed once the core is let go (below): its entries,
-    // tens of thousands, took milliseconds the writes waited for.
-    let old_buffer = std::mem::replace(&mut state.buffer, since_fold);
-    state.base = Some(base.clone());
-    state.stats.checkpoint_seconds.observe_duration(started.elapsed());
-    #[cfg(test)]
-    state.stats.buffer_folds.fetch_add(1, Ordering::Relaxed);
-    state.stats.checkpoint_log_bytes.observe(log_bytes as f64);
-    state
-        .stats
-        .write_buffer_bytes
-        .store(state.buffer.bytes() as u64, Ordering::Relaxed);
-    // Readers move to the new commit: the same rows, less of them buffered.
-    to_log.send(Committed {
-        checkpoint: Some(Checkpoint {
-            sync: state.durable.last_requested(),
-            on_disk_first: true,
-        }),
-        snapshot: Some(ReadView::over(base, state.buffer.clone())),
-        ..Committed::default()
-    });
-    drop(guard);
-    drop(old_buffer);
+    fold.run(core);
 }
 
-/// Folds `frozen` into redb, committed durably (redb reuses the pages its
-/// non-durable commits freed only after a durable one). No replay start is
-/// recorded: a log that keeps nothing is never replayed. Nor is there a wait
-/// for readers to see every commit (`commit::wait_published`): in memory each
-/// commit is published as it is made.
-fn fold(db: &Database, frozen: &Buffer) -> Result<(), BackendError> {
-    let mut txn = db.begin_write().map_err(backend_error)?;
+/// On disk, the fold thread's: folds what was set aside, if it still is.
+pub(super) fn fold_set_aside(core: &Mutex<Core>) {
+    let fold = Fold::begin(&mut lock(core));
+    if let Some(fold) = fold {
+        fold.run(core);
+    }
+}
+
+/// A fold set aside, taken to be folded without the core.
+struct Fold {
+    aside: Aside,
+    txn: Result<WriteTransaction, BackendError>,
+    durable: Durable,
+    to_log: Option<ToLog>,
+    replay_start: Option<u64>,
+    #[cfg(test)]
+    stats: std::sync::Arc<crate::embedded::stats::EmbeddedStats>,
+}
+
+impl Fold {
+    /// Takes what was set aside, if it still is: a group run in redb's own
+    /// transaction since folded everything first.
+    fn begin(core: &mut Core) -> Option<Fold> {
+        let aside = core.state.to_fold.take()?;
+        Some(Fold {
+            // Begun with the core held, so a group that runs in redb's own
+            // transaction after this (and folds the whole buffer into it) waits
+            // for the fold's commit: begun first, it would be overwritten with
+            // the older values the fold holds.
+            txn: core.db.begin_write().map_err(backend_error),
+            durable: core.state.durable.clone(),
+            // Other threads hand the log nothing in memory: there each commit
+            // is published as it is made.
+            to_log: core.to_log.share(),
+            replay_start: core.to_log.keeps_records().then_some(aside.seq),
+            aside,
+            #[cfg(test)]
+            stats: core.state.stats.clone(),
+        })
+    }
+
+    /// Folds without the core, then makes the changes since the buffer.
+    fn run(self, core: &Mutex<Core>) {
+        let Fold {
+            aside,
+            txn,
+            durable,
+            to_log,
+            replay_start,
+            #[cfg(test)]
+            stats,
+        } = self;
+        let started = Instant::now();
+        let folded = catch_unwind(AssertUnwindSafe(|| {
+            fold(txn?, &aside.buffer, replay_start, to_log.as_ref())
+        }))
+        .unwrap_or_else(|_| Err(garbage()));
+        let checkpoint = Checkpoint {
+            sync: durable.last_requested(),
+            on_disk_first: aside.small_writes,
+        };
+        drop(aside.buffer);
+        // Tests hold a fold here, committed but not yet the buffer's.
+        #[cfg(test)]
+        {
+            stats.at_fold_pause.store(true, Ordering::Release);
+            while stats.hold_folds.load(Ordering::Acquire) {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+        }
+        let mut guard = lock(core);
+        let Core { db, state, to_log, .. } = &mut *guard;
+        // A checkpoint run in place since (its transaction waited for the
+        // fold's) folded everything, and covered the log's half; another fold
+        // may have been set aside after it.
+        if state.folds != aside.fold {
+            return;
+        }
+        if let Err(e) = folded {
+            // The buffer still holds every change; the next checkpoint, run in
+            // place (nothing is set aside while the half the log left is
+            // uncovered), folds it.
+            tracing::error!(error = %e, "checkpoint failed");
+            state.since_fold = None;
+            return;
+        }
+        // The fold holds every record of the half the log left.
+        let covered = std::mem::take(&mut state.left_half_uncovered).then_some(Turn::Folded(checkpoint));
+        let mut committed = Committed {
+            turn: covered,
+            ..Committed::default()
+        };
+        // None when a group run in redb's own transaction after the fold folded
+        // everything since.
+        if let Some(since_fold) = state.since_fold.take() {
+            match BaseView::take(db) {
+                Ok(base) => {
+                    // The buffer folded is freed once the core is let go (below):
+                    // its entries, tens of thousands, took milliseconds the
+                    // writes waited for.
+                    let old_buffer = std::mem::replace(&mut state.buffer, since_fold);
+                    state.base = Some(base.clone());
+                    state.stats.checkpoint_seconds.observe_duration(started.elapsed());
+                    #[cfg(test)]
+                    state.stats.buffer_folds.fetch_add(1, Ordering::Relaxed);
+                    state.stats.checkpoint_log_bytes.observe(aside.log_bytes as f64);
+                    state
+                        .stats
+                        .write_buffer_bytes
+                        .store(state.buffer.bytes() as u64, Ordering::Relaxed);
+                    // Readers move to the new commit: the same rows, less of them buffered.
+                    committed.snapshot = Some(ReadView::over(base, state.buffer.clone()));
+                    to_log.send(committed);
+                    drop(guard);
+                    drop(old_buffer);
+                    return;
+                }
+                Err(e) => {
+                    // The next group runs in redb's transaction, the buffer
+                    // folded first, as after a savepoint.
+                    tracing::warn!(error = %e, "could not read the store after a checkpoint");
+                    state.base = None;
+                }
+            }
+        }
+        if committed.turn.is_some() {
+            to_log.send(committed);
+        }
+    }
+}
+
+/// Folds `frozen` into redb's transaction `txn`, committed durably (redb reuses
+/// the pages its non-durable commits freed only after a durable one), the
+/// replay to start after record `replay_start` if the log keeps its records.
+/// On disk it first waits for readers to see every commit before it
+/// (`commit::wait_published`).
+fn fold(
+    txn: WriteTransaction,
+    frozen: &Buffer,
+    replay_start: Option<u64>,
+    to_log: Option<&ToLog>,
+) -> Result<(), BackendError> {
+    let mut txn = txn;
     let mut trees = Trees::open(&txn).map_err(as_backend)?;
     frozen.fold_into(&mut trees).map_err(as_backend)?;
+    if let Some(seq) = replay_start {
+        mark_replay_start(&mut trees, seq)?;
+    }
     drop(trees);
     txn.set_durability(Durability::Immediate).map_err(backend_error)?;
+    if let Some(to_log) = to_log {
+        commit::wait_published(to_log);
+    }
     txn.commit().map_err(backend_error)
 }

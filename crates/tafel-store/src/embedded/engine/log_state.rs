@@ -44,13 +44,33 @@ pub(in crate::embedded) struct LogState {
     pub(in crate::embedded) buffer: Buffer,
     /// Bytes the buffer may hold before it is folded; 0 runs every group direct.
     pub(in crate::embedded) buffer_limit: usize,
-    /// In memory, a checkpoint folded aside (`fold_aside.rs`): the buffer as it
-    /// was when the checkpoint fell due, with the bytes of log it covers, until
-    /// the writer thread takes it to fold.
-    pub(in crate::embedded) to_fold: Option<(Buffer, u64)>,
+    /// A checkpoint folded aside (`fold_aside.rs`), until the thread that
+    /// folds it takes it.
+    pub(in crate::embedded) to_fold: Option<Aside>,
     /// From then until the fold is in redb: the changes the groups made
     /// meanwhile, which are all the buffer keeps after it.
     pub(in crate::embedded) since_fold: Option<Buffer>,
+    /// The log left a half when a fold was set aside, and no commit has been
+    /// said to cover that half's records since: nothing is set aside again
+    /// until one has (a checkpoint run in place, after a failed fold).
+    pub(in crate::embedded) left_half_uncovered: bool,
+    /// Folds set aside so far: a fold that finds another set aside after it
+    /// leaves the buffer to that one.
+    pub(in crate::embedded) folds: u64,
+}
+
+/// A checkpoint set aside: the buffer as it was when it fell due, and the log
+/// it covers.
+pub(in crate::embedded) struct Aside {
+    /// Its number in `LogState::folds`.
+    pub(in crate::embedded) fold: u64,
+    pub(in crate::embedded) buffer: Buffer,
+    /// The last record it covers, and the log's bytes up to it since the last
+    /// checkpoint.
+    pub(in crate::embedded) seq: u64,
+    pub(in crate::embedded) log_bytes: u64,
+    /// Whether those were small writes (see `Checkpoint::on_disk_first`).
+    pub(in crate::embedded) small_writes: bool,
 }
 
 impl LogState {

@@ -206,6 +206,8 @@ impl Opening {
             buffer_limit: options.write_buffer,
             to_fold: None,
             since_fold: None,
+            left_half_uncovered: false,
+            folds: 0,
         };
         let log = commit::LogSide {
             wal,

@@ -52,7 +52,8 @@ pub(in crate::embedded) struct Wal {
     offset: u64,
     size: u64,
     /// The redb sync that covers every record in the other half (0: none is
-    /// needed): the other half is not written over before it is on disk.
+    /// needed; [`UNCOVERED`]: a fold set aside will): the other half is not
+    /// written over before it is on disk.
     other_covered_by: u64,
     /// Number of the last record found on open (or of the one the durable state
     /// includes): the writer numbers the records after it.
@@ -203,12 +204,52 @@ impl Wal {
 
     /// At a checkpoint, whose redb sync is number `sync` and covers every record
     /// written so far: the next record goes to the start of the other half.
-    /// Returns the sync that must be on disk before that record is written.
+    /// Returns the sync that must be on disk before that record is written:
+    /// this one's if no commit covers the other half yet (a fold set aside that
+    /// this checkpoint overtook, [`Wal::leave_half`]).
     pub(in crate::embedded) fn next_half(&mut self, sync: u64) -> u64 {
-        self.offset = if self.offset < self.half() { self.half() } else { 0 };
-        std::mem::replace(&mut self.other_covered_by, sync)
+        self.offset = self.other_half();
+        match std::mem::replace(&mut self.other_covered_by, sync) {
+            UNCOVERED => sync,
+            covered => covered,
+        }
+    }
+
+    /// When a fold is set aside to cover every record written so far: the next
+    /// record goes to the start of the other half, now, and the half left is
+    /// covered once the fold commits ([`Wal::covered`]). Returns the sync that
+    /// must be on disk before that record is written; fails if the half it
+    /// goes to is not covered yet (the writer sets nothing aside until then).
+    pub(in crate::embedded) fn leave_half(&mut self) -> io::Result<u64> {
+        if self.other_covered_by == UNCOVERED {
+            return Err(io::Error::other(
+                "the log's other half is not covered by a checkpoint yet",
+            ));
+        }
+        self.offset = self.other_half();
+        Ok(std::mem::replace(&mut self.other_covered_by, UNCOVERED))
+    }
+
+    /// The fold set aside when the log last left a half is committed as redb's
+    /// sync `sync`, which covers that half's records. A checkpoint since then
+    /// ([`Wal::next_half`]) already covered them.
+    pub(in crate::embedded) fn covered(&mut self, sync: u64) {
+        if self.other_covered_by == UNCOVERED {
+            self.other_covered_by = sync;
+        }
+    }
+
+    fn other_half(&self) -> u64 {
+        if self.offset < self.half() {
+            self.half()
+        } else {
+            0
+        }
     }
 }
+
+/// `Wal::other_covered_by` between a fold set aside and its commit.
+const UNCOVERED: u64 = u64::MAX;
 
 /// Whether no record was ever written to the log on `disk` (both halves start
 /// with zeros, as the log is made).

@@ -5,6 +5,7 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc, Mutex, MutexGuard};
+use std::thread;
 use std::time::{Duration, Instant};
 
 use redb::{Database, Durability};
@@ -12,7 +13,7 @@ use redb::{Database, Durability};
 use super::buffer::Buffer;
 use super::checkpoint::SinceCheckpoint;
 use super::checksums::seal;
-use super::commit::{self, BaseView, Checkpoint, Committed, Pending, ReadView, ToLog};
+use super::commit::{self, BaseView, Checkpoint, Committed, Pending, ReadView, ToLog, Turn};
 use super::fold_aside;
 use super::group::{GroupTx, Mode, Trees};
 use super::health::Health;
@@ -118,10 +119,45 @@ fn checkpoint_due(db: &Database, state: &mut LogState, to_log: &ToLog, health: &
     }
 }
 
+/// On disk, the thread that folds a checkpoint set aside (`fold_aside.rs`):
+/// the writer thread runs every group there.
+struct Folder {
+    wake: mpsc::SyncSender<()>,
+    thread: thread::JoinHandle<()>,
+}
+
+impl Folder {
+    /// The thread, or none if it could not be started: the writer thread then
+    /// folds, and the writes wait for it as they did before folds were set aside.
+    fn start(core: &Arc<Mutex<Core>>) -> Option<Folder> {
+        let (wake, woken) = mpsc::sync_channel::<()>(1);
+        let core = core.clone();
+        let thread = thread::Builder::new()
+            .name("tafel-fold".into())
+            .spawn(move || {
+                while woken.recv().is_ok() {
+                    fold_aside::fold_set_aside(&core);
+                }
+            })
+            .inspect_err(|e| tracing::warn!(error = %e, "no thread to fold checkpoints on"))
+            .ok()?;
+        Some(Folder { wake, thread })
+    }
+
+    /// Folds what was set aside, then ends.
+    fn stop(self) {
+        drop(self.wake);
+        if self.thread.join().is_err() {
+            tracing::error!("the fold thread panicked");
+        }
+    }
+}
+
 /// The writer thread: group commit, see the module invariants.
-pub(super) fn writer_loop(core: &Mutex<Core>, rx: mpsc::Receiver<Job>, queue: Option<&Queue>) {
+pub(super) fn writer_loop(core: &Arc<Mutex<Core>>, rx: mpsc::Receiver<Job>, queue: Option<&Queue>) {
     let mut trimmed = Instant::now();
     let round = lock(core).to_log.round();
+    let folder = if queue.is_none() { Folder::start(core) } else { None };
     loop {
         if let Some(queue) = queue {
             if let Some(jobs) = queue.take_due() {
@@ -132,6 +168,17 @@ pub(super) fn writer_loop(core: &Mutex<Core>, rx: mpsc::Receiver<Job>, queue: Op
             queue.run(core);
         }
         let mut guard = lock(core);
+        if queue.is_none() && guard.state.to_fold.is_some() {
+            match &folder {
+                // Woken already if the channel is full.
+                Some(folder) => drop(folder.wake.try_send(())),
+                None => {
+                    drop(guard);
+                    fold_aside::fold_set_aside(core);
+                    continue;
+                }
+            }
+        }
         let Core {
             db,
             state,
@@ -234,8 +281,11 @@ pub(super) fn writer_loop(core: &Mutex<Core>, rx: mpsc::Receiver<Job>, queue: Op
     if let Some(queue) = queue {
         lock(core).run_jobs(queue.close(), false);
     }
+    if let Some(folder) = folder {
+        folder.stop();
+    }
     let mut core = lock(core);
-    if core.state.since.any() {
+    if core.state.since.any() || !core.state.buffer.is_empty() {
         core.run(Vec::new());
     }
 }
@@ -333,7 +383,7 @@ fn run_group(db: &Database, state: &mut LogState, to_log: &ToLog, health: &Healt
                 let mut txn = db.begin_write().map_err(backend_error)?;
                 let mut trees = Trees::open(&txn).map_err(as_backend)?;
                 state.buffer.fold_into(&mut trees).map_err(as_backend)?;
-                mark_replay_start(&mut trees, to_log, seq)?;
+                replay_start_if_kept(&mut trees, to_log, seq)?;
                 drop(trees);
                 txn.set_durability(Durability::Immediate).map_err(backend_error)?;
                 (txn, true, seq)
@@ -489,17 +539,22 @@ fn apply_jobs_in<'t>(
     Ok(w.tx.into_mode())
 }
 
-/// Replay starts after record `seq`. A log that keeps nothing is never
-/// replayed: there it would be a page of the meta table copied, and its root
-/// updated, in every commit for nothing.
-fn mark_replay_start(trees: &mut Trees<'_>, to_log: &ToLog, seq: u64) -> Result<(), BackendError> {
+/// Replay starts after record `seq`, if the log keeps its records. One that
+/// keeps nothing is never replayed: there it would be a page of the meta table
+/// copied, and its root updated, in every commit for nothing.
+fn replay_start_if_kept(trees: &mut Trees<'_>, to_log: &ToLog, seq: u64) -> Result<(), BackendError> {
     if to_log.keeps_records() {
-        let stored = seal(WAL_SEQ.as_bytes(), &seq.to_le_bytes());
-        trees
-            .insert_unlogged(Tree::Meta, WAL_SEQ.as_bytes(), &stored)
-            .map_err(as_backend)?;
+        mark_replay_start(trees, seq)?;
     }
     Ok(())
+}
+
+/// Replay starts after record `seq`.
+pub(super) fn mark_replay_start(trees: &mut Trees<'_>, seq: u64) -> Result<(), BackendError> {
+    let stored = seal(WAL_SEQ.as_bytes(), &seq.to_le_bytes());
+    trees
+        .insert_unlogged(Tree::Meta, WAL_SEQ.as_bytes(), &stored)
+        .map_err(as_backend)
 }
 
 /// Applies the group's jobs in redb's transaction, their changes logged in `log`;
@@ -527,7 +582,7 @@ fn apply_jobs(
         if !checkpoint {
             seq += 1;
         }
-        mark_replay_start(&mut trees, to_log, seq)?;
+        replay_start_if_kept(&mut trees, to_log, seq)?;
     }
     Ok((checkpoint, unchanged, seq))
 }
@@ -555,12 +610,14 @@ fn account_commit(
         state.stats.checkpoint_log_bytes.observe(state.since.bytes as f64);
         // The writer stood still meanwhile: the writes' p99.9.
         tracing::debug!(ms = started.elapsed().as_secs_f64() * 1e3, "checkpoint committed");
-        committed.checkpoint = Some(Checkpoint {
+        committed.turn = Some(Turn::Checkpoint(Checkpoint {
             sync: state.durable.last_requested(),
             // A group too big for the log is in no record: durable only on disk.
             on_disk_first: !checkpoint_alone || state.since.small_writes(),
-        });
+        }));
         state.since = SinceCheckpoint::default();
+        // It holds every record, those of the half a fold set aside left too.
+        state.left_half_uncovered = false;
     } else {
         state.since.add(log.len(), jobs, Instant::now());
         committed.record = Some((log, seq));
