@@ -18,6 +18,10 @@
 //!   most the newest checkpoint is not on disk yet, and the records after the
 //!   durable state lie in at most two runs: the rest of one half, then the
 //!   start of the other.
+//! - A checkpoint folded aside (`fold_aside.rs`) moves the log to its other
+//!   half when it is set aside, before its commit: the half left holds the
+//!   records it covers and is written over only once its commit is on disk,
+//!   the same two runs after any durable state.
 //! - On open, redb is back at its last durable commit, whose `wal_seq` is `s`;
 //!   records `s+1, s+2, …`, while contiguous and intact, are replayed: from the
 //!   start of the half that begins with `s+1`, and on at the start of the
