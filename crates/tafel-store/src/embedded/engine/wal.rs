@@ -628,6 +628,33 @@ mod tests {
     }
 
     #[test]
+    fn a_half_left_for_a_fold_waits_for_the_folds_commit_or_a_checkpoint_after_it() {
+        let d = dir();
+        let mut wal = fresh(&d);
+        append(&mut wal, &[1; 100]);
+        // A fold set aside: on into the second half, which never held a record.
+        assert_eq!(wal.leave_half().expect("leave"), 0);
+        append(&mut wal, &[2; 100]);
+        // Back into the first before the fold covers it: refused.
+        assert!(wal.leave_half().is_err());
+        wal.covered(7);
+        assert_eq!(wal.leave_half().expect("leave"), 7, "the first half waits for the fold");
+        append(&mut wal, &[3; 10]);
+        // A checkpoint overtaking the second fold covers the half itself.
+        assert_eq!(wal.next_half(9), 9);
+        wal.covered(8);
+        assert_eq!(wal.next_half(10), 9, "a late fold's commit changes nothing");
+        drop(wal);
+        // The first fold's commit (covering 1) on disk, the second's not: the
+        // second half, then the first again, where record 3 went over record 1.
+        let (_, recs) = open(&d, 1).expect("reopen");
+        assert_eq!(recs.iter().map(|r| r.seq).collect::<Vec<_>>(), [2, 3]);
+        let (_, recs) = open(&d, 2).expect("reopen");
+        assert_eq!(recs.iter().map(|r| r.seq).collect::<Vec<_>>(), [3]);
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
     fn a_torn_record_ends_the_replay() {
         let d = dir();
         let mut wal = fresh(&d);
