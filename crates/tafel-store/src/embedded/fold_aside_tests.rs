@@ -9,11 +9,11 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::inline_writes_tests::all_rows;
 use super::scan_tests::{copy_store_files, tempdir, until};
 use super::{EmbeddedOptions, EmbeddedStore};
-use crate::key::{EntityKey, KeyRange};
-use crate::test_support::ScanEntities;
-use crate::traits::{Mutation, ScanRequest, Store};
+use crate::key::EntityKey;
+use crate::traits::{Mutation, Store};
 
 const ACCOUNT: &str = "acct";
 const WAIT: Duration = Duration::from_secs(30);
@@ -48,17 +48,6 @@ async fn put(store: &EmbeddedStore, key: EntityKey, byte: u8) {
         )
         .await
         .expect("write");
-}
-
-/// Every row of the table, by a scan.
-async fn all_rows(store: &EmbeddedStore) -> Vec<(EntityKey, Vec<u8>)> {
-    let request = ScanRequest {
-        ranges: vec![KeyRange::all()],
-        limit: usize::MAX,
-        filter: None,
-        deadline: None,
-    };
-    store.scan_entities(ACCOUNT, "t", request).await.expect("scan").rows
 }
 
 /// The rows `expected` holds, and no other, by a scan and by point reads.
@@ -99,15 +88,8 @@ async fn writes_on_disk_go_on_while_a_checkpoint_is_folded_aside_and_survive_a_c
     let (dir, crashed) = (tempdir().expect("temp dir"), tempdir().expect("temp dir"));
     let store = open(dir.path()).await;
     let stats = store.inner.stats.clone();
-    stats.hold_folds.store(true, Ordering::Release);
     let mut written = Written::default();
-    // Until a fold is set aside, committed, and held before it becomes the buffer's.
-    let mut i = 0;
-    while !stats.at_fold_pause.load(Ordering::Acquire) {
-        assert!(i < 5_000, "no fold was set aside");
-        written.put(&store, key("before", i), 1).await;
-        i += 1;
-    }
+    hold_a_fold(&store, &mut written, "before").await;
     let folds = stats.buffer_folds.load(Ordering::Relaxed);
     // New rows and rows the fold holds, in the log's other half: answered.
     let during = async {
@@ -129,18 +111,8 @@ async fn writes_on_disk_go_on_while_a_checkpoint_is_folded_aside_and_survive_a_c
     // since in the other, the fold's commit on disk or not.
     copy_store_files(dir.path(), crashed.path());
 
-    stats.hold_folds.store(false, Ordering::Release);
-    until("the fold became the buffer's", WAIT, || {
-        stats.buffer_folds.load(Ordering::Relaxed) > folds
-    })
-    .await;
-    assert_rows(&store, &written.0, "after the fold").await;
-    store.shutdown().await.expect("shutdown");
-    drop(store);
-
-    let store = open(crashed.path()).await;
-    assert_rows(&store, &written.0, "after the crash").await;
-    store.shutdown().await.expect("shutdown");
+    let_go(store, folds, &written).await;
+    reopened_holds(crashed.path(), &written, "after the crash").await;
 }
 
 /// A fold held after its commit, a checkpoint run in place meanwhile (for a
@@ -152,14 +124,8 @@ async fn a_fold_that_ends_after_a_later_one_was_set_aside_leaves_the_buffer_to_i
     let dir = tempdir().expect("temp dir");
     let store = open(dir.path()).await;
     let stats = store.inner.stats.clone();
-    stats.hold_folds.store(true, Ordering::Release);
     let mut written = Written::default();
-    let mut i = 0;
-    while !stats.at_fold_pause.load(Ordering::Acquire) {
-        assert!(i < 5_000, "no fold was set aside");
-        written.put(&store, key("first", i), 1).await;
-        i += 1;
-    }
+    hold_a_fold(&store, &mut written, "first").await;
     for i in 0..20 {
         written.put(&store, key("between", i), 2).await;
     }
@@ -176,15 +142,39 @@ async fn a_fold_that_ends_after_a_later_one_was_set_aside_leaves_the_buffer_to_i
         written.put(&store, key("after", i), 4).await;
     }
     let folds = stats.buffer_folds.load(Ordering::Relaxed);
+    let_go(store, folds, &written).await;
+    reopened_holds(dir.path(), &written, "after a restart").await;
+}
+
+/// Writes rows of partition `pk` (byte 1) until a fold is set aside,
+/// committed, and held before it becomes the buffer's.
+async fn hold_a_fold(store: &EmbeddedStore, written: &mut Written, pk: &str) {
+    let stats = &store.inner.stats;
+    stats.hold_folds.store(true, Ordering::Release);
+    let mut i = 0;
+    while !stats.at_fold_pause.load(Ordering::Acquire) {
+        assert!(i < 5_000, "no fold was set aside");
+        written.put(store, key(pk, i), 1).await;
+        i += 1;
+    }
+}
+
+/// Lets the held fold go; once a fold after the `folds`th has become the
+/// buffer's, the store holds `written`. Then shuts it down.
+async fn let_go(store: Arc<EmbeddedStore>, folds: u64, written: &Written) {
+    let stats = store.inner.stats.clone();
     stats.hold_folds.store(false, Ordering::Release);
-    until("the second fold became the buffer's", WAIT, || {
+    until("a fold became the buffer's", WAIT, || {
         stats.buffer_folds.load(Ordering::Relaxed) > folds
     })
     .await;
-    assert_rows(&store, &written.0, "after both folds").await;
+    assert_rows(&store, &written.0, "after the fold").await;
     store.shutdown().await.expect("shutdown");
-    drop(store);
-    let store = open(dir.path()).await;
-    assert_rows(&store, &written.0, "after a restart").await;
+}
+
+/// The store in `dir`, opened, holds `written`.
+async fn reopened_holds(dir: &Path, written: &Written, what: &str) {
+    let store = open(dir).await;
+    assert_rows(&store, &written.0, what).await;
     store.shutdown().await.expect("shutdown");
 }

@@ -40,7 +40,7 @@ async fn put(store: &EmbeddedStore, keys: Vec<EntityKey>, byte: u8) {
 }
 
 /// Every row of the table, by a scan.
-async fn all_rows(store: &EmbeddedStore) -> Vec<(EntityKey, Vec<u8>)> {
+pub(super) async fn all_rows(store: &EmbeddedStore) -> Vec<(EntityKey, Vec<u8>)> {
     let request = ScanRequest {
         ranges: vec![KeyRange::all()],
         limit: usize::MAX,
