@@ -189,20 +189,19 @@ impl Fold {
             return;
         }
         // The fold holds every record of the half the log left.
-        let covered = std::mem::take(&mut state.left_half_uncovered).then_some(Turn::Folded(checkpoint));
         let mut committed = Committed {
-            turn: covered,
+            turn: std::mem::take(&mut state.left_half_uncovered).then_some(Turn::Folded(checkpoint)),
             ..Committed::default()
         };
+        // Freed once the core is let go (below): its entries, tens of
+        // thousands, took milliseconds the writes waited for.
+        let mut old_buffer = None;
         // None when a group run in redb's own transaction after the fold folded
         // everything since.
         if let Some(since_fold) = state.since_fold.take() {
             match BaseView::take(db) {
                 Ok(base) => {
-                    // The buffer folded is freed once the core is let go (below):
-                    // its entries, tens of thousands, took milliseconds the
-                    // writes waited for.
-                    let old_buffer = std::mem::replace(&mut state.buffer, since_fold);
+                    old_buffer = Some(std::mem::replace(&mut state.buffer, since_fold));
                     state.base = Some(base.clone());
                     state.stats.checkpoint_seconds.observe_duration(started.elapsed());
                     #[cfg(test)]
@@ -214,10 +213,6 @@ impl Fold {
                         .store(state.buffer.bytes() as u64, Ordering::Relaxed);
                     // Readers move to the new commit: the same rows, less of them buffered.
                     committed.snapshot = Some(ReadView::over(base, state.buffer.clone()));
-                    to_log.send(committed);
-                    drop(guard);
-                    drop(old_buffer);
-                    return;
                 }
                 Err(e) => {
                     // The next group runs in redb's transaction, the buffer
@@ -227,9 +222,11 @@ impl Fold {
                 }
             }
         }
-        if committed.turn.is_some() {
+        if committed.turn.is_some() || committed.snapshot.is_some() {
             to_log.send(committed);
         }
+        drop(guard);
+        drop(old_buffer);
     }
 }
 
@@ -239,12 +236,11 @@ impl Fold {
 /// On disk it first waits for readers to see every commit before it
 /// (`commit::wait_published`).
 fn fold(
-    txn: WriteTransaction,
+    mut txn: WriteTransaction,
     frozen: &Buffer,
     replay_start: Option<u64>,
     to_log: Option<&ToLog>,
 ) -> Result<(), BackendError> {
-    let mut txn = txn;
     let mut trees = Trees::open(&txn).map_err(as_backend)?;
     frozen.fold_into(&mut trees).map_err(as_backend)?;
     if let Some(seq) = replay_start {
