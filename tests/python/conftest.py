@@ -369,6 +369,14 @@ class TafelServer:
     def log_tail(self, lines: int = 60, since: int = 0) -> str:
         return "\n".join(self.log_text(since).splitlines()[-lines:])
 
+    def wait_for_log(self, text: str, timeout: float = 10, since: int = 0) -> None:
+        """Waits until the log holds `text`: the server acts first and logs after (a
+        client can see a reloaded certificate before its line reaches the file)."""
+        deadline = time.monotonic() + timeout
+        while text not in self.log_text(since):
+            assert time.monotonic() < deadline, f"{text!r} not logged within {timeout}s:\n{self.log_tail(20, since)}"
+            time.sleep(0.05)
+
     def startup_error(self) -> str:
         """The log's last 80 lines before the error's stack backtrace (RUST_BACKTRACE=1), whose
         frames once pushed the error itself ("No space left on device") out of the tail shown."""
