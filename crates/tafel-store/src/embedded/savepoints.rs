@@ -17,7 +17,6 @@
 
 use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::Ordering;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::checksums::{seal, unseal};
@@ -129,9 +128,7 @@ pub(super) fn run(db: &Db, state: &mut LogState, to_log: &ToLog, health: &Health
             commit::wait_published(to_log);
         }
         txn.commit().map_err(as_backend)?;
-        state.since = Default::default();
-        state.stats.log_fill.store(0, Ordering::Relaxed);
-        state.left_half_uncovered = false;
+        state.log_turned(false);
         committed.turn = Some(Turn::Checkpoint(Checkpoint {
             sync: state.durable.last_requested(),
             // No record after it before it is on disk: see the module comment.

@@ -28,7 +28,6 @@ use std::time::Instant;
 use redb::{Durability, WriteTransaction};
 
 use super::buffer::Buffer;
-use super::checkpoint::SinceCheckpoint;
 use super::commit::{self, BaseView, Checkpoint, Committed, ReadView, ToLog, Turn};
 use super::group::Trees;
 use super::health::Health;
@@ -72,11 +71,9 @@ pub(super) fn set_aside(state: &mut LogState, to_log: &ToLog, health: &Health) -
         log_bytes: state.since.bytes,
         small_writes: state.since.small_writes(),
     });
-    // The records from here on go to the log's other half, and count afresh.
-    state.since = SinceCheckpoint::default();
-    state.stats.log_fill.store(0, Ordering::Relaxed);
+    // The records from here on go to the log's other half.
+    state.log_turned(true);
     state.since_fold = Some(Buffer::default());
-    state.left_half_uncovered = true;
     to_log.send(Committed {
         turn: Some(Turn::SetAside),
         ..Committed::default()

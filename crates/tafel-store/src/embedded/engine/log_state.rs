@@ -2,6 +2,7 @@
 //! the rules it decides by: when a checkpoint is due, and which groups run in
 //! redb's own transaction rather than in the buffer (`writer.rs` runs them).
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -74,6 +75,16 @@ pub(in crate::embedded) struct Aside {
 }
 
 impl LogState {
+    /// The log goes on in its other half: the records from here on count
+    /// afresh. The half it leaves is uncovered when a fold was set aside to
+    /// cover it; a checkpoint covers every record so far, those of a half a
+    /// fold left too.
+    pub(in crate::embedded) fn log_turned(&mut self, left_half_uncovered: bool) {
+        self.since = SinceCheckpoint::default();
+        self.stats.log_fill.store(0, Ordering::Relaxed);
+        self.left_half_uncovered = left_half_uncovered;
+    }
+
     pub(super) fn fits(&self, record: &LogBuf) -> bool {
         self.since.bytes + record.len() <= self.size
     }

@@ -11,7 +11,6 @@ use std::time::{Duration, Instant};
 use redb::{Database, Durability};
 
 use super::buffer::Buffer;
-use super::checkpoint::SinceCheckpoint;
 use super::checksums::seal;
 use super::commit::{self, BaseView, Checkpoint, Committed, Pending, ReadView, ToLog, Turn};
 use super::fold_aside;
@@ -615,9 +614,7 @@ fn account_commit(
             // A group too big for the log is in no record: durable only on disk.
             on_disk_first: !checkpoint_alone || state.since.small_writes(),
         }));
-        state.since = SinceCheckpoint::default();
-        // It holds every record, those of the half a fold set aside left too.
-        state.left_half_uncovered = false;
+        state.log_turned(false);
     } else {
         state.since.add(log.len(), jobs, Instant::now());
         committed.record = Some((log, seq));
