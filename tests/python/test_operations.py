@@ -513,10 +513,7 @@ def test_access_log_as_text_lines_on_stdout(workdir):
     try:
         mark = srv.log_size()
         assert srv.raw.get("/Tables").status_code == 200
-        deadline = time.monotonic() + 5
-        while "operation=QueryTables" not in srv.log_text(mark):
-            assert time.monotonic() < deadline, srv.log_text(mark)
-            time.sleep(0.05)
+        srv.wait_for_log("operation=QueryTables", timeout=5, since=mark)
         line = next(l for l in srv.log_text(mark).splitlines() if "operation=QueryTables" in l)
         for part in (f"account={ACCOUNT}", "status=200", 'error_code=""', "credential=SharedKey", 'table=""'):
             assert part in line.split(" ") or part in line, line
