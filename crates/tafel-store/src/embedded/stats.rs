@@ -49,6 +49,27 @@ pub(super) struct EmbeddedStats {
     /// Folds set aside so far.
     #[cfg(test)]
     pub(super) folds_set_aside: AtomicU64,
+    /// Tests set this to keep the fold thread (`engine/pace.rs`) from folding
+    /// until someone hurries it; `folds_hurried` counts folds finished so.
+    #[cfg(test)]
+    pub(super) hold_paced: std::sync::atomic::AtomicBool,
+    #[cfg(test)]
+    pub(super) at_paced_hold: std::sync::atomic::AtomicBool,
+    #[cfg(test)]
+    pub(super) folds_hurried: AtomicU64,
+}
+
+#[cfg(test)]
+impl EmbeddedStats {
+    /// The fold thread's pause while tests hold it: until `hurry` is set.
+    pub(super) fn hold_paced_fold(&self, hurry: &std::sync::atomic::AtomicBool) {
+        use std::sync::atomic::Ordering;
+        self.at_paced_hold
+            .store(self.hold_paced.load(Ordering::Acquire), Ordering::Release);
+        while self.hold_paced.load(Ordering::Acquire) && !hurry.load(Ordering::Relaxed) {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
 }
 
 impl Default for EmbeddedStats {
@@ -77,6 +98,12 @@ impl Default for EmbeddedStats {
             at_fold_pause: std::sync::atomic::AtomicBool::new(false),
             #[cfg(test)]
             folds_set_aside: AtomicU64::new(0),
+            #[cfg(test)]
+            hold_paced: std::sync::atomic::AtomicBool::new(false),
+            #[cfg(test)]
+            at_paced_hold: std::sync::atomic::AtomicBool::new(false),
+            #[cfg(test)]
+            folds_hurried: AtomicU64::new(0),
         }
     }
 }

@@ -184,42 +184,70 @@ impl Buffer {
     /// Writes every buffered change into redb's open transaction, tree by tree,
     /// in key order.
     pub(in crate::embedded) fn fold_into(&self, trees: &mut Trees<'_>) -> Result<(), StoreError> {
-        for (tag, set) in (0u8..).zip(&self.trees) {
-            let tree = Tree::from_tag(tag)?;
-            if matches!(tree, Tree::Entities | Tree::Changes | Tree::Index) {
-                fold_in_runs(tree, set, trees)?;
-                continue;
-            }
-            for entry in set {
+        self.fold_some_into(trees, FoldedTo::default(), || false).map(drop)
+    }
+
+    /// [`Buffer::fold_into`] from where an earlier call stopped (`from`), until
+    /// `stop` says so (asked before each change): then where it stopped, to go
+    /// on from in another transaction's hands or on another thread (`pace.rs`);
+    /// `None` once everything is folded.
+    pub(in crate::embedded) fn fold_some_into(
+        &self,
+        trees: &mut Trees<'_>,
+        from: FoldedTo,
+        stop: impl Fn() -> bool,
+    ) -> Result<Option<FoldedTo>, StoreError> {
+        for (i, set) in self.trees.iter().enumerate().skip(from.tree) {
+            let tree = Tree::from_tag(i as u8)?;
+            // A large tree's rows go in runs (`Trees::put_rows`), so rows written
+            // in key order (a table loaded so, the change feed) fill their
+            // leaves; removals one by one between them.
+            let in_runs = matches!(tree, Tree::Entities | Tree::Changes | Tree::Index);
+            let mut last = from.last.as_ref().filter(|_| i == from.tree);
+            let entries = match last {
+                Some(after) => set.range::<_, [u8]>((Bound::Excluded(after.key()), Bound::Unbounded)),
+                None => set.range::<_, [u8]>((Bound::Unbounded, Bound::Unbounded)),
+            };
+            let mut run: Vec<(&[u8], &[u8])> = Vec::new();
+            for entry in entries {
+                if stop() {
+                    trees.put_rows(tree, &run)?;
+                    return Ok(Some(FoldedTo {
+                        tree: i,
+                        last: last.cloned(),
+                    }));
+                }
                 let key = entry.key();
-                let op = match entry.value() {
-                    Some(value) => Op::Insert { table: tag, key, value },
-                    None => Op::Remove { table: tag, key },
-                };
-                trees.apply(&op)?;
+                match entry.value() {
+                    Some(value) if in_runs => run.push((key, value)),
+                    value => {
+                        trees.put_rows(tree, &run)?;
+                        run.clear();
+                        let op = match value {
+                            Some(value) => Op::Insert {
+                                table: tree.tag(),
+                                key,
+                                value,
+                            },
+                            None => Op::Remove { table: tree.tag(), key },
+                        };
+                        trees.apply(&op)?;
+                    }
+                }
+                last = Some(entry);
             }
+            trees.put_rows(tree, &run)?;
         }
-        Ok(())
+        Ok(None)
     }
 }
 
-/// Folds the rows of a large tree: values written in runs (`Trees::put_rows`), so
-/// rows written in key order (a table loaded so, the change feed) fill their
-/// leaves, removals one by one between them.
-fn fold_in_runs(tree: Tree, set: &Set, trees: &mut Trees<'_>) -> Result<(), StoreError> {
-    let mut run: Vec<(&[u8], &[u8])> = Vec::new();
-    for entry in set {
-        let key = entry.key();
-        match entry.value() {
-            Some(value) => run.push((key, value)),
-            None => {
-                trees.put_rows(tree, &run)?;
-                run.clear();
-                trees.apply(&Op::Remove { table: tree.tag(), key })?;
-            }
-        }
-    }
-    trees.put_rows(tree, &run)
+/// Where a fold in steps ([`Buffer::fold_some_into`]) stopped: the tree it was
+/// in, and the last change of it folded.
+#[derive(Default)]
+pub(in crate::embedded) struct FoldedTo {
+    tree: usize,
+    last: Option<Entry>,
 }
 
 /// Buffered changes in a key range, in key order: `(key, new value or none)`.
@@ -361,6 +389,63 @@ mod tests {
         put(&mut b, "k", None);
         assert_eq!(b.bytes(), one - 5);
         assert!(!b.is_empty());
+    }
+
+    /// A fold on the fold thread stops when someone must wait for it, who then
+    /// goes on from there (`pace.rs`): stopped anywhere, it writes the same.
+    #[test]
+    fn a_fold_stopped_and_taken_up_again_writes_what_a_whole_fold_does() {
+        use super::super::schema::{ENTITIES, TABLES};
+        use redb::{backends::InMemoryBackend, Database, ReadableTable};
+        let mut b = Buffer::default();
+        for i in 0..300u32 {
+            put(&mut b, &format!("k{i:03}"), (i % 7 != 0).then_some("new"));
+        }
+        b.put(None, Tree::Tables.tag(), b"t1", Some(b"x")).expect("a tree");
+        let fold = |stop_after: usize| {
+            let db = Database::builder()
+                .create_with_backend(InMemoryBackend::new())
+                .expect("db");
+            let txn = db.begin_write().expect("txn");
+            let mut trees = Trees::open(&txn).expect("trees");
+            // Rows in redb first: some the buffer replaces, some it removes.
+            for i in (0..300u32).step_by(3) {
+                let key = format!("k{i:03}");
+                let op = Op::Insert {
+                    table: Tree::Entities.tag(),
+                    key: key.as_bytes(),
+                    value: b"old",
+                };
+                trees.apply(&op).expect("insert");
+            }
+            let (mut from, mut steps) = (FoldedTo::default(), 0);
+            loop {
+                let asked = std::cell::Cell::new(0);
+                let stop = || {
+                    asked.set(asked.get() + 1);
+                    stop_after > 0 && asked.get() > stop_after
+                };
+                match b.fold_some_into(&mut trees, from, stop).expect("fold") {
+                    Some(at) => (from, steps) = (at, steps + 1),
+                    None => break,
+                }
+            }
+            assert!(stop_after == 0 || steps >= 300 / stop_after, "stopped {steps} times");
+            drop(trees);
+            let rows = |t: redb::TableDefinition<&[u8], &[u8]>| -> Vec<(Vec<u8>, Vec<u8>)> {
+                let table = txn.open_table(t).expect("table");
+                let rows = table.iter().expect("iter");
+                rows.map(|r| r.map(|(k, v)| (k.value().to_vec(), v.value().to_vec())).expect("row"))
+                    .collect()
+            };
+            (rows(ENTITIES), rows(TABLES))
+        };
+        let whole = fold(0);
+        assert_eq!(whole.0.len(), 300 - 300usize.div_ceil(7));
+        assert!(whole.0.iter().all(|(_, v)| v == b"new"));
+        assert_eq!(whole.1.len(), 1);
+        assert_eq!(fold(1), whole);
+        assert_eq!(fold(7), whole);
     }
 
     #[test]

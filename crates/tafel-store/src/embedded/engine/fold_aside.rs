@@ -27,7 +27,7 @@ use std::time::Instant;
 
 use redb::{Durability, WriteTransaction};
 
-use super::buffer::Buffer;
+use super::buffer::{Buffer, FoldedTo};
 use super::commit::{self, BaseView, Checkpoint, Committed, ReadView, ToLog, Turn};
 use super::group::Trees;
 use super::health::Health;
@@ -81,13 +81,29 @@ pub(super) fn set_aside(state: &mut LogState, to_log: &ToLog, health: &Health) -
     true
 }
 
-/// In memory, the writer thread's checkpoint, if one is due or set aside: the
-/// buffer set aside is folded without the core; otherwise (nothing buffered,
-/// say) a checkpoint as any other, the core held.
+/// In memory, the writer thread's checkpoint: a fold the fold thread ended is
+/// made the buffer's; then, if a checkpoint is due or set aside, the buffer set
+/// aside is handed to the fold thread (`pace.rs`), or folded here without the
+/// core where there is none; otherwise (nothing buffered, say) a checkpoint as
+/// any other, the core held.
 pub(super) fn checkpoint_if_due(core: &Mutex<Core>, queue: &Queue) {
     let mut guard = lock(core);
+    let pace = guard.state.pace.clone();
+    if let Some((fold, folded)) = pace.as_ref().and_then(|p| p.take_done()) {
+        drop(guard);
+        // A write that found the core held meanwhile left its group for the holder.
+        queue.run(core);
+        fold.finish(folded, core);
+        guard = lock(core);
+    }
+    if let Some(pace) = pace.as_ref().filter(|_| guard.state.fold_lags()) {
+        // Writes go on meanwhile; the fold ends here.
+        drop(guard);
+        pace.take_over();
+        return;
+    }
     guard.set_aside();
-    let Some(fold) = Fold::begin(&mut guard) else {
+    let Some((fold, txn)) = Fold::begin(&mut guard) else {
         if guard.state.checkpoint_due() && guard.health.broken().is_none() {
             guard.run(Vec::new());
         }
@@ -96,66 +112,103 @@ pub(super) fn checkpoint_if_due(core: &Mutex<Core>, queue: &Queue) {
     drop(guard);
     // A write that found the core held meanwhile left its group for the holder.
     queue.run(core);
-    fold.run(core);
+    match (txn, pace) {
+        (Ok(txn), Some(pace)) => {
+            let folding = Box::new(Folding {
+                fold,
+                txn,
+                from: FoldedTo::default(),
+            });
+            if let Err(folding) = pace.fold(folding) {
+                folding.run(core);
+            }
+        }
+        (txn, _) => fold.run(txn, core),
+    }
 }
 
 /// On disk, the fold thread's: folds what was set aside, if it still is.
 pub(super) fn fold_set_aside(core: &Mutex<Core>) {
-    let fold = Fold::begin(&mut lock(core));
-    if let Some(fold) = fold {
-        fold.run(core);
+    let begun = Fold::begin(&mut lock(core));
+    if let Some((fold, txn)) = begun {
+        fold.run(txn, core);
     }
 }
 
 /// A fold set aside, taken to be folded without the core.
-struct Fold {
+pub(super) struct Fold {
     aside: Aside,
-    txn: Result<WriteTransaction, BackendError>,
     durable: Durable,
     to_log: Option<ToLog>,
     replay_start: Option<u64>,
+    started: Instant,
     #[cfg(test)]
-    stats: std::sync::Arc<crate::embedded::stats::EmbeddedStats>,
+    pub(super) stats: std::sync::Arc<crate::embedded::stats::EmbeddedStats>,
+}
+
+/// A fold under way: its transaction, and how far it got.
+pub(super) struct Folding {
+    pub(super) fold: Fold,
+    txn: WriteTransaction,
+    from: FoldedTo,
+}
+
+/// What a step of a fold came to.
+pub(super) enum Step {
+    /// Stopped when asked to: the rest, to go on with.
+    Stopped(Box<Folding>),
+    /// Committed, or failed.
+    Ended(Box<Fold>, Result<(), BackendError>),
 }
 
 impl Fold {
-    /// Takes what was set aside, if it still is: a group run in redb's own
-    /// transaction since folded everything first.
-    fn begin(core: &mut Core) -> Option<Fold> {
+    /// Takes what was set aside, if it still is (a group run in redb's own
+    /// transaction since folded everything first), and begins its transaction.
+    fn begin(core: &mut Core) -> Option<(Fold, Result<WriteTransaction, BackendError>)> {
         let aside = core.state.to_fold.take()?;
-        Some(Fold {
-            // Begun with the core held, so a group that runs in redb's own
-            // transaction after this (and folds the whole buffer into it) waits
-            // for the fold's commit: begun first, it would be overwritten with
-            // the older values the fold holds.
-            txn: core.db.begin_write().map_err(backend_error),
+        // Begun with the core held, so a group that runs in redb's own
+        // transaction after this (and folds the whole buffer into it) waits
+        // for the fold's commit: begun first, it would be overwritten with
+        // the older values the fold holds.
+        core.state.hurry_fold();
+        let txn = core.db.begin_write().map_err(backend_error);
+        let fold = Fold {
             durable: core.state.durable.clone(),
             // Other threads hand the log nothing in memory: there each commit
             // is published as it is made.
             to_log: core.to_log.share(),
             replay_start: core.to_log.keeps_records().then_some(aside.seq),
             aside,
+            started: Instant::now(),
             #[cfg(test)]
             stats: core.state.stats.clone(),
-        })
+        };
+        Some((fold, txn))
     }
 
-    /// Folds without the core, then makes the changes since the buffer.
-    fn run(self, core: &Mutex<Core>) {
+    /// Folds here, without the core, then [finishes](Fold::finish).
+    fn run(self, txn: Result<WriteTransaction, BackendError>, core: &Mutex<Core>) {
+        match txn {
+            Ok(txn) => Folding {
+                fold: self,
+                txn,
+                from: FoldedTo::default(),
+            }
+            .run(core),
+            Err(e) => self.finish(Err(e), core),
+        }
+    }
+
+    /// Once the fold is committed (or failed): the changes since become the buffer.
+    pub(super) fn finish(self, folded: Result<(), BackendError>, core: &Mutex<Core>) {
         let Fold {
             aside,
-            txn,
             durable,
-            to_log,
-            replay_start,
+            started,
             #[cfg(test)]
             stats,
+            ..
         } = self;
-        let started = Instant::now();
-        let folded = catch_unwind(AssertUnwindSafe(|| {
-            fold(txn?, &aside.buffer, replay_start, to_log.as_ref())
-        }))
-        .unwrap_or_else(|_| Err(garbage()));
         let checkpoint = Checkpoint {
             sync: durable.last_requested(),
             on_disk_first: aside.small_writes,
@@ -227,23 +280,52 @@ impl Fold {
     }
 }
 
-/// Folds `frozen` into redb's transaction `txn`, committed durably (redb reuses
-/// the pages its non-durable commits freed only after a durable one), the
-/// replay to start after record `replay_start` if the log keeps its records.
-/// On disk it first waits for readers to see every commit before it
-/// (`commit::wait_published`).
-fn fold(
-    mut txn: WriteTransaction,
-    frozen: &Buffer,
-    replay_start: Option<u64>,
-    to_log: Option<&ToLog>,
-) -> Result<(), BackendError> {
-    let mut trees = Trees::open(&txn).map_err(as_backend)?;
-    frozen.fold_into(&mut trees).map_err(as_backend)?;
-    if let Some(seq) = replay_start {
-        mark_replay_start(&mut trees, seq)?;
+impl Folding {
+    /// Folds all of it here, then [finishes](Fold::finish).
+    pub(super) fn run(self, core: &Mutex<Core>) {
+        let mut folding = self;
+        loop {
+            match folding.step(|| false) {
+                Step::Stopped(rest) => folding = *rest,
+                Step::Ended(fold, folded) => return fold.finish(folded, core),
+            }
+        }
     }
-    drop(trees);
+
+    /// Folds on until `stop` says so (asked before each change), or to the end
+    /// and the commit: durable, since redb reuses the pages its non-durable
+    /// commits freed only after a durable one. On disk the commit first waits
+    /// for readers to see every commit before it (`commit::wait_published`).
+    pub(super) fn step(self, stop: impl Fn() -> bool) -> Step {
+        let Folding { fold, txn, from } = self;
+        let stepped = catch_unwind(AssertUnwindSafe(|| {
+            let mut trees = Trees::open(&txn).map_err(as_backend)?;
+            fold.aside
+                .buffer
+                .fold_some_into(&mut trees, from, stop)
+                .map_err(as_backend)
+        }))
+        .unwrap_or_else(|_| Err(garbage()));
+        match stepped {
+            Ok(Some(from)) => Step::Stopped(Box::new(Folding { fold, txn, from })),
+            Ok(None) => {
+                let committed = catch_unwind(AssertUnwindSafe(|| {
+                    commit(txn, fold.replay_start, fold.to_log.as_ref())
+                }))
+                .unwrap_or_else(|_| Err(garbage()));
+                Step::Ended(Box::new(fold), committed)
+            }
+            Err(e) => Step::Ended(Box::new(fold), Err(e)),
+        }
+    }
+}
+
+/// Commits a fold's transaction durably, the replay to start after record
+/// `replay_start` if the log keeps its records.
+fn commit(mut txn: WriteTransaction, replay_start: Option<u64>, to_log: Option<&ToLog>) -> Result<(), BackendError> {
+    if let Some(seq) = replay_start {
+        mark_replay_start(&mut Trees::open(&txn).map_err(as_backend)?, seq)?;
+    }
     txn.set_durability(Durability::Immediate).map_err(backend_error)?;
     if let Some(to_log) = to_log {
         commit::wait_published(to_log);

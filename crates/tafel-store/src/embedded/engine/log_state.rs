@@ -11,6 +11,7 @@ use redb::Database;
 use super::buffer::Buffer;
 use super::checkpoint::SinceCheckpoint;
 use super::commit::{BaseView, ReadView};
+use super::pace::Pace;
 use super::page_file::Durable;
 use super::wal::{LogBuf, Spare};
 use crate::embedded::feed::FeedState;
@@ -58,6 +59,9 @@ pub(in crate::embedded) struct LogState {
     /// Folds set aside so far: a fold that finds another set aside after it
     /// leaves the buffer to that one.
     pub(in crate::embedded) folds: u64,
+    /// In memory, the thread that folds a checkpoint set aside at a lower
+    /// priority (`pace.rs`).
+    pub(in crate::embedded) pace: Option<Arc<Pace>>,
 }
 
 /// A checkpoint set aside: the buffer as it was when it fell due, and the log
@@ -83,6 +87,25 @@ impl LogState {
         self.since = SinceCheckpoint::default();
         self.stats.log_fill.store(0, Ordering::Relaxed);
         self.left_half_uncovered = left_half_uncovered;
+    }
+
+    /// Before redb's write transaction begins: the fold under way, whose
+    /// transaction it would wait for, is finished first ([`Pace::hurry`]).
+    pub(in crate::embedded) fn hurry_fold(&self) {
+        if let Some(pace) = &self.pace {
+            pace.hurry();
+        }
+    }
+
+    /// Whether the fold under way at the fold thread's pace should go on at the
+    /// writer thread's instead: the log's half is half full again since it was
+    /// set aside. Starved by a busy machine, it would otherwise still run when
+    /// the half fills, and every write would wait for the rest of it
+    /// (benchmark-history §49).
+    pub(super) fn fold_lags(&self) -> bool {
+        self.since_fold.is_some()
+            && self.since.bytes > self.size / 2
+            && self.pace.as_ref().is_some_and(|p| p.at_its_pace())
     }
 
     pub(super) fn fits(&self, record: &LogBuf) -> bool {

@@ -4,7 +4,8 @@
 //! changes since redb's last commit, folded into it at checkpoints), replay,
 //! checkpoints, group commit (`writer.rs`, `commit.rs`, on disk gathered by
 //! the log's round, `log_round.rs`; in memory a write's own
-//! thread may run its group, `queue.rs`) and the one record of
+//! thread may run its group, `queue.rs`, and a fold goes at a lower priority,
+//! `pace.rs`) and the one record of
 //! whether the store is broken (`health.rs`).
 //!
 //! The store's logic (tables, entities, the change feed, savepoints, scans,
@@ -28,6 +29,7 @@ pub(super) mod health;
 pub(super) mod log_round;
 pub(super) mod log_state;
 pub(super) mod opening;
+pub(super) mod pace;
 pub(super) mod page_file;
 pub(super) mod queue;
 pub(super) mod reopen;

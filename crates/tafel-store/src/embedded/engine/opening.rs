@@ -18,6 +18,7 @@ use super::header_copy::HeaderCopy;
 use super::health::Health;
 use super::log_round::LogRound;
 use super::log_state::LogState;
+use super::pace::Pace;
 use super::page_file::{Durable, PageFile};
 use super::queue::Queue;
 use super::replay::replay;
@@ -208,6 +209,7 @@ impl Opening {
             since_fold: None,
             left_half_uncovered: false,
             folds: 0,
+            pace: None,
         };
         let log = commit::LogSide {
             wal,
@@ -235,14 +237,16 @@ impl Opening {
                 .map_err(to_store_error)?;
             (ToLog::Thread(log_tx, round), Some(thread))
         };
+        let queue = keeps_nothing.then(|| Arc::new(Queue::default()));
+        let mut state = state;
+        state.pace = queue.clone().and_then(Pace::start);
         let core = Arc::new(Mutex::new(Core {
             db: Arc::new(db),
             state,
             to_log,
             health: health.clone(),
         }));
-        let inline = keeps_nothing.then(|| (Arc::new(Queue::default()), core.clone()));
-        let queue = inline.as_ref().map(|(q, _)| q.clone());
+        let inline = queue.clone().map(|q| (q, core.clone()));
         let writer = thread::Builder::new()
             .name("tafel-writer".into())
             .spawn(move || {

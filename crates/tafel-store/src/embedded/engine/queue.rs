@@ -118,6 +118,10 @@ impl Queue {
             if !self.set_aside(&mut core) && core.state.checkpoint_due() {
                 self.wake_writer();
             }
+            if core.state.fold_lags() {
+                // The writer thread takes the fold over (`pace.rs`).
+                self.wake_fold();
+            }
         }
         if !self.lock().jobs.is_empty() {
             self.wake_writer();

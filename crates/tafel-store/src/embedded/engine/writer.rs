@@ -287,6 +287,9 @@ pub(super) fn writer_loop(core: &Arc<Mutex<Core>>, rx: mpsc::Receiver<Job>, queu
     if core.state.since.any() || !core.state.buffer.is_empty() {
         core.run(Vec::new());
     }
+    if let Some(pace) = core.state.pace.take() {
+        pace.stop();
+    }
 }
 
 /// Whether an online index build's step is due (and taken).
@@ -379,6 +382,7 @@ fn run_group(db: &Database, state: &mut LogState, to_log: &ToLog, health: &Healt
             Some(Applied::Checkpoint { seq }) => {
                 #[cfg(test)]
                 count_off_the_writer(state);
+                state.hurry_fold();
                 let mut txn = db.begin_write().map_err(backend_error)?;
                 let mut trees = Trees::open(&txn).map_err(as_backend)?;
                 state.buffer.fold_into(&mut trees).map_err(as_backend)?;
@@ -388,6 +392,7 @@ fn run_group(db: &Database, state: &mut LogState, to_log: &ToLog, health: &Healt
                 (txn, true, seq)
             }
             None => {
+                state.hurry_fold();
                 let txn = db.begin_write().map_err(backend_error)?;
                 let mut trees = Trees::open(&txn).map_err(as_backend)?;
                 state.buffer.fold_into(&mut trees).map_err(as_backend)?;
