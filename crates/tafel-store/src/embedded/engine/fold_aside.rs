@@ -283,11 +283,17 @@ impl Fold {
 impl Folding {
     /// Folds all of it here, then [finishes](Fold::finish).
     pub(super) fn run(self, core: &Mutex<Core>) {
+        let (fold, folded) = self.finish_here();
+        fold.finish(folded, core);
+    }
+
+    /// Folds the rest here, and commits.
+    pub(super) fn finish_here(self) -> (Box<Fold>, Result<(), BackendError>) {
         let mut folding = self;
         loop {
             match folding.step(|| false) {
                 Step::Stopped(rest) => folding = *rest,
-                Step::Ended(fold, folded) => return fold.finish(folded, core),
+                Step::Ended(fold, folded) => return (fold, folded),
             }
         }
     }

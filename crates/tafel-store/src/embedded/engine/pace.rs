@@ -132,13 +132,7 @@ impl Pace {
                 Slot::Ready(folding) => {
                     state.slot = Slot::Folding;
                     drop(state);
-                    let mut folding = *folding;
-                    let (fold, folded) = loop {
-                        match folding.step(|| false) {
-                            Step::Stopped(rest) => folding = *rest,
-                            Step::Ended(fold, folded) => break (fold, folded),
-                        }
-                    };
+                    let (fold, folded) = folding.finish_here();
                     #[cfg(test)]
                     fold.stats.folds_hurried.fetch_add(1, Ordering::Relaxed);
                     self.ended(fold, folded);
