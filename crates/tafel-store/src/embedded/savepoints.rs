@@ -121,8 +121,7 @@ pub(super) fn run(db: &Db, state: &mut LogState, to_log: &ToLog, health: &Health
             (Op::Restore(_) | Op::Delete(_), None) => return Ok(Outcome::NotFound),
             _ => {}
         }
-        state.hurry_fold();
-        let mut txn = DurableTx::begin(db).map_err(as_backend)?;
+        let mut txn = DurableTx::begin_for(state, db).map_err(as_backend)?;
         let names = apply(&mut txn, &op, found, std::mem::take(&mut before.names))?;
         rewrite_meta(&mut txn, &names, &op, &before, state.last_seq)?;
         if state.since.any() {

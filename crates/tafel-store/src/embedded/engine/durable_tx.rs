@@ -6,6 +6,7 @@
 use redb::{Database, Durability};
 
 use super::group::Trees;
+use super::log_state::LogState;
 use super::schema::to_store_error;
 use crate::error::StoreError;
 
@@ -17,8 +18,18 @@ pub(in crate::embedded) struct DurableTx {
 }
 
 impl DurableTx {
+    /// Tests': on a database no writer runs over.
+    #[cfg(test)]
     pub(in crate::embedded) fn begin(db: &Db) -> Result<Self, StoreError> {
-        let mut txn = db.begin_write().map_err(to_store_error)?;
+        Self::durable(db.begin_write().map_err(to_store_error)?)
+    }
+
+    /// Begun as the writer's every transaction is ([`LogState::begin_write`]).
+    pub(in crate::embedded) fn begin_for(state: &LogState, db: &Db) -> Result<Self, StoreError> {
+        Self::durable(state.begin_write(db).map_err(to_store_error)?)
+    }
+
+    fn durable(mut txn: redb::WriteTransaction) -> Result<Self, StoreError> {
         txn.set_durability(Durability::Immediate).map_err(to_store_error)?;
         Ok(DurableTx { txn })
     }

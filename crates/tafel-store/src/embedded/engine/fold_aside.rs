@@ -170,8 +170,7 @@ impl Fold {
         // transaction after this (and folds the whole buffer into it) waits
         // for the fold's commit: begun first, it would be overwritten with
         // the older values the fold holds.
-        core.state.hurry_fold();
-        let txn = core.db.begin_write().map_err(backend_error);
+        let txn = core.state.begin_write(&core.db).map_err(backend_error);
         let fold = Fold {
             durable: core.state.durable.clone(),
             // Other threads hand the log nothing in memory: there each commit

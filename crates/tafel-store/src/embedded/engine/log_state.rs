@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
-use redb::Database;
+use redb::{Database, WriteTransaction};
 
 use super::buffer::Buffer;
 use super::checkpoint::SinceCheckpoint;
@@ -89,12 +89,14 @@ impl LogState {
         self.left_half_uncovered = left_half_uncovered;
     }
 
-    /// Before redb's write transaction begins: the fold under way, whose
-    /// transaction it would wait for, is finished first ([`Pace::hurry`]).
-    pub(in crate::embedded) fn hurry_fold(&self) {
+    /// Begins redb's write transaction: the writer's every one begins here. A
+    /// fold under way holds redb's one-writer lock, so it is finished first
+    /// ([`Pace::hurry`]), not waited for on a thread that may be starved.
+    pub(super) fn begin_write(&self, db: &Database) -> Result<WriteTransaction, redb::TransactionError> {
         if let Some(pace) = &self.pace {
             pace.hurry();
         }
+        db.begin_write()
     }
 
     /// Whether the fold under way at the fold thread's pace should go on at the

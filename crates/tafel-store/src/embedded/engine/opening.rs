@@ -193,7 +193,7 @@ impl Opening {
         let (tx, rx) = mpsc::channel();
         let health = Arc::new(Health::new(durable.clone()));
         stats.log_capacity.store(wal.half(), Ordering::Relaxed);
-        let state = LogState {
+        let mut state = LogState {
             last_seq: wal.last_seq,
             size: wal.half(),
             since: SinceCheckpoint::default(),
@@ -238,7 +238,6 @@ impl Opening {
             (ToLog::Thread(log_tx, round), Some(thread))
         };
         let queue = keeps_nothing.then(|| Arc::new(Queue::default()));
-        let mut state = state;
         state.pace = queue.clone().and_then(Pace::start);
         let core = Arc::new(Mutex::new(Core {
             db: Arc::new(db),

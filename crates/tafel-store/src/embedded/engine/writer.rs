@@ -382,8 +382,7 @@ fn run_group(db: &Database, state: &mut LogState, to_log: &ToLog, health: &Healt
             Some(Applied::Checkpoint { seq }) => {
                 #[cfg(test)]
                 count_off_the_writer(state);
-                state.hurry_fold();
-                let mut txn = db.begin_write().map_err(backend_error)?;
+                let mut txn = state.begin_write(db).map_err(backend_error)?;
                 let mut trees = Trees::open(&txn).map_err(as_backend)?;
                 state.buffer.fold_into(&mut trees).map_err(as_backend)?;
                 replay_start_if_kept(&mut trees, to_log, seq)?;
@@ -392,8 +391,7 @@ fn run_group(db: &Database, state: &mut LogState, to_log: &ToLog, health: &Healt
                 (txn, true, seq)
             }
             None => {
-                state.hurry_fold();
-                let txn = db.begin_write().map_err(backend_error)?;
+                let txn = state.begin_write(db).map_err(backend_error)?;
                 let mut trees = Trees::open(&txn).map_err(as_backend)?;
                 state.buffer.fold_into(&mut trees).map_err(as_backend)?;
                 let (checkpoint, unchanged, seq) = apply_jobs(
