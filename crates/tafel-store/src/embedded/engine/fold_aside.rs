@@ -120,7 +120,8 @@ pub(super) fn checkpoint_if_due(core: &Mutex<Core>, queue: &Queue) {
                 from: FoldedTo::default(),
             });
             if let Err(folding) = pace.fold(folding) {
-                folding.run(core);
+                let (fold, folded) = pace.fold_here(folding);
+                fold.finish(folded, core);
             }
         }
         (txn, _) => fold.run(txn, core),

@@ -17,6 +17,7 @@
 //! change is logged. See docs/design/embedded-store.md, "The engine seam".
 
 pub(super) mod buffer;
+pub(super) mod busy;
 pub(super) mod checkpoint;
 pub(super) mod checksums;
 pub(super) mod commit;

@@ -14,12 +14,14 @@
 //! The fold thread stops at the next change and the hurried thread finishes the
 //! fold, and commits it, at its own priority. The fold's end (its changes since
 //! becoming the buffer) stays the writer thread's, which holds the core for it.
+//! While the machine is busy (`busy.rs`), the writer thread folds instead.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::thread::{self, JoinHandle};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
+use super::busy::{CpuClock, Spells, Stint};
 use super::fold_aside::{Fold, Folding, Step};
 use super::queue::Queue;
 use crate::error::BackendError;
@@ -35,14 +37,18 @@ pub(in crate::embedded) struct Pace {
     /// Wakes the writer thread to make an ended fold the buffer's.
     queue: Arc<Queue>,
     thread: Mutex<Option<JoinHandle<()>>>,
+    /// The fold thread's CPU clock, once it runs.
+    clock: OnceLock<CpuClock>,
 }
 
 #[derive(Default)]
 struct State {
     slot: Slot,
     stopping: bool,
-    /// When a fold last lagged behind the log (`LogState::fold_lags`).
-    lagged: Option<Instant>,
+    /// When the machine is busy, the writer thread folds (`busy.rs`).
+    spells: Spells,
+    /// The fold thread's time since it was handed the fold under way.
+    handed: Option<Stint>,
 }
 
 #[derive(Default)]
@@ -56,13 +62,6 @@ enum Slot {
     /// Committed or failed, for the writer thread to [finish](Fold::finish).
     Ended(Box<Fold>, Result<(), BackendError>),
 }
-
-/// How long after a fold lagged behind the log the folds run at the writer
-/// thread's priority instead: the machine is busy. Hurried, the fold's rest is
-/// finished at once, but the starved thread asked to stop only stops once the
-/// scheduler runs it, on busy cores up to ~100 ms later at nice 10
-/// (benchmark-history §49).
-const BUSY_FOR: Duration = Duration::from_secs(30);
 
 /// The fold thread's nice value: the scheduler gives it about a tenth of what
 /// a normal thread gets of a busy core, all of an idle one.
@@ -79,12 +78,16 @@ impl Pace {
             under_way: AtomicBool::new(false),
             queue,
             thread: Mutex::default(),
+            clock: OnceLock::new(),
         });
         let on_thread = pace.clone();
         let thread = thread::Builder::new()
             .name("tafel-fold".into())
             .spawn(move || {
                 lower_priority();
+                if let Some(clock) = CpuClock::of_this_thread() {
+                    let _ = on_thread.clock.set(clock);
+                }
                 on_thread.fold_loop();
             })
             .inspect_err(|e| tracing::warn!(error = %e, "no thread to fold checkpoints on"))
@@ -94,16 +97,16 @@ impl Pace {
     }
 
     /// Hands `folding` to the fold thread; gives it back (for the writer
-    /// thread to fold itself) if another fold has not ended yet, or if one had
-    /// to be hurried lately: the machine is busy.
+    /// thread to [fold itself](Pace::fold_here)) if another fold has not ended
+    /// yet, or if the machine is busy.
     pub(super) fn fold(&self, folding: Box<Folding>) -> Result<(), Box<Folding>> {
         let mut state = lock(&self.state);
-        let busy = state.lagged.is_some_and(|t| t.elapsed() < BUSY_FOR);
-        if !matches!(state.slot, Slot::Idle) || state.stopping || busy {
+        if !matches!(state.slot, Slot::Idle) || state.stopping || state.spells.busy(Instant::now()) {
             return Err(folding);
         }
         self.hurry.store(false, Ordering::Relaxed);
         self.under_way.store(true, Ordering::Relaxed);
+        state.handed = self.clock.get().and_then(|c| c.stint());
         state.slot = Slot::Ready(folding);
         self.changed.notify_all();
         Ok(())
@@ -157,11 +160,26 @@ impl Pace {
         self.under_way.load(Ordering::Relaxed) && !self.hurry.load(Ordering::Relaxed)
     }
 
-    /// The fold under way lags behind the log: [`Pace::hurry`], and the next
-    /// folds, for [`BUSY_FOR`], are the writer thread's.
+    /// The fold under way lags behind the log: [`Pace::hurry`], and if the
+    /// fold thread was starved, the next folds are the writer thread's for a
+    /// while (`busy.rs`).
     pub(super) fn take_over(&self) {
-        lock(&self.state).lagged = Some(Instant::now());
+        let mut state = lock(&self.state);
+        let share = state.handed.and_then(Stint::share);
+        state.spells.lagged(share, Instant::now());
+        drop(state);
         self.hurry();
+    }
+
+    /// Folds `folding`, which [`Pace::fold`] gave back, here on the writer
+    /// thread; notes what share of a core the thread had for it.
+    pub(super) fn fold_here(&self, folding: Box<Folding>) -> (Box<Fold>, Result<(), BackendError>) {
+        let stint = CpuClock::this_thread().stint();
+        let done = folding.finish_here();
+        if let Some(share) = stint.and_then(Stint::share) {
+            lock(&self.state).spells.writer_folded(share);
+        }
+        done
     }
 
     /// Leaves nothing under way, and ends the fold thread.
@@ -199,6 +217,7 @@ impl Pace {
                 Step::Ended(fold, folded) => {
                     self.ended(fold, folded);
                     state = lock(&self.state);
+                    state.spells.kept_up();
                 }
             }
         }
