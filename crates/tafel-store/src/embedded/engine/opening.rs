@@ -239,6 +239,7 @@ impl Opening {
         };
         let queue = keeps_nothing.then(|| Arc::new(Queue::default()));
         state.pace = queue.clone().and_then(Pace::start);
+        let pace = state.pace.clone();
         let core = Arc::new(Mutex::new(Core {
             db: Arc::new(db),
             state,
@@ -258,7 +259,14 @@ impl Opening {
                     tracing::error!("the log thread panicked");
                 }
             })
-            .map_err(to_store_error)?;
+            .map_err(|e| {
+                // The fold thread holds its own `Pace`: without this it would
+                // stay parked for the process's life.
+                if let Some(pace) = &pace {
+                    pace.stop();
+                }
+                to_store_error(e)
+            })?;
         Ok(Opening {
             published,
             ids,
