@@ -233,10 +233,15 @@ fn a_flipped_bit_in_a_cleanly_closed_store_is_never_read_as_data() {
 
 #[test]
 fn a_flipped_bit_in_a_store_with_its_last_writes_in_the_log_is_never_read_as_data() {
-    let (image, rows) = image(false);
+    // A checkpoint due by time (five seconds after the first write it would
+    // cover) can still cover the last writes on a loaded machine: the image is
+    // made again then, a few times at most.
+    let (image, rows) = (0..5)
+        .map(|_| image(false))
+        .find(|(image, _)| check_image(image).replayed > 0)
+        .expect("the last writes should be in the log only");
     let clean = check_image(&image);
     assert!(clean.damage.is_empty() && clean.warnings.is_empty(), "{clean:?}");
-    assert!(clean.replayed > 0, "the last writes should be in the log only");
     let detected = flip_trials(&image, &rows, trials(), 12);
     eprintln!("{detected} of {} flips detected; the rest hit unused bytes", trials());
     assert!(detected > 0);
