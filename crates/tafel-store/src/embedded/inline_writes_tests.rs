@@ -51,6 +51,18 @@ pub(super) async fn all_rows(store: &EmbeddedStore) -> Vec<(EntityKey, Vec<u8>)>
 }
 
 /// Four threads: writes come from several at once.
+/// Single writes to `partition`, one row each, until `done`: how many. Fails
+/// with `never` past 20,000.
+async fn put_until(store: &EmbeddedStore, partition: &str, never: &str, done: impl Fn() -> bool) -> u32 {
+    let mut written = 0u32;
+    while !done() {
+        assert!(written < 20_000, "{never}");
+        put(store, vec![EntityKey::new(partition, &format!("{written:05}"))], 1).await;
+        written += 1;
+    }
+    written
+}
+
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(4)
@@ -214,12 +226,10 @@ fn writes_go_on_while_the_buffer_is_folded_aside() {
         // buffer's. No more are written until then: on a busy machine the fold
         // thread (`engine/pace.rs`) is slow, and writes filling the log again
         // would wait for the held fold.
-        let mut written = 0u32;
-        while stats.folds_set_aside.load(Ordering::Relaxed) == 0 {
-            assert!(written < 20_000, "no fold was set aside");
-            put(&store, vec![EntityKey::new("before", &format!("{written:05}"))], 1).await;
-            written += 1;
-        }
+        let written = put_until(&store, "before", "no fold was set aside", || {
+            stats.folds_set_aside.load(Ordering::Relaxed) > 0
+        })
+        .await;
         let at_set_aside = written;
         until("the fold committed", Duration::from_secs(20), || {
             stats.at_fold_pause.load(Ordering::Acquire)
@@ -328,12 +338,10 @@ fn a_batch_behind_a_starved_fold_finishes_the_fold_itself() {
         let store = store_with_table(512 << 20, 256 << 20).await;
         let stats = &store.inner.stats;
         stats.hold_paced.store(true, Ordering::Release);
-        let mut written = 0u32;
-        while !stats.at_paced_hold.load(Ordering::Acquire) {
-            assert!(written < 20_000, "no fold was handed to the fold thread");
-            put(&store, vec![EntityKey::new("single", &format!("{written:05}"))], 1).await;
-            written += 1;
-        }
+        let written = put_until(&store, "single", "no fold was handed to the fold thread", || {
+            stats.at_paced_hold.load(Ordering::Acquire)
+        })
+        .await;
         let rows = (0..BATCH).map(|r| EntityKey::new("batch", &format!("{r:04}")));
         tokio::time::timeout(Duration::from_secs(20), put(&store, rows.collect(), 2))
             .await

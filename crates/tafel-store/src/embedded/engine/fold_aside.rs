@@ -114,12 +114,7 @@ pub(super) fn checkpoint_if_due(core: &Mutex<Core>, queue: &Queue) {
     queue.run(core);
     match (txn, pace) {
         (Ok(txn), Some(pace)) => {
-            let folding = Box::new(Folding {
-                fold,
-                txn,
-                from: FoldedTo::default(),
-            });
-            if let Err(folding) = pace.fold(folding) {
+            if let Err(folding) = pace.fold(Box::new(fold.folding(txn))) {
                 let (fold, folded) = pace.fold_here(folding);
                 fold.finish(folded, core);
             }
@@ -186,15 +181,19 @@ impl Fold {
         Some((fold, txn))
     }
 
+    /// To be folded in `txn`, from its start.
+    fn folding(self, txn: WriteTransaction) -> Folding {
+        Folding {
+            fold: self,
+            txn,
+            from: FoldedTo::default(),
+        }
+    }
+
     /// Folds here, without the core, then [finishes](Fold::finish).
     fn run(self, txn: Result<WriteTransaction, BackendError>, core: &Mutex<Core>) {
         match txn {
-            Ok(txn) => Folding {
-                fold: self,
-                txn,
-                from: FoldedTo::default(),
-            }
-            .run(core),
+            Ok(txn) => self.folding(txn).run(core),
             Err(e) => self.finish(Err(e), core),
         }
     }
