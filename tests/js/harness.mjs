@@ -19,16 +19,32 @@ export function tafelBinary() {
   return process.env.TAFEL_BIN || path.join(REPO_ROOT, "target", "release", "tafel");
 }
 
-function freePort() {
-  return new Promise((resolve, reject) => {
+// Below the kernel's ephemeral range, as tests/python/conftest.py's free_port: a port the
+// kernel hands out is also where outgoing connections take theirs.
+function ephemeralLow() {
+  try {
+    return Number(fs.readFileSync("/proc/sys/net/ipv4/ip_local_port_range", "utf8").split(/\s+/)[0]) || 32768;
+  } catch {
+    return 32768;
+  }
+}
+
+function tryListen(port) {
+  return new Promise((resolve) => {
     const srv = net.createServer();
     srv.unref();
-    srv.on("error", reject);
-    srv.listen(0, "127.0.0.1", () => {
-      const { port } = srv.address();
-      srv.close(() => resolve(port));
-    });
+    srv.once("error", () => resolve(false));
+    srv.listen(port, "127.0.0.1", () => srv.close(() => resolve(true)));
   });
+}
+
+async function freePort() {
+  const high = ephemeralLow();
+  for (let i = 0; i < 200; i++) {
+    const port = 20000 + Math.floor(Math.random() * (high - 20000));
+    if (await tryListen(port)) return port;
+  }
+  throw new Error(`no free port in 20000..${high}`);
 }
 
 function canConnect(port) {

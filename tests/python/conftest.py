@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json as jsonlib
 import os
+import random
 import shutil
 import signal
 import socket
@@ -168,10 +169,27 @@ def grow_disk(mnt: Path, size: str) -> None:
     subprocess.run(["mount", "-o", f"remount,size={size}", str(mnt)], check=True)
 
 
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port free now, below the kernel's ephemeral range: a port the kernel hands out
+    (bind to 0) is also where outgoing connections (to PostgreSQL, between servers) take
+    theirs, and one of them took a port between our check and the server's bind."""
+    high = _ephemeral_low()
+    for _ in range(200):
+        port = random.randrange(20000, high)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port in 20000..{high}")
 
 
 def unique_table_name(prefix: str = "t") -> str:
@@ -198,6 +216,10 @@ class TafelServer:
         self.backend = backend
         self.data_dir = Path(data_dir)
         self.log_path = Path(log_path)
+        # A port we chose may be chosen again until the server first comes up; after that
+        # restarts keep it, as clients hold its address.
+        self._port_ours = port is None
+        self._was_up = False
         self.port = port or free_port()
         # Each server's admin listener on a port of its own (many servers run at once).
         self.admin_port = free_port()
@@ -240,16 +262,24 @@ class TafelServer:
     # Lifecycle ---------------------------------------------------------------
     def start(self, timeout: float = 60.0) -> None:
         # A port free_port() found may be taken by the time the server binds it (another
-        # server, or a client's ephemeral port): the admin port, ours to choose, is then
-        # chosen again. The Table API port stays, as restarts must keep it.
+        # server, or a client's ephemeral port): a port of ours is then chosen again. The
+        # Table API port stays once the server has been up, as restarts must keep it.
         for attempt in range(3):
             try:
-                return self._start_once(timeout)
+                self._start_once(timeout)
+                self._was_up = True
+                return
             except RuntimeError as e:
-                admin_ours = not any(a in self.extra_args for a in ("--admin-port", "--no-admin"))
-                if attempt == 2 or not admin_ours or "binding the admin listener" not in str(e):
+                msg = str(e)
+                if attempt == 2 or "Address already in use" not in msg:
                     raise
-                self.admin_port = free_port()
+                admin_ours = not any(a in self.extra_args for a in ("--admin-port", "--no-admin"))
+                if admin_ours and "binding the admin listener" in msg:
+                    self.admin_port = free_port()
+                elif self._port_ours and not self._was_up and f"binding 127.0.0.1:{self.port}" in msg:
+                    self.port = free_port()
+                else:
+                    raise
 
     def _start_once(self, timeout: float) -> None:
         if not self.binary.exists():
