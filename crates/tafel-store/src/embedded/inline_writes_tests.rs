@@ -50,7 +50,6 @@ pub(super) async fn all_rows(store: &EmbeddedStore) -> Vec<(EntityKey, Vec<u8>)>
     store.scan_entities(ACCOUNT, "t", request).await.expect("scan").rows
 }
 
-/// Four threads: writes come from several at once.
 /// Single writes to `partition`, one row each, until `done`: how many. Fails
 /// with `never` past 20,000.
 async fn put_until(store: &EmbeddedStore, partition: &str, never: &str, done: impl Fn() -> bool) -> u32 {
@@ -63,6 +62,7 @@ async fn put_until(store: &EmbeddedStore, partition: &str, never: &str, done: im
     written
 }
 
+/// Four threads: writes come from several at once.
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(4)
