@@ -19,7 +19,7 @@ export function tafelBinary() {
   return process.env.TAFEL_BIN || path.join(REPO_ROOT, "target", "release", "tafel");
 }
 
-// Below the kernel's ephemeral range, as tests/python/conftest.py's free_port: a port the
+// Below the kernel's ephemeral range, as tests/python/ports.py: a port the
 // kernel hands out is also where outgoing connections take theirs.
 function ephemeralLow() {
   try {

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json as jsonlib
 import os
-import random
 import shutil
 import signal
 import socket
@@ -39,6 +38,7 @@ import pytest
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
+from ports import free_port  # noqa: F401 - re-exported: tests import it from conftest
 from rawhttp import (  # noqa: F401 - re-exported: tests import these from conftest
     ACCOUNT,
     DEFAULT_VERSION,
@@ -167,29 +167,6 @@ def small_disk(tmp_path):
 def grow_disk(mnt: Path, size: str) -> None:
     """Frees space on a `small_disk`: makes it `size` large."""
     subprocess.run(["mount", "-o", f"remount,size={size}", str(mnt)], check=True)
-
-
-def _ephemeral_low() -> int:
-    try:
-        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return 32768
-
-
-def free_port() -> int:
-    """A port free now, below the kernel's ephemeral range: a port the kernel hands out
-    (bind to 0) is also where outgoing connections (to PostgreSQL, between servers) take
-    theirs, and one of them took a port between our check and the server's bind."""
-    high = _ephemeral_low()
-    for _ in range(200):
-        port = random.randrange(20000, high)
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError(f"no free port in 20000..{high}")
 
 
 def unique_table_name(prefix: str = "t") -> str:
