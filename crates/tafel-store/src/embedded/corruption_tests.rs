@@ -157,12 +157,31 @@ fn check_image(image: &Image) -> CheckReport {
     check_on(&SimDisk::with(image.clone()), &mut |_| {})
 }
 
+/// What became of the flips of [`flip_trials`] that hit something.
+#[derive(Debug, Default)]
+struct Flips {
+    /// Reads spoiled, or `check` named damage.
+    detected: usize,
+    /// Caught by redb's checksums of the newest commit's pages and made whole:
+    /// redb fell back to the commit before it, and the log, which holds every
+    /// record since that one, replayed them all (more records than the
+    /// undamaged image needs), so everything reads back as written.
+    recovered: usize,
+}
+
+impl Flips {
+    fn hit(&self) -> usize {
+        self.detected + self.recovered
+    }
+}
+
 /// Flips `trials` random bits, one per copy of `image`, and holds each copy
-/// to the rules; returns how many flips were detected.
-fn flip_trials(image: &Image, rows: &Rows, trials: usize, seed: u64) -> usize {
+/// to the rules; says what became of them.
+fn flip_trials(image: &Image, rows: &Rows, trials: usize, seed: u64) -> Flips {
     let mut rng = fastrand::Rng::with_seed(seed);
     let files: Vec<&String> = image.keys().filter(|f| !image[*f].is_empty()).collect();
-    let mut detected = 0;
+    let replayed = check_image(image).replayed;
+    let mut flips = Flips::default();
     for trial in 0..trials {
         let mut copy = image.clone();
         // Most bytes are the store file's; the log and the header copy get their share.
@@ -209,10 +228,12 @@ fn flip_trials(image: &Image, rows: &Rows, trials: usize, seed: u64) -> usize {
             );
         }
         if spoiled || !report.damage.is_empty() {
-            detected += 1;
+            flips.detected += 1;
+        } else if report.replayed > replayed {
+            flips.recovered += 1;
         }
     }
-    detected
+    flips
 }
 
 fn trials() -> usize {
@@ -226,9 +247,9 @@ fn trials() -> usize {
 fn a_flipped_bit_in_a_cleanly_closed_store_is_never_read_as_data() {
     let (image, rows) = image(true);
     assert!(check_image(&image).damage.is_empty());
-    let detected = flip_trials(&image, &rows, trials(), 11);
-    eprintln!("{detected} of {} flips detected; the rest hit unused bytes", trials());
-    assert!(detected > 0);
+    let flips = flip_trials(&image, &rows, trials(), 11);
+    eprintln!("of {} flips: {flips:?}; the rest hit unused bytes", trials());
+    assert!(flips.detected > 0);
 }
 
 #[test]
@@ -242,9 +263,14 @@ fn a_flipped_bit_in_a_store_with_its_last_writes_in_the_log_is_never_read_as_dat
         .expect("the last writes should be in the log only");
     let clean = check_image(&image);
     assert!(clean.damage.is_empty() && clean.warnings.is_empty(), "{clean:?}");
-    let detected = flip_trials(&image, &rows, trials(), 12);
-    eprintln!("{detected} of {} flips detected; the rest hit unused bytes", trials());
-    assert!(detected > 0);
+    let flips = flip_trials(&image, &rows, trials(), 12);
+    eprintln!("of {} flips: {flips:?}; the rest hit unused bytes", trials());
+    // Whether a flip in the newest commit's pages is detected or recovered
+    // depends on the commit redb falls back to, which the checkpoints' timing
+    // decides: when the log reaches back to it, every such flip is recovered,
+    // and in about one image of twenty on a loaded machine nothing else was
+    // hit. Either way the flips hit what the store holds.
+    assert!(flips.hit() > 0);
 }
 
 /// Every place `needle` occurs in `hay`.
