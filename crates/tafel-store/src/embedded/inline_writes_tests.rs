@@ -19,9 +19,12 @@ const WRITES: u32 = 150;
 /// redb's transaction.
 const BATCH: u32 = 100;
 
+/// The in-memory log these tests fill: its half is 8 MiB.
+const LOG: u64 = 16 << 20;
+
 /// An in-memory store of `cap` bytes with a write buffer of `buffer`, and its table "t".
 async fn store_with_table(cap: u64, buffer: usize) -> Arc<EmbeddedStore> {
-    let store = Arc::new(EmbeddedStore::open_in_memory(cap, 4 << 20, buffer).expect("open"));
+    let store = Arc::new(EmbeddedStore::open_in_memory_with_log(cap, 4 << 20, buffer, LOG).expect("open"));
     store.create_table(ACCOUNT, "t").await.expect("create");
     store
 }
