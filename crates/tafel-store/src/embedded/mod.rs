@@ -131,10 +131,10 @@ pub const DEFAULT_WRITE_BUFFER: usize = 64 << 20;
 /// The log of an in-memory store, which holds nothing: the records between two
 /// checkpoints (the writer's group limit) count against half of it, so it sets
 /// how often the buffer is folded. Merges scattered over a table rewrite a leaf
-/// each when folded often; at 48 MiB (a fold every ~21 MiB of records) fewer of
-/// them share no leaf, for 1.03–1.07× the merges and a p99 1.95–2.15 → 1.50–1.63
+/// each when folded often; at 48 MiB (a fold every ~21 MiB of records) more of
+/// them share one, for 1.00–1.08× the merges and their p99 1.59–2.37 → 1.42–2.06
 /// ms, while inserts, which pay for a deeper buffer and fold cheaply anyway,
-/// lose 1–2% (16, 32, 48 and 128 MiB measured, benchmark-history §52).
+/// lose 1–5% (16, 32, 48 and 128 MiB measured, benchmark-history §52).
 const IN_MEMORY_LOG_SIZE: u64 = 48 << 20;
 
 /// The store's file redb keeps its B-trees in.

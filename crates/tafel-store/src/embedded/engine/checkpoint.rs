@@ -56,11 +56,15 @@ impl SinceCheckpoint {
         self.bytes <= self.jobs.saturating_mul(SMALL_WRITE)
     }
 
-    pub(in crate::embedded) fn checkpoint_due(&self, now: Instant) -> bool {
+    /// Whether a checkpoint is due, with `half` bytes in the log's half. Large
+    /// writes also once a third of it is used: in memory, where a half is
+    /// 24 MiB, a checkpoint after 16 MiB of batches held the batches behind it
+    /// longer than one every ~8 (benchmark-history §52); on disk 16 MiB comes first.
+    pub(in crate::embedded) fn checkpoint_due(&self, now: Instant, half: u64) -> bool {
         let bytes = if self.small_writes() {
             SMALL_CHECKPOINT_BYTES
         } else {
-            CHECKPOINT_BYTES
+            CHECKPOINT_BYTES.min(half / 3)
         };
         self.first
             .is_some_and(|first| self.bytes >= bytes || now.duration_since(first) >= CHECKPOINT_INTERVAL)
@@ -72,19 +76,21 @@ mod tests {
     use super::*;
 
     const RECORD: u64 = 1200;
+    /// The half of a log on disk.
+    const HALF: u64 = 64 << 20;
 
     #[test]
     fn a_write_after_a_quiet_spell_is_not_followed_by_a_checkpoint_at_once() {
         let start = Instant::now();
         let mut since = SinceCheckpoint::default();
-        assert!(!since.checkpoint_due(start + Duration::from_secs(60)));
+        assert!(!since.checkpoint_due(start + Duration::from_secs(60), HALF));
         // The last checkpoint was a minute ago; this is the first write since.
         let first = start + Duration::from_secs(60);
         since.add(RECORD, 1, first);
-        assert!(!since.checkpoint_due(first));
+        assert!(!since.checkpoint_due(first, HALF));
         since.add(RECORD, 1, first + Duration::from_secs(1));
-        assert!(!since.checkpoint_due(first + CHECKPOINT_INTERVAL - Duration::from_millis(1)));
-        assert!(since.checkpoint_due(first + CHECKPOINT_INTERVAL));
+        assert!(!since.checkpoint_due(first + CHECKPOINT_INTERVAL - Duration::from_millis(1), HALF));
+        assert!(since.checkpoint_due(first + CHECKPOINT_INTERVAL, HALF));
     }
 
     #[test]
@@ -95,17 +101,36 @@ mod tests {
             small.add(RECORD, 1, now);
         }
         assert!(small.small_writes());
-        assert!(!small.checkpoint_due(now));
+        assert!(!small.checkpoint_due(now, HALF));
         while small.bytes < SMALL_CHECKPOINT_BYTES {
             small.add(RECORD, 1, now);
         }
-        assert!(small.checkpoint_due(now));
+        assert!(small.checkpoint_due(now, HALF));
 
         let mut batches = SinceCheckpoint::default();
         while batches.bytes < CHECKPOINT_BYTES {
             batches.add(100 * RECORD, 1, now);
         }
         assert!(!batches.small_writes());
-        assert!(batches.checkpoint_due(now));
+        assert!(batches.checkpoint_due(now, HALF));
+    }
+
+    #[test]
+    fn batches_in_a_small_log_are_checkpointed_once_a_third_of_its_half_is_used() {
+        let now = Instant::now();
+        let half = 24 << 20;
+        let mut batches = SinceCheckpoint::default();
+        while batches.bytes < half / 3 - 100 * RECORD {
+            batches.add(100 * RECORD, 1, now);
+        }
+        assert!(!batches.checkpoint_due(now, half));
+        batches.add(100 * RECORD, 1, now);
+        assert!(batches.checkpoint_due(now, half));
+        assert!(!batches.checkpoint_due(now, HALF), "on disk, 16 MiB of them");
+        let mut small = SinceCheckpoint::default();
+        while small.bytes < half / 2 {
+            small.add(RECORD, 1, now);
+        }
+        assert!(!small.checkpoint_due(now, half));
     }
 }

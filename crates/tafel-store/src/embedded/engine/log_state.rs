@@ -129,7 +129,7 @@ impl LogState {
     /// None is due while a fold aside runs: it is the checkpoint.
     pub(super) fn checkpoint_due(&self) -> bool {
         self.since_fold.is_none()
-            && (self.since.checkpoint_due(Instant::now()) || self.buffer_full() || self.log_nearly_full())
+            && (self.since.checkpoint_due(Instant::now(), self.size) || self.buffer_full() || self.log_nearly_full())
     }
 
     /// Less than an eighth of the log's half left: more than any group of small
