@@ -152,7 +152,7 @@ impl<'a> RangeScan<'a> {
         let verify = self.verify;
         let mut since_check = 0u32;
         loop {
-            self.rows.fill()?;
+            self.rows.fill(verify)?;
             if let Some((k, v, matched)) = self.rows.get_mut(FILTER_AT) {
                 if in_table(k) {
                     // Checked here, where the filter reads the row anyway; a

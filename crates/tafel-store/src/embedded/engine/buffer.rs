@@ -202,12 +202,30 @@ impl Buffer {
             // A large tree's rows go in runs (`Trees::put_rows`), so rows written
             // in key order (a table loaded so, the change feed) fill their
             // leaves; removals one by one between them.
-            let in_runs = matches!(tree, Tree::Entities | Tree::Changes | Tree::Index);
+            let in_runs = matches!(tree, Tree::Changes | Tree::Index);
             let mut last = from.last.as_ref().filter(|_| i == from.tree);
             let entries = match last {
                 Some(after) => set.range::<_, [u8]>((Bound::Excluded(after.key()), Bound::Unbounded)),
                 None => set.range::<_, [u8]>((Bound::Unbounded, Bound::Unbounded)),
             };
+            if tree == Tree::Entities {
+                // Removals too, in the same sorted pass: each entity block the
+                // changes fall in is rewritten once (`blocks.rs`).
+                let mut changes: Vec<(&[u8], Option<&[u8]>)> = Vec::new();
+                for entry in entries {
+                    if stop() {
+                        trees.put_entities(&changes)?;
+                        return Ok(Some(FoldedTo {
+                            tree: i,
+                            last: last.cloned(),
+                        }));
+                    }
+                    changes.push((entry.key(), entry.value()));
+                    last = Some(entry);
+                }
+                trees.put_entities(&changes)?;
+                continue;
+            }
             let mut run: Vec<(&[u8], &[u8])> = Vec::new();
             for entry in entries {
                 if stop() {
@@ -398,8 +416,9 @@ mod tests {
         use super::super::schema::{ENTITIES, TABLES};
         use redb::{backends::InMemoryBackend, Database, ReadableTable};
         let mut b = Buffer::default();
+        // Entity keys begin with their table's id, 8 bytes.
         for i in 0..300u32 {
-            put(&mut b, &format!("k{i:03}"), (i % 7 != 0).then_some("new"));
+            put(&mut b, &format!("table01_k{i:03}"), (i % 7 != 0).then_some("new"));
         }
         b.put(None, Tree::Tables.tag(), b"t1", Some(b"x")).expect("a tree");
         let fold = |stop_after: usize| {
@@ -410,7 +429,7 @@ mod tests {
             let mut trees = Trees::open(&txn).expect("trees");
             // Rows in redb first: some the buffer replaces, some it removes.
             for i in (0..300u32).step_by(3) {
-                let key = format!("k{i:03}");
+                let key = format!("table01_k{i:03}");
                 let op = Op::Insert {
                     table: Tree::Entities.tag(),
                     key: key.as_bytes(),
@@ -438,7 +457,16 @@ mod tests {
                 rows.map(|r| r.map(|(k, v)| (k.value().to_vec(), v.value().to_vec())).expect("row"))
                     .collect()
             };
-            (rows(ENTITIES), rows(TABLES))
+            let entities = rows(ENTITIES)
+                .iter()
+                .flat_map(|(_, block)| {
+                    let rows: Vec<_> = super::super::blocks::rows(block)
+                        .map(|r| r.map(|(k, v)| (k.to_vec(), v.to_vec())).expect("row"))
+                        .collect();
+                    rows
+                })
+                .collect::<Vec<_>>();
+            (entities, rows(TABLES))
         };
         let whole = fold(0);
         assert_eq!(whole.0.len(), 300 - 300usize.div_ceil(7));

@@ -104,7 +104,10 @@ pub(in crate::embedded) fn migrate(db: &Database) -> Result<(), StoreError> {
     txn.set_durability(Durability::Immediate).map_err(to_store_error)?;
     let mut rows = 0u64;
     rows += seal_all(&txn, TABLES)?;
-    rows += seal_all(&txn, ENTITIES)?;
+    {
+        let mut entities = txn.open_table(ENTITIES).map_err(to_store_error)?;
+        rows += super::blocks::map_values(&mut entities, seal)?;
+    }
     {
         let mut meta = txn.open_table(META).map_err(to_store_error)?;
         let old: Vec<(String, Vec<u8>)> = meta

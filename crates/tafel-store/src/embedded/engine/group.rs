@@ -8,6 +8,7 @@ use std::ops::Bound;
 
 use redb::{CursorError, ReadableTable};
 
+use super::blocks;
 use super::buffer::Buffer;
 use super::commit::BaseView;
 use super::schema::{
@@ -74,7 +75,6 @@ impl<'t> Trees<'t> {
     fn by_tag(&mut self, t: u8) -> Result<&mut redb::Table<'t, &'static [u8], &'static [u8]>, StoreError> {
         match t {
             T_TABLES => Ok(&mut self.tables),
-            T_ENTITIES => Ok(&mut self.entities),
             T_CHANGES => opened_mut(self.txn, &mut self.changes, CHANGES),
             T_INDEX => opened_mut(self.txn, &mut self.index, INDEX),
             _ => Err(StoreError::failure(
@@ -87,6 +87,18 @@ impl<'t> Trees<'t> {
     /// Carries out one logged change (live, or replayed from the log).
     pub(super) fn apply(&mut self, op: &Op<'_>) -> Result<(), StoreError> {
         match *op {
+            // Entity rows live in blocks (`blocks.rs`).
+            Op::Insert {
+                table: T_ENTITIES,
+                key,
+                value,
+            } => blocks::write(&mut self.entities, &[(key, Some(value))]),
+            Op::Remove { table: T_ENTITIES, key } => blocks::write(&mut self.entities, &[(key, None)]),
+            Op::RemoveRange {
+                table: T_ENTITIES,
+                lo,
+                hi,
+            } => blocks::remove_range(&mut self.entities, lo, hi),
             Op::Insert {
                 table: T_ORDER, key, ..
             } => opened_mut(self.txn, &mut self.order, TABLE_ORDER)?
@@ -148,6 +160,15 @@ impl<'t> Trees<'t> {
         let Some((first, _)) = rows.first() else {
             return Ok(0);
         };
+        if tree == Tree::Entities {
+            let changes: Vec<(&[u8], Option<&[u8]>)> =
+                rows.iter().map(|(k, v)| (k.as_ref(), Some(v.as_ref()))).collect();
+            blocks::write(&mut self.entities, &changes)?;
+            for (key, value) in rows {
+                log(key.as_ref(), value.as_ref());
+            }
+            return Ok(rows.len());
+        }
         let mut cursor = self
             .by_tag(tree.tag())?
             .lower_bound_mut(Bound::Included(first.as_ref()))
@@ -171,6 +192,10 @@ impl<'t> Trees<'t> {
     /// Writes sorted rows of `tree`, new or not: runs of new ones through
     /// [`Trees::insert_run`], the rest one by one. The write buffer's fold.
     pub(super) fn put_rows(&mut self, tree: Tree, rows: &[(&[u8], &[u8])]) -> Result<(), StoreError> {
+        if tree == Tree::Entities {
+            let changes: Vec<(&[u8], Option<&[u8]>)> = rows.iter().map(|(k, v)| (*k, Some(*v))).collect();
+            return self.put_entities(&changes);
+        }
         // After a run of none or one (rows that exist, or new ones between
         // existing ones), a few go in one by one: a run of one costs a third
         // more than a plain insert, and a refused one its look-up again.
@@ -197,6 +222,12 @@ impl<'t> Trees<'t> {
         Ok(())
     }
 
+    /// Writes sorted entity changes (`None` removes), each block they fall in
+    /// rewritten once. The write buffer's fold.
+    pub(super) fn put_entities(&mut self, changes: &[(&[u8], Option<&[u8]>)]) -> Result<(), StoreError> {
+        blocks::write(&mut self.entities, changes)
+    }
+
     /// Removes `key` without logging it, as [`Trees::insert_unlogged`] sets one.
     pub(in crate::embedded) fn remove_unlogged(&mut self, tree: Tree, key: &[u8]) -> Result<(), StoreError> {
         self.apply(&Op::Remove { table: tree.tag(), key })
@@ -207,7 +238,7 @@ impl ReadTrees for Trees<'_> {
     fn get(&self, tree: Tree, key: &[u8]) -> Result<Option<Bytes<'_>>, StoreError> {
         let found = match tree {
             Tree::Tables => self.tables.get(key).map(|g| g.map(Bytes::Slice)),
-            Tree::Entities => self.entities.get(key).map(|g| g.map(Bytes::Slice)),
+            Tree::Entities => return Ok(blocks::get(&self.entities, key)?.map(|(g, s, e)| Bytes::Part(g, s, e))),
             Tree::Changes => opened(self.txn, &self.changes, CHANGES)?
                 .get(key)
                 .map(|g| g.map(Bytes::Slice)),
@@ -225,7 +256,7 @@ impl ReadTrees for Trees<'_> {
     fn range(&self, tree: Tree, lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> Result<Range<'_>, StoreError> {
         let range = match tree {
             Tree::Tables => self.tables.range::<&[u8]>((lo, hi)).map(Range::Bytes),
-            Tree::Entities => self.entities.range::<&[u8]>((lo, hi)).map(Range::Bytes),
+            Tree::Entities => return blocks::range(&self.entities, lo, hi).map(Range::Blocks),
             Tree::Changes => opened(self.txn, &self.changes, CHANGES)?
                 .range::<&[u8]>((lo, hi))
                 .map(Range::Bytes),

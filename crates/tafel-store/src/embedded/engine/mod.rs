@@ -16,6 +16,7 @@
 //! ([`rows_ahead`]), and a group transaction ([`GroupTx`](group::GroupTx)) whose every
 //! change is logged. See docs/design/embedded-store.md, "The engine seam".
 
+pub(super) mod blocks;
 pub(super) mod buffer;
 pub(super) mod busy;
 pub(super) mod checkpoint;

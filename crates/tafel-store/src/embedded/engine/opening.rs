@@ -10,6 +10,7 @@ use arc_swap::ArcSwap;
 use redb::{Database, ReadableDatabase};
 use tokio::sync::oneshot;
 
+use super::blocks;
 use super::checkpoint::SinceCheckpoint;
 use super::checksums;
 use super::commit::{self, Published, ReadView, ToLog};
@@ -24,7 +25,7 @@ use super::queue::Queue;
 use super::replay::replay;
 use super::schema::{
     decode_table, decode_u64, guarded, poisoned, table_key, to_store_error, TableValue, CHANGES, ENTITIES, INDEX, META,
-    TABLES, TABLE_ORDER, WAL_SEQ,
+    ROW_ENTITIES, TABLES, TABLE_ORDER, WAL_SEQ,
 };
 use super::tree::{ReadTrees, Tree};
 use super::wal::{Found, Wal};
@@ -92,6 +93,20 @@ pub(in crate::embedded) fn recover(db: &Database, disk: &dyn Disk, log_size: u64
         txn.open_table(META).map_err(to_store_error)?;
         txn.open_table(CHANGES).map_err(to_store_error)?;
         txn.open_table(INDEX).map_err(to_store_error)?;
+    }
+    // A store from before entity blocks has its rows moved into them before
+    // the log, whose records change rows, replays over them.
+    if let Some(rows) = blocks::convert(&txn, ROW_ENTITIES, ENTITIES)? {
+        // A saved state from before would bring the old layout back.
+        let saved: Vec<u64> = txn.list_persistent_savepoints().map_err(to_store_error)?.collect();
+        for id in &saved {
+            txn.delete_persistent_savepoint(*id).map_err(to_store_error)?;
+        }
+        tracing::info!(
+            rows,
+            savepoints_dropped = saved.len(),
+            "moved the entity rows of a store from an older Tafel into blocks"
+        );
     }
     let sealed = checksums::prepare(&txn)?;
     txn.commit().map_err(to_store_error)?;

@@ -10,22 +10,18 @@
 
 use std::ops::Bound;
 
-use redb::{AccessGuard, ReadableTable};
-
+use super::blocks::{self, BlockRange, BlockRow};
 use super::buffer::Merge;
 use super::commit::ReadView;
-use super::schema::to_store_error;
 use super::tree::{Bytes, Range, Tree};
 use crate::error::StoreError;
 
 /// Rows read ahead of the one a scan is at.
 pub(in crate::embedded) const LOOKAHEAD: usize = 8;
 
-type Guard<'a> = AccessGuard<'a, &'static [u8]>;
-
 /// Asks the CPU to start loading up to `lines` cache lines from the start of `bytes`.
 #[inline(always)]
-fn prefetch_lines(bytes: &[u8], lines: usize) {
+pub(super) fn prefetch_lines(bytes: &[u8], lines: usize) {
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
@@ -52,9 +48,9 @@ pub(in crate::embedded) trait Source<'a> {
     fn into_error(item: Self::Item) -> Option<StoreError>;
 }
 
-type Item<'a> = Result<(Guard<'a>, Guard<'a>), redb::StorageError>;
+type Item<'a> = Result<BlockRow<'a>, StoreError>;
 
-impl<'a> Source<'a> for redb::Range<'a, &'static [u8], &'static [u8]> {
+impl<'a> Source<'a> for BlockRange<'a> {
     type Item = Item<'a>;
 
     #[inline(always)]
@@ -65,13 +61,13 @@ impl<'a> Source<'a> for redb::Range<'a, &'static [u8], &'static [u8]> {
     #[inline(always)]
     fn row<'s>(item: &'s Item<'a>) -> Option<(&'s [u8], &'s [u8])> {
         match item {
-            Ok((k, v)) => Some((k.value(), v.value())),
+            Ok(row) => Some((row.key(), row.value())),
             Err(_) => None,
         }
     }
 
     fn into_error(item: Item<'a>) -> Option<StoreError> {
-        item.err().map(to_store_error)
+        item.err()
     }
 }
 
@@ -127,7 +123,7 @@ pub(in crate::embedded) struct Ring<'a, S: Source<'a>, M> {
 // pointer followed per row.
 #[allow(clippy::large_enum_variant)]
 pub(in crate::embedded) enum RowsAhead<'a, M> {
-    Pages(Ring<'a, redb::Range<'a, &'static [u8], &'static [u8]>, M>),
+    Pages(Ring<'a, BlockRange<'a>, M>),
     Merged(Ring<'a, Merged<'a>, M>),
 }
 
@@ -140,7 +136,7 @@ impl ReadView {
         hi: Bound<&[u8]>,
         stop: Option<&[u8]>,
     ) -> Result<RowsAhead<'_, M>, StoreError> {
-        let pages = ReadableTable::range::<&[u8]>(&self.base.entities, (lo, hi)).map_err(to_store_error)?;
+        let pages = blocks::range(&self.base.entities, lo, hi)?;
         // The buffer is read up to `stop` only: changes to the tables after this
         // one would make a scan that never reaches them merge every row.
         let read = match (hi, stop) {
@@ -152,7 +148,7 @@ impl ReadView {
         if changes.peek().is_none() {
             return Ok(RowsAhead::Pages(Ring::new(pages)));
         }
-        let merged = Merge::new(Range::Bytes(pages), changes);
+        let merged = Merge::new(Range::Blocks(pages), changes);
         Ok(RowsAhead::Merged(Ring::new(merged)))
     }
 }
@@ -171,7 +167,7 @@ impl<'a, S: Source<'a>, M: Default> Ring<'a, S, M> {
 
     /// See [`RowsAhead::fill`].
     #[inline(always)]
-    fn fill(&mut self) -> Result<(), StoreError> {
+    fn fill(&mut self, value_lines: usize) -> Result<(), StoreError> {
         while !self.exhausted && self.len < LOOKAHEAD {
             let at = (self.head + self.len) % LOOKAHEAD;
             let slot = &mut self.slots[at];
@@ -179,7 +175,7 @@ impl<'a, S: Source<'a>, M: Default> Ring<'a, S, M> {
             match slot.as_ref().map(S::row) {
                 Some(Some((k, v))) => {
                     prefetch_lines(k, 2);
-                    prefetch_lines(v, usize::MAX);
+                    prefetch_lines(v, value_lines);
                     self.marks[at] = M::default();
                     self.len += 1;
                 }
@@ -224,15 +220,17 @@ impl<'a, S: Source<'a>, M> Ring<'a, S, M> {
 
 impl<M: Default> RowsAhead<'_, M> {
     /// Reads rows until [`LOOKAHEAD`] are ahead or the range has ended, each marked
-    /// `M::default()`. Each row's key's first two cache lines and all of its value
-    /// are prefetched: a checksum, or a filter, reads every byte of the value a few
-    /// rows later. Unverified (in memory), the value's first lines alone measured
-    /// slower all the same (benchmark-history §24).
+    /// `M::default()`. Each row's key's first two cache lines are prefetched, and
+    /// all of its value if `whole_values` (a checksum reads every byte of it a few
+    /// rows later), else its first four lines, where a filter mostly looks: in
+    /// blocks (`blocks.rs`) rows lie in a row, and prefetching whole values a
+    /// filter does not read cost an unverified scan 15–20% (benchmark-history §54).
     #[inline(always)]
-    pub(in crate::embedded) fn fill(&mut self) -> Result<(), StoreError> {
+    pub(in crate::embedded) fn fill(&mut self, whole_values: bool) -> Result<(), StoreError> {
+        let lines = if whole_values { usize::MAX } else { 4 };
         match self {
-            RowsAhead::Pages(r) => r.fill(),
-            RowsAhead::Merged(r) => r.fill(),
+            RowsAhead::Pages(r) => r.fill(lines),
+            RowsAhead::Merged(r) => r.fill(lines),
         }
     }
 }

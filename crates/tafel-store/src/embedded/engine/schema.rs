@@ -13,8 +13,12 @@ pub(in crate::embedded) const TABLES: TableDefinition<&[u8], &[u8]> = TableDefin
 /// `account 0x00 table-name-as-created` → nothing: the listing order, which is
 /// ordinal on the stored name while lookups ignore case.
 pub(in crate::embedded) const TABLE_ORDER: TableDefinition<&[u8], ()> = TableDefinition::new("table_order");
-/// `table id u64 BE ++ EntityKey` → entity value.
-pub(in crate::embedded) const ENTITIES: TableDefinition<&[u8], &[u8]> = TableDefinition::new("entities");
+/// `table id u64 BE ++ EntityKey` of a block's first row → the block: entity
+/// rows (that key → entity value), many to a value (`blocks.rs`).
+pub(in crate::embedded) const ENTITIES: TableDefinition<&[u8], &[u8]> = TableDefinition::new("entity_blocks");
+/// The entity rows of a store from before blocks, a row a value; moved into
+/// [`ENTITIES`] when it is opened.
+pub(in crate::embedded) const ROW_ENTITIES: TableDefinition<&[u8], &[u8]> = TableDefinition::new("entities");
 /// `account 0x00 position u64 BE` → a recorded change (`crate::feed`), sealed.
 pub(in crate::embedded) const CHANGES: TableDefinition<&[u8], &[u8]> = TableDefinition::new("changes");
 /// `table id u64 BE ++ property 0x00 ++ encoded value ++ EntityKey` → the

@@ -7,9 +7,11 @@
 //! opened redb tables itself.
 
 use std::ops::Bound;
+use std::sync::Arc;
 
 use redb::{AccessGuard, ReadableTable};
 
+use super::blocks::{self, BlockRange, BlockRow};
 use super::buffer::{Buffer, Merge};
 use super::commit::{BaseView, ReadView};
 use super::schema::{
@@ -75,6 +77,11 @@ pub(in crate::embedded) enum Bytes<'a> {
     Empty,
     /// A key or value in the write buffer (`buffer.rs`).
     Buf(&'a [u8]),
+    /// An entity's value found by a point read: its block (`blocks.rs`) and
+    /// where the value lies in it.
+    Part(AccessGuard<'a, &'static [u8]>, usize, usize),
+    /// An entity row's key or value, in a block shared by the rows read from it.
+    Shared(Arc<AccessGuard<'a, &'static [u8]>>, usize, usize),
 }
 
 impl Bytes<'_> {
@@ -84,7 +91,17 @@ impl Bytes<'_> {
             Bytes::Str(g) => g.value().as_bytes(),
             Bytes::Empty => &[],
             Bytes::Buf(b) => b,
+            Bytes::Part(g, s, e) => &g.value()[*s..*e],
+            Bytes::Shared(g, s, e) => &g.value()[*s..*e],
         }
+    }
+}
+
+impl<'a> Bytes<'a> {
+    fn of_row(row: &BlockRow<'a>) -> (Bytes<'a>, Bytes<'a>) {
+        let (kg, ks, ke) = row.part(false);
+        let (vg, vs, ve) = row.part(true);
+        (Bytes::Shared(kg, ks, ke), Bytes::Shared(vg, vs, ve))
     }
 }
 
@@ -95,6 +112,8 @@ pub(in crate::embedded) enum Range<'a> {
     Bytes(redb::Range<'a, &'static [u8], &'static [u8]>),
     Order(redb::Range<'a, &'static [u8], ()>),
     Str(redb::Range<'a, &'static str, &'static [u8]>),
+    /// Entity rows, from their blocks.
+    Blocks(BlockRange<'a>),
     /// redb's rows with the write buffer's changes over them.
     Merged(Box<Merge<'a, Range<'a>>>),
 }
@@ -109,6 +128,7 @@ impl<'a> Iterator for Range<'a> {
                 Range::Bytes(r) => r.next()?.map(|(k, v)| (Bytes::Slice(k), Bytes::Slice(v))),
                 Range::Order(r) => r.next()?.map(|(k, _)| (Bytes::Slice(k), Bytes::Empty)),
                 Range::Str(r) => r.next()?.map(|(k, v)| (Bytes::Str(k), Bytes::Slice(v))),
+                Range::Blocks(b) => return Some(b.next()?.map(|row| Bytes::of_row(&row))),
                 Range::Merged(m) => return m.next(),
             }
             .map_err(to_store_error),
@@ -117,29 +137,33 @@ impl<'a> Iterator for Range<'a> {
 }
 
 /// One entity row's key or value, as [`EntityRows`] hands it out.
-pub(in crate::embedded) struct Row<'a>(AccessGuard<'a, &'static [u8]>);
+pub(in crate::embedded) struct Row<'a>(Arc<BlockRow<'a>>, bool);
 
 impl Row<'_> {
     #[inline(always)]
     pub(in crate::embedded) fn bytes(&self) -> &[u8] {
-        self.0.value()
+        if self.1 {
+            self.0.value()
+        } else {
+            self.0.key()
+        }
     }
 }
 
 /// Entity rows in a key range, typed: no dispatch per row (a [`Range`] matches on
 /// its tree's type at each one). Scans read through the cheaper read-ahead window
 /// instead ([`RowsAhead`](super::rows_ahead::RowsAhead)), which hands out no row.
-pub(in crate::embedded) struct EntityRows<'a>(redb::Range<'a, &'static [u8], &'static [u8]>);
+pub(in crate::embedded) struct EntityRows<'a>(BlockRange<'a>);
 
 impl<'a> Iterator for EntityRows<'a> {
     type Item = Result<(Row<'a>, Row<'a>), StoreError>;
 
     #[inline(always)]
     fn next(&mut self) -> Option<Self::Item> {
-        match self.0.next()? {
-            Ok((k, v)) => Some(Ok((Row(k), Row(v)))),
-            Err(e) => Some(Err(to_store_error(e))),
-        }
+        Some(self.0.next()?.map(|row| {
+            let row = Arc::new(row);
+            (Row(row.clone(), false), Row(row, true))
+        }))
     }
 }
 
@@ -158,9 +182,7 @@ impl ReadView {
                 "entity rows read from redb alone past buffered changes",
             ));
         }
-        ReadableTable::range::<&[u8]>(&self.base.entities, (lo, hi))
-            .map(EntityRows)
-            .map_err(to_store_error)
+        blocks::range(&self.base.entities, lo, hi).map(EntityRows)
     }
 }
 
@@ -239,7 +261,7 @@ impl ReadTrees for BaseView {
     fn get(&self, tree: Tree, key: &[u8]) -> Result<Option<Bytes<'_>>, StoreError> {
         let found = match tree {
             Tree::Tables => self.tables.get(key).map(|g| g.map(Bytes::Slice)),
-            Tree::Entities => self.entities.get(key).map(|g| g.map(Bytes::Slice)),
+            Tree::Entities => return Ok(blocks::get(&self.entities, key)?.map(|(g, s, e)| Bytes::Part(g, s, e))),
             Tree::Changes => {
                 let t = self.txn.open_table(CHANGES).map_err(to_store_error)?;
                 t.get(key).map(|g| g.map(Bytes::Slice))
@@ -264,7 +286,7 @@ impl ReadTrees for BaseView {
     fn range(&self, tree: Tree, lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> Result<Range<'_>, StoreError> {
         let range = match tree {
             Tree::Tables => ReadableTable::range::<&[u8]>(&self.tables, (lo, hi)).map(Range::Bytes),
-            Tree::Entities => ReadableTable::range::<&[u8]>(&self.entities, (lo, hi)).map(Range::Bytes),
+            Tree::Entities => return blocks::range(&self.entities, lo, hi).map(Range::Blocks),
             Tree::Changes => match self.txn.open_table(CHANGES) {
                 Ok(t) => t.range::<&[u8]>((lo, hi)).map(Range::Bytes),
                 Err(redb::TableError::TableDoesNotExist(_)) => Ok(Range::Empty),

@@ -1,0 +1,615 @@
+//! The entities tree as redb holds it: rows packed into blocks.
+//!
+//! A scan through redb pays a page-cache lookup for every 4 KiB leaf, three
+//! ~1 KiB rows, and a guard per key and value: ~0.12 µs of a scanned row's 0.2
+//! (benchmark-history §53). So entity rows are stored many to a redb value: a
+//! block, under its first row's key, holds rows in key order: their count (u32
+//! LE), where each ends (u32 LE, from the rows' start), then the rows, each its
+//! key's length (u32 LE), key and value. The directory lets a scan prefetch the
+//! rows ahead and a point read search the block: walking rows by their lengths
+//! waited on a cache miss per row. A block holds rows of one
+//! table only (a row key's first 8 bytes), and up to [`BLOCK_BYTES`] of them (a
+//! larger row has a block of its own). Nothing outside the engine sees blocks:
+//! `Tree::Entities` reads and writes rows.
+
+use std::cmp::Ordering;
+use std::ops::Bound;
+use std::sync::Arc;
+
+use redb::{AccessGuard, ReadableTable, TableDefinition};
+
+use super::rows_ahead::prefetch_lines;
+use super::schema::to_store_error;
+use crate::error::{FailureKind, StoreError};
+
+/// The most bytes of rows a block is filled with: 32 KiB less room for redb's
+/// leaf header, so a block takes one 32 KiB page. In `prototypes/scan-limit`
+/// blocks of 32 KiB scanned 10–14× faster than a row a value, 16 KiB ones 6×.
+pub(in crate::embedded) const BLOCK_BYTES: usize = (32 << 10) - 256;
+/// Bytes of a row key that name its table.
+const TABLE_ID: usize = 8;
+/// Bytes of a block besides its rows: their count.
+const BLOCK_HEADER: usize = 4;
+/// Bytes a row takes in a block besides its key and value: its end and its key's length.
+const ROW_HEADER: usize = 8;
+/// Rows ahead of the one a block range hands out whose first lines it prefetches.
+const PREFETCH_AHEAD: usize = 8;
+
+type Guard<'a> = AccessGuard<'a, &'static [u8]>;
+type Blocks<'t> = redb::Table<'t, &'static [u8], &'static [u8]>;
+
+fn damaged() -> StoreError {
+    StoreError::failure(FailureKind::Corrupt, "an entity block whose rows do not parse")
+}
+
+fn u32_at(block: &[u8], at: usize) -> Option<usize> {
+    let bytes = block.get(at..at.checked_add(4)?)?;
+    Some(u32::from_le_bytes(bytes.try_into().ok()?) as usize)
+}
+
+/// How many rows `block` holds.
+#[inline(always)]
+fn count(block: &[u8]) -> Result<usize, StoreError> {
+    u32_at(block, 0)
+        .filter(|n| {
+            n.checked_mul(4)
+                .and_then(|d| d.checked_add(4))
+                .is_some_and(|d| d <= block.len())
+        })
+        .ok_or_else(damaged)
+}
+
+/// Where row `i` of a block of `n` rows begins.
+#[inline(always)]
+fn row_start(block: &[u8], n: usize, i: usize) -> Option<usize> {
+    let start = if i == 0 { 0 } else { u32_at(block, 4 * i)? };
+    (4 + 4 * n).checked_add(start)
+}
+
+/// Where row `i` (< `n`) of `block` lies: its key's start and end, its value's
+/// start and end.
+#[inline(always)]
+fn row_at(block: &[u8], n: usize, i: usize) -> Result<[usize; 4], StoreError> {
+    let parse = || {
+        let rs = row_start(block, n, i)?;
+        let re = (4 + 4 * n).checked_add(u32_at(block, 4 + 4 * i)?)?;
+        let ks = rs.checked_add(4)?;
+        let ke = ks.checked_add(u32_at(block, rs)?)?;
+        (ke <= re && re <= block.len()).then_some([ks, ke, ke, re])
+    };
+    parse().ok_or_else(damaged)
+}
+
+/// The rows of a block, in key order.
+pub(in crate::embedded) fn rows(block: &[u8]) -> impl Iterator<Item = Result<(&[u8], &[u8]), StoreError>> {
+    // No block at all (`rewrite` of a table's first) has no rows.
+    let (n, mut failed) = match count(block) {
+        _ if block.is_empty() => (0, None),
+        Ok(n) => (n, None),
+        Err(e) => (0, Some(e)),
+    };
+    let mut i = 0;
+    std::iter::from_fn(move || {
+        if let Some(e) = failed.take() {
+            return Some(Err(e));
+        }
+        if i >= n {
+            return None;
+        }
+        let row = row_at(block, n, i);
+        i += 1;
+        match row {
+            Ok([ks, ke, vs, ve]) => Some(Ok((&block[ks..ke], &block[vs..ve]))),
+            Err(e) => {
+                i = n;
+                Some(Err(e))
+            }
+        }
+    })
+}
+
+/// `rows` as a block, into `block`.
+fn encode(rows: &[(&[u8], &[u8])], block: &mut Vec<u8>) {
+    block.clear();
+    block.extend_from_slice(&(rows.len() as u32).to_le_bytes());
+    let mut end = 0;
+    for (k, v) in rows {
+        end += 4 + k.len() + v.len();
+        block.extend_from_slice(&(end as u32).to_le_bytes());
+    }
+    for (k, v) in rows {
+        block.extend_from_slice(&(k.len() as u32).to_le_bytes());
+        block.extend_from_slice(k);
+        block.extend_from_slice(v);
+    }
+}
+
+fn row_len(key: &[u8], value: &[u8]) -> usize {
+    ROW_HEADER + key.len() + value.len()
+}
+
+/// The first key past the table `key` belongs to; `None` for the last table id.
+fn table_end(key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+    let id = key
+        .get(..TABLE_ID)
+        .and_then(|b| b.try_into().ok())
+        .map(u64::from_be_bytes)
+        .ok_or_else(|| StoreError::failure(FailureKind::Internal, "an entity key without a table id"))?;
+    Ok(id.checked_add(1).map(|next| next.to_be_bytes().to_vec()))
+}
+
+fn same_table(a: &[u8], b: &[u8]) -> bool {
+    a.get(..TABLE_ID).is_some() && a.get(..TABLE_ID) == b.get(..TABLE_ID)
+}
+
+/// One entity row, read from its block; the block stays alive while a row of it does.
+pub(in crate::embedded) struct BlockRow<'a> {
+    block: Arc<Guard<'a>>,
+    at: [usize; 4],
+}
+
+impl<'a> BlockRow<'a> {
+    #[inline(always)]
+    pub(in crate::embedded) fn key(&self) -> &[u8] {
+        &self.block.value()[self.at[0]..self.at[1]]
+    }
+
+    #[inline(always)]
+    pub(in crate::embedded) fn value(&self) -> &[u8] {
+        &self.block.value()[self.at[2]..self.at[3]]
+    }
+
+    /// The same row's key (`false`) or value (`true`), shared.
+    pub(in crate::embedded) fn part(&self, value: bool) -> (Arc<Guard<'a>>, usize, usize) {
+        let (s, e) = if value {
+            (self.at[2], self.at[3])
+        } else {
+            (self.at[0], self.at[1])
+        };
+        (self.block.clone(), s, e)
+    }
+}
+
+/// The value of `key`: its block's guard and where the value lies in it.
+pub(in crate::embedded) fn get<'a, T>(table: &'a T, key: &[u8]) -> Result<Option<(Guard<'a>, usize, usize)>, StoreError>
+where
+    T: ReadableTable<&'static [u8], &'static [u8]>,
+{
+    let Some(found) = table.range::<&[u8]>(..=key).map_err(to_store_error)?.next_back() else {
+        return Ok(None);
+    };
+    let (_, block) = found.map_err(to_store_error)?;
+    let bytes = block.value();
+    let n = count(bytes)?;
+    let (mut lo, mut hi) = (0, n);
+    while lo < hi {
+        let mid = (lo + hi) / 2;
+        let [ks, ke, vs, ve] = row_at(bytes, n, mid)?;
+        match bytes[ks..ke].cmp(key) {
+            Ordering::Less => lo = mid + 1,
+            Ordering::Greater => hi = mid,
+            Ordering::Equal => return Ok(Some((block, vs, ve))),
+        }
+    }
+    Ok(None)
+}
+
+/// Entity rows with keys in a range, in key order, a block at a time.
+pub(in crate::embedded) struct BlockRange<'a> {
+    blocks: redb::Range<'a, &'static [u8], &'static [u8]>,
+    block: Option<Arc<Guard<'a>>>,
+    /// The block's rows, and the next one's index.
+    n: usize,
+    i: usize,
+    /// Rows before this are skipped (only the first block can hold any).
+    lo: Bound<Vec<u8>>,
+    hi: Bound<Vec<u8>>,
+    done: bool,
+}
+
+/// The entity rows of `table` with keys in `(lo, hi)`.
+pub(in crate::embedded) fn range<'a, T>(
+    table: &'a T,
+    lo: Bound<&[u8]>,
+    hi: Bound<&[u8]>,
+) -> Result<BlockRange<'a>, StoreError>
+where
+    T: ReadableTable<&'static [u8], &'static [u8]>,
+{
+    // The rows from `lo` on begin in the block at or before it.
+    let start = match lo {
+        Bound::Unbounded => None,
+        Bound::Included(k) | Bound::Excluded(k) => {
+            match table.range::<&[u8]>(..=k).map_err(to_store_error)?.next_back() {
+                Some(found) => Some(found.map_err(to_store_error)?.0.value().to_vec()),
+                None => None,
+            }
+        }
+    };
+    let from = start.as_deref().map_or(Bound::Unbounded, Bound::Included);
+    // A block whose first key is past `hi` holds no row before it.
+    let blocks = table.range::<&[u8]>((from, hi)).map_err(to_store_error)?;
+    Ok(BlockRange {
+        blocks,
+        block: None,
+        n: 0,
+        i: 0,
+        lo: lo.map(<[u8]>::to_vec),
+        hi: hi.map(<[u8]>::to_vec),
+        done: false,
+    })
+}
+
+impl BlockRange<'_> {
+    fn below_lo(&self, key: &[u8]) -> bool {
+        match &self.lo {
+            Bound::Unbounded => false,
+            Bound::Included(lo) => key < lo.as_slice(),
+            Bound::Excluded(lo) => key <= lo.as_slice(),
+        }
+    }
+
+    fn past_hi(&self, key: &[u8]) -> bool {
+        match &self.hi {
+            Bound::Unbounded => false,
+            Bound::Included(hi) => key > hi.as_slice(),
+            Bound::Excluded(hi) => key >= hi.as_slice(),
+        }
+    }
+}
+
+impl<'a> Iterator for BlockRange<'a> {
+    type Item = Result<BlockRow<'a>, StoreError>;
+
+    #[inline(always)]
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if let Some(block) = self.block.as_ref().filter(|_| self.i < self.n) {
+                let bytes = block.value();
+                if let Some(ahead) = row_start(bytes, self.n, (self.i + PREFETCH_AHEAD).min(self.n)) {
+                    prefetch_lines(bytes.get(ahead..).unwrap_or_default(), 2);
+                }
+                match row_at(bytes, self.n, self.i) {
+                    Ok(at) => {
+                        self.i += 1;
+                        let key = &bytes[at[0]..at[1]];
+                        if self.past_hi(key) {
+                            self.done = true;
+                            self.block = None;
+                            return None;
+                        }
+                        if !matches!(self.lo, Bound::Unbounded) {
+                            if self.below_lo(key) {
+                                continue;
+                            }
+                            self.lo = Bound::Unbounded;
+                        }
+                        return Some(Ok(BlockRow {
+                            block: block.clone(),
+                            at,
+                        }));
+                    }
+                    Err(e) => {
+                        self.done = true;
+                        self.block = None;
+                        return Some(Err(e));
+                    }
+                }
+            }
+            if self.done {
+                return None;
+            }
+            match self.blocks.next()? {
+                Ok((_, block)) => {
+                    let n = match count(block.value()) {
+                        Ok(n) => n,
+                        Err(e) => {
+                            self.done = true;
+                            return Some(Err(e));
+                        }
+                    };
+                    // The first rows' lines, for the ones handed out before the
+                    // prefetch ahead reaches past them.
+                    for i in 0..PREFETCH_AHEAD.min(n) {
+                        if let Some(at) = row_start(block.value(), n, i) {
+                            prefetch_lines(block.value().get(at..).unwrap_or_default(), 2);
+                        }
+                    }
+                    self.block = Some(Arc::new(block));
+                    (self.n, self.i) = (n, 0);
+                }
+                Err(e) => {
+                    self.done = true;
+                    return Some(Err(to_store_error(e)));
+                }
+            }
+        }
+    }
+}
+
+/// Applies `changes` (sorted by key, each key once; `None` removes) to the
+/// entity blocks in `table`: each block they fall in is rewritten once.
+pub(in crate::embedded) fn write(table: &mut Blocks<'_>, changes: &[(&[u8], Option<&[u8]>)]) -> Result<(), StoreError> {
+    let mut rest = changes;
+    while let Some(&(key, _)) = rest.first() {
+        let end = table_end(key)?;
+        // The block the key falls in: the last at or before it in its table,
+        // else its table's first (which it will lead).
+        let before = table
+            .range::<&[u8]>(..=key)
+            .map_err(to_store_error)?
+            .next_back()
+            .transpose()
+            .map_err(to_store_error)?
+            .map(|(first, _)| first.value().to_vec())
+            .filter(|first| same_table(first, key));
+        let home = match before {
+            Some(first) => Some(first),
+            None => table
+                .range::<&[u8]>((Bound::Excluded(key), Bound::Unbounded))
+                .map_err(to_store_error)?
+                .next()
+                .transpose()
+                .map_err(to_store_error)?
+                .map(|(first, _)| first.value().to_vec())
+                .filter(|first| same_table(first, key)),
+        };
+        // Its keys end where the next block's begin, or with the table.
+        let next = match &home {
+            Some(first) => table
+                .range::<&[u8]>((Bound::Excluded(first.as_slice()), Bound::Unbounded))
+                .map_err(to_store_error)?
+                .next()
+                .transpose()
+                .map_err(to_store_error)?
+                .map(|(first, _)| first.value().to_vec())
+                .filter(|next| end.as_ref().is_none_or(|end| next < end)),
+            None => None,
+        };
+        let last_of_table = next.is_none();
+        let upper = next.or(end);
+        let n = rest
+            .iter()
+            .position(|(k, _)| upper.as_ref().is_some_and(|u| *k >= u.as_slice()))
+            .unwrap_or(rest.len())
+            .max(1);
+        let (mine, after) = rest.split_at(n);
+        rewrite(table, home, mine, last_of_table)?;
+        rest = after;
+    }
+    Ok(())
+}
+
+/// Rewrites the block under `home` (none: a table with no block yet) with
+/// `changes` merged in.
+fn rewrite(
+    table: &mut Blocks<'_>,
+    home: Option<Vec<u8>>,
+    changes: &[(&[u8], Option<&[u8]>)],
+    last_of_table: bool,
+) -> Result<(), StoreError> {
+    let old = match &home {
+        Some(first) => table
+            .get(first.as_slice())
+            .map_err(to_store_error)?
+            .map(|b| b.value().to_vec())
+            .unwrap_or_default(),
+        None => Vec::new(),
+    };
+    let mut merged: Vec<(&[u8], &[u8])> = Vec::with_capacity(changes.len() + old.len() / 512);
+    let mut olds = rows(&old).peekable();
+    let mut news = changes.iter().peekable();
+    loop {
+        let order = match (olds.peek(), news.peek()) {
+            (None, None) => break,
+            (Some(Err(_)), _) => return Err(damaged()),
+            (Some(Ok(_)), None) => Ordering::Less,
+            (None, Some(_)) => Ordering::Greater,
+            (Some(Ok((k, _))), Some((c, _))) => k.cmp(c),
+        };
+        if order != Ordering::Greater {
+            let (k, v) = olds.next().transpose()?.ok_or_else(damaged)?;
+            if order == Ordering::Less {
+                merged.push((k, v));
+                continue;
+            }
+        }
+        if let Some(&(k, Some(v))) = news.next() {
+            merged.push((k, v));
+        }
+    }
+    put_blocks(table, home.as_deref(), &merged, last_of_table)
+}
+
+/// Stores `rows` (sorted, one table's) as blocks in place of the one under
+/// `old`. Filled in order; unless they end the table, a small last block shares
+/// the rows of the one before it, so that blocks split in the middle of a table
+/// are left half full rather than one full and one nearly empty.
+fn put_blocks(
+    table: &mut Blocks<'_>,
+    old: Option<&[u8]>,
+    rows: &[(&[u8], &[u8])],
+    last_of_table: bool,
+) -> Result<(), StoreError> {
+    let mut cuts = vec![0];
+    let mut filled = 0;
+    for (i, (k, v)) in rows.iter().enumerate() {
+        let len = row_len(k, v);
+        if filled > 0 && BLOCK_HEADER + filled + len > BLOCK_BYTES {
+            cuts.push(i);
+            filled = 0;
+        }
+        filled += len;
+    }
+    if !last_of_table && cuts.len() > 1 && filled < BLOCK_BYTES / 4 {
+        // Move the last cut to halve what the last two blocks hold.
+        let from = cuts[cuts.len() - 2];
+        let total: usize = rows[from..].iter().map(|(k, v)| row_len(k, v)).sum();
+        let mut acc = 0;
+        let mut cut = from + 1;
+        for (i, (k, v)) in rows.iter().enumerate().skip(from) {
+            acc += row_len(k, v);
+            if acc >= total / 2 {
+                cut = (i + 1).min(rows.len() - 1).max(from + 1);
+                break;
+            }
+        }
+        let last = cuts.len() - 1;
+        cuts[last] = cut;
+    }
+    if let Some(old) = old {
+        if rows.first().is_none_or(|(first, _)| *first != old) {
+            table.remove(old).map_err(to_store_error)?;
+        }
+    }
+    if rows.is_empty() {
+        return Ok(());
+    }
+    cuts.push(rows.len());
+    let mut block = Vec::with_capacity(BLOCK_BYTES + 4096);
+    for pair in cuts.windows(2) {
+        encode(&rows[pair[0]..pair[1]], &mut block);
+        table
+            .insert(rows[pair[0]].0, block.as_slice())
+            .map_err(to_store_error)?;
+    }
+    Ok(())
+}
+
+/// Removes the entity rows with keys in `lo..hi`: blocks wholly inside go
+/// unread, the two at its edges are rewritten with what lies outside it.
+pub(in crate::embedded) fn remove_range(table: &mut Blocks<'_>, lo: &[u8], hi: &[u8]) -> Result<(), StoreError> {
+    let first_key =
+        |r: Option<Result<(Guard<'_>, Guard<'_>), redb::StorageError>>| -> Result<Option<Vec<u8>>, StoreError> {
+            Ok(r.transpose().map_err(to_store_error)?.map(|(k, _)| k.value().to_vec()))
+        };
+    let before = first_key(table.range::<&[u8]>(..lo).map_err(to_store_error)?.next_back())?;
+    let inside: Vec<Vec<u8>> = table
+        .range::<&[u8]>(lo..hi)
+        .map_err(to_store_error)?
+        .map(|r| r.map(|(k, _)| k.value().to_vec()).map_err(to_store_error))
+        .collect::<Result<_, _>>()?;
+    // Every block inside but the last ends before the next one's first key, in the range.
+    let (edge, whole) = match inside.split_last() {
+        Some((last, whole)) => (Some(last.clone()), whole),
+        None => (None, &[][..]),
+    };
+    for first in whole {
+        table.remove(first.as_slice()).map_err(to_store_error)?;
+    }
+    for first in before.into_iter().chain(edge) {
+        let Some(old) = table
+            .get(first.as_slice())
+            .map_err(to_store_error)?
+            .map(|b| b.value().to_vec())
+        else {
+            continue;
+        };
+        let kept: Vec<(&[u8], &[u8])> = rows(&old)
+            .filter(|r| r.as_ref().map_or(true, |(k, _)| *k < lo || *k >= hi))
+            .collect::<Result<_, _>>()?;
+        if kept.len() != rows(&old).count() {
+            put_blocks(table, Some(&first), &kept, true)?;
+        }
+    }
+    Ok(())
+}
+
+/// Moves the rows of a store from before blocks (a row a value in `rows_table`)
+/// into `blocks_table`, in key order, and drops the old table; answers how many
+/// moved. Nothing is done if there is no old table.
+pub(in crate::embedded) fn convert(
+    txn: &redb::WriteTransaction,
+    rows_table: TableDefinition<&[u8], &[u8]>,
+    blocks_table: TableDefinition<&[u8], &[u8]>,
+) -> Result<Option<u64>, StoreError> {
+    use redb::TableHandle;
+    let old_exists = txn
+        .list_tables()
+        .map_err(to_store_error)?
+        .any(|t| t.name() == rows_table.name());
+    if !old_exists {
+        return Ok(None);
+    }
+    let mut moved = 0u64;
+    {
+        let old = txn.open_table(rows_table).map_err(to_store_error)?;
+        let mut blocks = txn.open_table(blocks_table).map_err(to_store_error)?;
+        let mut rows: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+        let mut filled = 0;
+        let mut block: Vec<u8> = Vec::with_capacity(BLOCK_BYTES + 4096);
+        let mut flush = |rows: &mut Vec<(Vec<u8>, Vec<u8>)>| -> Result<(), StoreError> {
+            if let Some((first, _)) = rows.first() {
+                let refs: Vec<(&[u8], &[u8])> = rows.iter().map(|(k, v)| (k.as_slice(), v.as_slice())).collect();
+                encode(&refs, &mut block);
+                blocks
+                    .insert(first.as_slice(), block.as_slice())
+                    .map_err(to_store_error)?;
+            }
+            rows.clear();
+            Ok(())
+        };
+        for row in old.iter().map_err(to_store_error)? {
+            let (k, v) = row.map_err(to_store_error)?;
+            let (k, v) = (k.value(), v.value());
+            let full = BLOCK_HEADER + filled + row_len(k, v) > BLOCK_BYTES;
+            if rows.first().is_some_and(|(first, _)| full || !same_table(first, k)) {
+                flush(&mut rows)?;
+                filled = 0;
+            }
+            filled += row_len(k, v);
+            rows.push((k.to_vec(), v.to_vec()));
+            moved += 1;
+        }
+        flush(&mut rows)?;
+    }
+    txn.delete_table(rows_table).map_err(to_store_error)?;
+    Ok(Some(moved))
+}
+
+/// Rewrites every row's value as `f` maps it (key, value), block by block;
+/// answers how many rows.
+pub(in crate::embedded) fn map_values(
+    table: &mut Blocks<'_>,
+    f: impl Fn(&[u8], &[u8]) -> Vec<u8>,
+) -> Result<u64, StoreError> {
+    const SLICE: usize = 64;
+    let mut after: Option<Vec<u8>> = None;
+    let mut n = 0;
+    loop {
+        let lower = after.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
+        let firsts: Vec<Vec<u8>> = table
+            .range::<&[u8]>((lower, Bound::Unbounded))
+            .map_err(to_store_error)?
+            .take(SLICE)
+            .map(|r| r.map(|(k, _)| k.value().to_vec()).map_err(to_store_error))
+            .collect::<Result<_, _>>()?;
+        let Some(last) = firsts.last() else {
+            return Ok(n);
+        };
+        after = Some(last.clone());
+        for first in &firsts {
+            let Some(old) = table
+                .get(first.as_slice())
+                .map_err(to_store_error)?
+                .map(|b| b.value().to_vec())
+            else {
+                continue;
+            };
+            let mapped: Vec<(&[u8], Vec<u8>)> = rows(&old)
+                .map(|r| r.map(|(k, v)| (k, f(k, v))))
+                .collect::<Result<_, _>>()?;
+            n += mapped.len() as u64;
+            let refs: Vec<(&[u8], &[u8])> = mapped.iter().map(|(k, v)| (*k, v.as_slice())).collect();
+            let mut block = Vec::with_capacity(old.len() + 4096);
+            encode(&refs, &mut block);
+            table
+                .insert(first.as_slice(), block.as_slice())
+                .map_err(to_store_error)?;
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "blocks_tests.rs"]
+mod tests;
