@@ -19,7 +19,7 @@ use redb::{Database, ReadableDatabase, TableDefinition};
 const T: TableDefinition<&[u8], &[u8]> = TableDefinition::new("entities");
 const REPEATS: usize = 6;
 /// Bytes of rows packed into one value, for the block layout.
-const BLOCK_SIZES: [usize; 4] = [8 << 10, 16 << 10, 32 << 10, 64 << 10];
+const BLOCK_SIZES: [usize; 6] = [8 << 10, 16 << 10, (16 << 10) - 256, 32 << 10, (32 << 10) - 256, 64 << 10];
 /// Point reads timed per layout.
 const POINT_READS: usize = 200_000;
 
@@ -229,16 +229,16 @@ fn main() {
         let leaves = {
             let tx = db.begin_write().expect("write");
             let stats = tx.stats().expect("stats");
-            (stats.leaf_pages(), stats.stored_bytes())
+            (stats.leaf_pages(), stats.stored_bytes(), stats.fragmented_bytes())
         };
         let (rows, matched) = scan_blocks(&db);
         assert_eq!(rows, n, "a scan must read every row");
         for threads in [1usize, 2] {
             let rate = timed(threads, n, || assert_eq!(scan_blocks(&db), (rows, matched)));
             println!(
-                "blocks of {} KiB: {} leaf pages, {threads} thread(s): {:.2} M rows/s",
+                "blocks of {} KiB: {} leaf pages ({} MB stored, {} MB fragmented), {threads} thread(s): {:.2} M rows/s",
                 block >> 10,
-                leaves.0,
+                leaves.0, leaves.1 >> 20, leaves.2 >> 20,
                 rate / 1e6
             );
         }

@@ -315,10 +315,8 @@ impl Writer<'_, '_> {
     }
 
     /// Inserts entity rows whose keys are absent and distinct. Two or more go in
-    /// through a cursor in key order: redb packs such a run into full leaves,
-    /// where inserting rows one by one splits each full leaf in half: a table
-    /// loaded by batches took a third more pages (cache, disk, checkpoint writes)
-    /// than its rows need.
+    /// as one sorted run: the engine writes each entity block it touches once
+    /// (`engine/blocks.rs`), where row by row it would rewrite a block per row.
     fn insert_new_rows(&mut self, mut rows: Vec<(&[u8], Vec<u8>)>) -> Result<(), StoreError> {
         rows.sort_unstable_by(|a, b| a.0.cmp(b.0));
         let mut rest = rows.as_slice();

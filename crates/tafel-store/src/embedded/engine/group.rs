@@ -160,6 +160,7 @@ impl<'t> Trees<'t> {
         let Some((first, _)) = rows.first() else {
             return Ok(0);
         };
+        // Entity rows go into their blocks in one pass, all of them.
         if tree == Tree::Entities {
             let changes: Vec<(&[u8], Option<&[u8]>)> =
                 rows.iter().map(|(k, v)| (k.as_ref(), Some(v.as_ref()))).collect();
