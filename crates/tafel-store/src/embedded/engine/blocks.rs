@@ -380,6 +380,11 @@ pub(in crate::embedded) fn write(table: &mut Blocks<'_>, changes: &[(&[u8], Opti
     Ok(())
 }
 
+/// A copy of the block under `first`: the table is written while it is read.
+fn copied(table: &Blocks<'_>, first: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+    Ok(table.get(first).map_err(to_store_error)?.map(|b| b.value().to_vec()))
+}
+
 /// Rewrites the block under `home` (none: a table with no block yet) with
 /// `changes` merged in.
 fn rewrite(
@@ -389,11 +394,7 @@ fn rewrite(
     last_of_table: bool,
 ) -> Result<(), StoreError> {
     let old = match &home {
-        Some(first) => table
-            .get(first.as_slice())
-            .map_err(to_store_error)?
-            .map(|b| b.value().to_vec())
-            .unwrap_or_default(),
+        Some(first) => copied(table, first)?.unwrap_or_default(),
         None => Vec::new(),
     };
     let mut merged: Vec<(&[u8], &[u8])> = Vec::with_capacity(changes.len() + old.len() / 512);
@@ -498,11 +499,7 @@ pub(in crate::embedded) fn remove_range(table: &mut Blocks<'_>, lo: &[u8], hi: &
         table.remove(first.as_slice()).map_err(to_store_error)?;
     }
     for first in before.into_iter().chain(edge) {
-        let Some(old) = table
-            .get(first.as_slice())
-            .map_err(to_store_error)?
-            .map(|b| b.value().to_vec())
-        else {
+        let Some(old) = copied(table, &first)? else {
             continue;
         };
         let kept: Vec<(&[u8], &[u8])> = rows(&old)
@@ -589,11 +586,7 @@ pub(in crate::embedded) fn map_values(
         };
         after = Some(last.clone());
         for first in &firsts {
-            let Some(old) = table
-                .get(first.as_slice())
-                .map_err(to_store_error)?
-                .map(|b| b.value().to_vec())
-            else {
+            let Some(old) = copied(table, first)? else {
                 continue;
             };
             let mapped: Vec<(&[u8], Vec<u8>)> = rows(&old)
