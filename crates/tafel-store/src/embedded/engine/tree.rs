@@ -137,12 +137,16 @@ impl<'a> Iterator for Range<'a> {
 }
 
 /// One entity row's key or value, as [`EntityRows`] hands it out.
-pub(in crate::embedded) struct Row<'a>(Arc<AccessGuard<'a, &'static [u8]>>, usize, usize);
+pub(in crate::embedded) struct Row<'a>(Arc<BlockRow<'a>>, bool);
 
 impl Row<'_> {
     #[inline(always)]
     pub(in crate::embedded) fn bytes(&self) -> &[u8] {
-        &self.0.value()[self.1..self.2]
+        if self.1 {
+            self.0.value()
+        } else {
+            self.0.key()
+        }
     }
 }
 
@@ -157,8 +161,8 @@ impl<'a> Iterator for EntityRows<'a> {
     #[inline(always)]
     fn next(&mut self) -> Option<Self::Item> {
         Some(self.0.next()?.map(|row| {
-            let ((kg, ks, ke), (vg, vs, ve)) = (row.part(false), row.part(true));
-            (Row(kg, ks, ke), Row(vg, vs, ve))
+            let row = Arc::new(row);
+            (Row(row.clone(), false), Row(row, true))
         }))
     }
 }
