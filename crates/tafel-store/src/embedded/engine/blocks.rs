@@ -53,7 +53,7 @@ fn count(block: &[u8]) -> Result<usize, StoreError> {
     u32_at(block, 0)
         .filter(|n| {
             n.checked_mul(4)
-                .and_then(|d| d.checked_add(4))
+                .and_then(|d| d.checked_add(BLOCK_HEADER))
                 .is_some_and(|d| d <= block.len())
         })
         .ok_or_else(damaged)
@@ -62,8 +62,12 @@ fn count(block: &[u8]) -> Result<usize, StoreError> {
 /// Where row `i` of a block of `n` rows begins.
 #[inline(always)]
 fn row_start(block: &[u8], n: usize, i: usize) -> Option<usize> {
-    let start = if i == 0 { 0 } else { u32_at(block, 4 * i)? };
-    (4 + 4 * n).checked_add(start)
+    let start = if i == 0 {
+        0
+    } else {
+        u32_at(block, BLOCK_HEADER + 4 * (i - 1))?
+    };
+    (BLOCK_HEADER + 4 * n).checked_add(start)
 }
 
 /// Where row `i` (< `n`) of `block` lies: its key's start and end, its value's
@@ -72,7 +76,7 @@ fn row_start(block: &[u8], n: usize, i: usize) -> Option<usize> {
 fn row_at(block: &[u8], n: usize, i: usize) -> Result<[usize; 4], StoreError> {
     let parse = || {
         let rs = row_start(block, n, i)?;
-        let re = (4 + 4 * n).checked_add(u32_at(block, 4 + 4 * i)?)?;
+        let re = (BLOCK_HEADER + 4 * n).checked_add(u32_at(block, BLOCK_HEADER + 4 * i)?)?;
         let ks = rs.checked_add(4)?;
         let ke = ks.checked_add(u32_at(block, rs)?)?;
         (ke <= re && re <= block.len()).then_some([ks, ke, ke, re])
@@ -333,30 +337,30 @@ pub(in crate::embedded) fn write(table: &mut Blocks<'_>, changes: &[(&[u8], Opti
     let mut rest = changes;
     while let Some(&(key, _)) = rest.first() {
         let end = table_end(key)?;
-        // The block the key falls in: the last at or before it in its table,
-        // else its table's first (which it will lead).
-        let before = table
-            .range::<&[u8]>(..=key)
-            .map_err(to_store_error)?
-            .next_back()
-            .transpose()
-            .map_err(to_store_error)?
-            .map(|(first, _)| first.value().to_vec())
-            .filter(|first| same_table(first, key));
-        let home = match before {
-            Some(first) => Some(first),
-            None => table
-                .range::<&[u8]>((Bound::Excluded(key), Bound::Unbounded))
-                .map_err(to_store_error)?
-                .next()
-                .transpose()
-                .map_err(to_store_error)?
-                .map(|(first, _)| first.value().to_vec())
-                .filter(|first| same_table(first, key)),
+        // The block the key falls in, its first key and a copy of it (the table
+        // is written while it is read): the last at or before it in its
+        // table, else its table's first (which it will lead).
+        let copy = |found: Option<Result<(Guard<'_>, Guard<'_>), redb::StorageError>>| {
+            Ok::<_, StoreError>(
+                found
+                    .transpose()
+                    .map_err(to_store_error)?
+                    .map(|(first, block)| (first.value().to_vec(), block.value().to_vec()))
+                    .filter(|(first, _)| same_table(first, key)),
+            )
+        };
+        let home = match copy(table.range::<&[u8]>(..=key).map_err(to_store_error)?.next_back())? {
+            Some(home) => Some(home),
+            None => copy(
+                table
+                    .range::<&[u8]>((Bound::Excluded(key), Bound::Unbounded))
+                    .map_err(to_store_error)?
+                    .next(),
+            )?,
         };
         // Its keys end where the next block's begin, or with the table.
         let next = match &home {
-            Some(first) => table
+            Some((first, _)) => table
                 .range::<&[u8]>((Bound::Excluded(first.as_slice()), Bound::Unbounded))
                 .map_err(to_store_error)?
                 .next()
@@ -385,18 +389,16 @@ fn copied(table: &Blocks<'_>, first: &[u8]) -> Result<Option<Vec<u8>>, StoreErro
     Ok(table.get(first).map_err(to_store_error)?.map(|b| b.value().to_vec()))
 }
 
-/// Rewrites the block under `home` (none: a table with no block yet) with
-/// `changes` merged in.
+/// Rewrites the block `home` (its first key and bytes; none: a table with no
+/// block yet) with `changes` merged in.
 fn rewrite(
     table: &mut Blocks<'_>,
-    home: Option<Vec<u8>>,
+    home: Option<(Vec<u8>, Vec<u8>)>,
     changes: &[(&[u8], Option<&[u8]>)],
     last_of_table: bool,
 ) -> Result<(), StoreError> {
-    let old = match &home {
-        Some(first) => copied(table, first)?.unwrap_or_default(),
-        None => Vec::new(),
-    };
+    let (first, old) = home.unzip();
+    let old = old.unwrap_or_default();
     let mut merged: Vec<(&[u8], &[u8])> = Vec::with_capacity(changes.len() + old.len() / 512);
     let mut olds = rows(&old).peekable();
     let mut news = changes.iter().peekable();
@@ -419,7 +421,7 @@ fn rewrite(
             merged.push((k, v));
         }
     }
-    put_blocks(table, home.as_deref(), &merged, last_of_table)
+    put_blocks(table, first.as_deref(), &merged, last_of_table)
 }
 
 /// Stores `rows` (sorted, one table's) as blocks in place of the one under
@@ -502,10 +504,9 @@ pub(in crate::embedded) fn remove_range(table: &mut Blocks<'_>, lo: &[u8], hi: &
         let Some(old) = copied(table, &first)? else {
             continue;
         };
-        let kept: Vec<(&[u8], &[u8])> = rows(&old)
-            .filter(|r| r.as_ref().map_or(true, |(k, _)| *k < lo || *k >= hi))
-            .collect::<Result<_, _>>()?;
-        if kept.len() != rows(&old).count() {
+        let all: Vec<(&[u8], &[u8])> = rows(&old).collect::<Result<_, _>>()?;
+        let kept: Vec<(&[u8], &[u8])> = all.iter().copied().filter(|(k, _)| *k < lo || *k >= hi).collect();
+        if kept.len() != all.len() {
             put_blocks(table, Some(&first), &kept, true)?;
         }
     }

@@ -137,16 +137,12 @@ impl<'a> Iterator for Range<'a> {
 }
 
 /// One entity row's key or value, as [`EntityRows`] hands it out.
-pub(in crate::embedded) struct Row<'a>(Arc<BlockRow<'a>>, bool);
+pub(in crate::embedded) struct Row<'a>(Arc<AccessGuard<'a, &'static [u8]>>, usize, usize);
 
 impl Row<'_> {
     #[inline(always)]
     pub(in crate::embedded) fn bytes(&self) -> &[u8] {
-        if self.1 {
-            self.0.value()
-        } else {
-            self.0.key()
-        }
+        &self.0.value()[self.1..self.2]
     }
 }
 
@@ -161,8 +157,8 @@ impl<'a> Iterator for EntityRows<'a> {
     #[inline(always)]
     fn next(&mut self) -> Option<Self::Item> {
         Some(self.0.next()?.map(|row| {
-            let row = Arc::new(row);
-            (Row(row.clone(), false), Row(row, true))
+            let ((kg, ks, ke), (vg, vs, ve)) = (row.part(false), row.part(true));
+            (Row(kg, ks, ke), Row(vg, vs, ve))
         }))
     }
 }
