@@ -47,7 +47,11 @@ fn cmp_mapped(enc: &[u8], s: &str) -> Ordering {
 /// Azure's string order (UTF-16 code units, ordinal) without transcoding: the same
 /// lead-byte mapping as the key encoding, applied at the first differing byte.
 pub fn azure_str_cmp(a: &str, b: &str) -> Ordering {
-    let (a, b) = (a.as_bytes(), b.as_bytes());
+    azure_bytes_cmp(a.as_bytes(), b.as_bytes())
+}
+
+/// [`azure_str_cmp`] of two strings' UTF-8 bytes.
+pub fn azure_bytes_cmp(a: &[u8], b: &[u8]) -> Ordering {
     match a.iter().zip(b).position(|(x, y)| x != y) {
         Some(i) => map_byte(a[i]).cmp(&map_byte(b[i])),
         None => a.len().cmp(&b.len()),

@@ -213,6 +213,29 @@ pub fn lookup<'a>(bytes: &'a [u8], name: &str) -> Option<ValueRef<'a>> {
     None
 }
 
+/// A String property's UTF-8 bytes, unchecked, read without decoding the others:
+/// what a filter comparing it with a string literal needs (a scan's hot path,
+/// where checking the UTF-8 of every row's value cost 6% of a scan). `None` when
+/// the entity lacks it or it is of another type.
+pub fn lookup_string<'a>(bytes: &'a [u8], name: &str) -> Option<&'a [u8]> {
+    let mut r = Reader { b: bytes, at: 0 };
+    let (_, count) = r.header()?;
+    let want = name.as_bytes();
+    for _ in 0..count {
+        let ty = EdmType::from_tag(r.take(1)?[0])?;
+        let len = r.u16()? as usize;
+        if r.take(len)? == want {
+            if ty != EdmType::String {
+                return None;
+            }
+            let n = r.u32()? as usize;
+            return r.take(n);
+        }
+        r.skip(ty)?;
+    }
+    None
+}
+
 /// Stored bytes that do not parse: cut short, an unknown version or type tag, or
 /// invalid UTF-8.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -11,7 +11,7 @@
 use std::cell::Cell;
 use std::cmp::Ordering;
 
-use tafel_store::key::azure_str_cmp;
+use tafel_store::key::{azure_bytes_cmp, azure_str_cmp};
 use tafel_store::KeyRef;
 
 use super::ast::{CompareOp, Expr};
@@ -27,6 +27,7 @@ pub fn eval_stored(expr: &Expr, key: KeyRef<'_>, stored: &[u8]) -> bool {
             key,
             stored,
             last: Cell::new(None),
+            last_string: Cell::new(None),
         },
     )
 }
@@ -141,6 +142,8 @@ struct StoredRow<'a, 'e> {
     /// The last property looked up: chains like `A eq 1 or A eq 2 or …` test one
     /// property many times, and each lookup walks the stored bytes.
     last: Cell<Option<(&'e str, Option<ValueRef<'a>>)>>,
+    /// The same for a String property compared with a string literal.
+    last_string: Cell<Option<(&'e str, Option<&'a [u8]>)>>,
 }
 
 impl<'a, 'e> StoredRow<'a, 'e> {
@@ -154,6 +157,17 @@ impl<'a, 'e> StoredRow<'a, 'e> {
         self.last.set(Some((name, v)));
         v
     }
+
+    fn lookup_string(&self, name: &'e str) -> Option<&'a [u8]> {
+        if let Some((last, v)) = self.last_string.get() {
+            if last == name {
+                return v;
+            }
+        }
+        let v = codec::lookup_string(self.stored, name);
+        self.last_string.set(Some((name, v)));
+        v
+    }
 }
 
 impl<'e> Row<'e> for StoredRow<'_, 'e> {
@@ -163,6 +177,10 @@ impl<'e> Row<'e> for StoredRow<'_, 'e> {
             ("RowKey", Value::String(s)) => Found::Ordered(self.key.cmp_row_key(s)),
             ("PartitionKey" | "RowKey", _) => Found::NoMatch,
             ("Timestamp", _) => compare_opt(codec::timestamp(self.stored).map(ValueRef::DateTime), value),
+            // A string compares by its bytes: no UTF-8 check of every row's value.
+            (_, Value::String(s)) => self
+                .lookup_string(name)
+                .map_or(Found::NoMatch, |v| Found::Ordered(azure_bytes_cmp(v, s.as_bytes()))),
             _ => compare_opt(self.lookup(name), value),
         }
     }
