@@ -173,7 +173,11 @@ async fn simulate(seed: u64, cuts: usize) -> Tally {
         tally.crashes += 1;
         tally.after_checkpoint += usize::from(disk.syncs(cut, super::STORE_FILE) > opened);
         if let Err(e) = check(&waves, &disk.marks(cut), &image, sizes, &mut tally).await {
-            let kept = keep(seed, cut, &image, &disk.describe(cut));
+            let trace = disk.describe(cut);
+            // CI keeps only what is printed: the trace up to the cut says how it came about.
+            let upto = trace.find("---- power loss ----").unwrap_or(trace.len());
+            eprintln!("seed {seed}, cut {cut}: {e}; the trace up to it:\n{}", &trace[..upto]);
+            let kept = keep(seed, cut, &image, &trace);
             tally.failures.push(format!(
                 "seed {seed}, power loss after event {cut} of {len}: {e} (files in {kept})"
             ));

@@ -138,7 +138,15 @@ impl SimDisk {
             }
             let line = match e {
                 Event::Write { file, offset, data } => {
-                    format!("write {} at {offset}, {} bytes", sim.names[*file], data.len())
+                    let name = &sim.names[*file];
+                    // A log write begins with a record: its number says which.
+                    let record = data
+                        .get(8..16)
+                        .filter(|_| name == super::wal::FILE_NAME)
+                        .and_then(|b| b.try_into().ok())
+                        .map(u64::from_le_bytes)
+                        .map_or(String::new(), |seq| format!(", record {seq}"));
+                    format!("write {name} at {offset}, {} bytes{record}", data.len())
                 }
                 Event::SetLen { file, len } => format!("set_len {} {len}", sim.names[*file]),
                 Event::Sync { file } => format!("sync {}", sim.names[*file]),
