@@ -136,14 +136,17 @@ impl Row<'_> for TableRow<'_> {
     }
 }
 
+/// A property looked up last, by name: what it held, if anything.
+type Last<'e, T> = Cell<Option<(&'e str, Option<T>)>>;
+
 struct StoredRow<'a, 'e> {
     key: KeyRef<'a>,
     stored: &'a [u8],
     /// The last property looked up: chains like `A eq 1 or A eq 2 or …` test one
     /// property many times, and each lookup walks the stored bytes.
-    last: Cell<Option<(&'e str, Option<ValueRef<'a>>)>>,
+    last: Last<'e, ValueRef<'a>>,
     /// The same for a String property compared with a string literal.
-    last_string: Cell<Option<(&'e str, Option<&'a [u8]>)>>,
+    last_string: Last<'e, &'a [u8]>,
 }
 
 impl<'a, 'e> StoredRow<'a, 'e> {
