@@ -8,6 +8,7 @@ use std::ops::{Bound, RangeBounds};
 use redb::backends::InMemoryBackend;
 use redb::{Database, ReadableDatabase, ReadableTable, ReadableTableMetadata};
 
+use super::super::rows_ahead::LOOKAHEAD;
 use super::super::schema::{ENTITIES, ROW_ENTITIES};
 use super::{self as blocks, BLOCK_BYTES};
 
@@ -32,6 +33,30 @@ fn value(i: u64, version: u64) -> Vec<u8> {
     let mut v = format!("{i}/{version}/").into_bytes();
     v.resize(len as usize, b'a' + (i % 26) as u8);
     v
+}
+
+/// A range's rows taken as a scan's ring takes them (`rows_ahead.rs`): handed
+/// out `LOOKAHEAD` ahead without a count on their block, each read as it leaves.
+fn as_a_ring_reads<T>(table: &T, lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> Vec<(Vec<u8>, Vec<u8>)>
+where
+    T: ReadableTable<&'static [u8], &'static [u8]>,
+{
+    let mut range = blocks::range(table, lo, hi).expect("range");
+    let mut ahead = std::collections::VecDeque::new();
+    let mut rows = Vec::new();
+    loop {
+        while ahead.len() < LOOKAHEAD {
+            match range.next_at() {
+                Some(row) => ahead.push_back(row.expect("row")),
+                None => break,
+            }
+        }
+        let Some(front) = ahead.pop_front() else {
+            return rows;
+        };
+        let (k, v) = range.row(&front).expect("a row ahead whose block was let go");
+        rows.push((k.to_vec(), v.to_vec()));
+    }
 }
 
 /// xorshift: the tests' own numbers, the same every run.
@@ -73,10 +98,12 @@ fn check(db: &Database, model: &Model, rng: &mut Rng) {
     let expected: Vec<(Vec<u8>, Vec<u8>)> = model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
     assert_eq!(all, expected);
     let read = |lo: Bound<&[u8]>, hi: Bound<&[u8]>| -> Vec<(Vec<u8>, Vec<u8>)> {
-        blocks::range(&table, lo, hi)
+        let rows: Vec<(Vec<u8>, Vec<u8>)> = blocks::range(&table, lo, hi)
             .expect("range")
             .map(|r| r.map(|row| (row.key().to_vec(), row.value().to_vec())).expect("row"))
-            .collect()
+            .collect();
+        assert_eq!(as_a_ring_reads(&table, lo, hi), rows, "the ring's way differs");
+        rows
     };
     for _ in 0..40 {
         let (t, a, b) = (rng.below(3), rng.below(400), rng.below(400));
@@ -217,4 +244,43 @@ fn a_store_of_rows_is_moved_into_blocks() {
         .map(|t| redb::TableHandle::name(&t).to_owned())
         .collect();
     assert!(!old.iter().any(|t| t == "entities"), "the old table is left: {old:?}");
+}
+
+/// Rows of a block each (larger than half a block) are the most blocks a scan's
+/// ring spans: each of its rows ahead still reads from its own block.
+#[test]
+fn a_ring_of_rows_a_block_each_reads_every_row() {
+    let db = db();
+    let txn = db.begin_write().expect("txn");
+    let mut model = Model::new();
+    {
+        let mut table = txn.open_table(ENTITIES).expect("table");
+        for i in 0..40 {
+            let mut v = value(i, 0);
+            v.resize(BLOCK_BYTES / 2 + 100 + i as usize, b'x');
+            model.insert(key(1, i), v);
+        }
+        let changes: Vec<(&[u8], Option<&[u8]>)> = model.iter().map(|(k, v)| (&k[..], Some(&v[..]))).collect();
+        blocks::write(&mut table, &changes).expect("write");
+        assert_eq!(table.len().expect("len"), 40, "a row a block");
+    }
+    txn.commit().expect("commit");
+    let read = db.begin_read().expect("read");
+    let table = read.open_table(ENTITIES).expect("table");
+    let from = key(1, 3);
+    let after: Vec<(Vec<u8>, Vec<u8>)> = model
+        .range(from.clone()..)
+        .skip(1)
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let all: Vec<(Vec<u8>, Vec<u8>)> = model.into_iter().collect();
+    // Compared without printing: the rows are ~16 KiB each.
+    assert!(
+        as_a_ring_reads(&table, Bound::Unbounded, Bound::Unbounded) == all,
+        "the whole range"
+    );
+    assert!(
+        as_a_ring_reads(&table, Bound::Excluded(&from[..]), Bound::Unbounded) == after,
+        "the range after a key"
+    );
 }

@@ -10,11 +10,11 @@
 
 use std::ops::Bound;
 
-use super::blocks::{self, BlockRange, BlockRow};
+use super::blocks::{self, BlockRange, RowAt};
 use super::buffer::Merge;
 use super::commit::ReadView;
 use super::tree::{Bytes, Range, Tree};
-use crate::error::StoreError;
+use crate::error::{FailureKind, StoreError};
 
 /// Rows read ahead of the one a scan is at.
 pub(in crate::embedded) const LOOKAHEAD: usize = 8;
@@ -43,31 +43,37 @@ pub(in crate::embedded) trait Source<'a> {
     /// What `next` returns, kept in a slot as returned (see [`Ring::slots`]).
     type Item;
     fn next(&mut self) -> Option<Self::Item>;
-    /// The row in an item; `None` for an error.
-    fn row(item: &Self::Item) -> Option<(&[u8], &[u8])>;
+    /// The row in an item, read from the source (which may hold its bytes);
+    /// `None` for an error.
+    fn row<'s>(&'s self, item: &'s Self::Item) -> Option<(&'s [u8], &'s [u8])>;
+    /// The error an item `row` gave no row for is.
     fn into_error(item: Self::Item) -> Option<StoreError>;
 }
 
-type Item<'a> = Result<BlockRow<'a>, StoreError>;
+type Item = Result<RowAt, StoreError>;
 
 impl<'a> Source<'a> for BlockRange<'a> {
-    type Item = Item<'a>;
+    type Item = Item;
 
     #[inline(always)]
-    fn next(&mut self) -> Option<Item<'a>> {
-        Iterator::next(self)
+    fn next(&mut self) -> Option<Item> {
+        self.next_at()
     }
 
     #[inline(always)]
-    fn row<'s>(item: &'s Item<'a>) -> Option<(&'s [u8], &'s [u8])> {
+    fn row<'s>(&'s self, item: &'s Item) -> Option<(&'s [u8], &'s [u8])> {
         match item {
-            Ok(row) => Some((row.key(), row.value())),
+            Ok(row) => BlockRange::row(self, row),
             Err(_) => None,
         }
     }
 
-    fn into_error(item: Item<'a>) -> Option<StoreError> {
-        item.err()
+    fn into_error(item: Item) -> Option<StoreError> {
+        Some(
+            item.err().unwrap_or_else(|| {
+                StoreError::failure(FailureKind::Internal, "a scanned row's block was let go too soon")
+            }),
+        )
     }
 }
 
@@ -83,7 +89,7 @@ impl<'a> Source<'a> for Merged<'a> {
     }
 
     #[inline(always)]
-    fn row<'s>(item: &'s MergedItem<'a>) -> Option<(&'s [u8], &'s [u8])> {
+    fn row<'s>(&'s self, item: &'s MergedItem<'a>) -> Option<(&'s [u8], &'s [u8])> {
         match item {
             Ok((k, v)) => Some((k.bytes(), v.bytes())),
             Err(_) => None,
@@ -172,7 +178,7 @@ impl<'a, S: Source<'a>, M: Default> Ring<'a, S, M> {
             let at = (self.head + self.len) % LOOKAHEAD;
             let slot = &mut self.slots[at];
             *slot = self.iter.next();
-            match slot.as_ref().map(S::row) {
+            match slot.as_ref().map(|item| self.iter.row(item)) {
                 Some(Some((k, v))) => {
                     prefetch_lines(k, 2);
                     prefetch_lines(v, value_lines);
@@ -198,13 +204,13 @@ impl<'a, S: Source<'a>, M> Ring<'a, S, M> {
             return None;
         }
         let at = (self.head + i) % LOOKAHEAD;
-        let (k, v) = S::row(self.slots[at].as_ref()?)?;
+        let (k, v) = self.iter.row(self.slots[at].as_ref()?)?;
         Some((k, v, &mut self.marks[at]))
     }
 
     #[inline(always)]
     fn front(&self) -> Option<(&[u8], &[u8], &M)> {
-        let (k, v) = S::row(self.slots[self.head].as_ref()?)?;
+        let (k, v) = self.iter.row(self.slots[self.head].as_ref()?)?;
         Some((k, v, &self.marks[self.head]))
     }
 
