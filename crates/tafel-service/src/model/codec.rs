@@ -194,23 +194,28 @@ pub fn timestamp(bytes: &[u8]) -> Option<DateTime> {
     Reader { b: bytes, at: 0 }.header().map(|h| h.0)
 }
 
-/// One property's value, read without decoding the others. `None` when the entity
-/// lacks it (or the bytes are corrupt).
-pub fn lookup<'a>(bytes: &'a [u8], name: &str) -> Option<ValueRef<'a>> {
+/// A reader at the value of property `name`, and its type. Scans call this for
+/// every row: it compares raw name bytes, and decodes nothing it passes.
+fn find<'a>(bytes: &'a [u8], name: &str) -> Option<(EdmType, Reader<'a>)> {
     let mut r = Reader { b: bytes, at: 0 };
     let (_, count) = r.header()?;
-    // Scans call this for every row: compare raw name bytes, and validate UTF-8
-    // only of the value that is returned.
     let want = name.as_bytes();
     for _ in 0..count {
         let ty = EdmType::from_tag(r.take(1)?[0])?;
         let len = r.u16()? as usize;
         if r.take(len)? == want {
-            return r.value(ty);
+            return Some((ty, r));
         }
         r.skip(ty)?;
     }
     None
+}
+
+/// One property's value, read without decoding the others. `None` when the entity
+/// lacks it (or the bytes are corrupt).
+pub fn lookup<'a>(bytes: &'a [u8], name: &str) -> Option<ValueRef<'a>> {
+    let (ty, mut r) = find(bytes, name)?;
+    r.value(ty)
 }
 
 /// A String property's UTF-8 bytes, unchecked, read without decoding the others:
@@ -218,22 +223,13 @@ pub fn lookup<'a>(bytes: &'a [u8], name: &str) -> Option<ValueRef<'a>> {
 /// where checking the UTF-8 of every row's value cost 6% of a scan). `None` when
 /// the entity lacks it or it is of another type.
 pub fn lookup_string<'a>(bytes: &'a [u8], name: &str) -> Option<&'a [u8]> {
-    let mut r = Reader { b: bytes, at: 0 };
-    let (_, count) = r.header()?;
-    let want = name.as_bytes();
-    for _ in 0..count {
-        let ty = EdmType::from_tag(r.take(1)?[0])?;
-        let len = r.u16()? as usize;
-        if r.take(len)? == want {
-            if ty != EdmType::String {
-                return None;
-            }
+    match find(bytes, name)? {
+        (EdmType::String, mut r) => {
             let n = r.u32()? as usize;
-            return r.take(n);
+            r.take(n)
         }
-        r.skip(ty)?;
+        _ => None,
     }
-    None
 }
 
 /// Stored bytes that do not parse: cut short, an unknown version or type tag, or
