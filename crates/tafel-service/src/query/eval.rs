@@ -149,27 +149,25 @@ struct StoredRow<'a, 'e> {
     last_string: Last<'e, &'a [u8]>,
 }
 
+/// `cell`'s value if it holds `name`'s, else what `find` reads, kept in `cell`.
+fn remembered<'e, T: Copy>(cell: &Last<'e, T>, name: &'e str, find: impl FnOnce() -> Option<T>) -> Option<T> {
+    if let Some((last, v)) = cell.get() {
+        if last == name {
+            return v;
+        }
+    }
+    let v = find();
+    cell.set(Some((name, v)));
+    v
+}
+
 impl<'a, 'e> StoredRow<'a, 'e> {
     fn lookup(&self, name: &'e str) -> Option<ValueRef<'a>> {
-        if let Some((last, v)) = self.last.get() {
-            if last == name {
-                return v;
-            }
-        }
-        let v = codec::lookup(self.stored, name);
-        self.last.set(Some((name, v)));
-        v
+        remembered(&self.last, name, || codec::lookup(self.stored, name))
     }
 
     fn lookup_string(&self, name: &'e str) -> Option<&'a [u8]> {
-        if let Some((last, v)) = self.last_string.get() {
-            if last == name {
-                return v;
-            }
-        }
-        let v = codec::lookup_string(self.stored, name);
-        self.last_string.set(Some((name, v)));
-        v
+        remembered(&self.last_string, name, || codec::lookup_string(self.stored, name))
     }
 }
 
