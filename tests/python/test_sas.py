@@ -13,6 +13,9 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import json
+import socket
+import time
 import uuid
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -375,6 +378,52 @@ def test_key_range_sas_cannot_write_outside_it(server, admin, range_table):
     )
     assert bad == "AuthorizationPermissionMismatch"
     assert admin_tc.get_entity("c", "5")["V"] == "c5"
+
+
+def read_reply(s: socket.socket) -> str:
+    """One HTTP/1.1 answer's status line, read whole (head and Content-Length body)."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = s.recv(65536)
+        assert chunk, f"connection closed before an answer: {data!r}"
+        data += chunk
+    head, _, rest = data.partition(b"\r\n\r\n")
+    length = next(
+        (int(line.split(b":", 1)[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:")), 0
+    )
+    while len(rest) < length:
+        chunk = s.recv(65536)
+        assert chunk, "connection closed mid-answer"
+        rest += chunk
+    return head.split(b"\r\n", 1)[0].decode()
+
+
+@pytest.mark.parametrize(
+    "permission,method,keys,status",
+    [("raud", "PUT", ("a", "9"), 403), ("r", "MERGE", ("b", "2"), 403), ("raud", "DELETE", ("b", "3"), 400)],
+    ids=["outside-the-key-range", "no-write-permission", "body-on-a-delete"],
+)
+def test_a_write_refused_from_its_head_keeps_the_connection_for_the_next_request(
+    server, range_table, permission, method, keys, status
+):
+    """A write refused from its head alone (a key range or a permission read from the URL, a
+    body where none belongs) was answered before its body was read, and hyper closed the
+    connection behind an answer that did not say so: a client that pooled it sent its next
+    request into a closed socket (an SDK insert failed with RemoteDisconnected in CI). The
+    body comes 0.3 s after the head here, so it cannot be in the server's buffer already."""
+    sas = table_sas(range_table, permission=permission, start_pk="b", start_rk="2", end_pk="c", end_rk="4")
+    pk, rk = keys
+    body = json.dumps({"PartitionKey": pk, "RowKey": rk, "V": "x"}).encode()
+    path = f"/{ACCOUNT}/{range_table}(PartitionKey='{pk}',RowKey='{rk}')?{sas}"
+    common = f"Host: 127.0.0.1\r\nx-ms-version: 2019-02-02\r\nAccept: application/json;odata=nometadata\r\n"
+    head = f"{method} {path} HTTP/1.1\r\n{common}Content-Type: application/json\r\nIf-Match: *\r\nContent-Length: {len(body)}\r\n\r\n"
+    with socket.create_connection(("127.0.0.1", server.port), timeout=30) as s:
+        s.sendall(head.encode())
+        time.sleep(0.3)
+        s.sendall(body)
+        assert read_reply(s).startswith(f"HTTP/1.1 {status}")
+        s.sendall(f"GET /{ACCOUNT}/{range_table}(PartitionKey='b',RowKey='2')?{sas} HTTP/1.1\r\n{common}\r\n".encode())
+        assert read_reply(s).startswith("HTTP/1.1 200")
 
 
 # ---------------------------------------------------------------------------

@@ -99,15 +99,25 @@ where
     Error::new(ErrorCode::RequestBodyTooLarge)
 }
 
-/// Reads and drops the body of a request refused unread (at most [`MAX_BODY`],
-/// within the body timeout, holding no body memory: a silent peer holds only its
-/// connection, as an idle one does), so that a client still sending it reads the
-/// answer instead of a reset connection.
-pub async fn discard<B>(body: B, limits: &Limits)
+/// `e`, for a request refused before its body was read (its credential, its
+/// permission or key range, its version, a body where none belongs): answered at
+/// once, while the body is read and dropped behind the answer, at most
+/// [`MAX_BODY`] within the body timeout and holding no body memory.
+///
+/// Dropping it unread instead lets hyper close the connection after an answer
+/// that did not say so: a client that pooled the connection then sends its next
+/// request into a closed socket, and one still sending the body sees a reset
+/// instead of the answer. Waiting for the body before answering would let any
+/// peer hold a refusal for the body timeout.
+pub fn refuse<B>(body: B, limits: &Limits, e: Error) -> Error
 where
-    B: Body<Data = Bytes> + Unpin,
+    B: Body<Data = Bytes> + Unpin + Send + 'static,
 {
-    let _ = tokio::time::timeout(limits.settings.body_timeout, drain(body, MAX_BODY)).await;
+    let within = limits.settings.body_timeout;
+    tokio::spawn(async move {
+        let _ = tokio::time::timeout(within, drain(body, MAX_BODY)).await;
+    });
+    e
 }
 
 async fn drain<B>(mut body: B, cap: usize)

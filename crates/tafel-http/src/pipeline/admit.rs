@@ -101,27 +101,10 @@ pub(super) async fn admit(
     if declared.is_some_and(|n| n > body::MAX_BODY) {
         return Err(body::too_large(body).await);
     }
-    let authenticated =
-        auth::authenticate(&state.accounts, &state.service, state.oauth.as_deref(), &head.signed()).await;
-    let access = match authenticated {
-        Ok(access) => access,
-        Err(e) => {
-            body::discard(body, &state.limits).await;
-            return Err(e);
-        }
+    let (method, access) = match allowed(state, head, route, declared, &body).await {
+        Ok(allowed) => allowed,
+        Err(e) => return Err(body::refuse(body, &state.limits, e)),
     };
-    let method = route.method()?;
-    route.admit(&access)?;
-    let has_body = match declared {
-        Some(n) => n > 0,
-        None => !hyper::body::Body::is_end_stream(&body),
-    };
-    if has_body && !route.takes_body() {
-        return Err(Error::with_message(
-            ErrorCode::InvalidInput,
-            "This operation does not take a request body.",
-        ));
-    }
     let credential = limits::Credential::of(headers, head.query);
     let share = state.limits.body_share(head.account, &credential);
     let (body, room) = body::read(body, declared, &state.limits, &share).await?;
@@ -133,6 +116,31 @@ pub(super) async fn admit(
         room,
         revocable: !matches!(credential, limits::Credential::Key),
     })
+}
+
+/// What `head` may do, decided before its body is read: the credential, the verb,
+/// the permission (a key range from the URL's keys) and whether a body belongs.
+async fn allowed(
+    state: &AppState,
+    head: &Head<'_>,
+    route: &Route<'_>,
+    declared: Option<usize>,
+    body: &Incoming,
+) -> Result<(Method, Access), Error> {
+    let access = auth::authenticate(&state.accounts, &state.service, state.oauth.as_deref(), &head.signed()).await?;
+    let method = route.method()?;
+    route.admit(&access)?;
+    let has_body = match declared {
+        Some(n) => n > 0,
+        None => !hyper::body::Body::is_end_stream(body),
+    };
+    if has_body && !route.takes_body() {
+        return Err(Error::with_message(
+            ErrorCode::InvalidInput,
+            "This operation does not take a request body.",
+        ));
+    }
+    Ok((method, access))
 }
 
 /// The request's authentication, to run again later ([`Recheck`]): it owns what

@@ -22,6 +22,7 @@ mod injected;
 use crate::accounts::Accounts;
 use crate::addressing;
 use crate::auth::bearer::OAuth;
+use crate::body;
 use crate::cors;
 use crate::limits::Limits;
 use crate::names::{
@@ -385,14 +386,17 @@ async fn run(
         mut route,
         peer,
     } = routed;
-    let address = classify(state, meta, address, &route)?;
+    let address = match classify(state, meta, address, &route) {
+        Ok(address) => address,
+        Err(e) => return Err(body::refuse(body, &state.limits, e)),
+    };
     if parts.method == Method::OPTIONS {
         // CORS preflight: unauthenticated, answered from the stored rules.
         meta.error_level = None;
         return cors::preflight(&state.service, &state.accounts, &address.account, &parts.headers).await;
     }
     if let Some(e) = meta.version_refused.take() {
-        return Err(e);
+        return Err(body::refuse(body, &state.limits, e));
     }
     let caller = admit::Caller {
         method: parts.method.clone(),
