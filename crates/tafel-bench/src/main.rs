@@ -8,6 +8,7 @@
 //! tafel-bench --ceiling            # each workload also against a do-nothing server
 //! tafel-bench compare tafel.json azurite.json
 //! tafel-bench memory-rate --row-bytes 760   # the machine's memory-read rate, in rows
+//! tafel-bench memory-rate --row-bytes 760 --checked   # … each row's CRC-32 computed
 //! ```
 
 mod ceiling;
@@ -86,6 +87,10 @@ enum Command {
         /// How long to read.
         #[arg(long, default_value = "2s", value_parser = parse_duration)]
         duration: Duration,
+        /// Compute each row's CRC-32 as it is read, as a verified scan of the
+        /// on-disk store does (the most rows such a scan can read).
+        #[arg(long)]
+        checked: bool,
         /// Print the result as JSON on stdout.
         #[arg(long)]
         json: bool,
@@ -223,18 +228,27 @@ fn main() -> ExitCode {
             rows,
             threads,
             duration,
+            checked,
             json,
         }) => {
-            let r = memory_rate::measure(row_bytes, rows, threads.unwrap_or(cores), duration);
+            let read = match checked {
+                true => memory_rate::Read::Checked,
+                false => memory_rate::Read::Summed,
+            };
+            let r = memory_rate::measure(row_bytes, rows, threads.unwrap_or(cores), duration, read);
             if json {
                 println!(
                     "{}",
-                    json!({"threads": r.threads, "bytes_per_s": r.bytes_per_s.round(),
+                    json!({"threads": r.threads, "bytes_per_s": r.bytes_per_s.round(), "checked": checked,
                            "row_bytes": r.row_bytes, "rows_per_s": r.rows_per_s().round()})
                 );
             } else {
+                let how = match r.read {
+                    memory_rate::Read::Summed => "memory read",
+                    memory_rate::Read::Checked => "memory read, each row's CRC-32 checked",
+                };
                 println!(
-                    "memory read: {:.2} GB/s on {} threads = {:.2} M rows/s of {} bytes",
+                    "{how}: {:.2} GB/s on {} threads = {:.2} M rows/s of {} bytes",
                     r.bytes_per_s / 1e9,
                     r.threads,
                     r.rows_per_s() / 1e6,
