@@ -7,7 +7,9 @@
 - ``refuse = True`` closes new connections as they come (a node cut off from the database).
 - ``cut_after(marker, forward=…)`` arms a one-shot fault: the next client chunk that holds
   ``marker`` (say ``b"COMMIT"``) is passed on (``forward=True``, so the database acts on it)
-  or not (``False``), and the connection is dropped before any answer comes back.
+  or not (``False``), and the connection is dropped before any answer comes back: once the
+  database has answered it (its ReadyForQuery), so that a forwarded commit has surely been
+  acted on however slowly the database runs.
 
 Threads, not asyncio: the tests that use it are plain synchronous pytest code.
 """
@@ -21,26 +23,44 @@ from collections import deque
 from typing import Optional
 
 
+# The PostgreSQL backend's ReadyForQuery message: type, length 5, (then the status byte).
+READY_FOR_QUERY = b"Z\x00\x00\x00\x05"
+
+
+class _Fault:
+    """A connection's fault, as both its directions see it."""
+
+    def __init__(self) -> None:
+        # Set when the fault strikes: nothing more reaches the client.
+        self.deaf = threading.Event()
+        # Set once the chunk that struck has been passed on to the database ...
+        self.sent = threading.Event()
+        # ... and once the database has answered it.
+        self.answered = threading.Event()
+
+
 class _Pipe:
     """One direction of one connection: read, hold ``delay``, write, in order."""
 
-    def __init__(
-        self, proxy: "DelayProxy", src: socket.socket, dst: socket.socket, upstream: bool, deaf: threading.Event
-    ):
+    def __init__(self, proxy: "DelayProxy", src: socket.socket, dst: socket.socket, upstream: bool, fault: _Fault):
         self.proxy, self.src, self.dst, self.upstream = proxy, src, dst, upstream
-        # Set when a fault strikes the connection: nothing more reaches the client.
-        self.deaf = deaf
+        self.fault = fault
+        self.deaf = fault.deaf
         self.queue: deque = deque()
         self.ready = threading.Condition()
         threading.Thread(target=self._read, daemon=True).start()
         threading.Thread(target=self._write, daemon=True).start()
 
     def _read(self) -> None:
+        tail = b""
         try:
             while True:
                 data = self.src.recv(65536)
                 if not data:
                     break
+                if not self.upstream and self.fault.sent.is_set() and READY_FOR_QUERY in tail + data:
+                    self.fault.answered.set()
+                tail = data[-len(READY_FOR_QUERY) :]
                 last = False
                 if self.upstream and self.proxy._fault_hit(data):
                     self.deaf.set()
@@ -73,11 +93,15 @@ class _Pipe:
                 if wait > 0:
                     time.sleep(wait)
                 if self.deaf.is_set() and not self.upstream:
-                    break
+                    # Kept from the client; the other direction drops the connection
+                    # once the database has answered what struck.
+                    continue
+                if last:
+                    self.fault.sent.set()
                 self.dst.sendall(data)
                 if last:
-                    # Long enough for the database to act on it; the answer never returns.
-                    time.sleep(0.2)
+                    # The database acts on it; its answer never returns to the client.
+                    self.fault.answered.wait(timeout=10)
                     break
         except OSError:
             pass
@@ -122,9 +146,9 @@ class DelayProxy:
             with self._lock:
                 self._open.append((client, server))
                 self.connections += 1
-            deaf = threading.Event()
-            _Pipe(self, client, server, upstream=True, deaf=deaf)
-            _Pipe(self, server, client, upstream=False, deaf=deaf)
+            fault = _Fault()
+            _Pipe(self, client, server, upstream=True, fault=fault)
+            _Pipe(self, server, client, upstream=False, fault=fault)
 
     def _fault_hit(self, data: bytes) -> bool:
         with self._lock:
