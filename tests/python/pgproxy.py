@@ -45,7 +45,6 @@ class _Pipe:
     def __init__(self, proxy: "DelayProxy", src: socket.socket, dst: socket.socket, upstream: bool, fault: _Fault):
         self.proxy, self.src, self.dst, self.upstream = proxy, src, dst, upstream
         self.fault = fault
-        self.deaf = fault.deaf
         self.queue: deque = deque()
         self.ready = threading.Condition()
         threading.Thread(target=self._read, daemon=True).start()
@@ -63,7 +62,7 @@ class _Pipe:
                 tail = data[-len(READY_FOR_QUERY) :]
                 last = False
                 if self.upstream and self.proxy._fault_hit(data):
-                    self.deaf.set()
+                    self.fault.deaf.set()
                     if not self.proxy._fault_forward:
                         self.proxy._drop(self.src, self.dst)
                         return
@@ -92,7 +91,7 @@ class _Pipe:
                 wait = due - time.monotonic()
                 if wait > 0:
                     time.sleep(wait)
-                if self.deaf.is_set() and not self.upstream:
+                if self.fault.deaf.is_set() and not self.upstream:
                     # Kept from the client; the other direction drops the connection
                     # once the database has answered what struck.
                     continue
