@@ -31,7 +31,7 @@ const MAX_SCANNED: usize = 20_000;
 /// after (none for table changes; no value for deletes).
 pub(super) type NewChange<'a> = (ChangeOp, Option<&'a [u8]>, Option<&'a [u8]>);
 
-/// What the store, the writer and the log thread share about the feed.
+/// What the store and the writer share about the feed.
 #[derive(Default)]
 pub(super) struct FeedState {
     pub(super) settings: ArcSwap<FeedSettings>,

@@ -6,7 +6,7 @@
 //!   This is group commit: concurrent writers share one sync, and each sees the
 //!   effects of those queued before it exactly as if they ran alone.
 //! - No writer is answered, and no reader sees a change, before it is durable:
-//!   each group commits non-durably, and the log thread publishes the snapshot
+//!   each group commits non-durably, and the writer publishes the snapshot
 //!   after that commit only once the group's log record is synced; or the group
 //!   commits durably itself (a checkpoint). See [`commit`] and [`wal`].
 //! - Entity rows live under `table id (u64, big-endian) ++ EntityKey`; a table's
@@ -16,7 +16,7 @@
 //!
 //! Here: options, opening (replay included), and the `Store` methods. `engine/`
 //! alone owns redb: `engine/schema.rs` the redb tables and key layouts,
-//! `engine/writer.rs` the writer thread, `engine/commit.rs` the log thread,
+//! `engine/writer.rs` the writer thread, `engine/commit.rs` a group's sync,
 //! `engine/wal.rs` the log, `engine/page_file.rs` the file redb writes through.
 //! Beside it, the store's logic: `scan.rs` the scans, `feed.rs` the change feed,
 //! `savepoints.rs`, `snapshot.rs`, `stats.rs`, `check.rs`.

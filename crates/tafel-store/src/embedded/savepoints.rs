@@ -97,7 +97,7 @@ fn now_ms() -> u64 {
 }
 
 /// Runs one savepoint job on the writer thread (see the module comment) and
-/// hands its commit to the log thread, which answers once it is on disk.
+/// hands its commit to the log, which answers once it is on disk.
 pub(super) fn run(db: &Db, state: &mut LogState, to_log: &ToLog, health: &Health, op: Op, reply: Reply<Outcome>) {
     // A restore may bring back other index definitions.
     state.index_defs.clear();

@@ -29,8 +29,6 @@ pub(super) struct EmbeddedStats {
     /// waited for the log to publish the commits before them.
     #[cfg(test)]
     pub(super) jobs_done: AtomicU64,
-    #[cfg(test)]
-    pub(super) publication_waits: AtomicU64,
     /// Groups run in redb's transaction (checkpoints among them) on a thread
     /// other than the writer's: in memory, a write's thread must leave them.
     #[cfg(test)]
@@ -86,8 +84,6 @@ impl Default for EmbeddedStats {
             rows: RowCounts::default(),
             #[cfg(test)]
             jobs_done: AtomicU64::new(0),
-            #[cfg(test)]
-            publication_waits: AtomicU64::new(0),
             #[cfg(test)]
             direct_off_the_writer: AtomicU64::new(0),
             #[cfg(test)]

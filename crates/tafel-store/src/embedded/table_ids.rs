@@ -3,11 +3,11 @@
 //! as much as the entity lookup itself.
 //!
 //! Only table deletion makes an id wrong (ids are never reused, and a creation
-//! adds a name no entry holds). The log thread forgets every id when it
+//! adds a name no entry holds). The writer forgets every id when it
 //! publishes the snapshot of a group that deletes a table, before answering it.
 //! A reader remembers an id only if no such forgetting happened since before it
 //! loaded its snapshot: it reads the generation first, and remembers under the
-//! lock the log thread forgets under.
+//! lock the writer forgets under.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -19,7 +19,7 @@ const MAX_ENTRIES: usize = 100_000;
 
 #[derive(Default)]
 pub(super) struct TableIds {
-    /// Bumped (under `ids`' write lock) each time the log thread forgets.
+    /// Bumped (under `ids`' write lock) each time the writer forgets.
     generation: AtomicU64,
     /// `table_key` → id.
     ids: RwLock<HashMap<Vec<u8>, u64>>,
@@ -36,7 +36,7 @@ impl TableIds {
     }
 
     /// Remembers `id`, read from a snapshot begun after `generation` was read,
-    /// unless the log thread has forgotten since.
+    /// unless the writer has forgotten since.
     pub(super) fn remember(&self, table_key: &[u8], id: u64, generation: u64) {
         let Ok(mut ids) = self.ids.write() else { return };
         if self.generation.load(Ordering::Acquire) != generation {
@@ -48,7 +48,7 @@ impl TableIds {
         ids.insert(table_key.to_vec(), id);
     }
 
-    /// Called by the log thread when it publishes a snapshot that may lack
+    /// Called by the writer when it publishes a snapshot that may lack
     /// tables, before answering the groups that deleted them.
     pub(super) fn forget_all(&self) {
         // A poisoned lock still guards a consistent map: only insert/clear run under it.

@@ -2,7 +2,7 @@
 //! ordered maps in memory instead of a redb commit per group (docs/design/write-buffer.md).
 //!
 //! A group's changes go into the writer's buffer as the group makes them; the
-//! log thread publishes a clone of it (a snapshot: the maps are persistent, so a
+//! writer publishes a clone of it (a snapshot: the maps are persistent, so a
 //! clone costs nothing and a change after it copies only the nodes it touches)
 //! with the group, after the group's record is synced. Every read, a snapshot's
 //! or a group's, is the buffer merged over redb's state as of its last commit

@@ -1,11 +1,17 @@
-//! From commit to answer: the log thread, and the snapshots readers see.
+//! From commit to answer: the group's record synced, and the snapshots readers see.
 //!
-//! The writer commits each group non-durably and goes on to the next group at
-//! once. The log thread appends the group's record to the write-ahead log and
-//! syncs; only then does it publish the snapshot the writer took right after
-//! that commit, and answer the group's writers. Syncing one group's record so
-//! overlaps applying the next, while no reader ever sees a change a crash could
+//! The writer commits each group non-durably, then, on its own thread, appends
+//! the group's record to the write-ahead log, syncs, publishes the snapshot it
+//! took right after that commit, and answers the group's writers; the writes
+//! that come meanwhile wait in its channel and go as the next group, whose
+//! record the next sync takes. So no reader ever sees a change a crash could
 //! still lose, and no writer is answered before its change is durable.
+//!
+//! A log thread that synced one group's record while the writer applied the
+//! next used to do this. On two cores the overlap cost more than it gave: each
+//! group woke the writer and the log thread in turn. Syncing on the writer's
+//! thread cut durable inserts' server CPU by 10%, merges' by 16%, and ran them
+//! at the same or a higher rate, with a lower p99 (benchmark-history §57).
 //!
 //! A checkpoint (a durable redb commit) needs no record, but its pages reach the
 //! disk later, through the page flusher (`page_file.rs`), and the records after
@@ -19,24 +25,21 @@
 //! (and so its answer) may depend on them.
 
 use std::sync::atomic::Ordering;
-use std::sync::mpsc;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use arc_swap::ArcSwap;
 use redb::{Database, ReadOnlyTable, ReadTransaction, ReadableDatabase};
 
 use super::buffer::Buffer;
 use super::health::Health;
-use super::log_round::LogRound;
 use super::page_file::Durable;
 use super::schema::{to_store_error, ENTITIES, TABLES};
 use super::wal::{LogBuf, Spare, Wal};
-use super::writer::MAX_GROUP;
 use crate::embedded::savepoints::Outcome;
 use crate::embedded::stats::EmbeddedStats;
 use crate::embedded::table_ids::TableIds;
 use crate::embedded::Reply;
-use crate::error::{BackendError, FailureKind, StoreError};
+use crate::error::{BackendError, StoreError};
 use crate::undelete::UndeleteError;
 
 /// redb's state as of one commit, with the two tables every read needs already
@@ -143,8 +146,6 @@ pub(in crate::embedded) struct Committed {
     pub(in crate::embedded) pending: Vec<Pending>,
     /// How the commit went.
     pub(in crate::embedded) result: Result<(), BackendError>,
-    /// Told once this and every group before it are published ([`wait_published`]).
-    pub(in crate::embedded) published: Option<mpsc::SyncSender<()>>,
 }
 
 /// Where the log goes on after a group's record: in its other half from a
@@ -183,7 +184,6 @@ impl Default for Committed {
             deletes_table: false,
             pending: Vec::new(),
             result: Ok(()),
-            published: None,
         }
     }
 }
@@ -193,60 +193,36 @@ impl Committed {
         for p in self.pending {
             p.send(result);
         }
-        if let Some(published) = self.published {
-            // The writer waits for this; it cannot have gone.
-            let _ = published.send(());
-        }
     }
 }
 
-/// Blocks the writer until the log thread has published every group sent to
-/// it so far, so that new readers see the state as of the writer's last commit.
-/// A stopped log thread fails the request at once, which ends the wait too.
+/// Blocks until every group handed to the log so far is published, so that
+/// new readers see the state as of the last commit handed on.
 ///
 /// A checkpoint waits for this. One made while readers were still on an older
 /// state left redb 4.5 with its oldest unprocessed non-durable commit pinned:
 /// every later non-durable commit rescanned the pages freed by all those since,
 /// until the next checkpoint, so each cost more than the last (BENCHMARKS.md,
-/// "Merges with and without checkpoints waiting for readers"). A long
-/// checkpoint gave the log time to catch up; a short one right after a commit
-/// did not.
+/// "Merges with and without checkpoints waiting for readers"). The writer hands
+/// its groups on under the log's lock and publishes before letting it go, so
+/// taking the lock is the wait: it matters to a fold committed aside, without
+/// the core, while the writer syncs a group.
 pub(in crate::embedded) fn wait_published(to_log: &ToLog) {
-    let (tx, rx) = mpsc::sync_channel(1);
-    let marker = Committed {
-        published: Some(tx),
-        ..Committed::default()
-    };
-    to_log.send(marker);
-    let _ = rx.recv();
+    drop(to_log.lock());
 }
 
-/// The log thread: see the module comment.
-pub(in crate::embedded) fn log_loop(
-    mut log: LogSide,
-    rx: mpsc::Receiver<Committed>,
-    round: &LogRound,
-    hold: Option<&std::sync::Mutex<()>>,
-) {
-    while let Ok(first) = rx.recv() {
-        round.start();
-        let mut batch = vec![first];
-        batch.extend(rx.try_iter().take(MAX_GROUP));
-        log.handle(batch, Some(round), hold);
-    }
-}
-
-/// What the log thread does with the groups the writer committed: write their
-/// records, sync, publish, answer. After a failed log write or sync every later
-/// group fails too (`health.rs`).
+/// What becomes of committed groups: their records written and synced, then
+/// published and answered. After a failed log write or sync every later group
+/// fails too (`health.rs`).
 pub(in crate::embedded) struct LogSide {
     pub(in crate::embedded) wal: Wal,
     pub(in crate::embedded) shared: LogShared,
+    /// Tests hold it to keep committed groups from becoming durable.
+    pub(in crate::embedded) hold: Option<Arc<Mutex<()>>>,
 }
 
 impl LogSide {
-    /// Tests hold `hold` to keep committed groups from becoming durable.
-    fn handle(&mut self, mut batch: Vec<Committed>, round: Option<&LogRound>, hold: Option<&std::sync::Mutex<()>>) {
+    fn handle(&mut self, mut c: Committed) {
         let LogShared {
             published,
             ids,
@@ -257,97 +233,79 @@ impl LogSide {
             feed,
         } = &self.shared;
         if health.log_failure().is_none() {
-            let held = hold.map(|h| h.lock().unwrap_or_else(|p| p.into_inner()));
-            let written = write_all(&mut self.wal, durable, stats, &mut batch);
+            let held = self.hold.as_ref().map(|h| h.lock().unwrap_or_else(|p| p.into_inner()));
+            let written = write(&mut self.wal, durable, stats, &mut c);
             drop(held);
             if let Err(e) = written {
                 health.log_failed(e);
             }
         }
-        // The batch is durable (or failed): a writer's group waiting for this
-        // overlaps the answers below.
-        if let Some(round) = round {
-            round.synced();
-        }
-        let broken = health.log_failure();
-        if broken.is_none() {
-            if let Some(s) = batch.iter().rev().find_map(|c| c.snapshot.clone()) {
-                published.store(s);
-                feed.published.notify_waiters();
+        let result = match health.log_failure() {
+            Some(e) => Err(e.clone()),
+            None => {
+                if let Some(s) = c.snapshot.clone() {
+                    published.store(s);
+                    feed.published.notify_waiters();
+                }
+                if c.deletes_table {
+                    ids.forget_all();
+                }
+                c.result.clone()
             }
-            if batch.iter().any(|c| c.deletes_table) {
-                ids.forget_all();
-            }
+        };
+        if let Some((record, _)) = c.record.take() {
+            spare.give(record);
         }
-        for mut c in batch {
-            let result = match broken {
-                Some(e) => Err(e.clone()),
-                None => c.result.clone(),
-            };
-            if let Some((record, _)) = c.record.take() {
-                spare.give(record);
-            }
-            c.answer(&result);
-        }
+        c.answer(&result);
     }
 }
 
-/// Where the writer hands its committed groups.
-pub(in crate::embedded) enum ToLog {
-    /// The log thread, which syncs one group's record while the writer applies
-    /// the next; the writer gathers its groups by the thread's round.
-    Thread(mpsc::Sender<Committed>, Arc<LogRound>),
-    /// Whoever ran the group (the writer, or in memory a write's own thread,
-    /// `queue.rs`), right after each commit, when the log is a sink (in
-    /// memory): there is no sync to overlap, and the hand-off to another thread
-    /// (a futex wake-up each group, and the log thread's own switches) was a
-    /// tenth of the server's CPU per insert (benchmark-history §23).
-    Inline(std::sync::Mutex<LogSide>),
+/// Where a committed group goes, right after its commit, on the thread that
+/// committed it (the writer, a fold, or in memory a write's own thread,
+/// `queue.rs`).
+pub(in crate::embedded) struct ToLog {
+    log: Arc<Mutex<LogSide>>,
+    /// Records are kept, to be replayed after a crash: on disk. In memory the
+    /// log is a sink and its sync nothing.
+    keeps_records: bool,
 }
 
 impl ToLog {
+    pub(in crate::embedded) fn new(log: LogSide, keeps_records: bool) -> ToLog {
+        ToLog {
+            log: Arc::new(Mutex::new(log)),
+            keeps_records,
+        }
+    }
+
     /// Whether records are kept, to be replayed after a crash.
     pub(in crate::embedded) fn keeps_records(&self) -> bool {
-        matches!(self, ToLog::Thread(..))
+        self.keeps_records
     }
 
-    /// The log thread, for another thread than the core's holder to hand
-    /// groups (or markers) on; none when the log is the core holder's own.
+    /// The log, for a fold committed without the core to wait on
+    /// ([`wait_published`]); none in memory, where each commit is published
+    /// as it is made by the core's holder.
     pub(in crate::embedded) fn share(&self) -> Option<ToLog> {
-        match self {
-            ToLog::Thread(tx, round) => Some(ToLog::Thread(tx.clone(), round.clone())),
-            ToLog::Inline(_) => None,
-        }
+        self.keeps_records.then(|| ToLog {
+            log: self.log.clone(),
+            keeps_records: true,
+        })
     }
 
-    /// The log thread's round, for the writer to wait for its turn in.
-    pub(in crate::embedded) fn round(&self) -> Option<Arc<LogRound>> {
-        match self {
-            ToLog::Thread(_, round) => Some(round.clone()),
-            ToLog::Inline(_) => None,
-        }
+    fn lock(&self) -> std::sync::MutexGuard<'_, LogSide> {
+        // Handed groups only by the core's holder, and a fold waiting: never
+        // poisoned but by a panic there, after which what it holds is whole.
+        self.log.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Hands `c` on; a stopped log thread fails it.
+    /// Makes `c` durable, publishes it and answers it.
     pub(in crate::embedded) fn send(&self, c: Committed) {
-        match self {
-            ToLog::Thread(tx, _) => {
-                if let Err(mpsc::SendError(c)) = tx.send(c) {
-                    c.answer(&Err(BackendError::new(FailureKind::Stopped, "the log thread stopped")));
-                }
-            }
-            // Only the holder of the writer's core locks it: never contended,
-            // never poisoned by anything but a panic there, after which what
-            // it holds is whole.
-            ToLog::Inline(log) => log
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .handle(vec![c], None, None),
-        }
+        self.lock().handle(c);
     }
 }
 
-/// What the log thread shares with the store and the writer.
+/// What the log shares with the store and the writer.
 pub(in crate::embedded) struct LogShared {
     pub(in crate::embedded) published: Arc<Published>,
     pub(in crate::embedded) ids: Arc<TableIds>,
@@ -358,37 +316,30 @@ pub(in crate::embedded) struct LogShared {
     pub(in crate::embedded) feed: Arc<crate::embedded::feed::FeedState>,
 }
 
-/// Writes the batch's records in order, going on in the log's other half at
-/// each checkpoint, with one sync for them all.
-fn write_all(wal: &mut Wal, durable: &Durable, stats: &EmbeddedStats, batch: &mut [Committed]) -> std::io::Result<()> {
+/// Writes the group's record, going on in the log's other half at a
+/// checkpoint, and syncs.
+fn write(wal: &mut Wal, durable: &Durable, stats: &EmbeddedStats, c: &mut Committed) -> std::io::Result<()> {
     let mut wrote = false;
-    for c in batch.iter_mut() {
-        if let Some((record, seq)) = &mut c.record {
-            wal.write(record, *seq)?;
-            stats.log_bytes.fetch_add(record.len(), Ordering::Relaxed);
-            wrote = true;
+    if let Some((record, seq)) = &mut c.record {
+        wal.write(record, *seq)?;
+        stats.log_bytes.fetch_add(record.len(), Ordering::Relaxed);
+        wrote = true;
+    }
+    // Until the checkpoint covering the other half is on disk, that half's
+    // records are the only copy of their writes.
+    let wait = match c.turn {
+        None => None,
+        Some(Turn::Checkpoint(Checkpoint { sync, on_disk_first })) => {
+            let other = wal.next_half(sync);
+            Some(if on_disk_first { sync } else { other })
         }
-        // Until the checkpoint covering the other half is on disk, that half's
-        // records are the only copy of their writes.
-        let wait = match c.turn {
-            None => continue,
-            Some(Turn::Checkpoint(Checkpoint { sync, on_disk_first })) => {
-                let other = wal.next_half(sync);
-                if on_disk_first {
-                    sync
-                } else {
-                    other
-                }
-            }
-            Some(Turn::SetAside) => wal.leave_half()?,
-            Some(Turn::Folded(Checkpoint { sync, on_disk_first })) => {
-                wal.covered(sync);
-                if !on_disk_first {
-                    continue;
-                }
-                sync
-            }
-        };
+        Some(Turn::SetAside) => Some(wal.leave_half()?),
+        Some(Turn::Folded(Checkpoint { sync, on_disk_first })) => {
+            wal.covered(sync);
+            on_disk_first.then_some(sync)
+        }
+    };
+    if let Some(wait) = wait {
         let started = std::time::Instant::now();
         durable.wait(wait)?;
         tracing::debug!(

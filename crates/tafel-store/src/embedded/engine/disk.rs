@@ -48,8 +48,8 @@ pub(in crate::embedded) trait Disk: Send + Sync {
     /// --in-memory`), gone with it. Then:
     /// - room never comes back once full (only writes could free it, and they
     ///   fail), so the store does not reopen itself after a full disk (`reopen.rs`);
-    /// - the log's records are dropped, never read back: there is no sync for
-    ///   a log thread to overlap with the writer's next group;
+    /// - the log's records are dropped, never read back, and never synced: a
+    ///   write's own thread may run its group (`queue.rs`);
     /// - scans skip each row's checksum: checksums guard files, where a row can
     ///   be damaged, and these pages never leave the process;
     /// - redb's page writes go straight to the file on the writer's thread: a

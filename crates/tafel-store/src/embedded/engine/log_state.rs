@@ -21,15 +21,15 @@ use crate::embedded::Job;
 use crate::error::StoreError;
 
 /// The writer's account of the log, and of when redb itself last made the state
-/// durable. The log thread writes the records in the order the writer numbers
-/// them, so the writer knows what the log holds without waiting for it.
+/// durable. The records are written in the order the writer numbers them, so
+/// the writer knows what the log holds without reading it.
 pub(in crate::embedded) struct LogState {
     /// Number of the last record (or of the one the last checkpoint includes).
     pub(in crate::embedded) last_seq: u64,
     /// Bytes a log half holds: the records since the last checkpoint must fit.
     pub(in crate::embedded) size: u64,
     pub(in crate::embedded) since: SinceCheckpoint,
-    /// Record buffers the log thread is done with.
+    /// Record buffers the log is done with.
     pub(in crate::embedded) spare: Arc<Spare>,
     /// When redb's syncs are on disk.
     pub(in crate::embedded) durable: Durable,

@@ -2,8 +2,7 @@
 //! page file redb writes through (`page_file.rs`), the write-ahead log
 //! (`wal.rs`), the write buffer in front of redb (`buffer.rs`: the groups'
 //! changes since redb's last commit, folded into it at checkpoints), replay,
-//! checkpoints, group commit (`writer.rs`, `commit.rs`, on disk gathered by
-//! the log's round, `log_round.rs`; in memory a write's own
+//! checkpoints, group commit (`writer.rs`, `commit.rs`; in memory a write's own
 //! thread may run its group, `queue.rs`, and a fold goes at a lower priority,
 //! `pace.rs`) and the one record of
 //! whether the store is broken (`health.rs`).
@@ -28,7 +27,6 @@ pub(super) mod fold_aside;
 pub(super) mod group;
 pub(super) mod header_copy;
 pub(super) mod health;
-pub(super) mod log_round;
 pub(super) mod log_state;
 pub(super) mod opening;
 pub(super) mod pace;

@@ -1,4 +1,4 @@
-//! One opening of the store: the redb database, the writer and log threads,
+//! One opening of the store: the redb database, the writer thread and its log,
 //! the published snapshot. [`crate::embedded::EmbeddedStore`] holds one at a time, and
 //! opens a new one when a full disk has broken the last (`reopen.rs`).
 
@@ -17,7 +17,6 @@ use super::commit::{self, Published, ReadView, ToLog};
 use super::disk::Disk;
 use super::header_copy::HeaderCopy;
 use super::health::Health;
-use super::log_round::LogRound;
 use super::log_state::LogState;
 use super::pace::Pace;
 use super::page_file::{Durable, PageFile};
@@ -226,6 +225,9 @@ impl Opening {
             folds: 0,
             pace: None,
         };
+        // A log that keeps nothing is a sink: the groups' writes are run by
+        // their own threads where they can (`queue.rs`).
+        let keeps_nothing = disk.files_in_memory() && hold.is_none();
         let log = commit::LogSide {
             wal,
             shared: commit::LogShared {
@@ -237,21 +239,9 @@ impl Opening {
                 stats: stats.clone(),
                 feed: feed.clone(),
             },
+            hold,
         };
-        // A log that keeps nothing has no sync to overlap: the writer answers.
-        let keeps_nothing = disk.files_in_memory() && hold.is_none();
-        let (to_log, log_thread) = if keeps_nothing {
-            (ToLog::Inline(Mutex::new(log)), None)
-        } else {
-            let (log_tx, log_rx) = mpsc::channel();
-            let round = Arc::new(LogRound::default());
-            let log_round = round.clone();
-            let thread = thread::Builder::new()
-                .name("tafel-log".into())
-                .spawn(move || commit::log_loop(log, log_rx, &log_round, hold.as_deref()))
-                .map_err(to_store_error)?;
-            (ToLog::Thread(log_tx, round), Some(thread))
-        };
+        let to_log = ToLog::new(log, !keeps_nothing);
         let queue = keeps_nothing.then(|| Arc::new(Queue::default()));
         state.pace = queue.clone().and_then(Pace::start);
         let pace = state.pace.clone();
@@ -266,13 +256,6 @@ impl Opening {
             .name("tafel-writer".into())
             .spawn(move || {
                 writer_loop(&core, rx, queue.as_deref());
-                // The log thread answers what is left, then ends with the channel.
-                if let Ok(core) = Arc::try_unwrap(core) {
-                    drop(core.into_inner().unwrap_or_else(|p| p.into_inner()).to_log);
-                }
-                if log_thread.is_some_and(|t| t.join().is_err()) {
-                    tracing::error!("the log thread panicked");
-                }
             })
             .map_err(|e| {
                 // The fold thread holds its own `Pace`: without this it would

@@ -3,15 +3,15 @@
 //! writes every dirty B-tree page and costs far more CPU per group
 //! (BENCHMARKS.md, "A log record against a durable commit per group").
 //!
-//! Protocol (see the writer in `mod.rs` and the log thread in `commit.rs`):
+//! Protocol (see the writer in `mod.rs` and a group's sync in `commit.rs`):
 //! - Each group's redb transaction records, besides its changes, `wal_seq = n`
 //!   in META, and commits non-durably. Readers do not see that commit yet: they
-//!   read published snapshots only. The log thread appends the group's physical
+//!   read published snapshots only. The writer appends the group's physical
 //!   changes as record `n`, syncs, and only then publishes the snapshot and
 //!   answers the writers.
 //! - Now and then a group commits durably instead (a checkpoint): it needs no
 //!   record, and the records after it go to the start of the log's other half.
-//!   The log thread need not wait for the checkpoint to be on disk (its pages
+//!   The log need not wait for the checkpoint to be on disk (its pages
 //!   take tens of milliseconds; see `commit.rs` for when it does): a half's
 //!   next round must, since until then the half holds the only durable copy of
 //!   its records' writes. So at
@@ -94,7 +94,7 @@ impl LogBuf {
     }
 }
 
-/// Emptied record buffers the log thread hands back to the writer: a group's
+/// Emptied record buffers, kept for the writer's next records: a group's
 /// record (megabytes under batch writes) is then built in memory that is
 /// already mapped, not in fresh pages the kernel must fault in and zero.
 #[derive(Default)]

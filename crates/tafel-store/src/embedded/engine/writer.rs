@@ -12,7 +12,7 @@ use redb::{Database, Durability};
 
 use super::buffer::Buffer;
 use super::checksums::seal;
-use super::commit::{self, BaseView, Checkpoint, Committed, Pending, ReadView, ToLog, Turn};
+use super::commit::{BaseView, Checkpoint, Committed, Pending, ReadView, ToLog, Turn};
 use super::fold_aside;
 use super::group::{GroupTx, Mode, Trees};
 use super::health::Health;
@@ -155,7 +155,6 @@ impl Folder {
 /// The writer thread: group commit, see the module invariants.
 pub(super) fn writer_loop(core: &Arc<Mutex<Core>>, rx: mpsc::Receiver<Job>, queue: Option<&Queue>) {
     let mut trimmed = Instant::now();
-    let round = lock(core).to_log.round();
     let folder = if queue.is_none() { Folder::start(core) } else { None };
     loop {
         if let Some(queue) = queue {
@@ -262,13 +261,6 @@ pub(super) fn writer_loop(core: &Arc<Mutex<Core>>, rx: mpsc::Receiver<Job>, queu
             }
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
         };
-        // Past a round's first group, what comes meanwhile joins this one
-        // (`log_round.rs`). Marked queued before the group goes to the log: a
-        // round taking it first only leaves the mark unset, never set in vain.
-        if let Some(round) = &round {
-            round.wait_for_turn();
-            round.queued();
-        }
         let mut guard = lock(core);
         // A build due by now (a wait for an encoder ended) joins the group.
         let building = step_due(&guard.state, &guard.health);
@@ -306,7 +298,7 @@ fn build_step(state: &LogState) -> Job {
     Job::BuildIndex { time, reply }
 }
 
-/// Runs one group of jobs, and hands it to the log thread: in the write buffer
+/// Runs one group of jobs, and hands it to the log: in the write buffer
 /// (`buffer.rs`), or, when it [folds first](LogState::folds_first), in one redb
 /// transaction with the buffer folded in, committed non-durably or as a
 /// checkpoint. An empty group is a plain checkpoint.
@@ -419,12 +411,9 @@ fn run_group(db: &Database, state: &mut LogState, to_log: &ToLog, health: &Healt
                 (txn, checkpoint, seq)
             }
         };
-        if checkpoint && state.since.any() {
-            // No reader may be left on an older state: see `wait_published`.
-            #[cfg(test)]
-            state.stats.publication_waits.fetch_add(1, Ordering::Relaxed);
-            commit::wait_published(to_log);
-        }
+        // No reader is left on an older state (see `wait_published`): the
+        // core's holder hands its groups to the log itself and publishes each
+        // before going on.
         txn.commit().map_err(backend_error)?;
         state.index_defs = defs;
         // redb now holds what the buffer did (a fold aside's share too).
