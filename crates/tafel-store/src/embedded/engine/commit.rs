@@ -10,8 +10,8 @@
 //! A log thread that synced one group's record while the writer applied the
 //! next used to do this. On two cores the overlap cost more than it gave: each
 //! group woke the writer and the log thread in turn. Syncing on the writer's
-//! thread cut durable inserts' server CPU by 10%, merges' by 16%, and ran them
-//! at the same or a higher rate, with a lower p99 (benchmark-history §57).
+//! thread cut durable inserts' server CPU by 15%, merges' by 17–20%, and ran
+//! them at 1.04–1.11× the rate, with a lower p99 (benchmark-history §57).
 //!
 //! A checkpoint (a durable redb commit) needs no record, but its pages reach the
 //! disk later, through the page flusher (`page_file.rs`), and the records after
