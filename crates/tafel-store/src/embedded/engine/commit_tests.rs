@@ -301,3 +301,38 @@ async fn answered_writes_are_read_back_under_concurrent_writers() {
     assert_eq!(scan_values(&store).await.len(), 100, "a page of 100 of the 800 rows");
     store.shutdown().await.expect("shutdown");
 }
+
+// The held lock stands for a slow disk under the log.
+#[allow(clippy::await_holding_lock)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_of_many_single_writes_stays_buffered() {
+    let dir = tempdir().expect("temp dir");
+    let (store, hold) = open(dir.path()).await;
+    put(&store, &EntityKey::new("p", "first"), vec![0], false).await;
+
+    let held = hold.lock().expect("hold");
+    let first = spawn_applied(&store, &EntityKey::new("p", "held"), vec![1], false).await;
+    // 100 writers, more than a batch's rows that send a group direct, queue
+    // behind the held sync and go as one group once it is let go.
+    let queued: Vec<_> = (0..100)
+        .map(|i| spawn_put(&store, &EntityKey::new(&format!("q{i}"), "r"), vec![2], false))
+        .collect();
+    still_waiting(&queued[99], "answered while the log was held").await;
+    let folds = store.inner.stats.buffer_folds.load(Ordering::Relaxed);
+    drop(held);
+    assert!(first.await.expect("held write"));
+    for q in queued {
+        assert!(q.await.expect("queued write"), "a queued write found its key taken");
+    }
+    assert_eq!(
+        store.inner.stats.buffer_folds.load(Ordering::Relaxed),
+        folds,
+        "single writes in flight folded the buffer into redb"
+    );
+    let seen = store
+        .get_entity(ACCOUNT, "t", &EntityKey::new("q99", "r"))
+        .await
+        .expect("get");
+    assert_eq!(seen, Some(vec![2]));
+    store.shutdown().await.expect("shutdown");
+}
