@@ -54,6 +54,9 @@ pub(in crate::embedded) struct Wal {
     file: Arc<dyn DiskFile>,
     /// Where the next record goes.
     offset: u64,
+    /// Where the half it goes to begins: a half filled to its last byte leaves
+    /// `offset` at the other's start, which is no sign of being there.
+    start: u64,
     size: u64,
     /// The redb sync that covers every record in the other half (0: none is
     /// needed; [`UNCOVERED`]: a fold set aside will): the other half is not
@@ -168,6 +171,7 @@ impl Wal {
         let wal = Wal {
             file,
             offset: 0,
+            start: 0,
             size,
             other_covered_by: 0,
             last_seq: end + SEQ_JUMP,
@@ -212,7 +216,7 @@ impl Wal {
     /// this one's if no commit covers the other half yet (a fold set aside that
     /// this checkpoint overtook, [`Wal::leave_half`]).
     pub(in crate::embedded) fn next_half(&mut self, sync: u64) -> u64 {
-        self.offset = self.other_half();
+        self.turn();
         match std::mem::replace(&mut self.other_covered_by, sync) {
             UNCOVERED => sync,
             covered => covered,
@@ -230,7 +234,7 @@ impl Wal {
                 "the log's other half is not covered by a checkpoint yet",
             ));
         }
-        self.offset = self.other_half();
+        self.turn();
         Ok(std::mem::replace(&mut self.other_covered_by, UNCOVERED))
     }
 
@@ -243,12 +247,10 @@ impl Wal {
         }
     }
 
-    fn other_half(&self) -> u64 {
-        if self.offset < self.half() {
-            self.half()
-        } else {
-            0
-        }
+    /// Moves on to the start of the other half.
+    fn turn(&mut self) {
+        self.start = if self.start == 0 { self.half() } else { 0 };
+        self.offset = self.start;
     }
 }
 

@@ -236,3 +236,22 @@ fn a_record_left_behind_a_torn_one_is_not_replayed_after_the_next_crash() {
     );
     let _ = std::fs::remove_dir_all(&d);
 }
+
+#[test]
+fn a_half_filled_to_its_last_byte_turns_to_the_other_half() {
+    let disk = crate::embedded::engine::sim_disk::SimDisk::default();
+    let (mut wal, _) = Wal::open(&disk, 0, 64 << 10).expect("open");
+    wal.last_seq = 0;
+    let mut record = LogBuf::with_payload(&vec![1; (wal.half() as usize) - HEADER]);
+    wal.write(&mut record, 1).expect("write");
+    assert_eq!(wal.offset, wal.half());
+    // The checkpoint covering record 1 is not on disk yet: record 2 must not
+    // go over it, at the start of the half it fills.
+    wal.next_half(1);
+    assert_eq!(wal.offset, wal.half(), "the log went back to the half it filled");
+    let mut next = LogBuf::with_payload(&[2; 10]);
+    wal.write(&mut next, 2).expect("write");
+    drop(wal);
+    let (_, found) = Wal::open(&disk, 0, 64 << 10).expect("reopen");
+    assert_eq!(found.records.iter().map(|r| r.seq).collect::<Vec<_>>(), [1, 2]);
+}
