@@ -148,9 +148,10 @@ impl LogState {
     }
 
     /// Whether `group` folds the buffer into a redb transaction and runs in it:
-    /// a checkpoint does, a group of batches writing 64 entities or more (whose sorted new rows redb packs
-    /// into full leaves through a cursor, at a third of what buffering them
-    /// and folding them later costs, `BENCHMARKS.md`), and a group that removes
+    /// a checkpoint does, a group of batches writing 64 entities or more
+    /// (whose sorted new rows redb packs into full leaves through a cursor, at
+    /// a third of what buffering them and folding them later costs,
+    /// `BENCHMARKS.md`), and a group that removes
     /// whole tables' rows (spelt out key by key in the buffer, they would be a
     /// removal per row). And while a fold aside runs (`fold_aside.rs`), any
     /// group once the log's half is nearly full again: it waits for the fold on
@@ -163,7 +164,7 @@ impl LogState {
         // copy a leaf of its own in redb's commit, the cost the buffer is there
         // to spare. Counted with them, 64 writes in flight or more sent every
         // group direct, the buffer folded by each: at 128 in flight inserts ran
-        // at 0.73× the rate of 64, with a p99.9 of 117 ms (benchmark-history §58).
+        // at 0.70× the rate of 64, with a p99.9 of 117 ms (benchmark-history §58).
         let keys: usize = group
             .iter()
             .map(|j| match j {
