@@ -21,6 +21,7 @@
 //! schedules beside them (BENCHMARKS.md, "Long requests on runtimes of their own").
 
 use std::future::Future;
+use std::io::ErrorKind;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -164,16 +165,18 @@ pub async fn serve(
                         continue;
                     }
                 };
-                hand_over(&workers, stream, peer, Some(slot), &fresh);
+                match stream.into_std() {
+                    Ok(stream) => hand_over(&workers, stream, peer, Some(slot), &fresh),
+                    Err(e) => tracing::warn!(error = %e, "could not hand over a connection"),
+                }
             }
             () = &mut shutdown => break,
         }
     }
     // Connections the kernel has completed are served, not reset by the close.
-    while let Ok(Ok((stream, peer))) = tokio::time::timeout(Duration::ZERO, listener.accept()).await {
+    for (stream, peer) in close_taking_backlog(listener) {
         hand_over(&workers, stream, peer, slots.clone().try_acquire_owned().ok(), &fresh);
     }
-    drop(listener);
     let grace = tokio::time::Instant::now() + FIRST_REQUEST_GRACE;
     while fresh.load(Ordering::Relaxed) > 0 && tokio::time::Instant::now() < grace {
         tokio::time::sleep(Duration::from_millis(5)).await;
@@ -229,10 +232,40 @@ async fn join_serving(handles: Vec<std::thread::JoinHandle<()>>) {
     }
 }
 
-/// Gives a connection to the serving thread with the fewest open ones.
+/// Closes the listener, first taking every connection the kernel has completed
+/// on it (the close would reset them, with their requests sent). The socket
+/// itself is asked, not tokio's readiness: that lags the backlog until the
+/// reactor's next turn, and a zero-timeout `accept` took nothing then.
+fn close_taking_backlog(listener: TcpListener) -> Vec<(std::net::TcpStream, SocketAddr)> {
+    let mut taken = Vec::new();
+    // `into_std` leaves the socket non-blocking: `accept` ends at an empty backlog.
+    let listener = match listener.into_std() {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::warn!(error = %e, "could not take the backlog at shutdown");
+            return taken;
+        }
+    };
+    loop {
+        match listener.accept() {
+            Ok(conn) => taken.push(conn),
+            Err(e) if matches!(e.kind(), ErrorKind::Interrupted | ErrorKind::ConnectionAborted) => {}
+            Err(e) => {
+                if e.kind() != ErrorKind::WouldBlock {
+                    tracing::warn!(error = %e, "accept failed at shutdown");
+                }
+                return taken;
+            }
+        }
+    }
+}
+
+/// Gives a connection to the serving thread with the fewest open ones. It moves
+/// between runtimes as a std socket: a tokio one is tied to the reactor that
+/// registered it.
 fn hand_over(
     workers: &[Worker],
-    stream: tokio::net::TcpStream,
+    stream: std::net::TcpStream,
     peer: SocketAddr,
     slot: Option<OwnedSemaphorePermit>,
     fresh: &Arc<AtomicUsize>,
@@ -241,16 +274,9 @@ fn hand_over(
     let Some(worker) = workers.iter().min_by_key(|w| w.open.load(Ordering::Relaxed)) else {
         return;
     };
-    // The stream moves between runtimes as a std socket: a tokio one is
-    // tied to the reactor that registered it.
-    match stream.into_std() {
-        Ok(std) => {
-            worker.open.fetch_add(1, Ordering::Relaxed);
-            if worker.conns.send((std, peer, slot, Fresh::new(fresh))).is_err() {
-                tracing::warn!("a serving thread has stopped");
-            }
-        }
-        Err(e) => tracing::warn!(error = %e, "could not hand over a connection"),
+    worker.open.fetch_add(1, Ordering::Relaxed);
+    if worker.conns.send((stream, peer, slot, Fresh::new(fresh))).is_err() {
+        tracing::warn!("a serving thread has stopped");
     }
 }
 
@@ -439,5 +465,32 @@ async fn handshake(
             None
         }
         Err(_) => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn closing_the_listener_takes_every_connection_the_kernel_completed() {
+        // Nothing has accepted yet and the reactor has not turned: the kernel's
+        // backlog alone says they are there.
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        rt.block_on(async {
+            let listener = TcpListener::bind("127.0.0.1:0").await.expect("binds");
+            let addr = listener.local_addr().expect("address");
+            let clients: Vec<_> = (0..3)
+                .map(|_| std::net::TcpStream::connect(addr).expect("connects"))
+                .collect();
+            let taken = close_taking_backlog(listener);
+            assert_eq!(taken.len(), clients.len());
+            let mine: Vec<_> = clients.iter().map(|c| c.local_addr().expect("address")).collect();
+            assert!(taken.iter().all(|(_, peer)| mine.contains(peer)));
+            assert!(std::net::TcpStream::connect(addr).is_err(), "the listener is closed");
+        });
     }
 }
