@@ -2,7 +2,8 @@
 # CI smoke test of the benchmark tool: starts a Tafel (release build, fresh temp data dir,
 # a free port) and runs `tafel-bench --smoke --verify` against it, for each entity shape
 # (--shape typed, strings): every workload for ~1 s on a 2000-entity data set, with
-# read-back verification of every property.
+# read-back verification of every property; then --slow-log, which must log every
+# operation when --slow-ms is 0.
 # Builds nothing: expects target/release/tafel and target/release/tafel-bench
 # (cargo build --release -p tafel -p tafel-bench). Exits non-zero on any failure.
 #
@@ -61,4 +62,23 @@ for shape in typed strings; do
     exit 1
   fi
 done
+# --slow-log with --slow-ms 0: every operation of the run is logged, so each workload's lines
+# are its operations, one each, in wall-clock time.
+rc=0
+timeout 120 "$BENCH_BIN" --endpoint "http://$ADDR/devstoreaccount1" --smoke --json \
+  --workloads insert,point-read --slow-log "$WORK/slow.tsv" --slow-ms 0 >"$WORK/slow.json" 2>/dev/null || rc=$?
+if [ "$rc" -ne 0 ]; then
+  echo "bench_smoke: FAILED (tafel-bench --slow-log exit $rc)" >&2
+  exit 1
+fi
+python3 - "$WORK/slow.json" "$WORK/slow.tsv" <<'PY'
+import collections, json, sys, time
+results = {r["workload"]: r["ops"] for r in json.load(open(sys.argv[1]))["results"]}
+lines = [l.rstrip("\n").split("\t") for l in open(sys.argv[2])]
+count = collections.Counter(w for w, _, _ in lines)
+for w in ("insert", "point-read"):
+    assert results[w] > 0 and count[w] == results[w], f"--slow-log: {count[w]} {w} lines for {results[w]} operations"
+now = time.time()
+assert all(now - 600 < float(t) <= now and float(ms) > 0 for _, t, ms in lines), "--slow-log: times or latencies out of range"
+PY
 echo "bench_smoke: OK"

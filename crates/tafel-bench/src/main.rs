@@ -182,6 +182,14 @@ struct RunArgs {
     /// Worker threads of the reference server [default: one per core].
     #[arg(long)]
     ceiling_threads: Option<usize>,
+    /// Write each operation slower than --slow-ms to this file, a line each: the workload,
+    /// when it began (Unix seconds) and its latency (ms). Shows when in a run the slow
+    /// ones came, to set beside the server's log (the target's operations only).
+    #[arg(long, value_name = "FILE")]
+    slow_log: Option<std::path::PathBuf>,
+    /// What --slow-log counts as slow, in milliseconds.
+    #[arg(long, default_value_t = 2.0, value_name = "MS")]
+    slow_ms: f64,
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -352,6 +360,7 @@ impl Settings {
             merge_verb: self.merge_verb.clone(),
             seed: self.seed,
             shape: args.shape,
+            slow_log: None,
         }
     }
 }
@@ -367,7 +376,19 @@ async fn run(args: RunArgs) -> Result<ExitCode, String> {
         args.ca.as_deref(),
     )?;
     let account = ep.account().to_string();
-    let bench = Arc::new(Bench::new(ep, set.config(&args, args.verify), &args.table_prefix));
+    let mut config = set.config(&args, args.verify);
+    if let Some(path) = &args.slow_log {
+        // One run's operations a file: an earlier run's are dropped.
+        std::fs::File::create(path).map_err(|e| format!("--slow-log {}: {e}", path.display()))?;
+        if !(args.slow_ms.is_finite() && args.slow_ms >= 0.0) {
+            return Err(format!(
+                "--slow-ms must be a number of milliseconds, not {}",
+                args.slow_ms
+            ));
+        }
+        config.slow_log = Some((path.clone(), Duration::from_secs_f64(args.slow_ms / 1e3)));
+    }
+    let bench = Arc::new(Bench::new(ep, config, &args.table_prefix));
     eprintln!(
         "tafel-bench: {} ({}) concurrency {concurrency}, {duration:?} per workload, data set {entities} {} entities, \
          tables {}/{}{}",

@@ -27,7 +27,7 @@ impl Bench {
     }
 
     pub(super) async fn merge_worker(self: Arc<Self>, w: u64) -> Tally {
-        let mut t = Tally::new();
+        let mut t = self.tally();
         let mut conn = Conn::new(&self.ep);
         let (deadline, max) = (self.deadline(), self.per_worker_ops());
         let c = self.cfg.concurrency as u64;

@@ -16,9 +16,11 @@ mod tally;
 mod verify;
 
 use std::future::Future;
+use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use http::{Method, StatusCode};
@@ -54,6 +56,8 @@ pub struct Config {
     pub merge_verb: Method,
     pub seed: u64,
     pub shape: data::Shape,
+    /// Where to write the operations slower than the given time (`--slow-log`).
+    pub slow_log: Option<(PathBuf, Duration)>,
 }
 
 pub struct Bench {
@@ -62,6 +66,8 @@ pub struct Bench {
     pub data_table: String,
     pub ins_table: String,
     versions: Vec<AtomicU32>,
+    /// A moment on both clocks: slow operations are logged in wall-clock time.
+    clock: (Instant, SystemTime),
 }
 
 fn entity_path(table: &str, pk: &str, rk: &str) -> String {
@@ -78,7 +84,28 @@ impl Bench {
             ins_table: format!("{prefix}{run:06x}i"),
             cfg,
             versions,
+            clock: (Instant::now(), SystemTime::now()),
         }
+    }
+
+    /// A worker's tally, keeping its slow operations when they are logged.
+    fn tally(&self) -> Tally {
+        Tally::watching(self.cfg.slow_log.as_ref().map(|(_, over)| *over))
+    }
+
+    /// Appends `slow` to the slow log: a line each, in the order they began, of
+    /// the workload, when it began (Unix seconds) and its latency (ms).
+    fn log_slow(&self, path: &Path, workload: &str, slow: &[(Instant, u64)]) -> std::io::Result<()> {
+        let (at, wall) = self.clock;
+        let unix = wall.duration_since(UNIX_EPOCH).unwrap_or_default().as_secs_f64();
+        let mut lines: Vec<_> = slow.to_vec();
+        lines.sort_unstable();
+        let mut out = std::io::BufWriter::new(std::fs::OpenOptions::new().append(true).create(true).open(path)?);
+        for (began, us) in lines {
+            let when = unix + began.saturating_duration_since(at).as_secs_f64();
+            writeln!(out, "{workload}\t{when:.6}\t{:.3}", us as f64 / 1e3)?;
+        }
+        out.flush()
     }
 
     fn partitions(&self) -> u64 {
@@ -181,6 +208,11 @@ impl Bench {
             ..Row::default()
         };
         r.set_latency(&t.hist);
+        if let Some((path, _)) = &self.cfg.slow_log {
+            if let Err(e) = self.log_slow(path, name, &t.slow) {
+                eprintln!("warning: --slow-log {}: {e}", path.display());
+            }
+        }
         for m in &t.messages {
             eprintln!("  {name}: {m}");
         }

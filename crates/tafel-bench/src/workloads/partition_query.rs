@@ -27,7 +27,7 @@ impl Bench {
     }
 
     async fn partition_query_worker(self: Arc<Self>, w: u64) -> Tally {
-        let mut t = Tally::new();
+        let mut t = self.tally();
         let mut conn = Conn::new(&self.ep);
         let (deadline, max) = (self.deadline(), self.per_worker_ops());
         let mut rng = Rng::new(self.cfg.seed ^ (w << 20) ^ 0x9A27);

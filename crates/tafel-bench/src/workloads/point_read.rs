@@ -28,7 +28,7 @@ impl Bench {
     /// RowKey eq …`, which the planner must make cost the same. With merges running
     /// alongside (`merging`), only entities no merge worker owns are verified.
     pub(super) async fn point_read_worker(self: Arc<Self>, w: u64, as_query: bool, merging: bool) -> Tally {
-        let mut t = Tally::new();
+        let mut t = self.tally();
         let mut conn = Conn::new(&self.ep);
         let (deadline, max) = (self.deadline(), self.per_worker_ops());
         let mut rng = Rng::new(self.cfg.seed ^ (w << 20) ^ 0x2EAD);

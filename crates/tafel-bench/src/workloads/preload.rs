@@ -32,7 +32,7 @@ impl Bench {
     }
 
     async fn preload_worker(self: Arc<Self>, _w: u64, next: Arc<AtomicU64>, deadline: Instant) -> Tally {
-        let mut t = Tally::new();
+        let mut t = self.tally();
         let mut conn = Conn::new(&self.ep);
         let batches = self.cfg.entities.div_ceil(BATCH_SIZE);
         loop {

@@ -6,7 +6,6 @@
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use super::tally::Tally;
 use super::Bench;
 use crate::report::{per_s, Row};
 
@@ -32,7 +31,7 @@ impl Bench {
                 }
             })
             .await;
-        let (mut reads, mut merging) = (Tally::new(), Tally::new());
+        let (mut reads, mut merging) = (self.tally(), self.tally());
         for (w, t) in tallies {
             match merges(w) {
                 false => reads.merge(t),

@@ -36,7 +36,7 @@ impl Bench {
     }
 
     async fn scan_worker(self: Arc<Self>, w: u64) -> Tally {
-        let mut t = Tally::new();
+        let mut t = self.tally();
         let mut conn = Conn::new(&self.ep);
         let (deadline, max) = (self.deadline(), self.per_worker_ops());
         let filter = self.cfg.shape.scan_filter();

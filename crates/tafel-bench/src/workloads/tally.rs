@@ -1,6 +1,6 @@
 //! What a worker counts, and the read-backs it leaves for after its workload.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 
@@ -28,6 +28,9 @@ pub(super) struct Tally {
     pub(super) messages: Vec<String>,
     pub(super) samples: Vec<Sample>,
     pub(super) connects: u64,
+    /// Operations slower than `slow_over` (µs): when each began, and its latency (µs).
+    pub(super) slow: Vec<(Instant, u64)>,
+    slow_over: u64,
 }
 
 impl Tally {
@@ -45,7 +48,18 @@ impl Tally {
             messages: Vec::new(),
             samples: Vec::new(),
             connects: 0,
+            slow: Vec::new(),
+            slow_over: u64::MAX,
         }
+    }
+
+    /// A tally that also keeps the operations slower than `over`, if given.
+    pub(super) fn watching(over: Option<Duration>) -> Self {
+        let mut t = Self::new();
+        if let Some(over) = over {
+            t.slow_over = over.as_micros() as u64;
+        }
+        t
     }
 
     pub(super) fn error(&mut self, what: &str, msg: String) {
@@ -68,6 +82,9 @@ impl Tally {
     pub(super) fn latency(&mut self, t0: Instant) {
         let us = t0.elapsed().as_micros().max(1) as u64;
         let _ = self.hist.record(us.min(self.hist.high()));
+        if us > self.slow_over {
+            self.slow.push((t0, us));
+        }
     }
 
     pub(super) fn merge(&mut self, o: Tally) {
@@ -87,5 +104,6 @@ impl Tally {
             }
         }
         self.samples.extend(o.samples);
+        self.slow.extend(o.slow);
     }
 }
