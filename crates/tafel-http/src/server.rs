@@ -234,8 +234,8 @@ async fn join_serving(handles: Vec<std::thread::JoinHandle<()>>) {
 
 /// Closes the listener, first taking every connection the kernel has completed
 /// on it (the close would reset them, with their requests sent). The socket
-/// itself is asked, not tokio's readiness: that lags the backlog until the
-/// reactor's next turn, and a zero-timeout `accept` took nothing then.
+/// itself is asked, not tokio's readiness, which is only the reactor's last
+/// look at it: a zero-timeout `accept` left what came after that to the close.
 fn close_taking_backlog(listener: TcpListener) -> Vec<(std::net::TcpStream, SocketAddr)> {
     let mut taken = Vec::new();
     // `into_std` leaves the socket non-blocking: `accept` ends at an empty backlog.
