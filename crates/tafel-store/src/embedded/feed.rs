@@ -12,7 +12,7 @@ use arc_swap::{ArcSwap, ArcSwapOption};
 use tokio::sync::Notify;
 
 use super::apply::Writer;
-use super::checksums::{seal, unseal};
+use super::checksums::{seal, seal_in_place, unseal};
 use super::commit::ReadView;
 use super::engine::tree::{ReadTrees, Tree};
 use super::feed_restore;
@@ -109,7 +109,9 @@ impl Writer<'_, '_> {
             .zip(changes)
             .map(|(position, (op, key, value))| {
                 let k = change_key(account, position);
-                let v = seal(&k, &encode_change(txn, time, *op, table, *key, *value));
+                // Sealed where it was encoded (its spare room takes the checksum), not copied.
+                let mut v = encode_change(txn, time, *op, table, *key, *value);
+                seal_in_place(&k, &mut v);
                 bytes += v.len() as u64;
                 (k, v)
             })
