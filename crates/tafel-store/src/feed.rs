@@ -138,6 +138,7 @@ pub fn encode_change(
     key: Option<&[u8]>,
     value: Option<&[u8]>,
 ) -> Vec<u8> {
+    // 32: the 24 bytes of fixed fields, and room for the embedded store's checksum.
     let mut v = Vec::with_capacity(32 + table.len() + key.map_or(0, <[u8]>::len) + value.map_or(0, <[u8]>::len));
     v.push(op as u8);
     v.extend_from_slice(&txn.to_le_bytes());
