@@ -8,8 +8,9 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use super::checksums::{seal, seal_in_place, unseal};
 use super::commit::Pending;
 use super::counts::{self, Counts};
-use super::engine::group::GroupTx;
+use super::engine::group::{GroupTx, Logged};
 use super::engine::tree::{ReadTrees, Tree};
+use super::feed::NewChange;
 use super::index::IndexDefs;
 use super::schema::*;
 use super::Job;
@@ -137,7 +138,7 @@ impl Writer<'_, '_> {
             .insert(Tree::Tables, &key, &seal(&key, &encode_table(id, name, &[])))?;
         counts::start(&mut self.tx, id)?;
         self.tx.insert(Tree::TableOrder, &order_key(account, name), &[])?;
-        self.record(account, name, &[(ChangeOp::CreateTable, None, None)])?;
+        self.record(account, name, &[NewChange::table(ChangeOp::CreateTable)])?;
         Ok(true)
     }
 
@@ -147,7 +148,7 @@ impl Writer<'_, '_> {
         };
         if self.keep_ns > 0 {
             self.soft_delete(account, &t, self.keep_ns)?;
-            self.record(account, &t.record.name, &[(ChangeOp::DeleteTable, None, None)])?;
+            self.record(account, &t.record.name, &[NewChange::table(ChangeOp::DeleteTable)])?;
             return Ok(true);
         }
         self.tx.remove(Tree::Tables, &table_key(account, name))?;
@@ -157,7 +158,7 @@ impl Writer<'_, '_> {
         counts::remove(&mut self.tx, t.id)?;
         let _ = self.counts.forget(t.id);
         self.drop_indexes(t.id)?;
-        self.record(account, &t.record.name, &[(ChangeOp::DeleteTable, None, None)])?;
+        self.record(account, &t.record.name, &[NewChange::table(ChangeOp::DeleteTable)])?;
         Ok(true)
     }
 
@@ -177,7 +178,7 @@ impl Writer<'_, '_> {
         self.tx.remove_range(Tree::Entities, &lo, &hi)?;
         self.tx.remove_range(Tree::Index, &lo, &hi)?;
         counts::start(&mut self.tx, t.id)?;
-        self.record(account, &t.record.name, &[(ChangeOp::TruncateTable, None, None)])?;
+        self.record(account, &t.record.name, &[NewChange::table(ChangeOp::TruncateTable)])?;
         Ok(Some(stored.saturating_add_signed(pending)))
     }
 
@@ -256,6 +257,8 @@ impl Writer<'_, '_> {
             let runs = full.len() > 1 && distinct_keys(&full);
             let recording = self.feed.for_account(account).is_some();
             let mut changes = Vec::new();
+            // New rows of a batch whose changes are recorded: their keys and changes' indexes.
+            let mut fresh_changes: Vec<(&[u8], usize)> = Vec::new();
             let indexed = self.indexed(t.id)?;
             // Each key's stored form as this write left it so far: a batch may
             // name a key twice, and its entries follow the last change.
@@ -289,26 +292,52 @@ impl Writer<'_, '_> {
                     self.reindex(t.id, &indexed, key.as_bytes(), before.as_deref(), now.as_deref())?;
                     latest.insert(k.as_slice(), now);
                 }
-                if recording {
-                    changes.extend(feed_change(&m, key.as_bytes(), old.is_some()));
-                }
+                // The change this mutation records, if any, by its index.
+                let recorded = match recording.then(|| feed_change(&m, key.as_bytes(), old.is_some())) {
+                    Some(Some(change)) => {
+                        changes.push(change);
+                        Some(changes.len() - 1)
+                    }
+                    _ => None,
+                };
                 match m {
                     Mutation::Put(mut v) | Mutation::Merge(mut v) => {
                         seal_in_place(k, &mut v);
                         if runs && old.is_none() {
                             fresh.push((k, v));
+                            if let Some(c) = recorded {
+                                fresh_changes.push((k, c));
+                            }
                             continue;
                         }
-                        self.tx.insert(Tree::Entities, k, &v)?
+                        self.tx.insert(Tree::Entities, k, &v)?;
+                        // The change's value is this row's: the log carries it once.
+                        if let Some(c) = recorded {
+                            changes[c].3 = self.tx.last_logged();
+                        }
                     }
                     Mutation::Delete | Mutation::Expire => self.tx.remove(Tree::Entities, k)?,
                     Mutation::Keep => {}
                 }
             }
-            self.insert_new_rows(fresh)?;
+            let logged = self.insert_new_rows(&mut fresh, !fresh_changes.is_empty())?;
+            for (k, c) in fresh_changes {
+                // `fresh` is sorted now, and `logged` lies beside it.
+                if let Ok(i) = fresh.binary_search_by(|(key, _)| key.cmp(&k)) {
+                    changes[c].3 = logged.get(i).copied().flatten();
+                }
+            }
             let (entities, bytes) = count_change(&current, &after, keys);
             self.counts.add(t.id, entities, bytes);
-            let changes: Vec<_> = changes.iter().map(|(op, k, v)| (*op, *k, v.as_deref())).collect();
+            let changes: Vec<_> = changes
+                .iter()
+                .map(|(op, key, value, logged)| NewChange {
+                    op: *op,
+                    key: *key,
+                    value: value.as_deref(),
+                    logged: *logged,
+                })
+                .collect();
             self.record(account, &t.record.name, &changes)?;
         }
         Ok(())
@@ -317,11 +346,22 @@ impl Writer<'_, '_> {
     /// Inserts entity rows whose keys are absent and distinct. Two or more go in
     /// as one sorted run: the engine writes each entity block it touches once
     /// (`engine/blocks.rs`), where row by row it would rewrite a block per row.
-    fn insert_new_rows(&mut self, mut rows: Vec<(&[u8], Vec<u8>)>) -> Result<(), StoreError> {
+    ///
+    /// Sorts `rows`; with `logged`, answers where each row's value lies in the
+    /// group's log record, in that order.
+    fn insert_new_rows(
+        &mut self,
+        rows: &mut [(&[u8], Vec<u8>)],
+        logged: bool,
+    ) -> Result<Vec<Option<Logged>>, StoreError> {
         rows.sort_unstable_by(|a, b| a.0.cmp(b.0));
-        let mut rest = rows.as_slice();
+        let mut spans = Vec::with_capacity(if logged { rows.len() } else { 0 });
+        let mut rest = &rows[..];
         while rest.len() >= 2 {
-            let placed = self.tx.insert_run(Tree::Entities, rest)?;
+            let placed = match logged {
+                true => self.tx.insert_run_logged(Tree::Entities, rest, &mut spans)?,
+                false => self.tx.insert_run(Tree::Entities, rest)?,
+            };
             if placed == 0 {
                 // The first row, refused at its own gap, exists after all.
                 return Err(StoreError::failure(
@@ -338,8 +378,11 @@ impl Writer<'_, '_> {
         }
         for (key, value) in rest {
             self.tx.insert(Tree::Entities, key, value)?;
+            if logged {
+                spans.push(self.tx.last_logged());
+            }
         }
-        Ok(())
+        Ok(spans)
     }
 }
 
@@ -351,12 +394,14 @@ fn distinct_keys(keys: &[Vec<u8>]) -> bool {
 }
 
 /// One row's change as the feed records it: its op, key and new value.
-type Change<'k> = (ChangeOp, Option<&'k [u8]>, Option<Vec<u8>>);
+/// A recorded change: what it did, the key, the value after and where the
+/// entity write logged it.
+type Change<'k> = (ChangeOp, Option<&'k [u8]>, Option<Vec<u8>>, Option<Logged>);
 
 /// A write's change of one row as the feed records it (`None`: it recorded nothing).
 fn feed_change<'k>(m: &Mutation, key: &'k [u8], existed: bool) -> Option<Change<'k>> {
     let (op, value) = ChangeOp::of(m, existed)?;
-    Some((op, Some(key), value.map(<[u8]>::to_vec)))
+    Some((op, Some(key), value.map(<[u8]>::to_vec), None))
 }
 
 /// The change of a table's (entities, bytes) from rows of the lengths

@@ -180,7 +180,7 @@ impl Writer<'_, '_> {
         self.tx.insert(Tree::Tables, &tkey, &seal(&tkey, &record))?;
         self.tx.insert(Tree::TableOrder, &order_key(account, &name), &[])?;
         self.tx.remove(Tree::Meta, key.as_bytes())?;
-        self.record(account, &name, &[(ChangeOp::CreateTable, None, None)])?;
+        self.record(account, &name, &[super::feed::NewChange::table(ChangeOp::CreateTable)])?;
         Ok(name)
     }
 

@@ -14,6 +14,7 @@ use tokio::sync::Notify;
 use super::apply::Writer;
 use super::checksums::{seal, seal_in_place, unseal};
 use super::commit::ReadView;
+use super::engine::group::{Logged, Repeat};
 use super::engine::tree::{ReadTrees, Tree};
 use super::feed_restore;
 use crate::error::{FailureKind, StoreError};
@@ -27,9 +28,30 @@ use crate::traits::IndexEncoder;
 /// the page ends there with `next_after` past them.
 const MAX_SCANNED: usize = 20_000;
 
-/// One change of a write, to record: what it did, the entity's key and its value
-/// after (none for table changes; no value for deletes).
-pub(super) type NewChange<'a> = (ChangeOp, Option<&'a [u8]>, Option<&'a [u8]>);
+/// One change of a write, to record.
+#[derive(Clone, Copy)]
+pub(super) struct NewChange<'a> {
+    pub(super) op: ChangeOp,
+    /// The entity's key (none for table changes).
+    pub(super) key: Option<&'a [u8]>,
+    /// Its value after (none for table changes and deletes).
+    pub(super) value: Option<&'a [u8]>,
+    /// Where the write's own row logged that value (sealed) in the group's
+    /// record: the change's is logged as a repeat of it.
+    pub(super) logged: Option<Logged>,
+}
+
+impl NewChange<'_> {
+    /// A change of a whole table.
+    pub(super) fn table(op: ChangeOp) -> Self {
+        NewChange {
+            op,
+            key: None,
+            value: None,
+            logged: None,
+        }
+    }
+}
 
 /// What the store and the writer share about the feed.
 #[derive(Default)]
@@ -105,12 +127,22 @@ impl Writer<'_, '_> {
         }
         let (head, mut bytes) = self.feed_head(account)?;
         let (txn, time) = (head + 1, crate::feed::now_ns());
+        let mut repeats = Vec::with_capacity(changes.len());
         let rows: Vec<(Vec<u8>, Vec<u8>)> = (txn..)
             .zip(changes)
-            .map(|(position, (op, key, value))| {
+            .map(|(position, c)| {
                 let k = change_key(account, position);
                 // Sealed where it was encoded (its spare room takes the checksum), not copied.
-                let mut v = encode_change(txn, time, *op, table, *key, *value);
+                let mut v = encode_change(txn, time, c.op, table, c.key, c.value);
+                // The value ends the encoding: where the write's row logged it, the
+                // log repeats those bytes rather than carry them twice.
+                repeats.push(c.logged.zip(c.value).map(|(logged, value)| Repeat {
+                    at: v.len() - value.len(),
+                    logged: Logged {
+                        len: value.len() as u32,
+                        ..logged
+                    },
+                }));
                 seal_in_place(&k, &mut v);
                 bytes += v.len() as u64;
                 (k, v)
@@ -120,7 +152,7 @@ impl Writer<'_, '_> {
         // leaves, where one by one each full leaf would split in half. Rows
         // that do not fit the run (there are none unless the head is behind)
         // are set one by one, as they were before.
-        let placed = self.tx.insert_run(Tree::Changes, &rows)?;
+        let placed = self.tx.insert_run_repeating(Tree::Changes, &rows, &repeats)?;
         for (k, v) in rows.get(placed..).unwrap_or_default() {
             self.tx.insert(Tree::Changes, k, v)?;
         }

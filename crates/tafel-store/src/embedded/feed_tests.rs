@@ -174,6 +174,68 @@ fn the_feed_replays_with_the_data_after_a_crash() {
     });
 }
 
+async fn entity(store: &EmbeddedStore, row: &str) -> Option<Vec<u8>> {
+    store
+        .get_entity(ACCOUNT, "T", &EntityKey::new("p", row))
+        .await
+        .expect("read")
+}
+
+/// A value of `len` bytes, different for each `seed`.
+fn value_of(seed: usize, len: usize) -> Vec<u8> {
+    (0..len).map(|i| (i * 31 + seed * 7) as u8).collect()
+}
+
+// The paused flusher stands for a crash before the next checkpoint reaches disk.
+#[allow(clippy::await_holding_lock)]
+#[test]
+fn a_change_logs_its_entity_value_once_and_replays_whole_after_a_crash() {
+    let dir = tempdir().expect("temp dir");
+    let crashed = tempdir().expect("temp dir");
+    runtime().block_on(async {
+        let store = open(dir.path());
+        recording(&store, Duration::from_secs(3600), None).await;
+        write(&store, &["a", "b"], |i| Mutation::Put(value_of(i, 300))).await;
+        let pages = store.opening_now().pages.clone();
+        pages.wait(pages.last_requested()).expect("durable");
+        let paused = pages.pause();
+        let logged = || store.inner.stats.log_bytes.load(std::sync::atomic::Ordering::Relaxed);
+        let start = logged();
+        // In the log only: a batch of new rows (inserted as a run), a replace
+        // and a merge of existing ones, a delete, and a new row on its own.
+        let batch: Vec<String> = (0..20).map(|i| format!("n{i:02}")).collect();
+        let names: Vec<&str> = batch.iter().map(String::as_str).collect();
+        write(&store, &names, |i| Mutation::Put(value_of(10 + i, 500))).await;
+        write(&store, &["a"], |_| Mutation::Put(value_of(40, 800))).await;
+        write(&store, &["b"], |_| Mutation::Merge(value_of(41, 900))).await;
+        write(&store, &["n03"], |_| Mutation::Delete).await;
+        write(&store, &["z"], |_| Mutation::Put(value_of(42, 1000))).await;
+        let values = 20 * 500 + 800 + 900 + 1000;
+        let log = logged() - start;
+        // Logged twice (the row and its change) it would be over 2 × values.
+        assert!(log < values + values / 2, "{log} bytes of log for {values} of values");
+        let before = summary(&all(&store).await);
+        assert_eq!(before.len(), 3 + 20 + 4);
+        let mut stored = Vec::new();
+        for r in ["a", "b", "n00", "n19", "z"] {
+            stored.push(entity(&store, r).await);
+        }
+        copy_store_files(dir.path(), crashed.path());
+        drop(paused);
+        store.shutdown().await.expect("shutdown");
+
+        let store = open(crashed.path());
+        feed_on(&store, Duration::from_secs(3600), None);
+        let after = summary(&all(&store).await);
+        assert_eq!(after, before, "replayed from the log");
+        assert_eq!(after[5].4.as_deref(), Some(&value_of(12, 500)[..]));
+        for (r, value) in ["a", "b", "n00", "n19", "z"].into_iter().zip(stored) {
+            assert_eq!(entity(&store, r).await, value, "row {r}");
+        }
+        store.shutdown().await.expect("shutdown");
+    });
+}
+
 /// Reads until retention has dropped something (it runs every second).
 async fn until_trimmed(store: &EmbeddedStore) -> ChangesRead {
     for _ in 0..100 {

@@ -130,7 +130,7 @@ impl EmbeddedStats {
             ),
             StoreMetric::histogram(
                 "checkpoint_log_bytes",
-                "Bytes of log records each checkpoint covered (made redundant).",
+                "Bytes of log records each checkpoint covered (made redundant), values a record repeats counted in full.",
                 &self.checkpoint_log_bytes,
             ),
             StoreMetric {

@@ -18,8 +18,8 @@ use std::sync::Arc;
 use imbl::OrdSet;
 
 use super::group::Trees;
+use super::log_op::{self, Op};
 use super::tree::{Bytes, Tree};
-use super::wal::Op;
 use crate::error::{FailureKind, StoreError};
 
 /// A key's change: its key and new value in one allocation, shared (not copied)
@@ -156,6 +156,7 @@ impl Buffer {
                 FailureKind::Internal,
                 format!("a range removal from tree {table} handed to the buffer whole"),
             )),
+            Op::InsertRepeat { .. } => Err(log_op::unresolved()),
         }
     }
 

@@ -11,12 +11,14 @@ use redb::{CursorError, ReadableTable};
 use super::blocks;
 use super::buffer::Buffer;
 use super::commit::BaseView;
+use super::log_op::{self, Op};
 use super::schema::{
     to_store_error, CHANGES, ENTITIES, INDEX, META, TABLES, TABLE_ORDER, T_CHANGES, T_ENTITIES, T_INDEX, T_META,
     T_ORDER, T_TABLES,
 };
 use super::tree::{get_over, meta_bounds, meta_key, range_over, Bytes, Range, ReadTrees, Tree};
-use super::wal::{LogBuf, Op};
+use super::wal::LogBuf;
+pub(in crate::embedded) use super::wal::Logged;
 use crate::error::{FailureKind, StoreError};
 
 /// The store's redb tables, open in one write transaction. The two that
@@ -127,6 +129,7 @@ impl<'t> Trees<'t> {
                 .by_tag(table)?
                 .retain_in(lo..hi, |_, _| false)
                 .map_err(to_store_error),
+            Op::InsertRepeat { .. } => Err(log_op::unresolved()),
         }
     }
 
@@ -350,6 +353,12 @@ impl<'t, 'l> GroupTx<'t, 'l> {
         })
     }
 
+    /// Where the last insert logged its value in the group's record, for a
+    /// later insert that repeats it ([`GroupTx::insert_run_repeating`]).
+    pub(in crate::embedded) fn last_logged(&self) -> Option<Logged> {
+        self.log.last_value()
+    }
+
     /// Inserts rows of `tree` (sorted by key, none of them present) through one
     /// cursor, from the first row's gap up to the first row an existing one
     /// sorts before; returns how many went in (none when the first exists).
@@ -361,24 +370,73 @@ impl<'t, 'l> GroupTx<'t, 'l> {
         tree: Tree,
         rows: &[(K, V)],
     ) -> Result<usize, StoreError> {
-        let trees = match &mut self.mode {
-            Mode::Direct(trees) => trees,
-            Mode::Buffered { .. } => {
-                for (key, value) in rows {
-                    self.insert(tree, key.as_ref(), value.as_ref())?;
-                }
-                return Ok(rows.len());
-            }
-        };
-        let log = &mut *self.log;
-        trees.insert_run(tree, rows, |key, value| {
-            log.push(&Op::Insert {
-                table: tree.tag(),
-                key,
-                value,
-            })
+        self.run(tree, rows, |log, _, op| log.push(&op))
+    }
+
+    /// [`GroupTx::insert_run`], adding to `logged` where each row placed logged its value.
+    pub(in crate::embedded) fn insert_run_logged<K: AsRef<[u8]>, V: AsRef<[u8]>>(
+        &mut self,
+        tree: Tree,
+        rows: &[(K, V)],
+        logged: &mut Vec<Option<Logged>>,
+    ) -> Result<usize, StoreError> {
+        self.run(tree, rows, |log, _, op| {
+            log.push(&op);
+            logged.push(log.last_value());
         })
     }
+
+    /// [`GroupTx::insert_run`] of rows whose values repeat bytes logged earlier
+    /// in the group's record, row `i`'s as `repeats[i]` says: the log carries
+    /// those bytes once ([`LogBuf::push_repeat`]).
+    pub(in crate::embedded) fn insert_run_repeating<K: AsRef<[u8]>, V: AsRef<[u8]>>(
+        &mut self,
+        tree: Tree,
+        rows: &[(K, V)],
+        repeats: &[Option<Repeat>],
+    ) -> Result<usize, StoreError> {
+        self.run(tree, rows, |log, i, op| match (repeats.get(i).copied().flatten(), op) {
+            (Some(r), Op::Insert { table, key, value }) => log.push_repeat(table, key, value, r.at, r.logged),
+            (_, op) => log.push(&op),
+        })
+    }
+
+    /// [`GroupTx::insert_run`], each row placed logged by `log_row` (with its index).
+    fn run<K: AsRef<[u8]>, V: AsRef<[u8]>>(
+        &mut self,
+        tree: Tree,
+        rows: &[(K, V)],
+        mut log_row: impl FnMut(&mut LogBuf, usize, Op<'_>),
+    ) -> Result<usize, StoreError> {
+        let table = tree.tag();
+        let GroupTx { mode, log } = self;
+        match mode {
+            Mode::Direct(trees) => {
+                let mut i = 0;
+                trees.insert_run(tree, rows, |key, value| {
+                    log_row(log, i, Op::Insert { table, key, value });
+                    i += 1;
+                })
+            }
+            Mode::Buffered { buffer, also, .. } => {
+                for (i, (key, value)) in rows.iter().enumerate() {
+                    let (key, value) = (key.as_ref(), value.as_ref());
+                    let op = Op::Insert { table, key, value };
+                    buffer.apply(also.as_deref_mut(), &op)?;
+                    log_row(log, i, op);
+                }
+                Ok(rows.len())
+            }
+        }
+    }
+}
+
+/// What a row inserted by [`GroupTx::insert_run_repeating`] repeats: its
+/// value's bytes from `at` are those `logged` earlier in the record.
+#[derive(Debug, Clone, Copy)]
+pub(in crate::embedded) struct Repeat {
+    pub(in crate::embedded) at: usize,
+    pub(in crate::embedded) logged: Logged,
 }
 
 impl ReadTrees for GroupTx<'_, '_> {

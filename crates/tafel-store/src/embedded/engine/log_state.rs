@@ -111,7 +111,7 @@ impl LogState {
     }
 
     pub(super) fn fits(&self, record: &LogBuf) -> bool {
-        self.since.bytes + record.len() <= self.size
+        self.since.bytes + record.written_len() <= self.size
     }
 
     /// Whether the buffer is due to be folded: past its bound, the writes wait

@@ -27,6 +27,7 @@ pub(super) mod fold_aside;
 pub(super) mod group;
 pub(super) mod header_copy;
 pub(super) mod health;
+pub(super) mod log_op;
 pub(super) mod log_state;
 pub(super) mod opening;
 pub(super) mod pace;

@@ -4,9 +4,10 @@ use redb::{Database, Durability};
 
 use super::checksums::seal;
 use super::group::Trees;
+use super::log_op::decode_ops;
 use super::schema::*;
 use super::tree::Tree;
-use super::wal::{self, decode_ops};
+use super::wal;
 use crate::error::{FailureKind, StoreError};
 
 /// Applies the records found in the log on open and commits them durably, so
@@ -28,7 +29,7 @@ pub(in crate::embedded) fn replay(
             let ops = decode_ops(&r.payload)
                 .ok_or_else(|| StoreError::failure(FailureKind::Corrupt, format!("corrupt log record {}", r.seq)))?;
             for op in &ops {
-                trees.apply(op)?;
+                trees.apply(&op.op())?;
             }
         }
         let next = match sealed {

@@ -35,11 +35,15 @@
 //!
 //! Record framing, little-endian: `len u32 | crc32 u32 | seq u64 | payload`,
 //! `len` counting the payload and the crc covering `len`, `seq` and the payload.
+//! The payload is a run of [`Op`]s, each field `len u32 | bytes`; an
+//! [`Op::InsertRepeat`] names bytes of an earlier op in the same payload
+//! rather than carry them again.
 
 use std::io;
 use std::sync::Arc;
 
 use super::disk::{Disk, DiskFile};
+use super::log_op::Op;
 
 const HEADER: usize = 16;
 /// Bytes of log file, written with zeros up front: `fdatasync` of an overwrite
@@ -69,30 +73,115 @@ pub(in crate::embedded) struct Wal {
 
 /// A record being built: room for its header, then the ops appended to it, so
 /// the writer's log is written out without copying it into another buffer.
-pub(in crate::embedded) struct LogBuf(Vec<u8>);
+pub(in crate::embedded) struct LogBuf {
+    bytes: Vec<u8>,
+    /// Where the last insert's value lies in the payload.
+    last_value: Option<Logged>,
+    /// Bytes the record's [`Op::InsertRepeat`]s did not log again.
+    repeated: u64,
+}
+
+/// Fewer bytes than this are logged again rather than repeated: a repeat's
+/// own fields take 16.
+const REPEAT_MIN: usize = 64;
+
+/// Where a logged value lies in its record's payload: what a later insert of
+/// the same record that repeats it logs in its place ([`LogBuf::push_repeat`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(in crate::embedded) struct Logged {
+    pub(in crate::embedded) from: u32,
+    pub(in crate::embedded) len: u32,
+}
 
 impl LogBuf {
     pub(in crate::embedded) fn new() -> Self {
-        LogBuf(vec![0; HEADER])
+        LogBuf::over(vec![0; HEADER])
+    }
+
+    /// A record built in `bytes`, which hold its header's room.
+    fn over(bytes: Vec<u8>) -> Self {
+        LogBuf {
+            bytes,
+            last_value: None,
+            repeated: 0,
+        }
     }
 
     pub(in crate::embedded) fn payload_len(&self) -> usize {
-        self.0.len() - HEADER
+        self.bytes.len() - HEADER
     }
 
     /// Bytes the record takes in the log, header included.
     pub(in crate::embedded) fn len(&self) -> u64 {
-        self.0.len() as u64
+        self.bytes.len() as u64
+    }
+
+    /// Bytes the record would take had it logged every value in full: what a
+    /// checkpoint counts, since that is what it writes to redb's pages.
+    pub(in crate::embedded) fn written_len(&self) -> u64 {
+        self.len() + self.repeated
     }
 
     pub(in crate::embedded) fn push(&mut self, op: &Op<'_>) {
-        op.encode(&mut self.0);
+        op.encode(&mut self.bytes);
+        if let Op::Insert { value, .. } = op {
+            // The value was encoded last. Past 4 GiB (more than a log holds)
+            // nothing is offered for repeating.
+            let from = self.bytes.len() - value.len() - HEADER;
+            self.last_value = u32::try_from(from)
+                .ok()
+                .zip(u32::try_from(value.len()).ok())
+                .map(|(from, len)| Logged { from, len });
+        }
+    }
+
+    /// Where the last insert pushed logged its value.
+    pub(in crate::embedded) fn last_value(&self) -> Option<Logged> {
+        self.last_value
+    }
+
+    /// Logs the insert of `value` under `key`, whose bytes from `at` repeat
+    /// those `logged` earlier in this record, as an [`Op::InsertRepeat`]: the
+    /// change feed's row of an entity write holds the entity's value again
+    /// (its after-image), and the log then carries that value once. A plain
+    /// insert is logged if the bytes are not there after all.
+    pub(in crate::embedded) fn push_repeat(&mut self, table: u8, key: &[u8], value: &[u8], at: usize, logged: Logged) {
+        let (from, len) = (logged.from as usize, logged.len as usize);
+        if len < REPEAT_MIN {
+            return self.push(&Op::Insert { table, key, value });
+        }
+        let earlier = self
+            .bytes
+            .get(HEADER..)
+            .and_then(|p| p.get(from..from.checked_add(len)?));
+        let repeated = value.get(at..at.saturating_add(len));
+        match (earlier, repeated) {
+            (Some(earlier), Some(repeated)) if earlier == repeated => {
+                Op::InsertRepeat {
+                    table,
+                    key,
+                    head: &value[..at],
+                    from: logged.from,
+                    len: logged.len,
+                    tail: &value[at + len..],
+                }
+                .encode(&mut self.bytes);
+                self.repeated += len as u64;
+                self.last_value = None;
+            }
+            _ => self.push(&Op::Insert { table, key, value }),
+        }
+    }
+
+    #[cfg(test)]
+    pub(in crate::embedded) fn payload(&self) -> &[u8] {
+        &self.bytes[HEADER..]
     }
 
     #[cfg(test)]
     fn with_payload(payload: &[u8]) -> Self {
         let mut b = LogBuf::new();
-        b.0.extend_from_slice(payload);
+        b.bytes.extend_from_slice(payload);
         b
     }
 }
@@ -115,7 +204,7 @@ impl Spare {
             Some(mut b) => {
                 b.clear();
                 b.resize(HEADER, 0);
-                LogBuf(b)
+                LogBuf::over(b)
             }
             None => LogBuf::new(),
         }
@@ -123,10 +212,10 @@ impl Spare {
 
     /// Keeps `record`'s buffer for a later [`Spare::take`].
     pub(in crate::embedded) fn give(&self, record: LogBuf) {
-        if record.0.capacity() <= SPARE_MAX {
+        if record.bytes.capacity() <= SPARE_MAX {
             let mut bufs = self.0.lock().unwrap_or_else(|e| e.into_inner());
             if bufs.len() < SPARE_BUFS {
-                bufs.push(record.0);
+                bufs.push(record.bytes);
             }
         }
     }
@@ -194,7 +283,7 @@ impl Wal {
     /// Writes `record` as number `seq` after the records written since the last
     /// checkpoint. Not durable until [`Wal::sync`]; the writer checked that it fits.
     pub(in crate::embedded) fn write(&mut self, record: &mut LogBuf, seq: u64) -> io::Result<()> {
-        let buf = &mut record.0;
+        let buf = &mut record.bytes;
         let len = (buf.len() - HEADER) as u32;
         buf[0..4].copy_from_slice(&len.to_le_bytes());
         buf[8..16].copy_from_slice(&seq.to_le_bytes());
@@ -376,88 +465,6 @@ fn read_record(file: &dyn DiskFile, size: u64, offset: u64, seq: u64) -> io::Res
     }
     buf.drain(..HEADER);
     Ok(Some(Record { seq, payload: buf }))
-}
-
-/// A physical change to one of the store's redb tables, as logged.
-#[derive(Debug, PartialEq)]
-pub(in crate::embedded) enum Op<'a> {
-    Insert {
-        table: u8,
-        key: &'a [u8],
-        value: &'a [u8],
-    },
-    Remove {
-        table: u8,
-        key: &'a [u8],
-    },
-    /// Removes every key in `lo..hi`.
-    RemoveRange {
-        table: u8,
-        lo: &'a [u8],
-        hi: &'a [u8],
-    },
-}
-
-const INSERT: u8 = 1;
-const REMOVE: u8 = 2;
-const REMOVE_RANGE: u8 = 3;
-
-impl Op<'_> {
-    pub(in crate::embedded) fn encode(&self, out: &mut Vec<u8>) {
-        let mut put = |b: &[u8]| {
-            out.extend_from_slice(&(b.len() as u32).to_le_bytes());
-            out.extend_from_slice(b);
-        };
-        match *self {
-            Op::Insert { table, key, value } => {
-                put(&[INSERT, table]);
-                put(key);
-                put(value);
-            }
-            Op::Remove { table, key } => {
-                put(&[REMOVE, table]);
-                put(key);
-            }
-            Op::RemoveRange { table, lo, hi } => {
-                put(&[REMOVE_RANGE, table]);
-                put(lo);
-                put(hi);
-            }
-        }
-    }
-}
-
-/// Decodes the ops of a payload; `None` if it is malformed.
-pub(in crate::embedded) fn decode_ops(mut payload: &[u8]) -> Option<Vec<Op<'_>>> {
-    fn field<'a>(b: &mut &'a [u8]) -> Option<&'a [u8]> {
-        let len = u32::from_le_bytes(b.get(..4)?.try_into().ok()?) as usize;
-        let v = b.get(4..4 + len)?;
-        *b = &b[4 + len..];
-        Some(v)
-    }
-    let mut ops = Vec::new();
-    while !payload.is_empty() {
-        let tag = field(&mut payload)?;
-        let (&kind, &table) = (tag.first()?, tag.get(1)?);
-        ops.push(match kind {
-            INSERT => Op::Insert {
-                table,
-                key: field(&mut payload)?,
-                value: field(&mut payload)?,
-            },
-            REMOVE => Op::Remove {
-                table,
-                key: field(&mut payload)?,
-            },
-            REMOVE_RANGE => Op::RemoveRange {
-                table,
-                lo: field(&mut payload)?,
-                hi: field(&mut payload)?,
-            },
-            _ => return None,
-        });
-    }
-    Some(ops)
 }
 
 #[cfg(test)]

@@ -6,19 +6,20 @@ use std::path::Path;
 
 use super::*;
 use crate::embedded::disk::OsDisk;
+use crate::embedded::engine::log_op::{decode_ops, Decoded};
 
 #[test]
 fn a_spare_buffer_comes_back_empty() {
     let spare = Spare::default();
     let mut used = spare.take();
-    used.0.extend_from_slice(&[7; 5000]);
-    let capacity = used.0.capacity();
+    used.bytes.extend_from_slice(&[7; 5000]);
+    let capacity = used.bytes.capacity();
     spare.give(used);
     let again = spare.take();
     assert_eq!(again.payload_len(), 0, "a reused buffer must not carry the last record");
-    assert_eq!(again.0.capacity(), capacity, "the buffer was reused");
+    assert_eq!(again.bytes.capacity(), capacity, "the buffer was reused");
     let mut huge = LogBuf::new();
-    huge.0.reserve(SPARE_MAX + 1);
+    huge.bytes.reserve(SPARE_MAX + 1);
     spare.give(huge);
     assert!(
         spare.0.lock().expect("lock").is_empty(),
@@ -94,11 +95,97 @@ fn ops_round_trip() {
         },
     ];
     let p = payload(&ops);
-    assert_eq!(decode_ops(&p).expect("decodes"), ops);
+    let decoded = decode_ops(&p).expect("decodes");
+    assert_eq!(decoded.iter().map(Decoded::op).collect::<Vec<_>>(), ops);
     for cut in 0..p.len() {
         // A truncated payload is refused or decodes to fewer ops, never panics.
         if let Some(d) = decode_ops(&p[..cut]) {
             assert!(d.len() < ops.len());
+        }
+    }
+}
+
+#[test]
+fn a_repeat_is_logged_once_and_decodes_to_the_insert_it_stands_for() {
+    let entity: Vec<u8> = (0..200u8).collect();
+    let mut record = LogBuf::new();
+    record.push(&Op::Insert {
+        table: 2,
+        key: b"e",
+        value: &entity,
+    });
+    let logged = record.last_value().expect("an insert's value");
+    let before = record.len();
+    // The change row: a head, the entity's first 196 bytes, a tail.
+    let change = [&b"head"[..], &entity[..196], b"tl"].concat();
+    let repeat = Logged { len: 196, ..logged };
+    record.push_repeat(4, b"c", &change, 4, repeat);
+    assert!(record.len() - before < 64, "the value is not logged again");
+    assert_eq!(record.written_len() - record.len(), 196);
+    // Bytes that differ from what was logged there are logged in full.
+    let other = [&b"head"[..], &[7; 196], b"tl"].concat();
+    record.push_repeat(4, b"d", &other, 4, repeat);
+    let decoded = decode_ops(record.payload()).expect("decodes");
+    let ops: Vec<Op<'_>> = decoded.iter().map(Decoded::op).collect();
+    assert_eq!(
+        ops[1..],
+        [
+            Op::Insert {
+                table: 4,
+                key: b"c",
+                value: &change,
+            },
+            Op::Insert {
+                table: 4,
+                key: b"d",
+                value: &other,
+            },
+        ]
+    );
+}
+
+#[test]
+fn a_repeat_of_bytes_not_before_it_is_refused() {
+    let mut p = payload(&[Op::Insert {
+        table: 2,
+        key: b"e",
+        value: &[1; 100],
+    }]);
+    let start = p.len() as u32;
+    for (from, len) in [(start - 4, 8), (start, 1), (u32::MAX, 2)] {
+        let mut bad = p.clone();
+        Op::InsertRepeat {
+            table: 4,
+            key: b"c",
+            head: b"",
+            from,
+            len,
+            tail: b"",
+        }
+        .encode(&mut bad);
+        assert_eq!(decode_ops(&bad), None, "from {from} len {len}");
+    }
+    Op::InsertRepeat {
+        table: 4,
+        key: b"c",
+        head: b"h",
+        from: start - 100,
+        len: 100,
+        tail: b"t",
+    }
+    .encode(&mut p);
+    let decoded = decode_ops(&p).expect("decodes");
+    assert_eq!(
+        decoded[1].op(),
+        Op::Insert {
+            table: 4,
+            key: b"c",
+            value: &[&b"h"[..], &[1; 100], b"t"].concat(),
+        }
+    );
+    for cut in 0..p.len() {
+        if let Some(d) = decode_ops(&p[..cut]) {
+            assert!(d.len() < 2);
         }
     }
 }

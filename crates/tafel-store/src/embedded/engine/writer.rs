@@ -608,7 +608,9 @@ fn account_commit(
         }));
         state.log_turned(false);
     } else {
-        state.since.add(log.len(), jobs, Instant::now());
+        // Counted in full, repeated values too: what the checkpoint will write
+        // grows with those, and a record never takes more of the log than that.
+        state.since.add(log.written_len(), jobs, Instant::now());
         committed.record = Some((log, seq));
     }
     state.stats.log_fill.store(state.since.bytes, Ordering::Relaxed);
