@@ -393,9 +393,8 @@ fn distinct_keys(keys: &[Vec<u8>]) -> bool {
     sorted.windows(2).all(|w| w[0] != w[1])
 }
 
-/// One row's change as the feed records it: its op, key and new value.
-/// A recorded change: what it did, the key, the value after and where the
-/// entity write logged it.
+/// One row's change as the feed records it: its op, key and new value, and
+/// where the entity write logged that value in the group's record.
 type Change<'k> = (ChangeOp, Option<&'k [u8]>, Option<Vec<u8>>, Option<Logged>);
 
 /// A write's change of one row as the feed records it (`None`: it recorded nothing).
