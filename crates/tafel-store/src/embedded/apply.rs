@@ -313,7 +313,7 @@ impl Writer<'_, '_> {
                         self.tx.insert(Tree::Entities, k, &v)?;
                         // The change's value is this row's: the log carries it once.
                         if let Some(c) = recorded {
-                            changes[c].3 = self.tx.last_logged();
+                            changes[c].logged = self.tx.last_logged();
                         }
                     }
                     Mutation::Delete | Mutation::Expire => self.tx.remove(Tree::Entities, k)?,
@@ -324,20 +324,12 @@ impl Writer<'_, '_> {
             for (k, c) in fresh_changes {
                 // `fresh` is sorted now, and `logged` lies beside it.
                 if let Ok(i) = fresh.binary_search_by(|(key, _)| key.cmp(&k)) {
-                    changes[c].3 = logged.get(i).copied().flatten();
+                    changes[c].logged = logged.get(i).copied().flatten();
                 }
             }
             let (entities, bytes) = count_change(&current, &after, keys);
             self.counts.add(t.id, entities, bytes);
-            let changes: Vec<_> = changes
-                .iter()
-                .map(|(op, key, value, logged)| NewChange {
-                    op: *op,
-                    key: *key,
-                    value: value.as_deref(),
-                    logged: *logged,
-                })
-                .collect();
+            let changes: Vec<_> = changes.iter().map(Change::to_record).collect();
             self.record(account, &t.record.name, &changes)?;
         }
         Ok(())
@@ -395,12 +387,34 @@ fn distinct_keys(keys: &[Vec<u8>]) -> bool {
 
 /// One row's change as the feed records it: its op, key and new value, and
 /// where the entity write logged that value in the group's record.
-type Change<'k> = (ChangeOp, Option<&'k [u8]>, Option<Vec<u8>>, Option<Logged>);
+struct Change<'k> {
+    op: ChangeOp,
+    key: &'k [u8],
+    value: Option<Vec<u8>>,
+    logged: Option<Logged>,
+}
+
+impl Change<'_> {
+    /// The change as [`Writer::record`] takes it.
+    fn to_record(&self) -> NewChange<'_> {
+        NewChange {
+            op: self.op,
+            key: Some(self.key),
+            value: self.value.as_deref(),
+            logged: self.logged,
+        }
+    }
+}
 
 /// A write's change of one row as the feed records it (`None`: it recorded nothing).
 fn feed_change<'k>(m: &Mutation, key: &'k [u8], existed: bool) -> Option<Change<'k>> {
     let (op, value) = ChangeOp::of(m, existed)?;
-    Some((op, Some(key), value.map(<[u8]>::to_vec), None))
+    Some(Change {
+        op,
+        key,
+        value: value.map(<[u8]>::to_vec),
+        logged: None,
+    })
 }
 
 /// The change of a table's (entities, bytes) from rows of the lengths
