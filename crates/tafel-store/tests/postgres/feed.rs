@@ -8,9 +8,12 @@ use tafel_store::feed::{ChangeOp, ChangesFrom, ChangesRead, ChangesRequest, Feed
 
 use super::*;
 
-fn feed_on(store: &PostgresStore, age: Duration) {
+/// Turns the feed on for `account` alone: every node's retention sweeps every
+/// account it has settings for, so a test's short retention given to all
+/// accounts would trim the changes of tests running beside it.
+fn feed_on(store: &PostgresStore, account: &str, age: Duration) {
     let settings = FeedSettings {
-        all: Some(Retention { age, max_bytes: None }),
+        accounts: [(account.to_owned(), Retention { age, max_bytes: None })].into(),
         ..FeedSettings::default()
     };
     store.set_change_feed(settings).unwrap();
@@ -31,9 +34,9 @@ async fn racing_writes_on_two_nodes_are_recorded_once_in_commit_order() {
     let url = url();
     let s = Arc::new(pg(&url).await);
     let other = Arc::new(pg(&url).await);
-    feed_on(&s, Duration::from_secs(3600));
-    feed_on(&other, Duration::from_secs(3600));
     let a = account();
+    feed_on(&s, &a, Duration::from_secs(3600));
+    feed_on(&other, &a, Duration::from_secs(3600));
     s.create_table(&a, "Feed").await.unwrap();
     let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
     // A reader following the feed while the writes race: a position it passes
@@ -122,7 +125,7 @@ async fn retention_drops_old_changes_and_an_account_without_the_feed_records_non
         read(&s, &a, ChangesFrom::Oldest).await,
         ChangesRead::NotEnabled
     ));
-    feed_on(&s, Duration::from_secs(1));
+    feed_on(&s, &a, Duration::from_secs(1));
     put(&s, &a, "t", "p", "r", b"x").await;
     let ChangesRead::Page(p) = read(&s, &a, ChangesFrom::Oldest).await else {
         panic!("not a page")
