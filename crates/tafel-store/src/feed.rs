@@ -127,73 +127,6 @@ pub fn now_ns() -> u64 {
         .map_or(0, |d| d.as_nanos() as u64)
 }
 
-/// The stored form of a change (its position is its key's):
-/// `op u8, txn u64 LE, time u64 LE, table len u16 LE, table, key len u32 LE
-/// (u32::MAX: none), key, value flag u8, value`.
-pub fn encode_change(
-    txn: u64,
-    time_ns: u64,
-    op: ChangeOp,
-    table: &str,
-    key: Option<&[u8]>,
-    value: Option<&[u8]>,
-) -> Vec<u8> {
-    // 32: the 24 bytes of fixed fields, and room for the embedded store's checksum.
-    let mut v = Vec::with_capacity(32 + table.len() + key.map_or(0, <[u8]>::len) + value.map_or(0, <[u8]>::len));
-    v.push(op as u8);
-    v.extend_from_slice(&txn.to_le_bytes());
-    v.extend_from_slice(&time_ns.to_le_bytes());
-    v.extend_from_slice(&(table.len() as u16).to_le_bytes());
-    v.extend_from_slice(table.as_bytes());
-    match key {
-        Some(k) => {
-            v.extend_from_slice(&(k.len() as u32).to_le_bytes());
-            v.extend_from_slice(k);
-        }
-        None => v.extend_from_slice(&u32::MAX.to_le_bytes()),
-    }
-    match value {
-        Some(val) => {
-            v.push(1);
-            v.extend_from_slice(val);
-        }
-        None => v.push(0),
-    }
-    v
-}
-
-/// A stored change back; `None` if the bytes are not one.
-pub fn decode_change(position: u64, v: &[u8]) -> Option<Change> {
-    let op = ChangeOp::from_u8(*v.first()?)?;
-    let txn = u64::from_le_bytes(v.get(1..9)?.try_into().ok()?);
-    let time_ns = u64::from_le_bytes(v.get(9..17)?.try_into().ok()?);
-    let tlen = u16::from_le_bytes(v.get(17..19)?.try_into().ok()?) as usize;
-    let table = String::from_utf8(v.get(19..19 + tlen)?.to_vec()).ok()?;
-    let mut at = 19 + tlen;
-    let klen = u32::from_le_bytes(v.get(at..at + 4)?.try_into().ok()?);
-    at += 4;
-    let key = if klen == u32::MAX {
-        None
-    } else {
-        let k = v.get(at..at + klen as usize)?;
-        at += klen as usize;
-        Some(EntityKey::from_bytes(k.to_vec()))
-    };
-    let value = match *v.get(at)? {
-        0 => None,
-        _ => Some(v.get(at + 1..)?.to_vec()),
-    };
-    Some(Change {
-        position,
-        txn,
-        time_ns,
-        op,
-        table,
-        key,
-        value,
-    })
-}
-
 /// Where a read of the feed starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ChangesFrom {
@@ -272,26 +205,5 @@ pub fn check_from(from: ChangesFrom, oldest: u64, head: u64) -> Option<ChangesRe
         ChangesFrom::After(p) if p > head => Some(ChangesRead::Rewound { head }),
         ChangesFrom::After(p) if p.saturating_add(1) < oldest => Some(ChangesRead::Expired { oldest }),
         _ => None,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_change_round_trips() {
-        let k = EntityKey::new("p", "r");
-        let v = encode_change(7, 99, ChangeOp::Merge, "Orders", Some(k.as_bytes()), Some(b"val"));
-        let c = decode_change(9, &v).expect("decodes");
-        assert_eq!(c.txn, 7);
-        assert_eq!(c.time_ns, 99);
-        assert_eq!(c.op, ChangeOp::Merge);
-        assert_eq!(c.table, "Orders");
-        assert_eq!(c.key, Some(k));
-        assert_eq!(c.value.as_deref(), Some(&b"val"[..]));
-        let t = encode_change(3, 1, ChangeOp::CreateTable, "t", None, None);
-        let c = decode_change(3, &t).expect("decodes");
-        assert_eq!((c.key, c.value), (None, None));
     }
 }

@@ -5,9 +5,11 @@
 use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use super::checksums::{seal, seal_in_place, unseal};
+use super::change_row::HeldValue;
+use super::checksums::seal;
 use super::commit::Pending;
 use super::counts::{self, Counts};
+use super::engine::entity_seal;
 use super::engine::group::{GroupTx, Logged};
 use super::engine::tree::{ReadTrees, Tree};
 use super::feed::NewChange;
@@ -46,7 +48,12 @@ impl Writer<'_, '_> {
     pub(super) fn apply(&mut self, job: Job) -> Pending {
         match job {
             Job::CreateTable { account, name, reply } => Pending::Bool(reply, self.create_table(&account, &name)),
-            Job::DeleteTable { account, name, reply } => Pending::Bool(reply, self.delete_table(&account, &name)),
+            Job::DeleteTable {
+                account,
+                name,
+                feed_from,
+                reply,
+            } => Pending::Bool(reply, self.delete_table(&account, &name, feed_from)),
             Job::SetAcl {
                 account,
                 name,
@@ -60,7 +67,18 @@ impl Writer<'_, '_> {
                     .insert(Tree::Meta, key.as_bytes(), &seal(key.as_bytes(), &value));
                 Pending::Unit(reply, r)
             }
-            Job::Truncate { account, table, reply } => Pending::MaybeCount(reply, self.truncate(&account, &table)),
+            Job::Truncate {
+                account,
+                table,
+                feed_from,
+                reply,
+            } => Pending::MaybeCount(reply, self.truncate(&account, &table, feed_from)),
+            Job::Materialize {
+                account,
+                table,
+                from,
+                reply,
+            } => Pending::MaybeCount(reply, self.materialize_step(&account, table.as_deref(), from)),
             Job::SetRecord { key, value, reply } => {
                 Pending::Unit(reply, super::records::apply(&mut self.tx, &key, value))
             }
@@ -142,7 +160,7 @@ impl Writer<'_, '_> {
         Ok(true)
     }
 
-    fn delete_table(&mut self, account: &str, name: &str) -> Result<bool, StoreError> {
+    fn delete_table(&mut self, account: &str, name: &str, feed_from: u64) -> Result<bool, StoreError> {
         let Some(t) = self.table(account, name)? else {
             return Ok(false);
         };
@@ -153,6 +171,7 @@ impl Writer<'_, '_> {
         }
         self.tx.remove(Tree::Tables, &table_key(account, name))?;
         self.tx.remove(Tree::TableOrder, &order_key(account, &t.record.name))?;
+        self.materialize_table(account, t.id, feed_from)?;
         self.tx
             .remove_range(Tree::Entities, &t.id.to_be_bytes(), &(t.id + 1).to_be_bytes())?;
         counts::remove(&mut self.tx, t.id)?;
@@ -165,7 +184,7 @@ impl Writer<'_, '_> {
     /// Empties a table: its entity rows and index entries go by range (one
     /// removal each, however many rows), its counters restart at zero, and the
     /// feed records one `truncateTable`. How many entities there were.
-    fn truncate(&mut self, account: &str, name: &str) -> Result<Option<u64>, StoreError> {
+    fn truncate(&mut self, account: &str, name: &str, feed_from: u64) -> Result<Option<u64>, StoreError> {
         let Some(t) = self.table(account, name)? else {
             return Ok(None);
         };
@@ -175,6 +194,7 @@ impl Writer<'_, '_> {
             None => counts::recount(&self.tx, t.id)?.0,
         };
         let (lo, hi) = (t.id.to_be_bytes(), (t.id + 1).to_be_bytes());
+        self.materialize_table(account, t.id, feed_from)?;
         self.tx.remove_range(Tree::Entities, &lo, &hi)?;
         self.tx.remove_range(Tree::Index, &lo, &hi)?;
         counts::start(&mut self.tx, t.id)?;
@@ -198,7 +218,7 @@ impl Writer<'_, '_> {
         let keep = std::mem::take(&mut self.keep_ns);
         let deleted = names
             .iter()
-            .try_for_each(|name| self.delete_table(account, name).map(drop));
+            .try_for_each(|name| self.delete_table(account, name, 0).map(drop));
         self.keep_ns = keep;
         deleted?;
         self.purge_account(account)?;
@@ -222,15 +242,21 @@ impl Writer<'_, '_> {
         Ok(true)
     }
 
-    /// The stored rows `full` names, unsealed (`None`: absent).
-    fn current_rows(&self, full: &[Vec<u8>]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
+    /// The stored rows `full` names, unsealed (`None`: absent), and their links
+    /// to the change feed (`entity_seal.rs`).
+    fn current_rows(&self, full: &[Vec<u8>]) -> Result<CurrentRows, StoreError> {
         let mut current = Vec::with_capacity(full.len());
+        let mut links = Vec::with_capacity(full.len());
         for k in full {
             // A damaged row fails the write: nothing is built on what it holds.
             let found = self.tx.get(Tree::Entities, k)?;
-            current.push(found.map(|v| unseal(k, v.bytes()).map(<[u8]>::to_vec)).transpose()?);
+            let row = found
+                .map(|v| entity_seal::unseal_linked(k, v.bytes()).map(|(value, link)| (value.to_vec(), link)))
+                .transpose()?;
+            links.push(row.as_ref().and_then(|(_, link)| *link));
+            current.push(row.map(|(value, _)| value));
         }
-        Ok(current)
+        Ok((current, links))
     }
 
     fn write(&mut self, account: &str, table: &str, keys: &[EntityKey], decide: Decide) -> Result<(), StoreError> {
@@ -238,7 +264,7 @@ impl Writer<'_, '_> {
             return Err(StoreError::TableNotFound);
         };
         let full: Vec<Vec<u8>> = keys.iter().map(|k| row_key(t.id, k.as_bytes())).collect();
-        let current = self.current_rows(&full)?;
+        let (current, links) = self.current_rows(&full)?;
         let views: Vec<Option<&[u8]>> = current.iter().map(|c| c.as_deref()).collect();
         let mutations = catch_unwind(AssertUnwindSafe(|| decide(&views)))
             .map_err(|_| StoreError::failure(FailureKind::Internal, "write decision panicked"))?;
@@ -256,6 +282,17 @@ impl Writer<'_, '_> {
             let mut fresh: Vec<(&[u8], Vec<u8>)> = Vec::new();
             let runs = full.len() > 1 && distinct_keys(&full);
             let recording = self.feed.for_account(account).is_some();
+            // A new entity's change holds no copy of its value but marks it
+            // current, and its row links to it (docs/design/feed-values.md),
+            // when each key is written once: `first` is the position of the
+            // job's first change.
+            let first = match recording {
+                true => self.feed_head(account)?.0 + 1,
+                false => 0,
+            };
+            let current_of = (recording && (runs || full.len() == 1)).then_some(t.id);
+            // Changes a link of a row this job changes points to, given their value.
+            let mut materialized: Vec<u64> = Vec::new();
             let mut changes = Vec::new();
             // New rows of a batch whose changes are recorded: their keys and changes' indexes.
             let mut fresh_changes: Vec<(&[u8], usize)> = Vec::new();
@@ -280,6 +317,13 @@ impl Writer<'_, '_> {
                     };
                     after[at] = state;
                 }
+                // The change the old row links to gets its value before the row changes.
+                if let (Some(p), Some(old), true) = (links[i], old, m != Mutation::Keep) {
+                    if !materialized.contains(&p) {
+                        self.materialize(account, p, old)?;
+                        materialized.push(p);
+                    }
+                }
                 if !indexed.is_empty() && m != Mutation::Keep {
                     let before = match latest.get(k.as_slice()) {
                         Some(v) => v.clone(),
@@ -293,16 +337,24 @@ impl Writer<'_, '_> {
                     latest.insert(k.as_slice(), now);
                 }
                 // The change this mutation records, if any, by its index.
-                let recorded = match recording.then(|| feed_change(&m, key.as_bytes(), old.is_some())) {
+                // Only a new entity's value is marked current: an update's would
+                // give the change before it its value back at every update, its
+                // bytes logged again (benchmark-history §64), where an update's
+                // own change repeats its row's bytes in the log.
+                let current = current_of.filter(|_| old.is_none());
+                let recorded = match recording.then(|| feed_change(&m, key.as_bytes(), old.is_some(), current)) {
                     Some(Some(change)) => {
                         changes.push(change);
                         Some(changes.len() - 1)
                     }
                     _ => None,
                 };
+                let link = recorded
+                    .filter(|&c| changes[c].current.is_some())
+                    .map(|c| first + c as u64);
                 match m {
                     Mutation::Put(mut v) | Mutation::Merge(mut v) => {
-                        seal_in_place(k, &mut v);
+                        entity_seal::seal_in_place(k, &mut v, link);
                         if runs && old.is_none() {
                             fresh.push((k, v));
                             if let Some(c) = recorded {
@@ -378,6 +430,9 @@ impl Writer<'_, '_> {
     }
 }
 
+/// Rows as a write found them: their values (`None`: absent), and their links.
+type CurrentRows = (Vec<Option<Vec<u8>>>, Vec<Option<u64>>);
+
 /// Whether no key repeats.
 fn distinct_keys(keys: &[Vec<u8>]) -> bool {
     let mut sorted: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
@@ -385,34 +440,44 @@ fn distinct_keys(keys: &[Vec<u8>]) -> bool {
     sorted.windows(2).all(|w| w[0] != w[1])
 }
 
-/// One row's change as the feed records it: its op, key and new value, and
+/// One row's change as the feed records it: its op, key and new value (or,
+/// when the row holds it, the row's table id and the value's length), and
 /// where the entity write logged that value in the group's record.
 struct Change<'k> {
     op: ChangeOp,
     key: &'k [u8],
     value: Option<Vec<u8>>,
+    current: Option<(u64, u32)>,
     logged: Option<Logged>,
 }
 
 impl Change<'_> {
     /// The change as [`Writer::record`] takes it.
     fn to_record(&self) -> NewChange<'_> {
+        let value = match (self.current, &self.value) {
+            (Some((table_id, len)), _) => HeldValue::Current { table_id, len },
+            (None, Some(v)) => HeldValue::Value(v),
+            (None, None) => HeldValue::None,
+        };
         NewChange {
             op: self.op,
             key: Some(self.key),
-            value: self.value.as_deref(),
+            value,
             logged: self.logged,
         }
     }
 }
 
-/// A write's change of one row as the feed records it (`None`: it recorded nothing).
-fn feed_change<'k>(m: &Mutation, key: &'k [u8], existed: bool) -> Option<Change<'k>> {
+/// A write's change of one row as the feed records it (`None`: it recorded
+/// nothing); with `current_of`, a new value is marked current in that table's row.
+fn feed_change<'k>(m: &Mutation, key: &'k [u8], existed: bool, current_of: Option<u64>) -> Option<Change<'k>> {
     let (op, value) = ChangeOp::of(m, existed)?;
+    let current = current_of.zip(value).map(|(id, v)| (id, v.len() as u32));
     Some(Change {
         op,
         key,
-        value: value.map(<[u8]>::to_vec),
+        value: value.filter(|_| current.is_none()).map(<[u8]>::to_vec),
+        current,
         logged: None,
     })
 }

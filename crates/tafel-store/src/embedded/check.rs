@@ -14,6 +14,7 @@ use super::checksums::{checked, payload, printable};
 use super::commit::ReadView;
 use super::counts;
 use super::disk::Disk;
+use super::engine::entity_seal;
 use super::engine::tree::{ReadTrees, Tree};
 use super::opening::{open_db, recover, verify_pages};
 use super::schema::{decode_table, parse_table, table_key, to_store_error, TableValue};
@@ -146,7 +147,8 @@ fn walk_store(
         Ok(r) => r,
         Err(e) => return report.damaged("the store", format!("it does not open: {e}")),
     };
-    report.checksums = recovered.sealed;
+    report.checksums = recovered.format.sealed();
+    let v1 = recovered.format == super::checksums::Format::V1;
     report.replayed = recovered.replayed;
     if let Some(seq) = recovered.damaged_record {
         report.warnings.push(Damage {
@@ -157,7 +159,7 @@ fn walk_store(
                 .into(),
         });
     }
-    if let Err(e) = ReadView::take(&db).and_then(|view| walk(&view, encoder, report, progress)) {
+    if let Err(e) = ReadView::take(&db).and_then(|view| walk(&view, encoder, report, progress, v1)) {
         report.damaged("the store file", format!("reading it failed: {e}"));
     }
 }
@@ -171,14 +173,23 @@ fn walk(
     encoder: Option<&IndexEncoder>,
     report: &mut CheckReport,
     progress: &mut dyn FnMut(u64),
+    v1: bool,
 ) -> Result<(), StoreError> {
     let names = tables(view, report)?;
     listing(view, report)?;
     sealed_rows(view, Tree::Meta, "setting", report)?;
-    let tallies = entities(view, &names, report, progress)?;
+    let tallies = entities(view, &names, report, progress, v1)?;
     counters(view, &names, &tallies, report);
     // The change feed's rows (a store from before the feed has none).
     sealed_rows(view, Tree::Changes, "change feed row", report)?;
+    if !v1 {
+        for (account, position) in super::feed::unlinked(view)? {
+            report.damaged(
+                format!("change feed row {position} of account {account}"),
+                "it holds its entity's current value, but the entity's row does not link to it",
+            );
+        }
+    }
     if let Some(encoder) = encoder {
         indexes(view, &names, encoder, report)?;
     }
@@ -252,14 +263,24 @@ fn sealed_rows(view: &ReadView, tree: Tree, what: &str, report: &mut CheckReport
     Ok(())
 }
 
-/// Every entity row belongs to a table and passes its checksum; returns
-/// table id → (entities, bytes) as counted, for its counters.
+/// Every entity row belongs to a table and passes its checksum (`v1`: as
+/// entity rows of store format 1 do); returns table id → (entities, bytes) as
+/// counted, for its counters.
 fn entities(
     view: &ReadView,
     names: &Names,
     report: &mut CheckReport,
     progress: &mut dyn FnMut(u64),
+    v1: bool,
 ) -> Result<HashMap<u64, (u64, u64)>, StoreError> {
+    let value_len = |v: &[u8]| match v1 {
+        true => payload(v).len(),
+        false => entity_seal::payload(v).len(),
+    };
+    let intact = |k: &[u8], v: &[u8]| match v1 {
+        true => checked(k, v).is_some(),
+        false => entity_seal::checked(k, v).is_some(),
+    };
     let table_of = |k: &[u8]| {
         k.get(..8)
             .map(|id| u64::from_be_bytes(id.try_into().unwrap_or_default()))
@@ -272,14 +293,14 @@ fn entities(
         if let Some(id) = id {
             let t = tallies.entry(id).or_default();
             t.0 += 1;
-            t.1 += counts::row_bytes(k.len() - 8, payload(v.bytes()).len()) as u64;
+            t.1 += counts::row_bytes(k.len() - 8, value_len(v.bytes())) as u64;
         }
         report.entities += 1;
         report.bytes += v.bytes().len() as u64;
         if report.entities.is_multiple_of(65_536) {
             progress(report.entities);
         }
-        let intact = !report.checksums || checked(k, v.bytes()).is_some();
+        let intact = !report.checksums || intact(k, v.bytes());
         match (id.and_then(|id| names.get(&id)), intact) {
             (Some(_), true) => {}
             (Some(table), false) => {

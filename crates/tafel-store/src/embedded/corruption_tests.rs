@@ -371,6 +371,19 @@ fn without_checksums(image: Image) -> Image {
     disk.power_loss(disk.trace_len(), &mut fastrand::Rng::with_seed(2))
 }
 
+/// Opens the store `image` holds as the server does, reads all of `rows` back
+/// whole, and stops it: its disk after.
+fn opened_and_read(image: Image, rows: &Rows) -> SimDisk {
+    let disk = SimDisk::with(image);
+    runtime().block_on(async {
+        let store = EmbeddedStore::open_on(Box::new(disk.clone()), options(), None).expect("open");
+        let outcome = read_all(&store, rows).await;
+        assert_eq!((outcome.failed, outcome.missing), (0, 0));
+        store.shutdown().await.expect("shutdown");
+    });
+    disk
+}
+
 #[test]
 fn a_store_from_before_checksums_gets_them_at_its_first_open() {
     let (image, rows) = image(true);
@@ -378,13 +391,128 @@ fn a_store_from_before_checksums_gets_them_at_its_first_open() {
     let report = check_image(&old);
     assert!(!report.checksums && report.damage.is_empty(), "{report:?}");
     assert_eq!(report.entities, (ROWS * TABLES.len()) as u64);
-    let disk = SimDisk::with(old);
-    runtime().block_on(async {
-        let store = EmbeddedStore::open_on(Box::new(disk.clone()), options(), None).expect("open");
-        let outcome = read_all(&store, &rows).await;
-        assert_eq!((outcome.failed, outcome.missing), (0, 0));
-        store.shutdown().await.expect("shutdown");
-    });
+    let disk = opened_and_read(old, &rows);
     let sealed = check_image(&disk.power_loss(disk.trace_len(), &mut fastrand::Rng::with_seed(3)));
     assert!(sealed.checksums && sealed.damage.is_empty(), "{sealed:?}");
+}
+
+/// Rewrites every entity row of `image` as store format 1 sealed it (a CRC-32
+/// of key and value after the value), and marks the store format 1.
+fn as_format_1(image: Image) -> (Image, usize) {
+    use super::checksums::{seal, FORMAT_KEY};
+    use super::engine::durable_tx::DurableTx;
+    use super::engine::entity_seal;
+    use super::engine::tree::{ReadTrees, Tree};
+    use std::ops::Bound::Unbounded;
+    let disk = SimDisk::with(image);
+    let mut top_bit_set = 0;
+    {
+        let (db, _) = super::opening::open_db(&disk, 1 << 20).expect("open");
+        let txn = DurableTx::begin(&db).expect("txn");
+        {
+            let mut trees = txn.trees().expect("trees");
+            let rows: Vec<(Vec<u8>, Vec<u8>)> = trees
+                .range(Tree::Entities, Unbounded, Unbounded)
+                .expect("range")
+                .map(|r| r.map(|(k, v)| (k.bytes().to_vec(), v.bytes().to_vec())).expect("row"))
+                .collect();
+            for (k, v) in rows {
+                let (value, link) = entity_seal::checked(&k, &v).expect("intact");
+                assert_eq!(link, None);
+                let old = seal(&k, value);
+                top_bit_set += usize::from(old[old.len() - 1] & 0x80 != 0);
+                trees.insert_unlogged(Tree::Entities, &k, &old).expect("insert");
+            }
+            let marker = seal(FORMAT_KEY.as_bytes(), &[1]);
+            trees
+                .insert_unlogged(Tree::Meta, FORMAT_KEY.as_bytes(), &marker)
+                .expect("marker");
+        }
+        txn.commit().expect("commit");
+    }
+    (
+        disk.power_loss(disk.trace_len(), &mut fastrand::Rng::with_seed(4)),
+        top_bit_set,
+    )
+}
+
+#[test]
+fn a_format_1_store_has_its_entity_rows_resealed_at_its_first_open() {
+    let (image, rows) = image(true);
+    let (old, top_bit_set) = as_format_1(image);
+    assert!(top_bit_set > 0, "no row to reseal");
+    let report = check_image(&old);
+    assert!(report.checksums && report.damage.is_empty(), "{report:?}");
+    assert_eq!(report.entities, (ROWS * TABLES.len()) as u64);
+    let disk = opened_and_read(old, &rows);
+    let upgraded = disk.power_loss(disk.trace_len(), &mut fastrand::Rng::with_seed(5));
+    let report = check_image(&upgraded);
+    assert!(report.checksums && report.damage.is_empty(), "{report:?}");
+    // Format 2 now: a row read with format 1's checksum fails where its CRC's top bit was set.
+    let (db, _) = super::opening::open_db(&SimDisk::with(upgraded), 1 << 20).expect("open");
+    let txn = db.begin_write().expect("txn");
+    assert_eq!(
+        super::checksums::prepare(&txn).expect("format"),
+        super::checksums::Format::V2
+    );
+}
+
+/// A store whose feed holds the current values of a batch of new rows.
+fn feed_image() -> Image {
+    let disk = SimDisk::default();
+    runtime().block_on(async {
+        let store = EmbeddedStore::open_on(Box::new(disk.clone()), options(), None).expect("open");
+        let all = Some(crate::feed::Retention {
+            age: std::time::Duration::from_secs(3600),
+            max_bytes: None,
+        });
+        let settings = crate::feed::FeedSettings {
+            all,
+            ..Default::default()
+        };
+        store.set_change_feed(settings).expect("feed");
+        store.create_table(ACCOUNT, "alpha").await.expect("create");
+        let keys = (0..10).map(|i| EntityKey::new("p", &format!("r{i}"))).collect();
+        let decide = Box::new(|_: &[Option<&[u8]>]| (0..10).map(|i| Mutation::Put(value("alpha", i))).collect());
+        store
+            .write_entities(ACCOUNT, "alpha", keys, decide)
+            .await
+            .expect("write");
+        store.shutdown().await.expect("shutdown");
+    });
+    disk.power_loss(disk.trace_len(), &mut fastrand::Rng::with_seed(6))
+}
+
+#[test]
+fn check_names_a_change_whose_entity_row_lost_its_link() {
+    use super::engine::durable_tx::DurableTx;
+    use super::engine::entity_seal;
+    use super::engine::tree::{ReadTrees, Tree};
+    use std::ops::Bound::Unbounded;
+    let image = feed_image();
+    let report = check_image(&image);
+    assert!(report.damage.is_empty(), "{report:?}");
+    let disk = SimDisk::with(image);
+    {
+        let (db, _) = super::opening::open_db(&disk, 1 << 20).expect("open");
+        let txn = DurableTx::begin(&db).expect("txn");
+        {
+            let mut trees = txn.trees().expect("trees");
+            let (k, v) = trees
+                .range(Tree::Entities, Unbounded, Unbounded)
+                .expect("range")
+                .map(|r| r.map(|(k, v)| (k.bytes().to_vec(), v.bytes().to_vec())).expect("row"))
+                .nth(3)
+                .expect("a row");
+            let (value, link) = entity_seal::checked(&k, &v).expect("intact");
+            assert!(link.is_some(), "the row links to its change");
+            let mut unlinked = value.to_vec();
+            entity_seal::seal_in_place(&k, &mut unlinked, None);
+            trees.insert_unlogged(Tree::Entities, &k, &unlinked).expect("insert");
+        }
+        txn.commit().expect("commit");
+    }
+    let report = check_image(&disk.power_loss(disk.trace_len(), &mut fastrand::Rng::with_seed(7)));
+    let places: Vec<&str> = report.damage.iter().map(|d| d.place.as_str()).collect();
+    assert_eq!(places, ["change feed row 5 of account rot"], "{report:?}");
 }

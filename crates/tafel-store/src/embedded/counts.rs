@@ -10,7 +10,8 @@
 use std::collections::HashMap;
 use std::ops::Bound;
 
-use super::checksums::{payload, seal, unseal};
+use super::checksums::{seal, unseal};
+use super::engine::entity_seal;
 use super::engine::group::{GroupTx, Trees};
 use super::engine::tree::{ReadTrees, Tree};
 use super::schema::decode_table;
@@ -61,7 +62,7 @@ pub(super) fn recount(trees: &impl ReadTrees, id: u64) -> Result<(u64, u64), Sto
     for row in trees.range(Tree::Entities, Bound::Included(&lo), Bound::Excluded(&hi))? {
         let (k, v) = row?;
         entities += 1;
-        bytes += row_bytes(k.bytes().len().saturating_sub(8), payload(v.bytes()).len()) as u64;
+        bytes += row_bytes(k.bytes().len().saturating_sub(8), entity_seal::payload(v.bytes()).len()) as u64;
     }
     Ok((entities, bytes))
 }

@@ -207,6 +207,7 @@ impl Writer<'_, '_> {
 
     /// Removes kept table `id` of `account` for good: rows, counters, indexes.
     pub(super) fn purge_kept(&mut self, account: &str, id: u64) -> Result<(), StoreError> {
+        self.materialize_table(account, id, 0)?;
         self.tx
             .remove_range(Tree::Entities, &id.to_be_bytes(), &(id + 1).to_be_bytes())?;
         counts::remove(&mut self.tx, id)?;

@@ -12,15 +12,18 @@ use arc_swap::{ArcSwap, ArcSwapOption};
 use tokio::sync::Notify;
 
 use super::apply::Writer;
+use super::change_row::{self, HeldValue};
 use super::checksums::{seal, seal_in_place, unseal};
 use super::commit::ReadView;
+use super::engine::entity_seal;
 use super::engine::group::{Logged, Repeat};
 use super::engine::tree::{ReadTrees, Tree};
 use super::feed_restore;
+use super::schema::row_key;
 use crate::error::{FailureKind, StoreError};
 use crate::feed::{
-    check_from, decode_change, decode_head, encode_change, encode_head, ChangeOp, ChangesFrom, ChangesPage,
-    ChangesRead, ChangesRequest, FeedSettings,
+    check_from, decode_head, encode_head, Change, ChangeOp, ChangesFrom, ChangesPage, ChangesRead, ChangesRequest,
+    FeedSettings,
 };
 use crate::traits::IndexEncoder;
 
@@ -34,10 +37,10 @@ pub(super) struct NewChange<'a> {
     pub(super) op: ChangeOp,
     /// The entity's key (none for table changes).
     pub(super) key: Option<&'a [u8]>,
-    /// Its value after (none for table changes and deletes).
-    pub(super) value: Option<&'a [u8]>,
-    /// Where the write's own row logged that value (sealed) in the group's
-    /// record: the change's is logged as a repeat of it.
+    /// What it holds of its value after (nothing for table changes and deletes).
+    pub(super) value: HeldValue<'a>,
+    /// Where the write's own row logged a value it holds (sealed) in the
+    /// group's record: the change's is logged as a repeat of it.
     pub(super) logged: Option<Logged>,
 }
 
@@ -47,7 +50,7 @@ impl NewChange<'_> {
         NewChange {
             op,
             key: None,
-            value: None,
+            value: HeldValue::None,
             logged: None,
         }
     }
@@ -105,7 +108,8 @@ fn position_of(key: &[u8]) -> Result<u64, StoreError> {
 }
 
 impl Writer<'_, '_> {
-    fn feed_head(&self, account: &str) -> Result<(u64, u64), StoreError> {
+    /// The account's feed head: the last position given out, the bytes kept.
+    pub(super) fn feed_head(&self, account: &str) -> Result<(u64, u64), StoreError> {
         let key = head_key(account);
         head_in(&self.tx, &key)
     }
@@ -133,10 +137,14 @@ impl Writer<'_, '_> {
             .map(|(position, c)| {
                 let k = change_key(account, position);
                 // Sealed where it was encoded (its spare room takes the checksum), not copied.
-                let mut v = encode_change(txn, time, c.op, table, c.key, c.value);
+                let mut v = change_row::encode(txn, time, c.op, table, c.key, c.value);
+                let value = match c.value {
+                    HeldValue::Value(v) => Some(v),
+                    _ => None,
+                };
                 // The value ends the encoding: where the write's row logged it, the
                 // log repeats those bytes rather than carry them twice.
-                repeats.push(c.logged.zip(c.value).map(|(logged, value)| Repeat {
+                repeats.push(c.logged.zip(value).map(|(logged, value)| Repeat {
                     at: v.len() - value.len(),
                     logged: Logged {
                         len: value.len() as u32,
@@ -144,7 +152,7 @@ impl Writer<'_, '_> {
                     },
                 }));
                 seal_in_place(&k, &mut v);
-                bytes += v.len() as u64;
+                bytes += change_row::counted_len(&v);
                 (k, v)
             })
             .collect();
@@ -183,7 +191,7 @@ impl Writer<'_, '_> {
                 if time >= cutoff && !too_big {
                     break;
                 }
-                bytes = bytes.saturating_sub(v.bytes().len() as u64);
+                bytes = bytes.saturating_sub(change_row::counted_len(v.bytes()));
                 drop_to = Some(position_of(k.bytes())?);
             }
             if let Some(last) = drop_to {
@@ -257,7 +265,8 @@ pub(super) fn read(view: &ReadView, account: &str, request: &ChangesRequest) -> 
         }
         let (k, v) = item?;
         let position = position_of(k.bytes())?;
-        let change = decode_change(position, unseal(k.bytes(), v.bytes())?).ok_or_else(|| corrupt("change"))?;
+        let stored = unseal(k.bytes(), v.bytes())?;
+        let mut change = change_row::decode(position, stored, None).ok_or_else(|| corrupt("change"))?;
         page.next_after = position;
         if let ChangesFrom::Since(t) = request.from {
             if change.time_ns < t {
@@ -269,9 +278,219 @@ pub(super) fn read(view: &ReadView, account: &str, request: &ChangesRequest) -> 
                 continue;
             }
         }
+        change.value = value_of(view, &change, stored)?;
         page.changes.push(change);
     }
     Ok(ChangesRead::Page(page))
+}
+
+/// The value `change` (stored as `stored`) records: its own, or, for a
+/// current change, its entity row's, which links back to it.
+fn value_of(view: &ReadView, change: &Change, stored: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+    match change_row::held(stored).ok_or_else(|| corrupt("change"))? {
+        HeldValue::None => Ok(None),
+        HeldValue::Value(v) => Ok(Some(v.to_vec())),
+        HeldValue::Current { table_id, .. } => {
+            let key = change.key.as_ref().ok_or_else(|| corrupt("change"))?;
+            current_value(view, table_id, key.as_bytes(), change.position).map(Some)
+        }
+    }
+}
+
+/// The value of the entity row (`table_id`, `key`) that links to the change at `position`.
+pub(super) fn current_value(
+    trees: &impl ReadTrees,
+    table_id: u64,
+    key: &[u8],
+    position: u64,
+) -> Result<Vec<u8>, StoreError> {
+    let row = row_key(table_id, key);
+    let stored = trees.get(Tree::Entities, &row)?;
+    match stored.as_ref().map(|s| entity_seal::unseal_linked(&row, s.bytes())).transpose()? {
+        Some((value, Some(link))) if link == position => Ok(value.to_vec()),
+        _ => Err(StoreError::failure(
+            FailureKind::Corrupt,
+            format!("the change feed's change {position} holds its entity's current value, but the entity's row does not link to it"),
+        )),
+    }
+}
+
+/// The changes (account, position) that hold their entity's current value
+/// while the entity's row does not link to them (`tafel check`). Rows that
+/// fail their checksum are the check's own walk's to report.
+pub(super) fn unlinked(view: &ReadView) -> Result<Vec<(String, u64)>, StoreError> {
+    let mut found = Vec::new();
+    for item in view.range(Tree::Changes, std::ops::Bound::Unbounded, std::ops::Bound::Unbounded)? {
+        let (k, v) = item?;
+        let Ok(stored) = unseal(k.bytes(), v.bytes()) else {
+            continue;
+        };
+        let Some(HeldValue::Current { table_id, .. }) = change_row::held(stored) else {
+            continue;
+        };
+        let position = position_of(k.bytes())?;
+        let account = k.bytes().get(..k.bytes().len().saturating_sub(9)).unwrap_or_default();
+        let account = String::from_utf8_lossy(account).into_owned();
+        let key = change_row::decode(position, stored, None).and_then(|c| c.key);
+        let linked = key.is_some_and(|key| current_value(view, table_id, key.as_bytes(), position).is_ok());
+        if !linked {
+            found.push((account, position));
+        }
+    }
+    Ok(found)
+}
+
+/// Rows a materializing walk reads before it writes what it found.
+const MATERIALIZE_SLICE: usize = 256;
+/// How far a materializing walk goes: changes read, bytes of values written
+/// (checked between slices of [`MATERIALIZE_SLICE`] changes).
+#[derive(Clone, Copy)]
+struct Bound {
+    changes: usize,
+    bytes: usize,
+}
+
+impl Bound {
+    const MAX: Bound = Bound {
+        changes: usize::MAX,
+        bytes: usize::MAX,
+    };
+}
+
+/// A [`super::jobs::Job::Materialize`] step's bound: its group stays a few
+/// MiB, however many changes there are.
+const STEP: Bound = Bound {
+    changes: 8192,
+    bytes: 4 << 20,
+};
+
+impl Writer<'_, '_> {
+    /// Gives the change at `position` of `account`'s feed, if it is still
+    /// kept and holds its entity's current value, that value (`value`, the
+    /// entity row's before it changes) in full.
+    pub(super) fn materialize(&mut self, account: &str, position: u64, value: &[u8]) -> Result<(), StoreError> {
+        let k = change_key(account, position);
+        let whole = match self.tx.get(Tree::Changes, &k)? {
+            Some(stored) => change_row::materialized(unseal(&k, stored.bytes())?, value),
+            None => None,
+        };
+        let Some(mut v) = whole else {
+            return Ok(());
+        };
+        seal_in_place(&k, &mut v);
+        self.tx.insert(Tree::Changes, &k, &v)
+    }
+
+    /// Materializes every change of `account`'s feed from position `from` on
+    /// that holds the current value of an entity of table `id`, before the
+    /// table's rows go. From 0, walks the table's rows or the account's
+    /// changes, whichever are fewer.
+    pub(super) fn materialize_table(&mut self, account: &str, id: u64, from: u64) -> Result<(), StoreError> {
+        let (head, _) = self.feed_head(account)?;
+        let (lo, hi) = (change_key(account, from), account_end(account));
+        let oldest = match self.tx.range_of(Tree::Changes, &lo, &hi)?.next() {
+            Some(item) => position_of(item?.0.bytes())?,
+            None => return Ok(()),
+        };
+        let rows = match from {
+            0 => super::counts::read(&self.tx, id)?.map_or(u64::MAX, |(e, _)| e),
+            _ => u64::MAX,
+        };
+        if rows < head.saturating_sub(oldest) {
+            self.materialize_rows(account, id)
+        } else {
+            self.materialize_changes(account, Some(id), oldest, Bound::MAX)
+                .map(drop)
+        }
+    }
+
+    /// A [`super::jobs::Job::Materialize`] step: from position `from`, up to
+    /// [`STEP`]'s changes read or bytes of values written.
+    pub(super) fn materialize_step(
+        &mut self,
+        account: &str,
+        table: Option<&str>,
+        from: u64,
+    ) -> Result<Option<u64>, StoreError> {
+        let id = match table {
+            Some(name) => match self.table(account, name)? {
+                Some(t) => Some(t.id),
+                None => return Ok(None),
+            },
+            None => None,
+        };
+        self.materialize_changes(account, id, from, STEP)
+    }
+
+    /// [`Self::materialize_table`] by the table's rows: each linked one.
+    fn materialize_rows(&mut self, account: &str, id: u64) -> Result<(), StoreError> {
+        let hi = (id + 1).to_be_bytes();
+        let mut from = id.to_be_bytes().to_vec();
+        loop {
+            let mut linked = Vec::new();
+            let mut read = 0;
+            for item in self.tx.range_of(Tree::Entities, &from, &hi)?.take(MATERIALIZE_SLICE) {
+                let (k, v) = item?;
+                read += 1;
+                from = [k.bytes(), &[0]].concat();
+                if let (value, Some(p)) = entity_seal::unseal_linked(k.bytes(), v.bytes())? {
+                    linked.push((p, value.to_vec()));
+                }
+            }
+            for (p, value) in linked {
+                self.materialize(account, p, &value)?;
+            }
+            if read < MATERIALIZE_SLICE {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Materializes the current changes of table `id` (any table: `None`)
+    /// among `account`'s changes from position `from` on, within `bound`;
+    /// answers where to go on from (`None`: the end).
+    fn materialize_changes(
+        &mut self,
+        account: &str,
+        id: Option<u64>,
+        mut from: u64,
+        bound: Bound,
+    ) -> Result<Option<u64>, StoreError> {
+        let hi = account_end(account);
+        let (mut left, mut bytes) = (bound.changes, 0);
+        while left > 0 && bytes < bound.bytes {
+            let mut found: Vec<(u64, Vec<u8>)> = Vec::new();
+            let mut read = 0;
+            let slice = left.min(MATERIALIZE_SLICE);
+            for item in self
+                .tx
+                .range_of(Tree::Changes, &change_key(account, from), &hi)?
+                .take(slice)
+            {
+                let (k, v) = item?;
+                read += 1;
+                let position = position_of(k.bytes())?;
+                from = position + 1;
+                let stored = unseal(k.bytes(), v.bytes())?;
+                if let Some(HeldValue::Current { table_id, .. }) = change_row::held(stored) {
+                    if id.is_none_or(|id| id == table_id) {
+                        let change = change_row::decode(position, stored, None).ok_or_else(|| corrupt("change"))?;
+                        let key = change.key.ok_or_else(|| corrupt("change"))?;
+                        found.push((position, current_value(&self.tx, table_id, key.as_bytes(), position)?));
+                    }
+                }
+            }
+            for (p, value) in found {
+                bytes += value.len();
+                self.materialize(account, p, &value)?;
+            }
+            if read < slice {
+                return Ok(None);
+            }
+            left -= read;
+        }
+        Ok(Some(from))
+    }
 }
 
 /// Waits until a state past `seen` (a head [`read`] showed) is published for

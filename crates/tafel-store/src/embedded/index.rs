@@ -19,6 +19,7 @@ use std::sync::Arc;
 use super::apply::Writer;
 use super::checksums::{seal, unseal};
 use super::commit::ReadView;
+use super::engine::entity_seal;
 use super::engine::tree::{ReadTrees, Tree};
 use super::index_build::{Build, State};
 use super::schema::{row_key, to_store_error};
@@ -414,7 +415,7 @@ pub(super) fn offer<S: RowSink + ?Sized>(
             "an index entry whose entity is missing",
         ));
     };
-    Ok(page.offer(KeyRef::new(key), unseal(&row, stored.bytes())?))
+    Ok(page.offer(KeyRef::new(key), entity_seal::unseal(&row, stored.bytes())?))
 }
 
 /// One way an index differs from its table (`tafel check`).
@@ -440,7 +441,9 @@ pub(super) fn verify(view: &ReadView, id: u64, encoder: &IndexEncoder) -> Result
         let (k, v) = item?;
         let k = k.bytes();
         // A damaged value is reported as such by the check's own walk.
-        let Ok(value) = unseal(k, v.bytes()) else { continue };
+        let Ok(value) = entity_seal::unseal(k, v.bytes()) else {
+            continue;
+        };
         let key = k.get(8..).unwrap_or_default();
         for (property, state) in &defs {
             let built = match state {

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use super::apply::Writer;
 use super::checksums::{seal, unseal};
 use super::commit::ReadView;
+use super::engine::entity_seal;
 use super::engine::tree::{ReadTrees, Tree};
 use super::index::{def_key, entity_entries};
 use super::schema::row_key;
@@ -182,7 +183,13 @@ impl Writer<'_, '_> {
             let key = k.get(8..).unwrap_or_default();
             // One place per entity, with its entries (none without the property;
             // every property's for `*`).
-            entries.push(entity_entries(encoder, id, definition, key, unseal(k, v)?)?);
+            entries.push(entity_entries(
+                encoder,
+                id,
+                definition,
+                key,
+                entity_seal::unseal(k, v)?,
+            )?);
             last = Some(key.to_vec());
         }
         // A write ahead of the cursor already made its entry: this is the same one.

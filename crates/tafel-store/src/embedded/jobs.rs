@@ -16,9 +16,13 @@ pub(super) enum Job {
         name: String,
         reply: Reply<bool>,
     },
+    /// `feed_from`: the change feed's changes from this position on may still
+    /// hold the table's entities' current values; those before it were
+    /// given theirs by [`Job::Materialize`] steps (0: any may).
     DeleteTable {
         account: String,
         name: String,
+        feed_from: u64,
         reply: Reply<bool>,
     },
     SetAcl {
@@ -33,9 +37,11 @@ pub(super) enum Job {
         reply: Reply<()>,
     },
     /// Empties a table at once (`apply.rs`).
+    /// `feed_from` as [`Job::DeleteTable`]'s.
     Truncate {
         account: String,
         table: String,
+        feed_from: u64,
         reply: Reply<Option<u64>>,
     },
     /// Writes (or with `None` removes) an operator record (`records.rs`).
@@ -84,6 +90,16 @@ pub(super) enum Job {
     SweepDeleted { now_ns: u64, reply: Reply<()> },
     /// Removes an account's tables and properties; answers how many tables it had.
     ClearAccount { account: String, reply: Reply<u64> },
+    /// One bounded step giving the changes of `account`'s feed from position
+    /// `from` on that hold the current value of an entity of `table` (any
+    /// table: `None`) their values (`feed.rs`), ahead of a job that drops
+    /// those rows; answers where the next step starts (`None`: done).
+    Materialize {
+        account: String,
+        table: Option<String>,
+        from: u64,
+        reply: Reply<Option<u64>>,
+    },
     /// Saves, restores or deletes a named savepoint: a durable commit of its
     /// own, never in a group (`savepoints.rs`).
     Savepoint {

@@ -26,6 +26,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 mod apply;
+mod change_row;
 mod check;
 #[cfg(test)]
 mod corruption_tests;
@@ -40,6 +41,8 @@ mod feed;
 mod feed_restore;
 #[cfg(test)]
 mod feed_tests;
+#[cfg(test)]
+mod feed_values_tests;
 #[cfg(test)]
 mod fold_aside_tests;
 mod index;
@@ -79,7 +82,7 @@ pub use self::check::{check, check_with, CheckReport, Damage};
 use self::engine::header_copy;
 #[cfg(test)]
 use self::engine::sim_disk;
-use self::engine::{checksums, commit, disk, opening, reopen, schema, scratch_disk, wal};
+use self::engine::{checksums, commit, disk, entity_seal, opening, reopen, schema, scratch_disk, wal};
 
 use arc_swap::ArcSwapOption;
 use async_trait::async_trait;
@@ -251,6 +254,29 @@ impl EmbeddedStore {
         self.opening_now().view().buffer.bytes()
     }
 
+    /// Gives the changes of `account`'s feed that hold the current values of
+    /// `table`'s entities (every table's: `None`) their values, in bounded
+    /// steps, ahead of a job that drops those rows: that job then has only
+    /// the changes from the position answered on to see to.
+    async fn materialize_ahead(&self, account: &str, table: Option<&str>) -> Result<u64, StoreError> {
+        let mut from = 0;
+        loop {
+            let (account, table) = (account.to_owned(), table.map(str::to_owned));
+            match self
+                .submit(|reply| Job::Materialize {
+                    account,
+                    table,
+                    from,
+                    reply,
+                })
+                .await?
+            {
+                Some(next) => from = next,
+                None => return Ok(from),
+            }
+        }
+    }
+
     /// Hands a write to the writer; once a full disk has broken the store,
     /// starts opening it again as soon as there is room.
     async fn submit<T>(&self, make: impl FnOnce(Reply<T>) -> Job) -> Result<T, StoreError> {
@@ -289,7 +315,18 @@ impl Store for EmbeddedStore {
 
     async fn delete_table(&self, account: &str, name: &str) -> Result<bool, StoreError> {
         let (account, name) = (account.to_owned(), name.to_owned());
-        self.submit(|reply| Job::DeleteTable { account, name, reply }).await
+        let feed_from = match self.kept_deleted() {
+            // Kept restorable, the rows stay: the changes still find them.
+            Some(_) => 0,
+            None => self.materialize_ahead(&account, Some(&name)).await?,
+        };
+        self.submit(|reply| Job::DeleteTable {
+            account,
+            name,
+            feed_from,
+            reply,
+        })
+        .await
     }
 
     async fn get_table(&self, account: &str, name: &str) -> Result<Option<TableRecord>, StoreError> {
@@ -347,7 +384,9 @@ impl Store for EmbeddedStore {
             let id = table_id(&snapshot, &opening.ids, &table_key(account, table), generation)?;
             let key = row_key(id, key.as_bytes());
             let found = snapshot.get(Tree::Entities, &key)?;
-            found.map(|v| unseal(&key, v.bytes()).map(<[u8]>::to_vec)).transpose()
+            found
+                .map(|v| entity_seal::unseal(&key, v.bytes()).map(<[u8]>::to_vec))
+                .transpose()
         })
     }
 
@@ -404,7 +443,14 @@ impl Store for EmbeddedStore {
 
     async fn truncate_table(&self, account: &str, table: &str) -> Result<Option<u64>, StoreError> {
         let (account, table) = (account.to_owned(), table.to_owned());
-        self.submit(|reply| Job::Truncate { account, table, reply }).await
+        let feed_from = self.materialize_ahead(&account, Some(&table)).await?;
+        self.submit(|reply| Job::Truncate {
+            account,
+            table,
+            feed_from,
+            reply,
+        })
+        .await
     }
 
     async fn put_record(&self, kind: &str, id: &str, value: Vec<u8>) -> Result<(), StoreError> {
@@ -562,6 +608,7 @@ impl Store for EmbeddedStore {
 
     async fn clear_account(&self, account: &str) -> Result<u64, ResetError> {
         let account = account.to_owned();
+        self.materialize_ahead(&account, None).await?;
         Ok(self.submit(|reply| Job::ClearAccount { account, reply }).await?)
     }
 

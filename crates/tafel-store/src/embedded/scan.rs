@@ -4,8 +4,8 @@ use std::cell::Cell;
 use std::ops::Bound;
 use std::time::{Duration, Instant};
 
-use super::checksums::{payload, unseal};
 use super::commit::ReadView;
+use super::engine::entity_seal::{payload, unseal};
 use super::engine::rows_ahead::{RowsAhead, LOOKAHEAD};
 use super::engine::tree::{ReadTrees, Tree};
 use super::opening::Opening;

@@ -73,6 +73,8 @@ impl Change {
 pub(super) enum Op {
     CreateTable(&'static str),
     DeleteTable(&'static str),
+    /// The table emptied (its changes' values stay in the feed).
+    Truncate(&'static str),
     CreateIndex(&'static str),
     DropIndex(&'static str),
     SetAcl(&'static str, Arc<[u8]>),
@@ -97,6 +99,9 @@ impl Op {
             Op::DeleteTable(t) => {
                 state.tables.remove(*t);
                 state.indexed.remove(*t);
+                state.rows.retain(|(table, _), _| table != t);
+            }
+            Op::Truncate(t) => {
                 state.rows.retain(|(table, _), _| table != t);
             }
             Op::CreateIndex(t) => {
@@ -146,6 +151,7 @@ impl Op {
         match self {
             Op::CreateTable(t) => table(ChangeOp::CreateTable, t),
             Op::DeleteTable(t) => table(ChangeOp::DeleteTable, t),
+            Op::Truncate(t) => table(ChangeOp::TruncateTable, t),
             Op::Write { table, rows } => rows
                 .iter()
                 .filter_map(|(key, change)| {
@@ -164,6 +170,7 @@ impl Op {
         match self {
             Op::CreateTable(t) => store.create_table(ACCOUNT, t).await.map(drop),
             Op::DeleteTable(t) => store.delete_table(ACCOUNT, t).await.map(drop),
+            Op::Truncate(t) => store.truncate_table(ACCOUNT, t).await.map(drop),
             Op::CreateIndex(t) => store
                 .create_index(ACCOUNT, t, INDEXED)
                 .await
@@ -214,7 +221,10 @@ pub(super) fn draw_wave(rng: &mut fastrand::Rng, state: &State, saved: &mut Save
     if state.tables.is_empty() || rng.u8(..100) < 4 {
         let t = table(rng);
         return vec![if state.tables.contains_key(t) {
-            Op::DeleteTable(t)
+            match rng.bool() {
+                true => Op::DeleteTable(t),
+                false => Op::Truncate(t),
+            }
         } else {
             Op::CreateTable(t)
         }];

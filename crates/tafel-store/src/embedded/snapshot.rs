@@ -9,6 +9,7 @@ use async_trait::async_trait;
 
 use super::checksums::{self, unseal};
 use super::commit::ReadView;
+use super::engine::entity_seal;
 use super::engine::tree::{ReadTrees, Tree};
 use super::scan::entity_key;
 use super::schema::{decode_table, guarded, row_key, table_key};
@@ -109,7 +110,7 @@ impl Snapshot for EmbeddedSnapshot {
                 }
                 n += 1;
                 if sink
-                    .push(entity_key(k.bytes()), unseal(k.bytes(), v.bytes())?)
+                    .push(entity_key(k.bytes()), entity_seal::unseal(k.bytes(), v.bytes())?)
                     .is_break()
                 {
                     break;

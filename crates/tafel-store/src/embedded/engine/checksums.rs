@@ -8,6 +8,11 @@
 //! Stores from before checksums have none: the first open seals every value
 //! in one durable transaction ([`migrate`]), after the log is replayed (its
 //! records hold values as they were stored).
+//!
+//! Entity rows are sealed their own way (`entity_seal.rs`, store format 2): a
+//! format-1 store has them resealed at its first open by a build that knows
+//! format 2 ([`upgrade`]); a build that knows only format 1 refuses a format-2
+//! store rather than read a row's link as part of its value.
 
 use redb::{Database, Durability, ReadableTable, TableDefinition};
 
@@ -18,9 +23,27 @@ use crate::error::{FailureKind, StoreError};
 pub(in crate::embedded) const SEAL: usize = 4;
 /// META key saying every value carries a checksum; its value is [`FORMAT`], sealed.
 pub(in crate::embedded) const FORMAT_KEY: &str = "format";
-const FORMAT: &[u8] = &[1];
+const FORMAT: &[u8] = &[2];
+const FORMAT_1: &[u8] = &[1];
 
-fn checksum(key: &[u8], value: &[u8]) -> u32 {
+/// What a store's values carry, as found at its opening.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(in crate::embedded) enum Format {
+    /// From before checksums: [`migrate`] seals it.
+    Unsealed,
+    /// Checksums, entity rows in format 1: [`upgrade`] reseals them.
+    V1,
+    /// This build's.
+    V2,
+}
+
+impl Format {
+    pub(in crate::embedded) fn sealed(self) -> bool {
+        self != Format::Unsealed
+    }
+}
+
+pub(in crate::embedded) fn checksum(key: &[u8], value: &[u8]) -> u32 {
     let mut h = crc32fast::Hasher::new();
     h.update(key);
     h.update(value);
@@ -74,14 +97,15 @@ pub(in crate::embedded) fn printable(key: &[u8]) -> String {
     key.escape_ascii().to_string()
 }
 
-/// Whether the store's values carry checksums. A store nothing was ever
-/// written to (no log position recorded yet) is marked as one that does.
+/// What the store's values carry. A store nothing was ever written to (no
+/// log position recorded yet) is marked as this build's format.
 /// Called in the transaction that creates the tables.
-pub(in crate::embedded) fn prepare(txn: &redb::WriteTransaction) -> Result<bool, StoreError> {
+pub(in crate::embedded) fn prepare(txn: &redb::WriteTransaction) -> Result<Format, StoreError> {
     let mut meta = txn.open_table(META).map_err(to_store_error)?;
     if let Some(v) = meta.get(FORMAT_KEY).map_err(to_store_error)? {
         return match checked(FORMAT_KEY.as_bytes(), v.value()) {
-            Some(FORMAT) => Ok(true),
+            Some(FORMAT) => Ok(Format::V2),
+            Some(FORMAT_1) => Ok(Format::V1),
             _ => Err(StoreError::failure(
                 FailureKind::Corrupt,
                 "the store's format marker is damaged or from a newer Tafel",
@@ -90,11 +114,48 @@ pub(in crate::embedded) fn prepare(txn: &redb::WriteTransaction) -> Result<bool,
     }
     // Every open records a log position, so only a new store has none.
     let fresh = meta.get(WAL_SEQ).map_err(to_store_error)?.is_none();
-    if fresh {
+    if !fresh {
+        return Ok(Format::Unsealed);
+    }
+    meta.insert(FORMAT_KEY, seal(FORMAT_KEY.as_bytes(), FORMAT).as_slice())
+        .map_err(to_store_error)?;
+    Ok(Format::V2)
+}
+
+/// Reseals the entity rows of a format-1 store (those whose CRC has its top
+/// bit set: `entity_seal.rs`) and marks it format 2, in one durable
+/// transaction; drops its saved states, which would bring format-1 rows back.
+pub(in crate::embedded) fn upgrade(db: &Database) -> Result<(), StoreError> {
+    let mut txn = db.begin_write().map_err(to_store_error)?;
+    txn.set_durability(Durability::Immediate).map_err(to_store_error)?;
+    let saved: Vec<u64> = txn.list_persistent_savepoints().map_err(to_store_error)?.collect();
+    for id in &saved {
+        txn.delete_persistent_savepoint(*id).map_err(to_store_error)?;
+    }
+    let resealed = {
+        let mut entities = txn.open_table(ENTITIES).map_err(to_store_error)?;
+        let resealed = std::cell::Cell::new(0u64);
+        super::blocks::map_values(&mut entities, |k, v| match super::entity_seal::reseal_v1(k, v) {
+            Some(new) => {
+                resealed.set(resealed.get() + 1);
+                new
+            }
+            None => v.to_vec(),
+        })?;
+        resealed.get()
+    };
+    {
+        let mut meta = txn.open_table(META).map_err(to_store_error)?;
         meta.insert(FORMAT_KEY, seal(FORMAT_KEY.as_bytes(), FORMAT).as_slice())
             .map_err(to_store_error)?;
     }
-    Ok(fresh)
+    txn.commit().map_err(to_store_error)?;
+    tracing::info!(
+        resealed,
+        savepoints_dropped = saved.len(),
+        "resealed the entity rows of a store from an older Tafel (store format 2)"
+    );
+    Ok(())
 }
 
 /// Seals every value of a store from before checksums, and marks it, in one
@@ -106,7 +167,11 @@ pub(in crate::embedded) fn migrate(db: &Database) -> Result<(), StoreError> {
     rows += seal_all(&txn, TABLES)?;
     {
         let mut entities = txn.open_table(ENTITIES).map_err(to_store_error)?;
-        rows += super::blocks::map_values(&mut entities, seal)?;
+        rows += super::blocks::map_values(&mut entities, |k, v| {
+            let mut sealed = v.to_vec();
+            super::entity_seal::seal_in_place(k, &mut sealed, None);
+            sealed
+        })?;
     }
     {
         let mut meta = txn.open_table(META).map_err(to_store_error)?;

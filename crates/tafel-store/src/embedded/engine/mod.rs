@@ -23,6 +23,7 @@ pub(super) mod checksums;
 pub(super) mod commit;
 pub(super) mod disk;
 pub(super) mod durable_tx;
+pub(super) mod entity_seal;
 pub(super) mod fold_aside;
 pub(super) mod group;
 pub(super) mod header_copy;

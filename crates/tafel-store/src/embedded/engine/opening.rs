@@ -72,8 +72,8 @@ pub(in crate::embedded) fn open_db(disk: &dyn Disk, cache_size: usize) -> Result
 /// What [`recover`] found.
 pub(in crate::embedded) struct Recovered {
     pub(in crate::embedded) wal: Wal,
-    /// Whether the store's values carry checksums (see `checksums.rs`).
-    pub(in crate::embedded) sealed: bool,
+    /// What the store's values carry (see `checksums.rs`).
+    pub(in crate::embedded) format: checksums::Format,
     /// Log records replayed.
     pub(in crate::embedded) replayed: usize,
     /// A damaged record replay stopped at, with intact ones after it.
@@ -107,7 +107,8 @@ pub(in crate::embedded) fn recover(db: &Database, disk: &dyn Disk, log_size: u64
             "moved the entity rows of a store from an older Tafel into blocks"
         );
     }
-    let sealed = checksums::prepare(&txn)?;
+    let format = checksums::prepare(&txn)?;
+    let sealed = format.sealed();
     txn.commit().map_err(to_store_error)?;
     let applied = {
         let txn = db.begin_read().map_err(to_store_error)?;
@@ -151,7 +152,7 @@ pub(in crate::embedded) fn recover(db: &Database, disk: &dyn Disk, log_size: u64
     replay(db, &records, wal.last_seq, sealed)?;
     Ok(Recovered {
         wal,
-        sealed,
+        format,
         replayed: records.len(),
         damaged_record: damaged,
     })
@@ -191,9 +192,11 @@ impl Opening {
     ) -> Result<Self, StoreError> {
         let (db, durable, wal) = guarded(|| {
             let (db, durable) = open_db(disk, options.cache_size)?;
-            let Recovered { wal, sealed, .. } = recover(&db, disk, options.log_size)?;
-            if !sealed {
-                checksums::migrate(&db)?;
+            let Recovered { wal, format, .. } = recover(&db, disk, options.log_size)?;
+            match format {
+                checksums::Format::Unsealed => checksums::migrate(&db)?,
+                checksums::Format::V1 => checksums::upgrade(&db)?,
+                checksums::Format::V2 => {}
             }
             fill_counts(&db)?;
             Ok((db, durable, wal))

@@ -182,6 +182,8 @@ impl<'a, S: Source<'a>, M: Default> Ring<'a, S, M> {
                 Some(Some((k, v))) => {
                     prefetch_lines(k, 2);
                     prefetch_lines(v, value_lines);
+                    // A value's end says where it ends (`entity_seal.rs`).
+                    prefetch_lines(v.get(v.len().saturating_sub(1)..).unwrap_or_default(), 1);
                     self.marks[at] = M::default();
                     self.len += 1;
                 }
