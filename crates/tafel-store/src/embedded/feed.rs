@@ -315,6 +315,12 @@ pub(super) fn current_value(
     }
 }
 
+/// Whether `account`'s feed keeps any change as of `view`.
+pub(super) fn keeps_changes(view: &ReadView, account: &str) -> Result<bool, StoreError> {
+    let (lo, hi) = (change_key(account, 0), account_end(account));
+    Ok(view.range_of(Tree::Changes, &lo, &hi)?.next().transpose()?.is_some())
+}
+
 /// The changes (account, position) that hold their entity's current value
 /// while the entity's row does not link to them (`tafel check`). Rows that
 /// fail their checksum are the check's own walk's to report.
