@@ -14,7 +14,8 @@
 //!   table of the same name.
 //! - Reads use the published snapshot (redb MVCC) and never wait for the writer.
 //!
-//! Here: options, opening (replay included), and the `Store` methods. `engine/`
+//! Here: options and opening (replay included); `store_api.rs` the `Store`
+//! methods, `tables.rs` the table catalog's reads. `engine/`
 //! alone owns redb: `engine/schema.rs` the redb tables and key layouts,
 //! `engine/writer.rs` the writer thread, `engine/commit.rs` a group's sync,
 //! `engine/wal.rs` the log, `engine/page_file.rs` the file redb writes through.
@@ -22,7 +23,7 @@
 //! `savepoints.rs`, `snapshot.rs`, `stats.rs`, `check.rs`.
 
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
 
 mod apply;
@@ -70,7 +71,9 @@ mod simulation_feed;
 mod simulation_model;
 mod snapshot;
 mod stats;
+mod store_api;
 mod table_ids;
+mod tables;
 #[cfg(test)]
 mod write_tests;
 
@@ -82,28 +85,18 @@ pub use self::check::{check, check_with, CheckReport, Damage};
 use self::engine::header_copy;
 #[cfg(test)]
 use self::engine::sim_disk;
-use self::engine::{checksums, commit, disk, entity_seal, opening, reopen, schema, scratch_disk, wal};
+use self::engine::{checksums, commit, disk, opening, reopen, schema, scratch_disk, wal};
 
 use arc_swap::ArcSwapOption;
-use async_trait::async_trait;
 
-use self::checksums::unseal;
 use self::disk::{Disk, OsDisk};
-use self::engine::tree::{ReadTrees, Tree};
 use self::jobs::{Job, Reply};
 use self::opening::Opening;
-use self::scan::{scan, table_id};
-use self::schema::{decode_table, guarded, order_key, props_key, row_key, table_key, to_store_error, TableValue};
+use self::schema::{guarded, to_store_error, TableValue};
 use self::scratch_disk::ScratchDisk;
 use self::stats::EmbeddedStats;
-use crate::error::{FailureKind, NotReady, StoreError};
-use crate::key::EntityKey;
-use crate::reset::{ResetError, SavepointInfo};
-use crate::stats::StoreMetric;
-use crate::traits::{
-    Decide, IndexEncoder, IndexError, IndexInfo, IndexScanRequest, RowSink, ScanEnd, ScanRequest, Store, TableRecord,
-    TableSize, TableStats,
-};
+use crate::error::{FailureKind, StoreError};
+use crate::reset::ResetError;
 
 pub struct EmbeddedOptions {
     /// Bytes of page cache redb may use.
@@ -309,411 +302,5 @@ impl EmbeddedStore {
     fn read_table(&self, account: &str, name: &str) -> Result<Option<TableValue>, StoreError> {
         let opening = self.opening()?;
         guarded(|| opening.read_table(account, name))
-    }
-}
-
-#[async_trait]
-impl Store for EmbeddedStore {
-    async fn create_table(&self, account: &str, name: &str) -> Result<bool, StoreError> {
-        let (account, name) = (account.to_owned(), name.to_owned());
-        self.submit(|reply| Job::CreateTable { account, name, reply }).await
-    }
-
-    async fn delete_table(&self, account: &str, name: &str) -> Result<bool, StoreError> {
-        let (account, name) = (account.to_owned(), name.to_owned());
-        let feed_from = match self.kept_deleted() {
-            // Kept restorable, the rows stay: the changes still find them.
-            Some(_) => 0,
-            None => self.materialize_ahead(&account, Some(&name)).await?,
-        };
-        self.submit(|reply| Job::DeleteTable {
-            account,
-            name,
-            feed_from,
-            reply,
-        })
-        .await
-    }
-
-    async fn get_table(&self, account: &str, name: &str) -> Result<Option<TableRecord>, StoreError> {
-        Ok(self.read_table(account, name)?.map(|t| t.record))
-    }
-
-    async fn set_table_acl(&self, account: &str, name: &str, acl: Vec<u8>) -> Result<bool, StoreError> {
-        let (account, name) = (account.to_owned(), name.to_owned());
-        self.submit(|reply| Job::SetAcl {
-            account,
-            name,
-            acl,
-            reply,
-        })
-        .await
-    }
-
-    async fn list_tables(
-        &self,
-        account: &str,
-        from: Option<&str>,
-        limit: usize,
-    ) -> Result<Vec<TableRecord>, StoreError> {
-        let snapshot = self.opening()?.view();
-        guarded(|| {
-            let lo = order_key(account, from.unwrap_or(""));
-            let mut hi = account.as_bytes().to_vec();
-            hi.push(1);
-            let prefix = account.len() + 1;
-            let mut out = Vec::new();
-            for item in snapshot.range_of(Tree::TableOrder, &lo, &hi)? {
-                if out.len() >= limit {
-                    break;
-                }
-                let (k, _) = item?;
-                let name = std::str::from_utf8(k.bytes().get(prefix..).unwrap_or_default()).map_err(to_store_error)?;
-                let key = table_key(account, name);
-                if let Some(v) = snapshot.get(Tree::Tables, &key)? {
-                    let table = decode_table(&key, v.bytes())?;
-                    // A damaged listing key would show a name no table has.
-                    if table.record.name != name {
-                        return Err(checksums::damaged(k.bytes()));
-                    }
-                    out.push(table.record);
-                }
-            }
-            Ok(out)
-        })
-    }
-
-    async fn get_entity(&self, account: &str, table: &str, key: &EntityKey) -> Result<Option<Vec<u8>>, StoreError> {
-        let opening = self.opening()?;
-        let (generation, snapshot) = opening.id_view();
-        guarded(|| {
-            let id = table_id(&snapshot, &opening.ids, &table_key(account, table), generation)?;
-            let key = row_key(id, key.as_bytes());
-            let found = snapshot.get(Tree::Entities, &key)?;
-            found
-                .map(|v| entity_seal::unseal(&key, v.bytes()).map(<[u8]>::to_vec))
-                .transpose()
-        })
-    }
-
-    async fn scan_into(
-        &self,
-        account: &str,
-        table: &str,
-        request: ScanRequest,
-        sink: &mut (dyn RowSink + '_),
-    ) -> Result<ScanEnd, StoreError> {
-        let key = table_key(account, table);
-        let opening = self.opening()?;
-        let verify = !self.inner.disk.files_in_memory();
-        scan(&opening, &self.inner.stats.rows, &key, &request, verify, sink).await
-    }
-
-    async fn write_entities(
-        &self,
-        account: &str,
-        table: &str,
-        keys: Vec<EntityKey>,
-        decide: Decide,
-    ) -> Result<(), StoreError> {
-        let (account, table) = (account.to_owned(), table.to_owned());
-        self.submit(|reply| Job::Write {
-            account,
-            table,
-            keys,
-            decide,
-            reply,
-        })
-        .await
-    }
-
-    async fn snapshot(&self) -> Result<Box<dyn crate::Snapshot>, StoreError> {
-        Ok(Box::new(snapshot::EmbeddedSnapshot::new(self.opening()?.view())))
-    }
-
-    async fn get_service_properties(&self, account: &str) -> Result<Option<Vec<u8>>, StoreError> {
-        let view = self.opening()?.view();
-        guarded(|| {
-            let key = props_key(account);
-            let found = view.get(Tree::Meta, key.as_bytes())?;
-            found
-                .map(|v| unseal(key.as_bytes(), v.bytes()).map(<[u8]>::to_vec))
-                .transpose()
-        })
-    }
-
-    async fn set_service_properties(&self, account: &str, value: Vec<u8>) -> Result<(), StoreError> {
-        let account = account.to_owned();
-        self.submit(|reply| Job::SetProps { account, value, reply }).await
-    }
-
-    async fn truncate_table(&self, account: &str, table: &str) -> Result<Option<u64>, StoreError> {
-        let (account, table) = (account.to_owned(), table.to_owned());
-        let feed_from = self.materialize_ahead(&account, Some(&table)).await?;
-        self.submit(|reply| Job::Truncate {
-            account,
-            table,
-            feed_from,
-            reply,
-        })
-        .await
-    }
-
-    async fn put_record(&self, kind: &str, id: &str, value: Vec<u8>) -> Result<(), StoreError> {
-        let key = records::key(kind, id);
-        self.submit(|reply| Job::SetRecord {
-            key,
-            value: Some(value),
-            reply,
-        })
-        .await
-    }
-
-    async fn get_record(&self, kind: &str, id: &str) -> Result<Option<Vec<u8>>, StoreError> {
-        records::get(&self.opening()?.view(), kind, id)
-    }
-
-    async fn list_records(&self, kind: &str) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
-        records::list(&self.opening()?.view(), kind)
-    }
-
-    async fn delete_record(&self, kind: &str, id: &str) -> Result<(), StoreError> {
-        let key = records::key(kind, id);
-        self.submit(|reply| Job::SetRecord {
-            key,
-            value: None,
-            reply,
-        })
-        .await
-    }
-
-    async fn ready(&self) -> Result<(), NotReady> {
-        self.opening()?.ready()
-    }
-
-    fn metrics(&self) -> Vec<StoreMetric> {
-        let now = self
-            .inner
-            .opening
-            .load()
-            .as_ref()
-            .map_or(0, |e| e.pages.bytes_written());
-        let before = self.inner.written_before.load(Ordering::Relaxed);
-        self.inner.stats.metrics(before + now)
-    }
-
-    async fn count_entities(&self, account: &str, table: &str) -> Result<u64, StoreError> {
-        let opening = self.opening()?;
-        let (generation, snapshot) = opening.id_view();
-        guarded(|| {
-            let id = table_id(&snapshot, &opening.ids, &table_key(account, table), generation)?;
-            match counts::read(&*snapshot, id)? {
-                Some((entities, _)) => Ok(entities),
-                None => Ok(counts::recount(&*snapshot, id)?.0),
-            }
-        })
-    }
-
-    async fn table_stats(&self, account: &str, table: &str) -> Result<Option<TableStats>, StoreError> {
-        let opening = self.opening()?;
-        let (generation, snapshot) = opening.id_view();
-        guarded(|| {
-            let id = match table_id(&snapshot, &opening.ids, &table_key(account, table), generation) {
-                Ok(id) => id,
-                Err(StoreError::TableNotFound) => return Ok(None),
-                Err(e) => return Err(e),
-            };
-            counts::stats(&*snapshot, id).map(Some)
-        })
-    }
-
-    async fn table_sizes(&self) -> Result<Vec<TableSize>, StoreError> {
-        let snapshot = self.opening()?.view();
-        guarded(|| {
-            let mut out = Vec::new();
-            for row in snapshot.range(Tree::Tables, std::ops::Bound::Unbounded, std::ops::Bound::Unbounded)? {
-                let (k, v) = row?;
-                let t = decode_table(k.bytes(), v.bytes())?;
-                let account = k.bytes().split(|&b| b == 0).next().unwrap_or_default();
-                let (entities, bytes) = counts::read(&*snapshot, t.id)?.unwrap_or_default();
-                out.push(TableSize {
-                    account: String::from_utf8_lossy(account).into_owned(),
-                    table: t.record.name,
-                    entities,
-                    bytes,
-                });
-            }
-            Ok(out)
-        })
-    }
-
-    fn set_table_soft_delete(&self, keep: Option<std::time::Duration>) -> Result<(), crate::UndeleteError> {
-        self.keep_deleted(keep);
-        Ok(())
-    }
-
-    fn table_soft_delete(&self) -> Option<std::time::Duration> {
-        self.kept_deleted()
-    }
-
-    async fn deleted_tables(&self, account: &str) -> Result<Vec<crate::DeletedTable>, crate::UndeleteError> {
-        self.list_deleted(account)
-    }
-
-    async fn restore_table(&self, account: &str, id: u64, name: Option<&str>) -> Result<String, crate::UndeleteError> {
-        self.restore_deleted(account, id, name).await
-    }
-
-    async fn count_tables(&self, account: &str) -> Result<u64, StoreError> {
-        let snapshot = self.opening()?.view();
-        // Guarded as `list_tables` is: redb can panic on a damaged page, which is
-        // damage to report, not a reason to take the request's task down.
-        guarded(|| {
-            let lo = order_key(account, "");
-            let mut hi = account.as_bytes().to_vec();
-            hi.push(1);
-            let mut n = 0;
-            for item in snapshot.range_of(Tree::TableOrder, &lo, &hi)? {
-                item?;
-                n += 1;
-            }
-            Ok(n)
-        })
-    }
-
-    async fn save_savepoint(&self, name: &str) -> Result<(), ResetError> {
-        self.savepoint(savepoints::Op::Save(name.to_owned())).await
-    }
-
-    async fn restore_savepoint(&self, name: &str) -> Result<(), ResetError> {
-        self.savepoint(savepoints::Op::Restore(name.to_owned())).await
-    }
-
-    async fn delete_savepoint(&self, name: &str) -> Result<(), ResetError> {
-        self.savepoint(savepoints::Op::Delete(name.to_owned())).await
-    }
-
-    async fn list_savepoints(&self) -> Result<Vec<SavepointInfo>, ResetError> {
-        let view = self.opening()?.view();
-        let names = guarded(|| savepoints::names(&*view))?;
-        let mut list: Vec<_> = names
-            .into_iter()
-            .map(|(name, s)| {
-                (
-                    s.id,
-                    SavepointInfo {
-                        name,
-                        created_ms: s.created_ms,
-                    },
-                )
-            })
-            .collect();
-        list.sort_by_key(|(id, _)| *id);
-        Ok(list.into_iter().map(|(_, info)| info).collect())
-    }
-
-    async fn clear_account(&self, account: &str) -> Result<u64, ResetError> {
-        let account = account.to_owned();
-        self.materialize_ahead(&account, None).await?;
-        Ok(self.submit(|reply| Job::ClearAccount { account, reply }).await?)
-    }
-
-    fn set_index_encoder(&self, encoder: IndexEncoder) {
-        self.inner.feed.index_encoder.store(Some(Arc::new(encoder)));
-    }
-
-    async fn create_index(&self, account: &str, table: &str, property: &str) -> Result<bool, IndexError> {
-        let (account, table, property) = (account.to_owned(), table.to_owned(), property.to_owned());
-        Ok(self
-            .submit(|reply| Job::CreateIndex {
-                account,
-                table,
-                property,
-                reply,
-            })
-            .await?)
-    }
-
-    async fn drop_index(&self, account: &str, table: &str, property: &str) -> Result<bool, IndexError> {
-        let (account, table, property) = (account.to_owned(), table.to_owned(), property.to_owned());
-        Ok(self
-            .submit(|reply| Job::DropIndex {
-                account,
-                table,
-                property,
-                reply,
-            })
-            .await?)
-    }
-
-    async fn list_indexes(&self, account: &str, table: &str) -> Result<Vec<IndexInfo>, IndexError> {
-        let opening = self.opening()?;
-        let (generation, snapshot) = opening.id_view();
-        Ok(guarded(|| {
-            let id = table_id(&snapshot, &opening.ids, &table_key(account, table), generation)?;
-            index::list(&snapshot, id)
-        })?)
-    }
-
-    async fn ready_indexes(&self, account: &str, table: &str) -> Result<Vec<String>, StoreError> {
-        let opening = self.opening()?;
-        let (generation, snapshot) = opening.id_view();
-        guarded(|| {
-            let id = table_id(&snapshot, &opening.ids, &table_key(account, table), generation)?;
-            index::ready(&snapshot, id)
-        })
-    }
-
-    async fn index_scan_into(
-        &self,
-        account: &str,
-        table: &str,
-        request: IndexScanRequest,
-        sink: &mut (dyn RowSink + '_),
-    ) -> Result<Option<ScanEnd>, StoreError> {
-        let opening = self.opening()?;
-        let (generation, snapshot) = opening.id_view();
-        guarded(|| {
-            let id = table_id(&snapshot, &opening.ids, &table_key(account, table), generation)?;
-            index::scan(&snapshot, id, &request, sink)
-        })
-    }
-
-    fn set_change_feed(&self, settings: crate::feed::FeedSettings) -> Result<(), StoreError> {
-        self.inner.feed.settings.store(Arc::new(settings));
-        Ok(())
-    }
-
-    async fn read_changes(
-        &self,
-        account: &str,
-        request: &crate::feed::ChangesRequest,
-    ) -> Result<crate::feed::ChangesRead, StoreError> {
-        if self.inner.feed.settings.load().for_account(account).is_none() {
-            return Ok(crate::feed::ChangesRead::NotEnabled);
-        }
-        let view = self.opening()?.view();
-        guarded(|| feed::read(&view, account, request))
-    }
-
-    async fn wait_for_changes(&self, account: &str, head: u64, until: std::time::Instant) {
-        let Ok(opening) = self.opening() else {
-            return;
-        };
-        feed::wait(&self.inner.feed, || opening.view(), account, head, until).await;
-    }
-
-    async fn shutdown(&self) -> Result<(), StoreError> {
-        self.inner.stopped.store(true, Ordering::Release);
-        let Some(opening) = self.inner.opening.load_full() else {
-            return Ok(());
-        };
-        if let Some(h) = opening.stop()? {
-            tokio::task::spawn_blocking(move || h.join())
-                .await
-                .map_err(to_store_error)?
-                .map_err(|_| StoreError::failure(FailureKind::Internal, "writer panicked"))?;
-        }
-        Ok(())
     }
 }

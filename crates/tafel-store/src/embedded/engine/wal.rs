@@ -3,7 +3,7 @@
 //! writes every dirty B-tree page and costs far more CPU per group
 //! (BENCHMARKS.md, "A log record against a durable commit per group").
 //!
-//! Protocol (see the writer in `mod.rs` and a group's sync in `commit.rs`):
+//! Protocol (see the writer in `writer.rs` and a group's sync in `commit.rs`):
 //! - Each group's redb transaction records, besides its changes, `wal_seq = n`
 //!   in META, and commits non-durably. Readers do not see that commit yet: they
 //!   read published snapshots only. The writer appends the group's physical
