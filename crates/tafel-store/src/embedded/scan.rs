@@ -5,7 +5,6 @@ use std::ops::Bound;
 use std::time::{Duration, Instant};
 
 use super::commit::ReadView;
-use super::engine::entity_seal::{payload, unseal};
 use super::engine::rows_ahead::{RowsAhead, LOOKAHEAD};
 use super::engine::tree::{ReadTrees, Tree};
 use super::opening::Opening;
@@ -109,16 +108,6 @@ struct RangeScan<'a> {
     verify: bool,
 }
 
-/// A row's value, its checksum checked if the scan `verify`s.
-#[inline(always)]
-fn value<'r>(verify: bool, key: &[u8], value: &'r [u8]) -> Result<&'r [u8], StoreError> {
-    if verify {
-        unseal(key, value)
-    } else {
-        Ok(payload(value))
-    }
-}
-
 /// How a slice of a range's scan ended.
 enum Slice {
     PageEnded(ScanEnd),
@@ -153,27 +142,27 @@ impl<'a> RangeScan<'a> {
         let mut since_check = 0u32;
         loop {
             self.rows.fill(verify)?;
-            if let Some((k, v, matched)) = self.rows.get_mut(FILTER_AT) {
-                if in_table(k) {
+            if let Some((row, matched)) = self.rows.get_mut(FILTER_AT) {
+                if in_table(row.key) {
                     // Checked here, where the filter reads the row anyway; a
                     // damaged row fails the scan rather than match or show wrongly.
-                    let value = value(verify, k, v)?;
+                    let value = row.value(verify)?;
                     ours.set(true);
-                    let m = page.matches(entity_key(k), value);
+                    let m = page.matches(entity_key(row.key), value);
                     ours.set(false);
                     *matched = Some(m);
                 }
             }
-            let Some((k, v, matched)) = self.rows.front() else {
+            let Some((row, matched)) = self.rows.front() else {
                 return Ok(Slice::RangeEnded);
             };
-            if !in_table(k) {
+            if !in_table(row.key) {
                 return Ok(Slice::RangeEnded);
             }
-            let key = entity_key(k);
+            let key = entity_key(row.key);
             let (value, matched) = match *matched {
-                Some(m) => (payload(v), Some(m)),
-                None => (value(verify, k, v)?, None),
+                Some(m) => (row.payload(), Some(m)),
+                None => (row.value(verify)?, None),
             };
             ours.set(true);
             let matched = matched.unwrap_or_else(|| page.matches(key, value));

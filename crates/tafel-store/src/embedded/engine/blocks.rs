@@ -370,12 +370,21 @@ impl<'a> BlockRange<'a> {
 
     /// The key and value of a row [`BlockRange::next_at`] handed out; none if
     /// its block is no longer held (a bug: more rows were kept than `HELD` allows).
-    #[inline(always)]
+    #[cfg(test)]
     pub(in crate::embedded) fn row(&self, row: &RowAt) -> Option<(&[u8], &[u8])> {
+        let (joined, key_len) = self.row_joined(row)?;
+        joined.split_at_checked(key_len)
+    }
+
+    /// A row [`BlockRange::next_at`] handed out, its key and value as the one
+    /// slice they are in the block, and its key's length; none as [`BlockRange::row`].
+    #[inline(always)]
+    pub(in crate::embedded) fn row_joined(&self, row: &RowAt) -> Option<(&[u8], usize)> {
         match &self.held[row.block % HELD] {
             Some((n, block)) if *n == row.block => {
-                let bytes = block.value();
-                Some((&bytes[row.at[0]..row.at[1]], &bytes[row.at[2]..row.at[3]]))
+                // A row's value follows its key (`encode`).
+                let [key, key_end, _, end] = row.at;
+                Some((block.value().get(key..end)?, key_end - key))
             }
             _ => None,
         }

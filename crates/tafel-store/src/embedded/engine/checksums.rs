@@ -50,6 +50,12 @@ pub(in crate::embedded) fn checksum(key: &[u8], value: &[u8]) -> u32 {
     h.finalize()
 }
 
+/// [`checksum`] of a key and value that lie together in `key_and_value`.
+#[inline(always)]
+pub(in crate::embedded) fn checksum_joined(key_and_value: &[u8]) -> u32 {
+    crc32fast::hash(key_and_value)
+}
+
 /// Appends the checksum of `key` and `value` to `value`: it is now as stored.
 pub(in crate::embedded) fn seal_in_place(key: &[u8], value: &mut Vec<u8>) {
     let crc = checksum(key, value);

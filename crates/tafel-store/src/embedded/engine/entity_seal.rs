@@ -11,7 +11,7 @@
 //! format 1 (`checksums.rs`): opening a format-1 store reseals only the rows
 //! whose CRC has it set ([`reseal_v1`]).
 
-use super::checksums::{checksum, damaged, SEAL};
+use super::checksums::{checksum, checksum_joined, damaged, SEAL};
 use crate::error::StoreError;
 
 /// Bytes of a link.
@@ -21,7 +21,12 @@ const LINKED: u32 = 1 << 31;
 const LINKED_CRC: u32 = 0x5bd1_e995;
 
 fn word(key: &[u8], body: &[u8], linked: bool) -> u32 {
-    let crc = checksum(key, body);
+    word_of(checksum(key, body), linked)
+}
+
+/// The checksum word of a row whose key and body have `crc`.
+#[inline(always)]
+fn word_of(crc: u32, linked: bool) -> u32 {
     match linked {
         true => ((crc ^ LINKED_CRC) & !LINKED) | LINKED,
         false => crc & !LINKED,
@@ -72,6 +77,19 @@ pub(in crate::embedded) fn unseal_linked<'a>(
     checked(key, stored).ok_or_else(|| damaged(key))
 }
 
+/// [`unseal`] of a row whose key (its first `key_len` bytes) and stored value
+/// lie together in `row`: the checksum reads both in one pass.
+#[inline(always)]
+pub(in crate::embedded) fn unseal_joined(row: &[u8], key_len: usize) -> Result<&[u8], StoreError> {
+    let checked = || {
+        let (key_and_body, w) = split(row)?;
+        let crc = checksum_joined(key_and_body);
+        (word_of(crc, w & LINKED != 0) == w).then_some(())?;
+        parts(key_and_body.get(key_len..)?, w).map(|(v, _)| v)
+    };
+    checked().ok_or_else(|| damaged(row.get(..key_len).unwrap_or(row)))
+}
+
 /// The value of a row, its checksum not checked. A row too short to be one
 /// gives nothing rather than fail: only a checked read says a row is damaged.
 #[inline(always)]
@@ -114,6 +132,21 @@ mod tests {
         seal_in_place(b"", &mut empty, None);
         assert_eq!(checked(b"", &empty), Some((&b""[..], None)));
         assert_eq!(payload(b"ab"), b"");
+    }
+
+    #[test]
+    fn a_row_checked_with_its_key_in_one_slice_reads_as_when_apart() {
+        for link in [None, Some(7u64)] {
+            let mut sealed = b"value".to_vec();
+            seal_in_place(b"key", &mut sealed, link);
+            let row = [&b"key"[..], &sealed].concat();
+            assert_eq!(unseal_joined(&row, 3).ok(), Some(&b"value"[..]));
+            for bit in 0..row.len() * 8 {
+                let mut flipped = row.clone();
+                flipped[bit / 8] ^= 1 << (bit % 8);
+                assert!(unseal_joined(&flipped, 3).is_err(), "link {link:?} bit {bit}");
+            }
+        }
     }
 
     #[test]
