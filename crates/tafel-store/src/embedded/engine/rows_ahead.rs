@@ -39,8 +39,9 @@ impl<'s> Row<'s> {
     }
 
     /// The row's value, its checksum checked if `verify`: in one pass over key
-    /// and value where they lie together, which saved a verified scan the
-    /// checksum's second call per row (8% of its CPU, benchmark-history §66).
+    /// and value where they lie together; a second call per row for the key
+    /// cost a verified scan 12–16% of its rate (benchmark-history §66). Rows
+    /// merged with the write buffer's are checked apart.
     #[inline(always)]
     pub(in crate::embedded) fn value(&self, verify: bool) -> Result<&'s [u8], StoreError> {
         match (verify, self.joined) {
