@@ -15,7 +15,7 @@ use super::engine::tree::{ReadTrees, Tree};
 use super::feed::NewChange;
 use super::index::IndexDefs;
 use super::schema::*;
-use super::Job;
+use super::{tables, Job};
 use crate::error::{FailureKind, StoreError};
 use crate::feed::{ChangeOp, FeedSettings};
 use crate::key::EntityKey;
@@ -205,9 +205,7 @@ impl Writer<'_, '_> {
     /// Deletes every table of `account` and its service properties; returns
     /// how many tables there were.
     fn clear_account(&mut self, account: &str) -> Result<u64, StoreError> {
-        let lo = order_key(account, "");
-        let mut hi = account.as_bytes().to_vec();
-        hi.push(1);
+        let (lo, hi) = tables::order_bounds(account, "");
         let mut names = Vec::new();
         for item in self.tx.range_of(Tree::TableOrder, &lo, &hi)? {
             let (k, _) = item?;

@@ -9,7 +9,7 @@ use crate::error::StoreError;
 use crate::traits::{TableRecord, TableSize};
 
 /// The bounds of `account`'s listing keys, from the name `from` on.
-fn order_bounds(account: &str, from: &str) -> (Vec<u8>, Vec<u8>) {
+pub(super) fn order_bounds(account: &str, from: &str) -> (Vec<u8>, Vec<u8>) {
     let mut hi = account.as_bytes().to_vec();
     hi.push(1);
     (order_key(account, from), hi)
