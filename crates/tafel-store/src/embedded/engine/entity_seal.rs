@@ -20,17 +20,19 @@ const LINKED: u32 = 1 << 31;
 /// Xored into a linked row's CRC: the flag bit's flip changes the expected CRC.
 const LINKED_CRC: u32 = 0x5bd1_e995;
 
-fn word(key: &[u8], body: &[u8], linked: bool) -> u32 {
-    word_of(checksum(key, body), linked)
-}
-
 /// The checksum word of a row whose key and body have `crc`.
 #[inline(always)]
-fn word_of(crc: u32, linked: bool) -> u32 {
+fn word(crc: u32, linked: bool) -> u32 {
     match linked {
         true => ((crc ^ LINKED_CRC) & !LINKED) | LINKED,
         false => crc & !LINKED,
     }
+}
+
+/// Whether `w` is the checksum word of a row whose key and body have `crc`.
+#[inline(always)]
+fn holds(crc: u32, w: u32) -> bool {
+    word(crc, w & LINKED != 0) == w
 }
 
 /// Appends `link` (if any) and the checksum word to `value`: it is now as stored under `key`.
@@ -38,7 +40,7 @@ pub(in crate::embedded) fn seal_in_place(key: &[u8], value: &mut Vec<u8>, link: 
     if let Some(p) = link {
         value.extend_from_slice(&p.to_le_bytes());
     }
-    let w = word(key, value, link.is_some());
+    let w = word(checksum(key, value), link.is_some());
     value.extend_from_slice(&w.to_le_bytes());
 }
 
@@ -60,7 +62,7 @@ fn parts(body: &[u8], w: u32) -> Option<(&[u8], Option<u64>)> {
 /// The value and link stored under `key`, if its checksum holds.
 pub(in crate::embedded) fn checked<'a>(key: &[u8], stored: &'a [u8]) -> Option<(&'a [u8], Option<u64>)> {
     let (body, w) = split(stored)?;
-    (word(key, body, w & LINKED != 0) == w).then_some(())?;
+    holds(checksum(key, body), w).then_some(())?;
     parts(body, w)
 }
 
@@ -83,8 +85,7 @@ pub(in crate::embedded) fn unseal_linked<'a>(
 pub(in crate::embedded) fn unseal_joined(row: &[u8], key_len: usize) -> Result<&[u8], StoreError> {
     let checked = || {
         let (key_and_body, w) = split(row)?;
-        let crc = checksum_joined(key_and_body);
-        (word_of(crc, w & LINKED != 0) == w).then_some(())?;
+        holds(checksum_joined(key_and_body), w).then_some(())?;
         parts(key_and_body.get(key_len..)?, w).map(|(v, _)| v)
     };
     checked().ok_or_else(|| damaged(row.get(..key_len).unwrap_or(row)))
